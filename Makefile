@@ -1,0 +1,36 @@
+# Every target does its own set-up on a fresh machine.
+# TORCH pins the CPU build that this machine serves from a local file; on a GPU
+# host run e.g. `make install TORCH=torch` (setup.cfg itself only asks torch>=2.10).
+PYTHON ?= python3
+TORCH ?= torch==2.13.0
+VENV := .venv
+PY := $(VENV)/bin/python
+ACTORS ?= 4
+
+.PHONY: install install-dev run test bench clean
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
+
+$(VENV)/.installed: setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q "$(TORCH)" "numpy<2; python_version < '3.13'"
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+run: install
+	$(PY) -m launch.local --actors $(ACTORS)
+
+test: install-dev
+	$(PY) -m pytest -q
+
+bench: install
+	$(PY) -m launch.benchmark
+
+clean:
+	rm -rf $(VENV) build *.egg-info

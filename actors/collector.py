@@ -1,0 +1,143 @@
+"""A collector process: plays its envs epsilon-greedily and streams batches to the learner.
+
+Runs inside its own process (``actor_main``): the envs are built there, never
+pickled; torch uses one thread; the network is a local CPU copy in eval mode
+under ``torch.inference_mode``. Each tick steps every env once; the forward
+pass is batched over the envs and skipped when every env explores. Every T
+ticks the batch (each new frame once, see shared/protocol.py) goes to the
+learner over this actor's own socket, ``tcp://HOST:BASE_PORT+actor_id``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from actors.sender import BatchSender, StagedBatch
+from shared.config import RunConfig
+from shared.env import make_env
+from shared.network import QNetwork
+
+
+def apex_epsilons(num_actors: int, envs_per_actor: int, actor_id: int, base: float, alpha: float) -> np.ndarray:
+    """Ape-X per-env exploration: eps_i = base ** (1 + alpha * i / (N - 1)) over all N envs."""
+    total = num_actors * envs_per_actor
+    index = actor_id * envs_per_actor + np.arange(envs_per_actor)
+    if total == 1:
+        return np.full(envs_per_actor, base)
+    return base ** (1.0 + alpha * index / (total - 1))
+
+
+def env_seed(base_seed: int, actor_id: int, env_index: int) -> int:
+    """Seed of env ``env_index`` of actor slot ``actor_id``: stable across restarts, so runs are reproducible."""
+    return int(np.random.SeedSequence([base_seed, actor_id, env_index]).generate_state(1)[0])
+
+
+def experience_endpoint(cfg: RunConfig, actor_id: int) -> str:
+    return f"tcp://{cfg.transport.host}:{cfg.transport.base_port + actor_id}"
+
+
+class Collector:
+    """Steps E envs, batches T ticks, hands batches to a BatchSender."""
+
+    def __init__(self, cfg: RunConfig, actor_id: int, incarnation: int):
+        self.cfg = cfg
+        self.actor_id = actor_id
+        self.incarnation = incarnation
+        n_env, stack, size = cfg.actor.envs_per_actor, cfg.env.stack, cfg.env.frame_size
+        self.rng = np.random.default_rng([cfg.actor.seed, actor_id, incarnation & 0xFFFFFFFF])
+        self.envs = [make_env(cfg.env, seed=env_seed(cfg.actor.seed, actor_id, e)) for e in range(n_env)]
+        self.num_actions = self.envs[0].num_actions
+        if cfg.actor.epsilon >= 0:
+            self.epsilon = np.full(n_env, cfg.actor.epsilon)
+        else:
+            self.epsilon = apex_epsilons(cfg.actors, n_env, actor_id, cfg.actor.eps_base, cfg.actor.eps_alpha)
+        self.net = QNetwork(stack, self.num_actions, size).eval()
+        self.weights_version = 0
+        self.stacks = np.empty((n_env, stack, size, size), dtype=np.uint8)
+        self.first = np.ones(n_env, dtype=np.uint8)
+        self.episode_return = np.zeros(n_env)
+        self.stats: dict[str, float] = dict(steps=0, episodes=0, last_return=0.0, last_x=0, flags=0, fps=0.0)
+        for e, env in enumerate(self.envs):
+            self.stacks[e] = env.reset()
+
+    def act(self) -> np.ndarray:
+        explore = self.rng.random(len(self.envs)) < self.epsilon
+        actions = self.rng.integers(self.num_actions, size=len(self.envs))
+        if not explore.all():
+            with torch.inference_mode():
+                greedy = self.net(torch.from_numpy(self.stacks)).argmax(dim=1).numpy()
+            actions = np.where(explore, actions, greedy)
+        return actions
+
+    def collect(self, n_steps: int, seq: int) -> StagedBatch:
+        """Play ``n_steps`` ticks of every env and return them as one batch."""
+        n_env = len(self.envs)
+        size = self.cfg.env.frame_size
+        frames = np.empty((n_env, n_steps, size, size), dtype=np.uint8)
+        actions = np.empty((n_env, n_steps), dtype=np.uint8)
+        rewards = np.empty((n_env, n_steps), dtype=np.float32)
+        terminated = np.zeros((n_env, n_steps), dtype=np.uint8)
+        first = np.empty((n_env, n_steps), dtype=np.uint8)
+        start = time.perf_counter()
+        for t in range(n_steps):
+            frames[:, t] = self.stacks[:, -1]
+            first[:, t] = self.first
+            actions[:, t] = self.act()
+            for e, env in enumerate(self.envs):
+                frame, reward, term, trunc, info = env.step(int(actions[e, t]))
+                rewards[e, t] = reward
+                self.episode_return[e] += reward
+                if term or trunc:
+                    terminated[e, t] = term
+                    self._end_episode(e, info)
+                    self.stacks[e] = env.reset()
+                    self.first[e] = 1
+                else:
+                    self.stacks[e, :-1] = self.stacks[e, 1:]
+                    self.stacks[e, -1] = frame
+                    self.first[e] = 0
+        self.stats["steps"] += n_steps * n_env
+        self.stats["fps"] = n_steps * n_env / max(time.perf_counter() - start, 1e-9)
+        return StagedBatch(seq, self.weights_version, (frames, actions, rewards, terminated, first))
+
+    def _end_episode(self, e: int, info: dict[str, Any]) -> None:
+        self.stats["episodes"] += 1
+        self.stats["last_return"] = float(self.episode_return[e])
+        self.stats["last_x"] = float(info.get("x_pos", 0))
+        self.stats["flags"] += int(bool(info.get("flag_get", False)))
+        self.episode_return[e] = 0.0
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any = None,
+               max_batches: int = 0) -> None:
+    """Process entry: collect and send until ``stop_event`` is set (or ``max_batches`` sent, if > 0)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher decides when we stop
+    terminate = []
+    signal.signal(signal.SIGTERM, lambda *_: terminate.append(True))
+    torch.set_num_threads(1)
+    incarnation = int.from_bytes(os.urandom(8), "little") >> 1
+    collector = Collector(cfg, actor_id, incarnation)
+    sender = BatchSender(experience_endpoint(cfg, actor_id), actor_id, incarnation,
+                         cfg.actor.max_staged_batches, cfg.actor.send_hwm)
+    seq = 0
+    while not stop_event.is_set() and not terminate and (max_batches <= 0 or seq < max_batches):
+        batch = collector.collect(cfg.actor.batch_steps, seq)
+        sender.submit(batch, collector.stats)
+        seq += 1
+    sender.close(collector.stats, timeout=5.0)
+    collector.close()
+    if report_queue is not None:
+        report_queue.put(dict(actor=actor_id, incarnation=incarnation, batches=seq,
+                              sent_batches=sender.sent_batches, sent_transitions=sender.sent_transitions,
+                              dropped_batches=sender.dropped_batches, steps=int(collector.stats["steps"]),
+                              episodes=int(collector.stats["episodes"])))

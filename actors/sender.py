@@ -1,0 +1,82 @@
+"""An actor's outbound link: one PUSH socket with a bounded local staging queue.
+
+The collector never blocks on the learner: ``submit`` stages a finished
+batch and tries non-blocking sends; when the socket's high-water mark is
+reached the batch waits in staging, and when staging is full the oldest
+batch is dropped and counted. Its ``seq`` is then never sent, so the
+learner sees the gap and reports it. The header is encoded at send time so
+its ``sent`` counter covers exactly the transitions handed to the socket.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import zmq
+
+from shared import protocol
+
+
+@dataclass
+class StagedBatch:
+    seq: int
+    weights_version: int
+    arrays: tuple[np.ndarray, ...]  # frames, actions, rewards, terminated, first
+
+
+class BatchSender:
+    def __init__(self, endpoint: str, actor_id: int, incarnation: int, max_staged: int, send_hwm: int,
+                 context: zmq.Context | None = None):
+        self.actor_id = actor_id
+        self.incarnation = incarnation
+        self.max_staged = max_staged
+        self._context = context or zmq.Context.instance()
+        self._socket = self._context.socket(zmq.PUSH)
+        self._socket.setsockopt(zmq.SNDHWM, send_hwm)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.connect(endpoint)
+        self._staged: collections.deque[StagedBatch] = collections.deque()
+        self.sent_batches = 0
+        self.sent_transitions = 0
+        self.dropped_batches = 0
+
+    def submit(self, batch: StagedBatch, stats: dict[str, float]) -> None:
+        """Stage ``batch`` (dropping the oldest if staging is full), then send what the socket takes."""
+        self._staged.append(batch)
+        if len(self._staged) > self.max_staged:
+            self._staged.popleft()
+            self.dropped_batches += 1
+        self.flush(stats)
+
+    def flush(self, stats: dict[str, float]) -> None:
+        """Send staged batches, oldest first, until the socket would block."""
+        while self._staged:
+            batch = self._staged[0]
+            transitions = batch.arrays[1].size
+            stats = dict(stats, dropped=self.dropped_batches, sent=self.sent_transitions + transitions)
+            parts = protocol.encode_batch(self.actor_id, self.incarnation, batch.seq, batch.weights_version,
+                                          *batch.arrays, stats=stats)
+            try:
+                self._socket.send_multipart(parts, flags=zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self._staged.popleft()
+            self.sent_batches += 1
+            self.sent_transitions += transitions
+
+    @property
+    def staged(self) -> int:
+        return len(self._staged)
+
+    def close(self, stats: dict[str, float], timeout: float) -> None:
+        """Try to deliver what is staged for up to ``timeout`` seconds, then close the socket."""
+        deadline = time.monotonic() + timeout
+        while self._staged and time.monotonic() < deadline:
+            self.flush(stats)
+            if self._staged:
+                time.sleep(0.01)
+        self._socket.setsockopt(zmq.LINGER, int(max(0.0, deadline - time.monotonic()) * 1000) + 100)
+        self._socket.close()

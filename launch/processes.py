@@ -1,0 +1,85 @@
+"""Actor process supervision: spawn, restart the dead, and stop every child for sure.
+
+Children are started with the 'spawn' method (no forked torch or sockets)
+and with OMP/MKL threads set to 1 in their environment. They ignore SIGINT;
+``stop_all`` sets the shared stop event, joins with a timeout, then sends
+SIGTERM and finally SIGKILL, so no child outlives the launcher.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from typing import Any, Callable
+
+_SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def spawn_context() -> Any:
+    return mp.get_context("spawn")
+
+
+def start_process(ctx: Any, target: Callable, args: tuple, name: str) -> Any:
+    """Start ``target(*args)`` in a fresh process whose env pins math libraries to one thread."""
+    saved = {k: os.environ.get(k) for k in _SINGLE_THREAD_ENV}
+    os.environ.update(_SINGLE_THREAD_ENV)
+    try:
+        proc = ctx.Process(target=target, args=args, name=name, daemon=False)
+        proc.start()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return proc
+
+
+class ActorPool:
+    """N actor slots, each a process running ``target(cfg, slot, stop_event, report_queue)``."""
+
+    def __init__(self, target: Callable, cfg: Any, num_actors: int, report_queue: Any = None):
+        self.ctx = spawn_context()
+        self.target = target
+        self.cfg = cfg
+        self.stop_event = self.ctx.Event()
+        self.report_queue = report_queue
+        self.procs: list[Any] = [None] * num_actors
+        self.restarts = [0] * num_actors
+
+    def start(self) -> "ActorPool":
+        for slot in range(len(self.procs)):
+            self._start(slot)
+        return self
+
+    def _start(self, slot: int) -> None:
+        self.procs[slot] = start_process(self.ctx, self.target, (self.cfg, slot, self.stop_event, self.report_queue),
+                                         name=f"actor-{slot}")
+
+    def restart_dead(self) -> list[int]:
+        """Restart every slot whose process has exited; returns the restarted slots."""
+        if self.stop_event.is_set():
+            return []
+        dead = [slot for slot, p in enumerate(self.procs) if p is not None and not p.is_alive()]
+        for slot in dead:
+            self.procs[slot].join(timeout=0)
+            self.restarts[slot] += 1
+            self._start(slot)
+        return dead
+
+    def stop_all(self, timeout: float = 10.0) -> list[int | None]:
+        """Ask every child to stop, wait, escalate; returns the exit codes."""
+        self.stop_event.set()
+        deadline = time.monotonic() + timeout
+        for p in self.procs:
+            if p is not None:
+                p.join(timeout=max(0.0, deadline - time.monotonic()))
+        for p in self.procs:
+            if p is not None and p.is_alive():
+                p.terminate()
+                p.join(timeout=2.0)
+            if p is not None and p.is_alive():
+                p.kill()
+                p.join(timeout=2.0)
+        return [None if p is None else p.exitcode for p in self.procs]

@@ -1,0 +1,153 @@
+"""The consolidation thread: polls one PULL socket per actor slot, validates, queues whole batches.
+
+Every message is decoded by shared/protocol.py and must also fit the run:
+the right slot, envs-per-actor, and a fresh ``(incarnation, seq)``. Rejects
+are counted by reason and never stop the thread. Sequence tracking per slot:
+a replayed or older seq is rejected; a gap is counted as lost batches and
+the next batch's first slot is marked as an episode start, so replay never
+stitches frames across the hole; a new incarnation starts a new track and
+messages from older incarnations of the slot are rejected as stale.
+
+Accepted batches go to a bounded queue (the "consolidated queue"). When it
+is full the thread stops reading: back-pressure goes to the actors' sockets
+and staging, which drop and count, so the learner never grows without bound.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import zmq
+
+from shared import protocol
+from shared.config import TransportConfig
+
+MAX_PER_SOCKET_PER_ROUND = 8  # fairness: drain at most this many messages from one actor before the next
+STALE_INCARNATIONS_KEPT = 16
+
+
+@dataclass
+class SlotTrack:
+    """What the consolidator knows of one actor slot."""
+
+    incarnation: int = -1
+    next_seq: int = 0
+    accepted_batches: int = 0
+    accepted_transitions: int = 0
+    lost_batches: int = 0
+    stats: dict = field(default_factory=dict)
+    weights_version: int = 0
+    old_incarnations: collections.deque = field(default_factory=lambda: collections.deque(maxlen=STALE_INCARNATIONS_KEPT))
+
+
+class Consolidator(threading.Thread):
+    def __init__(self, transport: TransportConfig, num_actors: int, envs_per_actor: int, limits: protocol.Limits,
+                 out: queue.Queue, context: zmq.Context | None = None):
+        super().__init__(name="consolidator", daemon=True)
+        self.limits = limits
+        self.envs_per_actor = envs_per_actor
+        self.out = out
+        self._stop_event = threading.Event()
+        self._context = context or zmq.Context.instance()
+        self.sockets: list[zmq.Socket] = []
+        for slot in range(num_actors):
+            sock = self._context.socket(zmq.PULL)
+            sock.setsockopt(zmq.RCVHWM, transport.recv_hwm)
+            # ZeroMQ's own bound applies per frame: a peer sending one frame above it is disconnected.
+            # Whole messages above max_message_bytes are rejected (and counted) by the decoder.
+            sock.setsockopt(zmq.MAXMSGSIZE, transport.max_message_bytes)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.bind(f"tcp://{transport.host}:{transport.base_port + slot}")
+            self.sockets.append(sock)
+        self.tracks = [SlotTrack() for _ in range(num_actors)]
+        self.rejects: collections.Counter[str] = collections.Counter()
+        self.received = 0
+        self.accepted_batches = 0
+        self.accepted_transitions = 0
+        self.lost_batches = 0
+
+    def run(self) -> None:
+        poller = zmq.Poller()
+        for sock in self.sockets:
+            poller.register(sock, zmq.POLLIN)
+        try:
+            while not self._stop_event.is_set():
+                ready = dict(poller.poll(timeout=100))
+                for slot, sock in enumerate(self.sockets):
+                    if sock in ready:
+                        self._drain(slot, sock)
+        finally:
+            for sock in self.sockets:
+                sock.close(linger=0)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def _drain(self, slot: int, sock: zmq.Socket) -> None:
+        for _ in range(MAX_PER_SOCKET_PER_ROUND):
+            try:
+                parts = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self.received += 1
+            batch = self._validate(slot, parts)
+            if batch is not None:
+                self._enqueue(batch)
+
+    def _validate(self, slot: int, parts: list) -> protocol.Batch | None:
+        try:
+            batch = protocol.decode_batch(parts, self.limits)
+        except protocol.ProtocolError as exc:
+            self.rejects[exc.reason] += 1
+            return None
+        if batch.actor != slot:
+            self.rejects["wrong_slot"] += 1
+            return None
+        if batch.frames.shape[0] != self.envs_per_actor:
+            self.rejects["envs"] += 1
+            return None
+        track = self.tracks[slot]
+        if batch.incarnation != track.incarnation:
+            if batch.incarnation in track.old_incarnations:
+                self.rejects["stale_incarnation"] += 1
+                return None
+            if track.incarnation >= 0:
+                track.old_incarnations.append(track.incarnation)
+            track.incarnation, track.next_seq = batch.incarnation, 0
+            batch.first = _mark_episode_start(batch.first)
+        if batch.seq < track.next_seq:
+            self.rejects["replayed_seq"] += 1
+            return None
+        if batch.seq > track.next_seq:
+            lost = batch.seq - track.next_seq
+            track.lost_batches += lost
+            self.lost_batches += lost
+            batch.first = _mark_episode_start(batch.first)
+        track.next_seq = batch.seq + 1
+        track.accepted_batches += 1
+        track.accepted_transitions += batch.num_transitions
+        track.stats = batch.stats
+        track.weights_version = batch.weights_version
+        self.accepted_batches += 1
+        self.accepted_transitions += batch.num_transitions
+        return batch
+
+    def _enqueue(self, batch: protocol.Batch) -> None:
+        while not self._stop_event.is_set():
+            try:
+                self.out.put(batch, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+
+def _mark_episode_start(first: np.ndarray) -> np.ndarray:
+    if first[:, 0].all():
+        return first
+    first = first.copy()
+    first[:, 0] = 1
+    return first

@@ -1,0 +1,103 @@
+"""The learner's data plane: sockets -> consolidation thread -> consolidated queue -> replay.
+
+``DataPlane`` owns the three pieces. ``drain()`` moves queued batches into
+replay, one vectorized copy per array per batch; whoever owns the replay's
+writes calls it (the collect-only loop here, the trainer between updates
+later), so inserts happen on the thread that also samples from the device.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from learner.consolidator import Consolidator
+from learner.replay import FrameReplay
+from shared import protocol
+from shared.config import RunConfig
+
+# Decoded arrays are read-only views on received ZeroMQ frames; replay only reads them.
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+
+
+@dataclass
+class DataPlaneStats:
+    """A snapshot for the console line and metrics."""
+
+    processed: int          # transitions written into replay
+    batches: int            # batches written into replay
+    drops: int              # batches lost before reaching the learner (seq gaps)
+    rejected: int           # messages rejected by validation
+    buffer: int             # transitions currently held by replay
+    queued: int             # batches waiting in the consolidated queue
+    per_actor: list         # transitions accepted per actor slot
+
+
+class DataPlane:
+    def __init__(self, cfg: RunConfig, num_actions: int, device: torch.device):
+        self.cfg = cfg
+        size = cfg.env.frame_size
+        self.envs_per_actor = cfg.actor.envs_per_actor
+        self.replay = FrameReplay(num_streams=cfg.actors * self.envs_per_actor, capacity=cfg.replay.capacity,
+                                  frame_shape=(size, size), stack=cfg.env.stack, n_step=cfg.replay.n_step,
+                                  gamma=cfg.replay.gamma, device=device)
+        self.queue: queue.Queue = queue.Queue(maxsize=cfg.transport.consolidated_queue)
+        limits = protocol.Limits(frame_shape=(size, size), num_actions=num_actions,
+                                 max_envs=cfg.transport.max_env_per_message,
+                                 max_steps=cfg.transport.max_steps_per_message,
+                                 max_message_bytes=cfg.transport.max_message_bytes)
+        self.consolidator = Consolidator(cfg.transport, cfg.actors, self.envs_per_actor, limits, self.queue)
+        self.processed = 0
+        self.batches = 0
+
+    def start(self) -> "DataPlane":
+        self.consolidator.start()
+        return self
+
+    def drain(self, timeout: float = 0.0, max_batches: int = 1 << 30) -> int:
+        """Write queued batches into replay; wait up to ``timeout`` s for the first. Returns batches written."""
+        written = 0
+        while written < max_batches:
+            try:
+                batch = self.queue.get(timeout=timeout) if written == 0 and timeout > 0 else self.queue.get_nowait()
+            except queue.Empty:
+                break
+            self.replay.add(batch.actor * self.envs_per_actor, batch.frames, batch.actions, batch.rewards,
+                            batch.terminated.view(np.bool_), batch.first.view(np.bool_))
+            self.processed += batch.num_transitions
+            self.batches += 1
+            written += 1
+        return written
+
+    def stats(self) -> DataPlaneStats:
+        c = self.consolidator
+        return DataPlaneStats(processed=self.processed, batches=self.batches, drops=c.lost_batches,
+                              rejected=sum(c.rejects.values()), buffer=len(self.replay), queued=self.queue.qsize(),
+                              per_actor=[t.accepted_transitions for t in c.tracks])
+
+    def wait_for(self, transitions: int, timeout: float) -> bool:
+        """Drain until ``processed`` reaches ``transitions`` or ``timeout`` s pass (used at shutdown and in tests)."""
+        deadline = time.monotonic() + timeout
+        while self.processed < transitions and time.monotonic() < deadline:
+            self.drain(timeout=0.05)
+        return self.processed >= transitions
+
+    def close(self) -> None:
+        self.consolidator.stop()
+        if self.consolidator.ident is not None:  # started: its run() closes the sockets on the way out
+            self.consolidator.join(timeout=5.0)
+        else:
+            for sock in self.consolidator.sockets:
+                sock.close(linger=0)
+
+
+def format_processor_line(s: DataPlaneStats, rate: float) -> str:
+    """The seed's console line, plus rejects and the arrival rate."""
+    return (f"[PROCESSOR] Processed: {s.processed:,}, Batches: {s.batches:,}, Drops: {s.drops:,}, "
+            f"Buffer: {s.buffer:,}, Consolidated Queue: {s.queued:,}, Rejected: {s.rejected:,}, "
+            f"Rate: {rate:,.0f}/s, Per actor: {s.per_actor}")

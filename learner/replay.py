@@ -1,0 +1,306 @@
+"""FrameReplay: a pre-allocated uint8 frame ring on a torch device.
+
+Slot contract. Experience arrives as streams, one per (actor slot, env index); a stream is a
+sequence of slots, and slot k holds:
+  frame[k]       uint8 [H, W]: the observation at which action[k] was chosen (stored once)
+  action[k]      int in [0, 256)
+  reward[k]      float32: reward of the step from frame k
+  terminated[k]  bool: the step from frame k ended the episode by termination (no bootstrap)
+  first[k]       bool: frame k is an episode's first (reset) frame
+No terminal frame is stored: the slot after a termination is the next episode's reset frame
+(first=1). A truncation (time limit, actor restart) is a slot k with terminated[k]=0 followed by
+first[k+1]=1: the step from k has no successor frame, so it never starts a sample and n-step
+returns stop before it. Absolute slot 0 of a stream counts as first whatever its flag.
+
+Stack rule. The stack of slot k is [f(k-s+1), ..., f(k)] (s = stack), where every slot before the
+episode's first slot is replaced by that first slot's frame (gym FrameStack after reset). Walk
+back: cur = k; for each older position, cur stays if first[cur] else becomes cur - 1.
+
+n-step rule. For a sample at slot i, for k = 0..n-1 and j = i + k: stop if the step from j has no
+successor (terminated[j] = 0 and first[j+1] = 1); else add gamma**k * reward[j], and stop after it
+if terminated[j]. L = steps added; L = 0 makes the draw invalid (it is redrawn).
+reward = the sum, discount = 0 if it stopped on a termination else gamma**L, next_obs = stack of
+slot i + L (meaningless, and masked by discount 0, after a termination).
+
+Ring. Per-stream capacity C = capacity // num_streams (S * C slots in all); a stream's head h
+counts the slots ever written to it, and absolute slot a lives at a % C. Slot i is sampleable iff
+lo <= i <= h - 1 - n, with lo = h - C + s - 1 when h > C, else 0. sample() draws uniformly over
+the sampleable slots of all streams (redrawing invalid ones).
+
+Memory per transition: H*W + 7 bytes (frame, action u8, reward f32, terminated, first):
+7063 bytes at 84x84. Frame stacks are rebuilt by index, never stored.
+
+Threads: one writer (add) and one sampler (sample) may share an instance; a lock serialises their
+reads and writes of the ring. All device work is enqueued on the current CUDA stream.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import torch
+
+_MAX_RESAMPLE_ROUNDS = 32
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _as_tensor(name: str, x: Any) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        return x
+    _check(isinstance(x, np.ndarray), f"{name} must be a numpy array or torch tensor, got {type(x).__name__}")
+    try:
+        return torch.as_tensor(x)
+    except TypeError:
+        raise ValueError(f"{name} has unsupported dtype {x.dtype}") from None
+
+
+class FrameReplay:
+    """Uniform n-step replay over per-stream uint8 frame rings; see the module docstring."""
+
+    def __init__(self, num_streams: int, capacity: int, frame_shape: tuple[int, int] = (84, 84),
+                 stack: int = 4, n_step: int = 3, gamma: float = 0.99, device: str | torch.device = "cpu"):
+        _check(_is_int(num_streams) and num_streams >= 1, f"num_streams={num_streams!r} must be an int >= 1")
+        _check(_is_int(capacity) and capacity >= 1, f"capacity={capacity!r} must be an int >= 1")
+        _check(_is_int(stack) and stack >= 1, f"stack={stack!r} must be an int >= 1")
+        _check(_is_int(n_step) and n_step >= 1, f"n_step={n_step!r} must be an int >= 1")
+        _check(isinstance(gamma, (int, float)) and 0.0 < gamma <= 1.0, f"gamma={gamma!r} must be in (0, 1]")
+        shape_ok = isinstance(frame_shape, (tuple, list)) and len(frame_shape) == 2
+        _check(shape_ok and all(_is_int(v) and v >= 1 for v in frame_shape),
+               f"frame_shape={frame_shape!r} must be two ints >= 1 (H, W)")
+        per_stream = capacity // num_streams
+        _check(per_stream >= stack + n_step + 1,
+               f"capacity={capacity} over num_streams={num_streams} gives {per_stream} slots per stream; "
+               f"need >= stack + n_step + 1 = {stack + n_step + 1}")
+
+        self.num_streams = int(num_streams)
+        self.stream_capacity = int(per_stream)
+        self.capacity = self.num_streams * self.stream_capacity
+        self.frame_shape = (int(frame_shape[0]), int(frame_shape[1]))
+        self.stack = int(stack)
+        self.n_step = int(n_step)
+        self.gamma = float(gamma)
+        self.device = torch.device(device)
+
+        S, C, (H, W), dev = self.num_streams, self.stream_capacity, self.frame_shape, self.device
+        self._frames = torch.zeros((S, C, H, W), dtype=torch.uint8, device=dev)
+        self._actions = torch.zeros((S, C), dtype=torch.uint8, device=dev)
+        self._rewards = torch.zeros((S, C), dtype=torch.float32, device=dev)
+        self._terminated = torch.zeros((S, C), dtype=torch.bool, device=dev)
+        self._first = torch.zeros((S, C), dtype=torch.bool, device=dev)
+        self._head = np.zeros(S, dtype=np.int64)
+        self._lock = threading.Lock()
+        self._offsets = torch.arange(self.n_step + 1, device=dev)
+        self._powers = (self.gamma ** torch.arange(self.n_step + 1, dtype=torch.float64)).to(dev, torch.float32)
+
+    # ------------------------------------------------------------------ writing
+
+    def add(self, stream0: int, frames: Any, actions: Any, rewards: Any, terminated: Any, first: Any) -> None:
+        """Append T slots to streams stream0..stream0+E-1 (frames [E, T, H, W] uint8, the rest [E, T])."""
+        S, C = self.num_streams, self.stream_capacity
+        frames = _as_tensor("frames", frames)
+        actions = _as_tensor("actions", actions)
+        rewards = _as_tensor("rewards", rewards)
+        terminated = _as_tensor("terminated", terminated)
+        first = _as_tensor("first", first)
+
+        _check(frames.dim() == 4 and tuple(frames.shape[2:]) == self.frame_shape,
+               f"frames shape {tuple(frames.shape)} must be [E, T, {self.frame_shape[0]}, {self.frame_shape[1]}]")
+        E, T = int(frames.shape[0]), int(frames.shape[1])
+        _check(E >= 1 and T >= 1, f"frames shape {tuple(frames.shape)} must have E >= 1 and T >= 1")
+        _check(T <= C, f"T={T} exceeds the per-stream capacity C={C}")
+        _check(_is_int(stream0) and 0 <= stream0 and stream0 + E <= S,
+               f"stream0={stream0!r} with E={E} streams is out of range for num_streams={S}")
+        for name, x in (("actions", actions), ("rewards", rewards), ("terminated", terminated), ("first", first)):
+            _check(tuple(x.shape) == (E, T), f"{name} shape {tuple(x.shape)} must be [E, T] = [{E}, {T}]")
+        _check(frames.dtype == torch.uint8, f"frames dtype {frames.dtype} must be uint8")
+        int_action = not (actions.is_floating_point() or actions.is_complex() or actions.dtype == torch.bool)
+        _check(int_action, f"actions dtype {actions.dtype} must be an integer type")
+        _check(rewards.is_floating_point(), f"rewards dtype {rewards.dtype} must be floating point")
+        _check(terminated.dtype == torch.bool, f"terminated dtype {terminated.dtype} must be bool")
+        _check(first.dtype == torch.bool, f"first dtype {first.dtype} must be bool")
+        if actions.dtype != torch.uint8:
+            a_min, a_max = int(actions.min()), int(actions.max())
+            _check(a_min >= 0 and a_max < 256, f"actions must be in [0, 256), got min={a_min} max={a_max}")
+
+        # Host-to-device transfers and casts happen outside the lock (no-ops on a CPU replay).
+        dev = self.device
+        fields = (
+            (self._frames, frames.to(dev)),
+            (self._actions, actions.to(dev, torch.uint8)),
+            (self._rewards, rewards.to(dev, torch.float32)),
+            (self._terminated, terminated.to(dev)),
+            (self._first, first.to(dev)),
+        )
+        rows = slice(stream0, stream0 + E)
+        with self._lock:
+            heads = self._head[rows]
+            _check(bool((heads == heads[0]).all()),
+                   f"stream0={stream0}: streams {stream0}..{stream0 + E - 1} must advance in lockstep, "
+                   f"but their heads are {heads.tolist()}")
+            pos = int(heads[0]) % C
+            n1 = min(T, C - pos)
+            for dst, src in fields:
+                dst[rows, pos:pos + n1] = src[:, :n1]
+                if n1 < T:
+                    dst[rows, :T - n1] = src[:, n1:]
+            self._head[rows] += T
+
+    # ------------------------------------------------------------------ sampling
+
+    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+        """Draw batch_size valid n-step transitions uniformly; generator, if given, is a CPU torch.Generator."""
+        _check(_is_int(batch_size) and batch_size >= 1, f"batch_size={batch_size!r} must be an int >= 1")
+        B, C, (H, W) = int(batch_size), self.stream_capacity, self.frame_shape
+        with self._lock:
+            lo, counts = self._ranges(self._head)
+            total = int(counts.sum())
+            _check(total > 0, f"nothing to sample yet: a stream needs at least n_step + 1 = {self.n_step + 1} "
+                              f"slots, heads are {self._head.tolist()}")
+            draw = _Draw(lo, counts, generator, self.device)
+            stream, slot = draw(B)
+            first_w, term_w, rew_w = self._windows(stream, slot)
+            include = self._include(first_w, term_w)
+            for _ in range(_MAX_RESAMPLE_ROUNDS):
+                bad = (include.sum(1) == 0).nonzero().squeeze(1)
+                if bad.numel() == 0:
+                    break
+                s2, i2 = draw(int(bad.numel()))
+                stream[bad], slot[bad] = s2, i2
+                f2, t2, r2 = self._windows(s2, i2)
+                term_w[bad], rew_w[bad], include[bad] = t2, r2, self._include(f2, t2)
+            else:
+                raise RuntimeError(f"sample: {bad.numel()} of {B} draws still have no successor step after "
+                                   f"{_MAX_RESAMPLE_ROUNDS} redraws; almost every sampleable slot is a truncation")
+            steps = include.sum(1)
+            both_stream = torch.cat([stream, stream])
+            stack_idx = self._stack_indices(both_stream, torch.cat([slot, slot + steps]))
+            flat = both_stream[:, None] * C + stack_idx % C
+            frames = self._frames.view(-1, H, W).index_select(0, flat.view(-1)).view(2 * B, self.stack, H, W)
+            action = self._actions.view(-1)[stream * C + slot % C]
+
+        n = self.n_step
+        reward = (rew_w * self._powers[:n] * include).sum(1)
+        done = (include & term_w).any(1)
+        discount = torch.where(done, torch.zeros_like(reward), self._powers[steps])
+        return {
+            "obs": frames[:B],
+            "action": action.long(),
+            "reward": reward,
+            "discount": discount,
+            "next_obs": frames[B:],
+            "stream": stream,
+            "slot": slot,
+        }
+
+    def stack_at(self, stream: int, abs_slot: int) -> torch.Tensor:
+        """The uint8 [stack, H, W] stack of a retained slot; ValueError if it needs an overwritten slot."""
+        _check(_is_int(stream) and 0 <= stream < self.num_streams,
+               f"stream={stream!r} is out of range for num_streams={self.num_streams}")
+        _check(_is_int(abs_slot), f"abs_slot={abs_slot!r} must be an int")
+        C = self.stream_capacity
+        with self._lock:
+            h = int(self._head[stream])
+            oldest = max(0, h - C)
+            _check(oldest <= abs_slot < h,
+                   f"abs_slot={abs_slot} is not retained in stream {stream} (retained: {oldest}..{h - 1})")
+            s = torch.tensor([stream], device=self.device)
+            idx = self._stack_indices(s, torch.tensor([abs_slot], device=self.device))[0]
+            need = int(idx.min())
+            _check(need >= oldest, f"abs_slot={abs_slot}: its stack needs slot {need} of stream {stream}, "
+                                   f"already overwritten (oldest retained: {oldest})")
+            return self._frames[stream, idx % C]
+
+    def slot_data(self, stream: int, abs_slot: int) -> dict[str, Any]:
+        """The stored fields of one retained slot, as Python values (for tests and debugging)."""
+        C = self.stream_capacity
+        with self._lock:
+            h = int(self._head[stream])
+            _check(max(0, h - C) <= abs_slot < h, f"abs_slot={abs_slot} is not retained in stream {stream}")
+            k = abs_slot % C
+            return {"frame": self._frames[stream, k].clone(), "action": int(self._actions[stream, k]),
+                    "reward": float(self._rewards[stream, k]), "terminated": bool(self._terminated[stream, k]),
+                    "first": bool(self._first[stream, k])}
+
+    # ------------------------------------------------------------------ sizes
+
+    def __len__(self) -> int:
+        return int(np.minimum(self.heads, self.stream_capacity).sum())
+
+    def num_sampleable(self) -> int:
+        return int(self._ranges(self.heads)[1].sum())
+
+    @property
+    def heads(self) -> np.ndarray:
+        with self._lock:
+            return self._head.copy()
+
+    @property
+    def nbytes(self) -> int:
+        tensors = (self._frames, self._actions, self._rewards, self._terminated, self._first)
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    @property
+    def bytes_per_transition(self) -> int:
+        return self.nbytes // self.capacity
+
+    # ------------------------------------------------------------------ internals
+
+    def _ranges(self, heads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per stream: the lowest sampleable absolute slot and the number of sampleable slots."""
+        C = self.stream_capacity
+        lo = np.where(heads > C, heads - C + self.stack - 1, 0)
+        hi = heads - 1 - self.n_step
+        return lo, np.maximum(hi - lo + 1, 0)
+
+    def _windows(self, stream: torch.Tensor, slot: torch.Tensor):
+        """first [B, n+1], terminated [B, n] and reward [B, n] of slots slot..slot+n."""
+        C, n = self.stream_capacity, self.n_step
+        flat = stream[:, None] * C + (slot[:, None] + self._offsets) % C
+        return (self._first.view(-1)[flat], self._terminated.view(-1)[flat[:, :n]],
+                self._rewards.view(-1)[flat[:, :n]])
+
+    @staticmethod
+    def _include(first_w: torch.Tensor, term_w: torch.Tensor) -> torch.Tensor:
+        """[B, n] mask of the steps the n-step return adds (a prefix of the window)."""
+        ok = term_w | ~first_w[:, 1:]          # the step has a successor frame or terminates
+        go_on = (ok & ~term_w).to(torch.int32)  # the return continues after the step
+        before = torch.cat([torch.ones_like(go_on[:, :1]), go_on[:, :-1]], 1)
+        return ok & torch.cumprod(before, 1).bool()
+
+    def _stack_indices(self, stream: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
+        """[B, stack] absolute slots of the frames stacked for each (stream, slot), oldest first."""
+        C, first = self.stream_capacity, self._first.view(-1)
+        base = stream * C
+        cur, cols = slot, [slot]
+        for _ in range(self.stack - 1):
+            stay = first[base + cur % C] | (cur == 0)
+            cur = torch.where(stay, cur, cur - 1)
+            cols.append(cur)
+        return torch.stack(cols[::-1], 1)
+
+
+class _Draw:
+    """Uniform draws over the sampleable slots: a flat index, mapped to (stream, slot) by searchsorted."""
+
+    def __init__(self, lo: np.ndarray, counts: np.ndarray, generator: torch.Generator | None, device: torch.device):
+        self.lo = torch.from_numpy(lo)
+        self.counts = torch.from_numpy(counts)
+        self.cum = torch.cumsum(self.counts, 0)
+        self.generator = generator
+        self.device = device
+
+    def __call__(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        u = torch.randint(int(self.cum[-1]), (k,), generator=self.generator)
+        stream = torch.searchsorted(self.cum, u, right=True)
+        slot = self.lo[stream] + u - (self.cum[stream] - self.counts[stream])
+        return stream.to(self.device), slot.to(self.device)

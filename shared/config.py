@@ -1,0 +1,197 @@
+"""Configuration: plain dataclasses, one docstring per field.
+
+The docstring under each field is what ``--help`` prints (tyro reads it) and
+what the README's configuration reference lists. Every bound that limits a
+queue, buffer or table lives here, so a user can see and change it.
+
+A run's whole configuration is a :class:`RunConfig`; it is saved as JSON in
+the run folder (``to_json``) and read back with ``from_json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass
+class EnvConfig:
+    """The game and its preprocessing (identical in actors, benchmark and tests)."""
+
+    name: Literal["mario", "fake"] = "mario"
+    """Environment: 'mario' (nes-py Super Mario Bros) or 'fake' (fast synthetic frames for plumbing tests)."""
+    stage: str = "1-1"
+    """Mario world-stage 'W-S' (e.g. 1-1, 4-2); 'all' plays the whole game, ending at game over."""
+    actions: Literal["right_only", "simple", "complex"] = "simple"
+    """Mario button set: right_only (5 actions), simple (7, SIMPLE_MOVEMENT) or complex (12)."""
+    frame_skip: int = 4
+    """Emulator frames per agent step; the observation is the max of the last two."""
+    frame_size: int = 84
+    """Side of the square grayscale observation, in pixels."""
+    stack: int = 4
+    """Frames per stacked observation given to the network."""
+    max_episode_steps: int = 4500
+    """Agent steps after which an episode is truncated (0: never). Truncation bootstraps; termination does not."""
+
+    def validate(self) -> None:
+        _check(self.frame_skip >= 1, "env.frame_skip", self.frame_skip, "must be >= 1")
+        _check(16 <= self.frame_size <= 256, "env.frame_size", self.frame_size, "must be in [16, 256]")
+        _check(1 <= self.stack <= 16, "env.stack", self.stack, "must be in [1, 16]")
+        _check(self.max_episode_steps >= 0, "env.max_episode_steps", self.max_episode_steps, "must be >= 0")
+        if self.name == "mario" and self.stage != "all":
+            parts = self.stage.split("-")
+            ok = len(parts) == 2 and all(p.isdigit() for p in parts)
+            ok = ok and 1 <= int(parts[0]) <= 8 and 1 <= int(parts[1]) <= 4
+            _check(ok, "env.stage", self.stage, "must be 'W-S' with W in 1..8 and S in 1..4, or 'all'")
+
+
+@dataclass
+class ActorConfig:
+    """A collector process: its envs, exploration and how it batches and sends."""
+
+    envs_per_actor: int = 1
+    """Envs stepped by one actor process; their inference is batched into one forward pass."""
+    batch_steps: int = 64
+    """T: steps per env gathered into one message (each new frame is sent once)."""
+    epsilon: float = -1.0
+    """Fixed exploration rate for every env; negative selects Ape-X per-env epsilons eps_base**(1 + eps_alpha*i/(N-1))."""
+    eps_base: float = 0.4
+    """Ape-X epsilon base."""
+    eps_alpha: float = 7.0
+    """Ape-X epsilon exponent spread."""
+    max_staged_batches: int = 16
+    """Batches an actor holds when the learner does not take them; beyond it the oldest is dropped and counted."""
+    send_hwm: int = 4
+    """ZeroMQ send high-water mark (messages queued in the socket before the actor stages locally)."""
+    seed: int = 0
+    """Base random seed; actor slot, env index and incarnation are mixed in."""
+
+    def validate(self) -> None:
+        _check(1 <= self.envs_per_actor <= 64, "actor.envs_per_actor", self.envs_per_actor, "must be in [1, 64]")
+        _check(1 <= self.batch_steps <= 4096, "actor.batch_steps", self.batch_steps, "must be in [1, 4096]")
+        _check(self.epsilon <= 1.0, "actor.epsilon", self.epsilon, "must be <= 1 (negative: Ape-X schedule)")
+        _check(0.0 < self.eps_base < 1.0, "actor.eps_base", self.eps_base, "must be in (0, 1)")
+        _check(self.max_staged_batches >= 1, "actor.max_staged_batches", self.max_staged_batches, "must be >= 1")
+        _check(self.send_hwm >= 1, "actor.send_hwm", self.send_hwm, "must be >= 1")
+
+
+@dataclass
+class ReplayConfig:
+    """The learner's replay: a uint8 frame ring, one stream per actor env."""
+
+    capacity: int = 100_000
+    """Transitions held in total (split evenly over actors x envs_per_actor streams); about 7 KB each at 84x84."""
+    n_step: int = 3
+    """n of the n-step return computed at sample time."""
+    gamma: float = 0.99
+    """Discount factor."""
+
+    def validate(self) -> None:
+        _check(self.capacity >= 64, "replay.capacity", self.capacity, "must be >= 64")
+        _check(1 <= self.n_step <= 64, "replay.n_step", self.n_step, "must be in [1, 64]")
+        _check(0.0 < self.gamma <= 1.0, "replay.gamma", self.gamma, "must be in (0, 1]")
+
+
+@dataclass
+class TransportConfig:
+    """Sockets between actors and learner."""
+
+    host: str = "127.0.0.1"
+    """Address the learner binds and actors connect to. Only loopback is allowed for now."""
+    base_port: int = 5600
+    """Actor slot i sends experience to base_port + i (one socket per actor)."""
+    max_message_bytes: int = 64 << 20
+    """Largest message the learner accepts; a peer that sends more is disconnected by ZeroMQ."""
+    recv_hwm: int = 8
+    """ZeroMQ receive high-water mark per actor socket, in messages."""
+    consolidated_queue: int = 32
+    """Decoded batches waiting to be written into replay; when full the consolidation thread stops reading (back-pressure)."""
+    max_env_per_message: int = 64
+    """Largest envs-per-actor a message may claim (validation bound)."""
+    max_steps_per_message: int = 4096
+    """Largest steps-per-env a message may claim (validation bound)."""
+
+    def validate(self) -> None:
+        _check(self.host in ("127.0.0.1", "localhost", "::1"), "transport.host", self.host,
+               "must be loopback (remote actors need CURVE authentication, not built yet)")
+        _check(1024 <= self.base_port <= 65000, "transport.base_port", self.base_port, "must be in [1024, 65000]")
+        _check(self.max_message_bytes >= 1 << 16, "transport.max_message_bytes", self.max_message_bytes, "must be >= 65536")
+        _check(self.recv_hwm >= 1, "transport.recv_hwm", self.recv_hwm, "must be >= 1")
+        _check(self.consolidated_queue >= 1, "transport.consolidated_queue", self.consolidated_queue, "must be >= 1")
+
+
+@dataclass
+class RunConfig:
+    """warppipe local run: N Mario collector processes feeding one learner."""
+
+    actors: int = 4
+    """Number of collector processes (actor slots 0..N-1)."""
+    collect_only: bool = False
+    """Collect experience into replay without training (the data plane alone)."""
+    duration: float = 0.0
+    """Stop after this many seconds (0: run until Ctrl-C)."""
+    log_every: float = 5.0
+    """Seconds between the console lines."""
+    device: str = "auto"
+    """Learner device: 'auto' (cuda if available), 'cpu' or 'cuda[:i]'. The replay lives there."""
+    run_dir: str = "runs"
+    """Folder in which each run gets its own sub-folder."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+    transport: TransportConfig = field(default_factory=TransportConfig)
+
+    def validate(self) -> "RunConfig":
+        _check(1 <= self.actors <= 256, "actors", self.actors, "must be in [1, 256]")
+        _check(self.duration >= 0, "duration", self.duration, "must be >= 0")
+        _check(self.log_every > 0, "log_every", self.log_every, "must be > 0")
+        _check(self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"),
+               "device", self.device, "must be 'auto', 'cpu' or 'cuda[:i]'")
+        self.env.validate()
+        self.actor.validate()
+        self.replay.validate()
+        self.transport.validate()
+        _check(self.actor.envs_per_actor <= self.transport.max_env_per_message, "actor.envs_per_actor",
+               self.actor.envs_per_actor, "must not exceed transport.max_env_per_message")
+        _check(self.actor.batch_steps <= self.transport.max_steps_per_message, "actor.batch_steps",
+               self.actor.batch_steps, "must not exceed transport.max_steps_per_message")
+        streams = self.actors * self.actor.envs_per_actor
+        per_stream = self.replay.capacity // streams
+        _check(per_stream >= self.env.stack + self.replay.n_step + 2 * self.actor.batch_steps,
+               "replay.capacity", self.replay.capacity,
+               f"is too small: each of the {streams} streams needs room for at least two batches plus a stack")
+        return self
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunConfig":
+        return from_dict(cls, json.loads(text))
+
+
+class ConfigError(ValueError):
+    """A configuration value is out of range; the message names the field and the value."""
+
+
+def _check(ok: bool, name: str, value: Any, rule: str) -> None:
+    if not ok:
+        raise ConfigError(f"{name}={value!r} {rule}")
+
+
+def from_dict(cls: type, data: dict) -> Any:
+    """Build dataclass ``cls`` from a dict, recursing into nested dataclasses; unknown keys are an error."""
+    names = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise ConfigError(f"unknown config key(s) for {cls.__name__}: {unknown}")
+    kwargs = {}
+    for key, value in data.items():
+        default = names[key].default_factory if names[key].default_factory is not dataclasses.MISSING else None
+        if default is not None and dataclasses.is_dataclass(default):
+            kwargs[key] = from_dict(default, value)
+        else:
+            kwargs[key] = value
+    return cls(**kwargs)

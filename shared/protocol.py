@@ -1,0 +1,186 @@
+"""The wire between actors and learner: one module, one version, strict decoding.
+
+Every message is a ZeroMQ multipart message: frame 0 is a msgpack map with
+str keys (the header); the arrays follow as raw C-ordered frames, never
+pickled and never msgpack'd element by element (pyzmq's "header frame plus
+raw array" pattern). Decoding never trusts the wire: it checks sizes before
+parsing, the version, the kind, each dtype against the expected one, every
+shape against the configured bounds, ``prod(shape) * itemsize == len(frame)``
+and the values of the small arrays; any failure raises :class:`ProtocolError`
+with a short ``reason`` that the learner counts. A batch is accepted whole or
+not at all.
+
+BATCH (actor -> learner), protocol version 1. E envs, T steps, H x W frames::
+
+    frame  content      dtype    shape          meaning
+    0      header       msgpack  map            see HEADER_KEYS below
+    1      frames       uint8    [E, T, H, W]   f_k: observation at which a_k was chosen; each frame once
+    2      actions      uint8    [E, T]         a_k
+    3      rewards      float32  [E, T]         r_k, reward of the step from f_k (finite)
+    4      terminated   uint8    [E, T]         1: the step from f_k ended the episode by termination
+    5      first        uint8    [E, T]         1: f_k is an episode's first (reset) frame
+
+Header map (all keys required, no others): ``v`` protocol version; ``kind``
+"batch"; ``actor`` slot id; ``inc`` incarnation (random per actor process
+start); ``seq`` message counter of this incarnation, from 0; ``wv`` weights
+version the actor acted with; ``E``, ``T``, ``H``, ``W`` the dimensions;
+``dtypes`` the five array dtypes in frame order; ``stats`` a map of numbers
+(see STAT_KEYS) describing the actor at the time of sending.
+
+A truncated episode (time limit, actor restart, a lost batch) is marked only
+by the next slot's ``first`` = 1 with ``terminated`` = 0 on the slot before;
+see learner/replay.py for how stacks and n-step returns use these flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import msgpack
+import numpy as np
+
+VERSION = 1
+KIND_BATCH = "batch"
+
+ARRAY_NAMES = ("frames", "actions", "rewards", "terminated", "first")
+ARRAY_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.uint8), np.dtype(np.uint8))
+HEADER_KEYS = frozenset({"v", "kind", "actor", "inc", "seq", "wv", "E", "T", "H", "W", "dtypes", "stats"})
+STAT_KEYS = frozenset({
+    "steps",        # env steps taken by this incarnation
+    "episodes",     # episodes finished by this incarnation
+    "last_return",  # return of the last finished episode
+    "last_x",       # x_pos at the end of the last finished episode
+    "flags",        # episodes that reached the flag
+    "fps",          # env steps per second over the last batch
+    "dropped",      # batches dropped from the actor's staging queue so far
+    "sent",         # transitions in messages handed to the socket so far, this one included
+})
+MAX_HEADER_BYTES = 4096
+_INT64_MAX = (1 << 63) - 1
+
+
+class ProtocolError(ValueError):
+    """A message that does not follow the protocol; ``reason`` is a short counter key."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the receiver accepts; everything else is rejected."""
+
+    frame_shape: tuple[int, int]
+    num_actions: int
+    max_envs: int = 64
+    max_steps: int = 4096
+    max_message_bytes: int = 64 << 20
+
+
+@dataclass
+class Batch:
+    """A decoded BATCH. Arrays are read-only views on the received frames (no copy)."""
+
+    actor: int
+    incarnation: int
+    seq: int
+    weights_version: int
+    frames: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    first: np.ndarray
+    stats: dict[str, float]
+
+    @property
+    def num_transitions(self) -> int:
+        return int(self.actions.size)
+
+
+def encode_batch(actor: int, incarnation: int, seq: int, weights_version: int, frames: np.ndarray,
+                 actions: np.ndarray, rewards: np.ndarray, terminated: np.ndarray, first: np.ndarray,
+                 stats: dict[str, float]) -> list:
+    """Return the frames of a BATCH message (header bytes + the arrays themselves, not copied)."""
+    arrays = (frames, actions, rewards, terminated, first)
+    for name, arr, dtype in zip(ARRAY_NAMES, arrays, ARRAY_DTYPES):
+        if arr.dtype != dtype or not arr.flags.c_contiguous:
+            raise ValueError(f"{name} must be C-contiguous {dtype}, got {arr.dtype} contiguous={arr.flags.c_contiguous}")
+    n_env, n_steps, height, width = frames.shape
+    header = {
+        "v": VERSION, "kind": KIND_BATCH, "actor": int(actor), "inc": int(incarnation), "seq": int(seq),
+        "wv": int(weights_version), "E": n_env, "T": n_steps, "H": height, "W": width,
+        "dtypes": [d.str for d in ARRAY_DTYPES], "stats": {k: float(stats[k]) for k in STAT_KEYS},
+    }
+    return [msgpack.packb(header, use_bin_type=True), *arrays]
+
+
+def _unpack_header(raw: Any) -> dict:
+    data = memoryview(raw)
+    if data.nbytes > MAX_HEADER_BYTES:
+        raise ProtocolError("header_size", f"header of {data.nbytes} bytes exceeds {MAX_HEADER_BYTES}")
+    try:
+        header = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True,
+                                 max_str_len=256, max_bin_len=0, max_ext_len=0, max_array_len=16, max_map_len=16)
+    except Exception as exc:  # msgpack raises several types (ValueError, ExtraData, FormatError, StackError...)
+        raise ProtocolError("header_msgpack", f"{type(exc).__name__}: {exc}"[:200]) from None
+    if not isinstance(header, dict):
+        raise ProtocolError("header_type", f"header is {type(header).__name__}, not a map")
+    return header
+
+
+def _int_field(header: dict, key: str, low: int, high: int) -> int:
+    value = header[key]
+    if type(value) is not int or not low <= value <= high:
+        raise ProtocolError("field", f"{key}={value!r} not an int in [{low}, {high}]")
+    return value
+
+
+def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
+    """Decode and validate a BATCH; ``parts`` are bytes, memoryviews or zmq.Frame objects."""
+    if len(parts) != 1 + len(ARRAY_NAMES):
+        raise ProtocolError("frame_count", f"{len(parts)} frames, expected {1 + len(ARRAY_NAMES)}")
+    total = sum(memoryview(p).nbytes for p in parts)
+    if total > limits.max_message_bytes:
+        raise ProtocolError("oversized", f"message of {total} bytes exceeds {limits.max_message_bytes}")
+    header = _unpack_header(parts[0])
+    if header.get("v") != VERSION:
+        raise ProtocolError("version", f"version {header.get('v')!r}, expected {VERSION}")
+    if header.get("kind") != KIND_BATCH:
+        raise ProtocolError("kind", f"kind {header.get('kind')!r}, expected {KIND_BATCH!r}")
+    if set(header) != HEADER_KEYS:
+        raise ProtocolError("field", f"keys {sorted(map(str, header))} differ from {sorted(HEADER_KEYS)}")
+    actor = _int_field(header, "actor", 0, 1 << 16)
+    incarnation = _int_field(header, "inc", 0, _INT64_MAX)
+    seq = _int_field(header, "seq", 0, _INT64_MAX)
+    weights_version = _int_field(header, "wv", 0, _INT64_MAX)
+    n_env = _int_field(header, "E", 1, limits.max_envs)
+    n_steps = _int_field(header, "T", 1, limits.max_steps)
+    height, width = _int_field(header, "H", 1, 4096), _int_field(header, "W", 1, 4096)
+    if (height, width) != tuple(limits.frame_shape):
+        raise ProtocolError("shape", f"frame shape {(height, width)} != expected {tuple(limits.frame_shape)}")
+    if header["dtypes"] != [d.str for d in ARRAY_DTYPES]:
+        raise ProtocolError("dtype", f"dtypes {header['dtypes']!r} != {[d.str for d in ARRAY_DTYPES]}")
+    stats = header["stats"]
+    if not isinstance(stats, dict) or set(stats) != STAT_KEYS or not all(
+            type(v) in (int, float) and np.isfinite(v) for v in stats.values()):
+        raise ProtocolError("stats", f"stats must map exactly {sorted(STAT_KEYS)} to finite numbers")
+
+    shapes = ((n_env, n_steps, height, width),) + ((n_env, n_steps),) * 4
+    arrays = []
+    for name, part, dtype, shape in zip(ARRAY_NAMES, parts[1:], ARRAY_DTYPES, shapes):
+        buf = memoryview(part)
+        expected = int(np.prod(shape)) * dtype.itemsize
+        if buf.nbytes != expected:
+            raise ProtocolError("size", f"{name}: {buf.nbytes} bytes, expected {expected} for {shape} {dtype}")
+        arrays.append(np.frombuffer(buf, dtype=dtype).reshape(shape))
+    frames, actions, rewards, terminated, first = arrays
+    if int(actions.max()) >= limits.num_actions:
+        raise ProtocolError("values", f"action {int(actions.max())} >= num_actions {limits.num_actions}")
+    if int(terminated.max()) > 1 or int(first.max()) > 1:
+        raise ProtocolError("values", "terminated/first flags must be 0 or 1")
+    if not np.isfinite(rewards).all():
+        raise ProtocolError("values", "non-finite reward")
+    return Batch(actor, incarnation, seq, weights_version, frames, actions, rewards, terminated, first,
+                 {k: float(v) for k, v in stats.items()})

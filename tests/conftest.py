@@ -1,0 +1,44 @@
+"""Shared test helpers: free loopback ports and small run configurations."""
+
+import random
+import socket
+
+import pytest
+
+from shared.config import RunConfig
+
+
+def free_base_port(count: int) -> int:
+    """A base port such that base..base+count-1 are all free on 127.0.0.1 right now."""
+    for _ in range(200):
+        base = random.randint(20000, 60000 - count)
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range found")
+
+
+def small_config(actors=2, envs=2, steps=16, env="fake", capacity=8192, **env_overrides) -> RunConfig:
+    cfg = RunConfig(actors=actors, collect_only=True)
+    cfg.env.name = env
+    for key, value in env_overrides.items():
+        setattr(cfg.env, key, value)
+    cfg.actor.envs_per_actor = envs
+    cfg.actor.batch_steps = steps
+    cfg.replay.capacity = capacity
+    cfg.transport.base_port = free_base_port(actors)
+    return cfg.validate()
+
+
+@pytest.fixture
+def make_config():
+    return small_config

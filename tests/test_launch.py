@@ -1,0 +1,72 @@
+"""launch.local as a user runs it: a real subprocess, real actors; it prints, stops and leaves nothing behind."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+
+from tests.conftest import free_base_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def start_launcher(tmp_path, *args):
+    base = free_base_port(2)
+    cmd = [sys.executable, "-m", "launch.local", "--actors", "2", "--collect-only", "--log-every", "1",
+           "--env.name", "fake", "--transport.base-port", str(base), "--run-dir", str(tmp_path), *args]
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def children_seen(proc, seconds):
+    """Collect the launcher's descendants while it runs."""
+    seen = set()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            seen.update(psutil.Process(proc.pid).children(recursive=True))
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.2)
+    return seen
+
+
+def last_processor_line(output):
+    lines = [line for line in output.splitlines() if line.startswith("[PROCESSOR] Processed:")]
+    assert lines, output
+    match = re.search(r"Processed: ([\d,]+), .*Per actor: \[(\d+), (\d+)\]", lines[-1])
+    assert match, lines[-1]
+    return [int(g.replace(",", "")) for g in match.groups()]
+
+
+def assert_all_gone(children):
+    assert len(children) >= 2
+    time.sleep(0.2)
+    alive = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    assert not alive, alive
+
+
+def test_duration_ends_the_run_with_exit_zero_and_no_children(tmp_path):
+    proc = start_launcher(tmp_path, "--duration", "8")
+    children = children_seen(proc, 60)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    processed, first, second = last_processor_line(out)
+    assert first > 0 and second > 0 and processed == first + second
+    assert_all_gone(children)
+    assert len(list(tmp_path.glob("*/config.json"))) == 1
+
+
+def test_ctrl_c_stops_every_process_with_exit_zero(tmp_path):
+    proc = start_launcher(tmp_path)
+    children = children_seen(proc, 6)
+    proc.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert time.monotonic() - start < 15
+    assert "Traceback" not in out, out
+    assert_all_gone(children)

@@ -1,0 +1,114 @@
+"""The wire format: exact round-trips, and every kind of bad message rejected with its reason."""
+
+import msgpack
+import numpy as np
+import pytest
+
+from shared import protocol
+
+LIMITS = protocol.Limits(frame_shape=(84, 84), num_actions=7, max_envs=8, max_steps=128, max_message_bytes=1 << 22)
+STATS = {k: 1.0 for k in protocol.STAT_KEYS}
+
+
+def make_arrays(n_env=2, n_steps=5, seed=0):
+    rng = np.random.default_rng(seed)
+    frames = rng.integers(0, 256, (n_env, n_steps, 84, 84), dtype=np.uint8)
+    actions = rng.integers(0, 7, (n_env, n_steps), dtype=np.uint8)
+    rewards = rng.normal(size=(n_env, n_steps)).astype(np.float32)
+    terminated = (rng.random((n_env, n_steps)) < 0.2).astype(np.uint8)
+    first = (rng.random((n_env, n_steps)) < 0.2).astype(np.uint8)
+    return frames, actions, rewards, terminated, first
+
+
+def wire(parts):
+    """What actually travels: independent byte strings."""
+    return [bytes(memoryview(p)) for p in parts]
+
+
+def good_parts(**overrides):
+    arrays = make_arrays()
+    return wire(protocol.encode_batch(3, 12345, 7, 2, *arrays, stats=STATS)), arrays
+
+
+def with_header(parts, **changes):
+    header = msgpack.unpackb(parts[0], raw=False)
+    header.update(changes)
+    return [msgpack.packb(header, use_bin_type=True), *parts[1:]]
+
+
+def test_round_trip_is_exact():
+    parts, arrays = good_parts()
+    batch = protocol.decode_batch(parts, LIMITS)
+    assert (batch.actor, batch.incarnation, batch.seq, batch.weights_version) == (3, 12345, 7, 2)
+    for name, sent, got in zip(protocol.ARRAY_NAMES, arrays, (batch.frames, batch.actions, batch.rewards,
+                                                              batch.terminated, batch.first)):
+        assert got.dtype == sent.dtype and got.shape == sent.shape, name
+        assert np.array_equal(got, sent), name
+    assert batch.num_transitions == 10
+    assert batch.stats == STATS
+
+
+def test_each_frame_is_sent_once_not_in_stacks():
+    parts, arrays = good_parts()
+    assert len(parts[1]) == arrays[0].size  # E*T frames of H*W bytes, nothing more
+
+
+def test_encode_refuses_wrong_dtype():
+    frames, actions, rewards, terminated, first = make_arrays()
+    with pytest.raises(ValueError, match="rewards"):
+        protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards.astype(np.float64), terminated, first, STATS)
+
+
+def bad_messages():
+    parts, _ = good_parts()
+    header = msgpack.unpackb(parts[0], raw=False)
+    yield "frame_count", parts[:-1]
+    yield "size", parts[:1] + [parts[1][:-100]] + parts[2:]                      # truncated frames
+    yield "size", parts[:3] + [parts[3] + b"\0\0\0\0"] + parts[4:]                # reward array too long
+    yield "header_msgpack", [parts[0][:-3]] + parts[1:]                           # truncated msgpack
+    yield "header_msgpack", [b"\xc1" * 10] + parts[1:]                            # invalid msgpack byte
+    yield "header_msgpack", [msgpack.packb({"v": 1, "kind": b"\xff\xfe"}, use_bin_type=False)] + parts[1:]  # non-UTF-8
+    yield "header_msgpack", [msgpack.packb({1: 2})] + parts[1:]                   # non-string key
+    yield "header_msgpack", [msgpack.packb(msgpack.ExtType(5, b"xx"))] + parts[1:]
+    yield "header_type", [msgpack.packb([1, 2, 3])] + parts[1:]
+    yield "header_size", [b"\x00" * (protocol.MAX_HEADER_BYTES + 1)] + parts[1:]
+    yield "version", with_header(parts, v=2)
+    yield "kind", with_header(parts, kind="weights")
+    yield "field", with_header(parts, extra=1)
+    yield "field", with_header(parts, seq=-1)
+    yield "field", with_header(parts, E=1 << 32)                                  # absurd element count
+    yield "field", with_header(parts, T=10_000)
+    yield "shape", with_header(parts, H=96)
+    yield "size", with_header(parts, T=4)                                         # header/size mismatch
+    yield "dtype", with_header(parts, dtypes=["<f4"] + header["dtypes"][1:])
+    yield "stats", with_header(parts, stats={"steps": 1})
+    yield "oversized", parts[:1] + [parts[1] * 200] + parts[2:]
+    frames, actions, rewards, terminated, first = make_arrays()
+    bad_action = actions.copy()
+    bad_action[0, 0] = 7
+    yield "values", wire(protocol.encode_batch(0, 1, 0, 0, frames, bad_action, rewards, terminated, first, STATS))
+    bad_reward = rewards.copy()
+    bad_reward[1, 2] = np.nan
+    yield "values", wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, bad_reward, terminated, first, STATS))
+    bad_flag = first.copy()
+    bad_flag[0, 1] = 2
+    yield "values", wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, bad_flag, STATS))
+
+
+@pytest.mark.parametrize("reason,parts", list(bad_messages()))
+def test_bad_message_is_rejected_with_reason(reason, parts):
+    with pytest.raises(protocol.ProtocolError) as info:
+        protocol.decode_batch(parts, LIMITS)
+    assert info.value.reason == reason
+
+
+def test_random_bytes_never_escape_as_other_errors():
+    rng = np.random.default_rng(1)
+    parts, _ = good_parts()
+    for i in range(2000):
+        n = int(rng.integers(0, 8))
+        junk = [rng.bytes(int(rng.integers(0, 64))) for _ in range(n)]
+        if i % 2 and n == 6:
+            junk[0] = parts[0]  # a valid header with garbage arrays
+        with pytest.raises(protocol.ProtocolError):
+            protocol.decode_batch(junk, LIMITS)
