@@ -13,15 +13,20 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Any
+import warnings
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
 from actors.sender import BatchSender, StagedBatch
+from actors.weights_client import WeightClient
 from shared.config import RunConfig
 from shared.env import make_env
 from shared.network import QNetwork
+
+# Received weight arrays are read-only views on ZeroMQ frames; load_state_dict only copies from them.
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
 
 def apex_epsilons(num_actors: int, envs_per_actor: int, actor_id: int, base: float, alpha: float) -> np.ndarray:
@@ -59,6 +64,7 @@ class Collector:
             self.epsilon = apex_epsilons(cfg.actors, n_env, actor_id, cfg.actor.eps_base, cfg.actor.eps_alpha)
         self.net = QNetwork(stack, self.num_actions, size).eval()
         self.weights_version = 0
+        self.first_action_weights_version = -1  # the weights the very first action used (tests check it)
         self.stacks = np.empty((n_env, stack, size, size), dtype=np.uint8)
         self.first = np.ones(n_env, dtype=np.uint8)
         self.episode_return = np.zeros(n_env)
@@ -66,7 +72,13 @@ class Collector:
         for e, env in enumerate(self.envs):
             self.stacks[e] = env.reset()
 
+    def load_weights(self, version: int, arrays: dict[str, np.ndarray]) -> None:
+        self.net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
+        self.weights_version = version
+
     def act(self) -> np.ndarray:
+        if self.first_action_weights_version < 0:
+            self.first_action_weights_version = self.weights_version
         explore = self.rng.random(len(self.envs)) < self.epsilon
         actions = self.rng.integers(self.num_actions, size=len(self.envs))
         if not explore.all():
@@ -75,8 +87,11 @@ class Collector:
             actions = np.where(explore, actions, greedy)
         return actions
 
-    def collect(self, n_steps: int, seq: int) -> StagedBatch:
-        """Play ``n_steps`` ticks of every env and return them as one batch."""
+    def collect(self, n_steps: int, seq: int, refresh: Callable[[int], Any] | None = None) -> StagedBatch:
+        """Play ``n_steps`` ticks of every env and return them as one batch.
+
+        ``refresh(have)`` is asked between ticks for newer weights (version, arrays) or None.
+        """
         n_env = len(self.envs)
         size = self.cfg.env.frame_size
         frames = np.empty((n_env, n_steps, size, size), dtype=np.uint8)
@@ -86,6 +101,10 @@ class Collector:
         first = np.empty((n_env, n_steps), dtype=np.uint8)
         start = time.perf_counter()
         for t in range(n_steps):
+            if refresh is not None:
+                newer = refresh(self.weights_version)
+                if newer is not None:
+                    self.load_weights(*newer)
             frames[:, t] = self.stacks[:, -1]
             first[:, t] = self.first
             actions[:, t] = self.act()
@@ -125,19 +144,29 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
     terminate = []
     signal.signal(signal.SIGTERM, lambda *_: terminate.append(True))
     torch.set_num_threads(1)
+    if cfg.actor.nice:
+        os.nice(cfg.actor.nice)
     incarnation = int.from_bytes(os.urandom(8), "little") >> 1
     collector = Collector(cfg, actor_id, incarnation)
     sender = BatchSender(experience_endpoint(cfg, actor_id), actor_id, incarnation,
                          cfg.actor.max_staged_batches, cfg.actor.send_hwm)
+    weights = WeightClient(cfg.transport, actor_id, incarnation, collector.net)
+    if cfg.actor.weights_timeout > 0:  # the learner's current weights before the first action
+        current = weights.fetch(have=-1, timeout=cfg.actor.weights_timeout,
+                                should_stop=lambda: stop_event.is_set() or bool(terminate))
+        if current is not None:
+            collector.load_weights(*current)
     seq = 0
     while not stop_event.is_set() and not terminate and (max_batches <= 0 or seq < max_batches):
-        batch = collector.collect(cfg.actor.batch_steps, seq)
+        batch = collector.collect(cfg.actor.batch_steps, seq, weights.poll)
         sender.submit(batch, collector.stats)
         seq += 1
     sender.close(collector.stats, timeout=5.0)
+    weights.close()
     collector.close()
     if report_queue is not None:
         report_queue.put(dict(actor=actor_id, incarnation=incarnation, batches=seq,
                               sent_batches=sender.sent_batches, sent_transitions=sender.sent_transitions,
                               dropped_batches=sender.dropped_batches, steps=int(collector.stats["steps"]),
-                              episodes=int(collector.stats["episodes"])))
+                              episodes=int(collector.stats["episodes"]), weights_version=collector.weights_version,
+                              first_action_weights_version=collector.first_action_weights_version))

@@ -33,9 +33,11 @@ from actors.collector import actor_main
 from launch.processes import spawn_context, start_process
 from learner.data_plane import DataPlane
 from learner.replay import FrameReplay
+from learner.weights import WeightServer
 from shared import protocol
 from shared.config import RunConfig
 from shared.env import make_env, num_actions_for
+from shared.network import QNetwork
 
 
 @dataclass
@@ -77,13 +79,13 @@ def _bare_env_worker(cfg: RunConfig, index: int, start_at: float, seconds: float
             env.reset()
     while time.time() < start_at:
         time.sleep(0.001)
-    steps, end = 0, start_at + seconds
+    steps, end, cpu0 = 0, start_at + seconds, time.process_time()
     while time.time() < end:
         _, _, term, trunc, _ = env.step(int(rng.integers(env.num_actions)))
         steps += 1
         if term or trunc:
             env.reset()
-    out.put(steps)
+    out.put((steps, time.process_time() - cpu0))
 
 
 def env_ceiling(cfg: RunConfig, k: int, seconds: float) -> dict:
@@ -91,11 +93,22 @@ def env_ceiling(cfg: RunConfig, k: int, seconds: float) -> dict:
     out = ctx.Queue()
     start_at = time.time() + 8.0  # time for K processes to import and warm up
     procs = [start_process(ctx, _bare_env_worker, (cfg, i, start_at, seconds, out), f"env-{i}") for i in range(k)]
-    steps = [out.get(timeout=seconds + 120) for _ in procs]
+    results = [out.get(timeout=seconds + 120) for _ in procs]
     for p in procs:
         p.join(timeout=10)
-    rate = sum(steps) / seconds
-    return {"processes": k, "steps_per_s": rate, "frames_per_s": rate * cfg.env.frame_skip}
+    steps, cpu = sum(r[0] for r in results), sum(r[1] for r in results)
+    rate = steps / seconds
+    return {"processes": k, "steps_per_s": rate, "frames_per_s": rate * cfg.env.frame_skip,
+            "cpu_us_per_step": cpu / steps * 1e6}
+
+
+def _cpu_seconds(procs: list) -> float:
+    """CPU seconds used so far by this process and ``procs``."""
+    total = 0.0
+    for proc in [psutil.Process()] + [psutil.Process(p.pid) for p in procs]:
+        t = proc.cpu_times()
+        total += t.user + t.system
+    return total
 
 
 # ----------------------------------------------------------------------------- collection
@@ -104,6 +117,9 @@ def collection(cfg: RunConfig, seconds: float) -> dict:
     """Real actors into a real DataPlane; rate of transitions arriving in replay over the timed window."""
     device = torch.device("cpu")
     plane = DataPlane(cfg, num_actions_for(cfg.env), device).start()
+    server = WeightServer(cfg.transport)
+    server.publish(0, QNetwork(cfg.env.stack, num_actions_for(cfg.env), cfg.env.frame_size))
+    server.start()
     ctx = spawn_context()
     stop = ctx.Event()
     procs = [start_process(ctx, actor_main, (cfg, slot, stop, None), f"actor-{slot}") for slot in range(cfg.actors)]
@@ -114,20 +130,23 @@ def collection(cfg: RunConfig, seconds: float) -> dict:
         warm_end = time.monotonic() + 2.0
         while time.monotonic() < warm_end:
             plane.drain(timeout=0.05)
-        start_processed, start = plane.processed, time.monotonic()
+        start_processed, start, cpu0 = plane.processed, time.monotonic(), _cpu_seconds(procs)
         while time.monotonic() - start < seconds:
             plane.drain(timeout=0.05)
-        elapsed = time.monotonic() - start
+        elapsed, cpu = time.monotonic() - start, _cpu_seconds(procs) - cpu0
         stats = plane.stats()
         rate = (plane.processed - start_processed) / elapsed
+        cpu_us = cpu / max(plane.processed - start_processed, 1) * 1e6
     finally:
         stop.set()
         for p in procs:
             p.join(timeout=15)
             if p.is_alive():
                 p.kill()
+        server.stop()
         plane.close()
-    return {"actors": cfg.actors, "transitions_per_s": rate, "drops": stats.drops, "rejected": stats.rejected}
+    return {"actors": cfg.actors, "transitions_per_s": rate, "cpu_us_per_transition": cpu_us,
+            "drops": stats.drops, "rejected": stats.rejected}
 
 
 # ----------------------------------------------------------------------------- transport
@@ -200,14 +219,15 @@ def replay_stage(cfg: RunConfig) -> dict:
     rng = np.random.default_rng(0)
     t = 64
     frames = rng.integers(0, 256, (1, t, size, size), dtype=np.uint8)
-    small = np.zeros((1, t), np.uint8)
-    first = small.copy()
-    first[0, 0] = 1
+    actions = np.zeros((1, t), np.uint8)
+    terminated = np.zeros((1, t), bool)
+    first = terminated.copy()
+    first[0, 0] = True
     rewards = np.zeros((1, t), np.float32)
     add_times = []
     for i in range(8 * 100_000 // (8 * t) + 8):  # fill, wrapping
         s0 = time.perf_counter()
-        replay.add(i % 8, frames, small, rewards, small, first)
+        replay.add(i % 8, frames, actions, rewards, terminated, first)
         add_times.append(time.perf_counter() - s0)
     for _ in range(5):
         replay.sample(512)
@@ -273,6 +293,13 @@ def main(bench: BenchConfig) -> dict:
                 ceiling = result["env_ceiling"]["steps_per_s"]
                 result["collection"]["efficiency_random"] = random_rate / ceiling
                 result["collection"]["efficiency_apex"] = apex_rate / ceiling
+                # CPU cost per transition, all processes (actors + learner) vs bare env: robust to outside load
+                bare_us = statistics.mean(c["cpu_us_per_step"] for c in ceilings)
+                result["env_ceiling"]["cpu_us_per_step"] = bare_us
+                for kind, rounds in (("random", collections_random), ("apex", collections)):
+                    us = statistics.mean(c["cpu_us_per_transition"] for c in rounds)
+                    result["collection"][f"cpu_us_per_transition_{kind}"] = us
+                    result["collection"][f"cpu_efficiency_{kind}"] = bare_us / us
     if "transport" in bench.stages:
         result["transport"] = transport(cfg, bench.transport_senders, bench.transport_batch, bench.transport_seconds)
         print(f"transport: {result['transport']['transitions_per_s']:,.0f} transitions/s, "
@@ -294,10 +321,13 @@ def render_table(r: dict) -> str:
                     f"{r['env_ceiling']['steps_per_s']:,.1f} steps/s |")
     if "collection" in r:
         c = r["collection"]
-        rows.append(f"| collection into replay, random actions | {c['transitions_per_s_random']:,.1f} transitions/s"
-                    + (f" ({c['efficiency_random']:.1%} of ceiling)" if "efficiency_random" in c else "") + " |")
-        rows.append(f"| collection into replay, Ape-X eps-greedy | {c['transitions_per_s_apex']:,.1f} transitions/s"
-                    + (f" ({c['efficiency_apex']:.1%} of ceiling)" if "efficiency_apex" in c else "") + " |")
+        for kind, label in (("random", "random actions"), ("apex", "Ape-X eps-greedy")):
+            text = f"| collection into replay, {label} | {c['transitions_per_s_' + kind]:,.1f} transitions/s"
+            if f"efficiency_{kind}" in c:
+                text += (f" ({c['efficiency_' + kind]:.1%} of ceiling; CPU per transition "
+                         f"{c['cpu_us_per_transition_' + kind]:,.0f} us = {c['cpu_efficiency_' + kind]:.1%} "
+                         f"of bare {r['env_ceiling']['cpu_us_per_step']:,.0f} us)")
+            rows.append(text + " |")
     if "transport" in r:
         t = r["transport"]
         rows.append(f"| transport ceiling (synthetic 84x84, {t['senders']} sender) | {t['transitions_per_s']:,.0f} "

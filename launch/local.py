@@ -1,14 +1,18 @@
 """Run warppipe on one machine: the learner in this process, N actor processes beside it.
 
-    python -m launch.local --actors 4 --collect-only --duration 60
+    python -m launch.local --actors 4                      # train Mario until Ctrl-C
+    python -m launch.local --actors 4 --duration 300       # ... for 5 minutes
+    python -m launch.local --actors 2 --collect-only       # the data plane alone
+    python -m launch.local --resume runs/20261121-...      # continue a run from its folder
 
-Prints the seed's ``[PROCESSOR]`` line every ``--log-every`` seconds, restarts
-an actor that dies, and on Ctrl-C or at the end of ``--duration`` stops every
-child and exits 0.
+Prints the seed's ``[PROCESSOR]`` line every ``--log-every`` seconds and a ``[MAIN] Epoch``
+line per epoch; restarts an actor that dies; on Ctrl-C, SIGTERM or the end of ``--duration`` /
+``--learner.steps`` it writes the final checkpoint, stops every child and exits 0.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -16,12 +20,15 @@ import time
 
 import torch
 import tyro
+from tqdm import tqdm
 
 from actors.collector import actor_main
 from launch.processes import ActorPool
-from learner.data_plane import DataPlane, format_processor_line
-from shared.config import ConfigError, RunConfig
-from shared.env import num_actions_for
+from learner.loop import Learner, load_resume_state
+from shared.config import ConfigError, RunConfig, from_dict
+
+# Options a resumed run takes from the command line; everything else comes from the run folder.
+RESUME_OVERRIDES = ("duration", "log_every", "progress", "resume")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -33,44 +40,88 @@ def resolve_device(name: str) -> torch.device:
 def make_run_dir(cfg: RunConfig) -> str:
     path = os.path.join(cfg.run_dir, time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
     os.makedirs(path, exist_ok=True)
-    with open(os.path.join(path, "config.json"), "w") as fh:
-        fh.write(cfg.to_json())
     return path
+
+
+def resumed_config(cli: RunConfig) -> RunConfig:
+    """The run folder's saved config, with the few options a resume may change taken from the CLI."""
+    path = os.path.join(cli.resume, "config.json")
+    if not os.path.exists(path):
+        raise ConfigError(f"resume={cli.resume!r} is not a run folder (no config.json)")
+    with open(path) as fh:
+        saved = from_dict(RunConfig, json.load(fh))
+    for name in RESUME_OVERRIDES:
+        setattr(saved, name, getattr(cli, name))
+    saved.learner.steps = cli.learner.steps
+    return saved
 
 
 def run(cfg: RunConfig) -> int:
     cfg.validate()
-    if not cfg.collect_only:
-        print("[MAIN] training is not built yet (issue 3); running the data plane only (--collect-only)", flush=True)
+    resume_state = None
+    if cfg.resume:
+        cfg = resumed_config(cfg).validate()
+        run_dir = cfg.resume
+    else:
+        run_dir = make_run_dir(cfg)
+        with open(os.path.join(run_dir, "config.json"), "w") as fh:
+            fh.write(cfg.to_json())
     device = resolve_device(cfg.device)
-    run_dir = make_run_dir(cfg)
-    print(f"[MAIN] run folder {run_dir}, learner device {device}, {cfg.actors} actors x "
-          f"{cfg.actor.envs_per_actor} env(s) on {cfg.env.name} {cfg.env.stage}", flush=True)
-    plane = DataPlane(cfg, num_actions_for(cfg.env), device).start()
+    if cfg.resume:
+        resume_state = load_resume_state(run_dir, device)
+    learner = Learner(cfg, run_dir, device, resume_state)
+    mode = "collecting only" if cfg.collect_only else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, " \
+        f"compile: {cfg.learner.compile}, batch {cfg.learner.micro_batch} x {cfg.learner.accum_steps})"
+    print(f"[MAIN] run folder {run_dir}, device {device}, {cfg.actors} actors x {cfg.actor.envs_per_actor} env(s) "
+          f"on {cfg.env.name} {cfg.env.stage}, {mode}", flush=True)
+    if resume_state is not None:
+        c = learner.counters
+        print(f"[MAIN] resumed at epoch {c.epoch}, {c.updates} updates, weights v{c.weights_version}", flush=True)
+    compile_seconds = learner.compile()
+    if compile_seconds:
+        print(f"[MAIN] compiled and warmed up in {compile_seconds:.1f}s (not counted in any epoch)", flush=True)
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited through exec: children never see Ctrl-C
+    learner.start()
     pool = ActorPool(actor_main, cfg, cfg.actors).start()
-    interrupted = []
-    signal.signal(signal.SIGINT, lambda *_: interrupted.append(True))
-    signal.signal(signal.SIGTERM, lambda *_: interrupted.append(True))
-    start = last_log = time.monotonic()
-    last_processed = 0
+    signal.signal(signal.SIGINT, lambda *_: learner.stop())
+    signal.signal(signal.SIGTERM, lambda *_: learner.stop())
+
+    start = time.monotonic()
+    deadline = start + cfg.duration if cfg.duration > 0 else 0.0
+    bar = None
+    if cfg.progress and (cfg.duration > 0 or cfg.learner.steps > 0) and not cfg.collect_only:
+        total = cfg.learner.steps or int(cfg.duration)
+        bar = tqdm(total=total, unit="upd" if cfg.learner.steps else "s", dynamic_ncols=True, mininterval=1.0)
+    log = {"at": start, "processed": 0}
+
+    def on_tick() -> None:
+        now = time.monotonic()
+        if bar is not None:
+            bar.n = learner.counters.updates if cfg.learner.steps else int(now - start)
+            bar.refresh()
+        if now - log["at"] >= cfg.log_every:
+            processed = learner.plane.processed
+            line = learner.processor_line((processed - log["processed"]) / (now - log["at"]))
+            (bar.write if bar is not None else print)(line)
+            log.update(at=now, processed=processed)
+        for slot in pool.restart_dead():
+            print(f"[MAIN] actor {slot} exited; restarted (restarts: {pool.restarts[slot]})", flush=True)
+
     try:
-        while not interrupted and (cfg.duration <= 0 or time.monotonic() - start < cfg.duration):
-            plane.drain(timeout=0.1)
-            now = time.monotonic()
-            if now - last_log >= cfg.log_every:
-                stats = plane.stats()
-                print(format_processor_line(stats, (stats.processed - last_processed) / (now - last_log)), flush=True)
-                last_log, last_processed = now, stats.processed
-                for slot in pool.restart_dead():
-                    print(f"[MAIN] actor {slot} exited; restarted (restarts: {pool.restarts[slot]})", flush=True)
+        learner.run(deadline=deadline, on_tick=on_tick)
     finally:
+        if bar is not None:
+            bar.close()
         codes = pool.stop_all(timeout=10.0)
-        plane.drain()
-        plane.close()
-    stats = plane.stats()
-    print(format_processor_line(stats, stats.processed / max(time.monotonic() - start, 1e-9)), flush=True)
-    print(f"[MAIN] stopped after {time.monotonic() - start:.1f}s; actor exit codes {codes}", flush=True)
+        learner.plane.drain_until_quiet(quiet=0.5, timeout=5.0)  # what the actors flushed on their way out
+        lags = learner.weights_lag()
+        learner.close()
+    print(learner.processor_line(learner.plane.processed / max(time.monotonic() - start, 1e-9)), flush=True)
+    c = learner.counters
+    print(f"[MAIN] stopped after {time.monotonic() - start:.1f}s: epoch {c.epoch}, {c.updates} updates, "
+          f"weights v{c.weights_version}, per-actor weights lag {lags}, actor exit codes {codes}"
+          + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else ""), flush=True)
     return 0
 
 

@@ -74,6 +74,14 @@ class DataPlane:
             written += 1
         return written
 
+    def drain_until_quiet(self, quiet: float, timeout: float) -> None:
+        """Drain until nothing has arrived for ``quiet`` s (or ``timeout`` s pass): used after actors stop."""
+        deadline = time.monotonic() + timeout
+        last = time.monotonic()
+        while time.monotonic() - last < quiet and time.monotonic() < deadline:
+            if self.drain(timeout=0.05):
+                last = time.monotonic()
+
     def stats(self) -> DataPlaneStats:
         c = self.consolidator
         return DataPlaneStats(processed=self.processed, batches=self.batches, drops=c.lost_batches,

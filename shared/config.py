@@ -20,8 +20,8 @@ from typing import Any, Literal
 class EnvConfig:
     """The game and its preprocessing (identical in actors, benchmark and tests)."""
 
-    name: Literal["mario", "fake"] = "mario"
-    """Environment: 'mario' (nes-py Super Mario Bros) or 'fake' (fast synthetic frames for plumbing tests)."""
+    name: Literal["mario", "catch", "fake"] = "mario"
+    """Environment: 'mario' (nes-py Super Mario Bros), 'catch' (tiny pixel game DQN solves in minutes) or 'fake' (synthetic frames for plumbing tests)."""
     stage: str = "1-1"
     """Mario world-stage 'W-S' (e.g. 1-1, 4-2); 'all' plays the whole game, ending at game over."""
     actions: Literal["right_only", "simple", "complex"] = "simple"
@@ -36,8 +36,11 @@ class EnvConfig:
     """Agent steps after which an episode is truncated (0: never). Truncation bootstraps; termination does not."""
 
     def validate(self) -> None:
+        _check(self.name in ("mario", "catch", "fake"), "env.name", self.name, "must be 'mario', 'catch' or 'fake'")
+        _check(self.actions in ("right_only", "simple", "complex"), "env.actions", self.actions,
+               "must be 'right_only', 'simple' or 'complex'")
         _check(self.frame_skip >= 1, "env.frame_skip", self.frame_skip, "must be >= 1")
-        _check(16 <= self.frame_size <= 256, "env.frame_size", self.frame_size, "must be in [16, 256]")
+        _check(36 <= self.frame_size <= 256, "env.frame_size", self.frame_size, "must be in [36, 256] (the conv stack)")
         _check(1 <= self.stack <= 16, "env.stack", self.stack, "must be in [1, 16]")
         _check(self.max_episode_steps >= 0, "env.max_episode_steps", self.max_episode_steps, "must be >= 0")
         if self.name == "mario" and self.stage != "all":
@@ -67,8 +70,14 @@ class ActorConfig:
     """ZeroMQ send high-water mark (messages queued in the socket before the actor stages locally)."""
     seed: int = 0
     """Base random seed; actor slot, env index and incarnation are mixed in."""
+    nice: int = 0
+    """Niceness added to actor processes (e.g. 10 lets the learner win the CPU when envs are cheap, like Catch)."""
+    weights_timeout: float = 60.0
+    """Seconds a starting actor waits for the learner's current weights before its first action (0: do not ask)."""
 
     def validate(self) -> None:
+        _check(0 <= self.nice <= 19, "actor.nice", self.nice, "must be in [0, 19]")
+        _check(self.weights_timeout >= 0, "actor.weights_timeout", self.weights_timeout, "must be >= 0")
         _check(1 <= self.envs_per_actor <= 64, "actor.envs_per_actor", self.envs_per_actor, "must be in [1, 64]")
         _check(1 <= self.batch_steps <= 4096, "actor.batch_steps", self.batch_steps, "must be in [1, 4096]")
         _check(self.epsilon <= 1.0, "actor.epsilon", self.epsilon, "must be <= 1 (negative: Ape-X schedule)")
@@ -101,7 +110,7 @@ class TransportConfig:
     host: str = "127.0.0.1"
     """Address the learner binds and actors connect to. Only loopback is allowed for now."""
     base_port: int = 5600
-    """Actor slot i sends experience to base_port + i (one socket per actor)."""
+    """Actor slot i sends experience to base_port + i (one socket per actor); weights go out on base_port - 1 (PUB) and are served on request on base_port - 2."""
     max_message_bytes: int = 64 << 20
     """Largest message the learner accepts; a peer that sends more is disconnected by ZeroMQ."""
     recv_hwm: int = 8
@@ -116,10 +125,60 @@ class TransportConfig:
     def validate(self) -> None:
         _check(self.host in ("127.0.0.1", "localhost", "::1"), "transport.host", self.host,
                "must be loopback (remote actors need CURVE authentication, not built yet)")
-        _check(1024 <= self.base_port <= 65000, "transport.base_port", self.base_port, "must be in [1024, 65000]")
+        _check(1026 <= self.base_port <= 65000, "transport.base_port", self.base_port, "must be in [1026, 65000]")
         _check(self.max_message_bytes >= 1 << 16, "transport.max_message_bytes", self.max_message_bytes, "must be >= 65536")
         _check(self.recv_hwm >= 1, "transport.recv_hwm", self.recv_hwm, "must be >= 1")
         _check(self.consolidated_queue >= 1, "transport.consolidated_queue", self.consolidated_queue, "must be >= 1")
+
+
+@dataclass
+class LearnerConfig:
+    """The learner: Double DQN with n-step returns, AMP, gradient accumulation, compiled network."""
+
+    micro_batch: int = 512
+    """Samples per micro-step (one forward/backward)."""
+    accum_steps: int = 4
+    """Micro-steps accumulated per optimizer update; effective batch = micro_batch * accum_steps."""
+    lr: float = 2.5e-4
+    """Adam learning rate."""
+    adam_eps: float = 1.5e-4
+    """Adam epsilon."""
+    max_grad_norm: float = 10.0
+    """Gradient-norm clipping threshold (0: off)."""
+    target_sync: int = 250
+    """Updates between target-network syncs."""
+    updates_per_epoch: int = 20
+    """Updates in one epoch (the unit of logging, broadcast and checkpoint periods)."""
+    broadcast_every: int = 5
+    """Epochs between weight broadcasts to the actors."""
+    checkpoint_every: int = 25
+    """Epochs between checkpoints (one is also written at exit)."""
+    samples_per_insert: float = 8.0
+    """Most samples trained per transition inserted into replay (replay-ratio limiter); 0: unlimited."""
+    min_replay: int = 5000
+    """Transitions in replay before training starts."""
+    amp: Literal["auto", "off", "bf16", "fp16"] = "auto"
+    """Mixed precision: auto = bf16 on GPUs that support it, else fp16 with a gradient scaler; off on CPU."""
+    compile: bool = True
+    """torch.compile the network (mode reduce-overhead on CUDA); compiled and warmed up before the first epoch."""
+    steps: int = 0
+    """Stop after this many updates (0: no limit)."""
+    seed: int = 0
+    """Seed of network initialisation and sampling."""
+
+    def validate(self) -> None:
+        _check(1 <= self.micro_batch <= 65536, "learner.micro_batch", self.micro_batch, "must be in [1, 65536]")
+        _check(1 <= self.accum_steps <= 1024, "learner.accum_steps", self.accum_steps, "must be in [1, 1024]")
+        _check(0 < self.lr < 1, "learner.lr", self.lr, "must be in (0, 1)")
+        _check(self.max_grad_norm >= 0, "learner.max_grad_norm", self.max_grad_norm, "must be >= 0")
+        _check(self.target_sync >= 1, "learner.target_sync", self.target_sync, "must be >= 1")
+        _check(self.updates_per_epoch >= 1, "learner.updates_per_epoch", self.updates_per_epoch, "must be >= 1")
+        _check(self.broadcast_every >= 1, "learner.broadcast_every", self.broadcast_every, "must be >= 1")
+        _check(self.checkpoint_every >= 1, "learner.checkpoint_every", self.checkpoint_every, "must be >= 1")
+        _check(self.samples_per_insert >= 0, "learner.samples_per_insert", self.samples_per_insert, "must be >= 0")
+        _check(self.min_replay >= 1, "learner.min_replay", self.min_replay, "must be >= 1")
+        _check(self.amp in ("auto", "off", "bf16", "fp16"), "learner.amp", self.amp, "must be auto, off, bf16 or fp16")
+        _check(self.steps >= 0, "learner.steps", self.steps, "must be >= 0")
 
 
 @dataclass
@@ -142,6 +201,11 @@ class RunConfig:
     actor: ActorConfig = field(default_factory=ActorConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     transport: TransportConfig = field(default_factory=TransportConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    resume: str = ""
+    """Run folder to resume (its config and last checkpoint); counters and weights_version continue."""
+    progress: bool = True
+    """Show a live progress bar with ETA when --duration or --learner.steps is set."""
 
     def validate(self) -> "RunConfig":
         _check(1 <= self.actors <= 256, "actors", self.actors, "must be in [1, 256]")
@@ -153,6 +217,7 @@ class RunConfig:
         self.actor.validate()
         self.replay.validate()
         self.transport.validate()
+        self.learner.validate()
         _check(self.actor.envs_per_actor <= self.transport.max_env_per_message, "actor.envs_per_actor",
                self.actor.envs_per_actor, "must not exceed transport.max_env_per_message")
         _check(self.actor.batch_steps <= self.transport.max_steps_per_message, "actor.batch_steps",

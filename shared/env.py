@@ -50,6 +50,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import cv2
 import numpy as np
 
+from shared.catch import NUM_ACTIONS as CATCH_ACTIONS, CatchEnv
 from shared.config import ConfigError, EnvConfig
 
 __all__ = [
@@ -101,7 +102,9 @@ class FrameEnv(Protocol):
 
 
 def num_actions_for(cfg: EnvConfig) -> int:
-    """Number of discrete actions of ``cfg.actions`` (5, 7 or 12)."""
+    """Number of discrete actions: Catch has 3; otherwise the size of ``cfg.actions`` (5, 7 or 12)."""
+    if cfg.name == "catch":
+        return CATCH_ACTIONS
     return len(_action_set(cfg.actions))
 
 
@@ -138,7 +141,9 @@ def make_env(cfg: EnvConfig, seed: int) -> FrameEnv:
         return MarioEnv(cfg, seed)
     if cfg.name == "fake":
         return FakeEnv(cfg, seed)
-    raise ConfigError(f"env.name={cfg.name!r} must be 'mario' or 'fake'")
+    if cfg.name == "catch":
+        return CatchEnv(cfg.frame_size, seed, cfg.max_episode_steps)
+    raise ConfigError(f"env.name={cfg.name!r} must be 'mario', 'catch' or 'fake'")
 
 
 # --------------------------------------------------------------------------- preprocessing

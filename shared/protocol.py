@@ -27,6 +27,16 @@ version the actor acted with; ``E``, ``T``, ``H``, ``W`` the dimensions;
 ``dtypes`` the five array dtypes in frame order; ``stats`` a map of numbers
 (see STAT_KEYS) describing the actor at the time of sending.
 
+WEIGHTS (learner -> actors, PUB on base_port-1, and as the reply to a request)::
+
+    frame  content      dtype    meaning
+    0      header       msgpack  {v, kind: "weights", wv, names, dtypes, shapes}
+    1..K   tensors      per header, one raw frame per state_dict entry, in ``names`` order
+
+WEIGHTS_REQUEST (actor -> learner, DEALER to ROUTER on base_port-2): one frame,
+``{v, kind: "weights_request", actor, inc, have}``; the reply is a WEIGHTS message.
+The receiver checks names, shapes and dtypes against its own network.
+
 A truncated episode (time limit, actor restart, a lost batch) is marked only
 by the next slot's ``first`` = 1 with ``terminated`` = 0 on the slot before;
 see learner/replay.py for how stacks and n-step returns use these flags.
@@ -42,6 +52,9 @@ import numpy as np
 
 VERSION = 1
 KIND_BATCH = "batch"
+KIND_WEIGHTS = "weights"
+KIND_WEIGHTS_REQUEST = "weights_request"
+WEIGHT_DTYPES = frozenset({"<f4", "<i8"})
 
 ARRAY_NAMES = ("frames", "actions", "rewards", "terminated", "first")
 ARRAY_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.uint8), np.dtype(np.uint8))
@@ -184,3 +197,63 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
         raise ProtocolError("values", "non-finite reward")
     return Batch(actor, incarnation, seq, weights_version, frames, actions, rewards, terminated, first,
                  {k: float(v) for k, v in stats.items()})
+
+
+def encode_weights(weights_version: int, state: dict[str, np.ndarray]) -> list:
+    """Frames of a WEIGHTS message; ``state`` maps names to C-contiguous float32/int64 arrays."""
+    names = list(state)
+    arrays = [np.require(state[n], requirements="C") for n in names]  # keeps 0-d arrays 0-d
+    for name, arr in zip(names, arrays):
+        if arr.dtype.str not in WEIGHT_DTYPES:
+            raise ValueError(f"weight {name} has dtype {arr.dtype}, expected one of {sorted(WEIGHT_DTYPES)}")
+    header = {"v": VERSION, "kind": KIND_WEIGHTS, "wv": int(weights_version), "names": names,
+              "dtypes": [a.dtype.str for a in arrays], "shapes": [list(a.shape) for a in arrays]}
+    return [msgpack.packb(header, use_bin_type=True), *arrays]
+
+
+def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ...], str]]) -> tuple[int, dict]:
+    """Decode WEIGHTS against ``expected`` {name: (shape, dtype str)}; returns (weights_version, arrays)."""
+    if len(parts) != 1 + len(expected):
+        raise ProtocolError("frame_count", f"{len(parts)} frames, expected {1 + len(expected)}")
+    try:
+        header = msgpack.unpackb(memoryview(parts[0]), raw=False, strict_map_key=True, max_bin_len=0,
+                                 max_ext_len=0, max_str_len=256, max_array_len=4 * len(expected) + 16)
+    except Exception as exc:
+        raise ProtocolError("header_msgpack", f"{type(exc).__name__}: {exc}"[:200]) from None
+    if not isinstance(header, dict) or header.get("v") != VERSION or header.get("kind") != KIND_WEIGHTS:
+        raise ProtocolError("kind", "not a WEIGHTS message of this protocol version")
+    wv = header.get("wv")
+    if type(wv) is not int or not 0 <= wv <= _INT64_MAX:
+        raise ProtocolError("field", f"wv={wv!r}")
+    names, dtypes, shapes = header.get("names"), header.get("dtypes"), header.get("shapes")
+    if names != list(expected) or not isinstance(dtypes, list) or not isinstance(shapes, list):
+        raise ProtocolError("field", "weight names differ from this network's")
+    out = {}
+    for name, dtype, shape, part in zip(names, dtypes, shapes, parts[1:]):
+        want_shape, want_dtype = expected[name]
+        if dtype != want_dtype or shape != list(want_shape):
+            raise ProtocolError("shape", f"{name}: {dtype} {shape}, expected {want_dtype} {list(want_shape)}")
+        buf = memoryview(part)
+        np_dtype = np.dtype(dtype)
+        if buf.nbytes != int(np.prod(want_shape)) * np_dtype.itemsize:
+            raise ProtocolError("size", f"{name}: {buf.nbytes} bytes")
+        out[name] = np.frombuffer(buf, dtype=np_dtype).reshape(want_shape)
+    return wv, out
+
+
+def encode_weights_request(actor: int, incarnation: int, have: int) -> list:
+    return [msgpack.packb({"v": VERSION, "kind": KIND_WEIGHTS_REQUEST, "actor": int(actor),
+                           "inc": int(incarnation), "have": int(have)}, use_bin_type=True)]
+
+
+def decode_weights_request(parts: Sequence[Any]) -> dict:
+    if len(parts) != 1:
+        raise ProtocolError("frame_count", f"{len(parts)} frames, expected 1")
+    header = _unpack_header(parts[0])
+    if header.get("v") != VERSION or header.get("kind") != KIND_WEIGHTS_REQUEST:
+        raise ProtocolError("kind", "not a WEIGHTS_REQUEST of this protocol version")
+    if set(header) != {"v", "kind", "actor", "inc", "have"}:
+        raise ProtocolError("field", f"keys {sorted(map(str, header))}")
+    for key in ("actor", "inc", "have"):
+        _int_field(header, key, -1, _INT64_MAX)
+    return header

@@ -35,7 +35,8 @@ def small_config(actors=2, envs=2, steps=16, env="fake", capacity=8192, **env_ov
     cfg.actor.envs_per_actor = envs
     cfg.actor.batch_steps = steps
     cfg.replay.capacity = capacity
-    cfg.transport.base_port = free_base_port(actors)
+    cfg.actor.weights_timeout = 0.0  # data-plane tests run no weight server
+    cfg.transport.base_port = free_base_port(actors + 2) + 2  # weights sockets sit at base_port - 1 and - 2
     return cfg.validate()
 
 

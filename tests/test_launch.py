@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def start_launcher(tmp_path, *args):
-    base = free_base_port(2)
+    base = free_base_port(4) + 2
     cmd = [sys.executable, "-m", "launch.local", "--actors", "2", "--collect-only", "--log-every", "1",
            "--env.name", "fake", "--transport.base-port", str(base), "--run-dir", str(tmp_path), *args]
     return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -1,0 +1,79 @@
+"""An actor's weight client (Acme's "variable client"): ask once at start, then take broadcasts.
+
+``fetch`` sends a WEIGHTS_REQUEST and waits for the reply, re-asking every second, so the actor
+has the learner's current weights before its first action. ``poll`` is non-blocking: it drains
+the broadcast socket and returns the newest weights newer than what the actor has, or None.
+Malformed weight messages are counted and ignored; the actor keeps its current weights.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+import zmq
+
+from learner.weights import weights_endpoints
+from shared import protocol
+from shared.config import TransportConfig
+
+
+class WeightClient:
+    def __init__(self, transport: TransportConfig, actor_id: int, incarnation: int, net: torch.nn.Module,
+                 context: zmq.Context | None = None):
+        ctx = context or zmq.Context.instance()
+        pub_addr, router_addr = weights_endpoints(transport)
+        self.actor_id, self.incarnation = actor_id, incarnation
+        self.expected = {name: (tuple(t.shape), np.dtype(np.float32 if t.is_floating_point() else np.int64).str)
+                         for name, t in net.state_dict().items()}
+        max_bytes = sum(int(np.prod(shape)) * 8 for shape, _ in self.expected.values()) + (1 << 16)
+        self._sub = ctx.socket(zmq.SUB)
+        self._sub.setsockopt(zmq.RCVHWM, 2)
+        self._sub.setsockopt(zmq.MAXMSGSIZE, max_bytes)
+        self._sub.setsockopt(zmq.LINGER, 0)
+        self._sub.setsockopt(zmq.SUBSCRIBE, b"")
+        self._sub.connect(pub_addr)
+        self._dealer = ctx.socket(zmq.DEALER)
+        self._dealer.setsockopt(zmq.MAXMSGSIZE, max_bytes)
+        self._dealer.setsockopt(zmq.LINGER, 0)
+        self._dealer.connect(router_addr)
+        self.rejected = 0
+
+    def fetch(self, have: int, timeout: float, should_stop=lambda: False) -> tuple[int, dict] | None:
+        """Ask for the current weights; None if none came within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not should_stop():
+            self._dealer.send_multipart(protocol.encode_weights_request(self.actor_id, self.incarnation, have))
+            ask_until = min(deadline, time.monotonic() + 1.0)
+            while time.monotonic() < ask_until:
+                if not self._dealer.poll(timeout=50):
+                    continue
+                got = self._decode(self._dealer.recv_multipart(copy=False))
+                if got is not None:
+                    return got
+        return None
+
+    def poll(self, have: int) -> tuple[int, dict] | None:
+        """The newest broadcast weights with a version above ``have``, or None (never blocks)."""
+        newest = None
+        while True:
+            try:
+                parts = self._sub.recv_multipart(flags=zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                break
+            got = self._decode(parts)
+            if got is not None and got[0] > have and (newest is None or got[0] > newest[0]):
+                newest = got
+        return newest
+
+    def _decode(self, parts: list) -> tuple[int, dict] | None:
+        try:
+            return protocol.decode_weights(parts, self.expected)
+        except protocol.ProtocolError:
+            self.rejected += 1
+            return None
+
+    def close(self) -> None:
+        self._sub.close(linger=0)
+        self._dealer.close(linger=0)

@@ -1,0 +1,229 @@
+"""The learner's main loop: drain experience, train within the replay ratio, publish, checkpoint.
+
+One thread does it all, in this order, every iteration: move queued batches into replay; if
+replay holds ``min_replay`` transitions and the replay-ratio limiter allows it (never more than
+``samples_per_insert`` samples trained per transition inserted), do one update; every
+``updates_per_epoch`` updates close an epoch (console line, metrics.jsonl, TensorBoard); every
+``broadcast_every`` epochs publish the weights with a new ``weights_version``; every
+``checkpoint_every`` epochs, and at exit, write a checkpoint. Collectors are never blocked by a
+slow learner: they stage and drop on their side (see actors/sender.py).
+
+Counters (``Counters``) are checkpointed and continue across ``--resume``; ``weights_version``
+is bumped once at resume, so it stays strictly increasing for actors that never stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from actors.collector import apex_epsilons
+from learner.checkpoint import load_checkpoint, save_checkpoint
+from learner.data_plane import DataPlane, format_processor_line
+from learner.metrics import MetricsLog
+from learner.trainer import DQNLearner
+from learner.weights import WeightServer
+from shared.config import RunConfig
+from shared.env import num_actions_for
+
+
+@dataclass
+class Counters:
+    """Run counters; saved in every checkpoint and continued on resume."""
+
+    epoch: int = 0
+    updates: int = 0
+    weights_version: int = 0
+    samples_trained: int = 0
+    inserted: int = 0          # transitions inserted into replay over the whole run
+    wall_seconds: float = 0.0  # training time over the whole run
+
+
+@dataclass
+class EpochAccumulator:
+    loss: float = 0.0
+    td_error: float = 0.0
+    q_mean: float = 0.0
+    updates: int = 0
+    started: float = 0.0
+    processed_at_start: int = 0
+
+    def add(self, stats) -> None:
+        self.loss += stats.loss
+        self.td_error += stats.td_error
+        self.q_mean += stats.q_mean
+        self.updates += 1
+
+
+class Learner:
+    """Owns the data plane, the DQN learner, the weight server, metrics and checkpoints."""
+
+    def __init__(self, cfg: RunConfig, run_dir: str, device: torch.device, resume_state: dict | None = None):
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.device = device
+        self.train = not cfg.collect_only
+        self.num_actions = num_actions_for(cfg.env)
+        self.dqn = DQNLearner(cfg.learner if self.train else dataclasses.replace(cfg.learner, compile=False),
+                              cfg.env.stack, self.num_actions, cfg.env.frame_size, device)
+        self.counters = Counters()
+        if resume_state is not None:
+            self.dqn.load_state_dict(resume_state["learner"])
+            self.counters = Counters(**resume_state["counters"])
+            self.counters.weights_version += 1
+        self.epsilons = [float(e) for a in range(cfg.actors) for e in (
+            [cfg.actor.epsilon] * cfg.actor.envs_per_actor if cfg.actor.epsilon >= 0 else
+            apex_epsilons(cfg.actors, cfg.actor.envs_per_actor, a, cfg.actor.eps_base, cfg.actor.eps_alpha))]
+        self.plane = DataPlane(cfg, self.num_actions, device)
+        self.server = WeightServer(cfg.transport)
+        self.metrics = MetricsLog(run_dir) if self.train else None
+        self.last_epoch_line = ""
+        self._stop = False
+        self._inserted_at_start = self.counters.inserted
+        self.first_epoch_rate: float | None = None
+        self.epoch_rates: list[float] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def compile(self) -> float:
+        """Compile and warm up on a synthetic batch before any actor starts (no drops while compiling)."""
+        if not (self.train and self.cfg.learner.compile):
+            return 0.0
+        return self.dqn.warm_up(_SyntheticReplay(self.cfg, self.device))
+
+    def start(self) -> "Learner":
+        self.server.publish(self.counters.weights_version, self.dqn.online)
+        self.server.start()
+        self.plane.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop = True
+
+    def close(self) -> None:
+        if self.train and self.counters.updates > 0:
+            self.checkpoint()
+        self.server.stop()
+        self.plane.close()
+        if self.metrics is not None:
+            self.metrics.close()
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self, deadline: float = 0.0, on_tick: Callable[[], None] | None = None) -> None:
+        """Loop until ``stop()``, the monotonic ``deadline`` (if > 0), or ``learner.steps`` updates."""
+        cfg, c = self.cfg.learner, self.counters
+        replay = self.plane.replay
+        epoch = EpochAccumulator(started=time.monotonic(), processed_at_start=self.plane.processed)
+        last_tick = time.monotonic()
+        while not self._stop and not (deadline and time.monotonic() >= deadline) \
+                and not (cfg.steps and c.updates >= cfg.steps):
+            trained = False
+            if self.train and len(replay) >= cfg.min_replay and replay.num_sampleable() > 0 and self._ratio_allows():
+                epoch.add(self.dqn.update(replay))
+                c.updates += 1
+                c.samples_trained += self.dqn.effective_batch
+                trained = True
+                if epoch.updates == cfg.updates_per_epoch:
+                    self._end_epoch(epoch)
+                    epoch = EpochAccumulator(started=time.monotonic(), processed_at_start=self.plane.processed)
+            self.plane.drain(timeout=0.0 if trained else 0.02)
+            c.inserted = self._inserted_at_start + self.plane.processed
+            if on_tick is not None and time.monotonic() - last_tick >= 0.25:
+                last_tick = time.monotonic()
+                on_tick()
+
+    def _ratio_allows(self) -> bool:
+        spi = self.cfg.learner.samples_per_insert
+        return spi <= 0 or self.counters.samples_trained + self.dqn.effective_batch <= spi * self.counters.inserted
+
+    def _end_epoch(self, acc: EpochAccumulator) -> None:
+        cfg, c = self.cfg.learner, self.counters
+        c.epoch += 1
+        seconds = time.monotonic() - acc.started
+        c.wall_seconds += seconds
+        updates_per_s = acc.updates / seconds
+        if self.first_epoch_rate is None:
+            self.first_epoch_rate = updates_per_s
+        else:
+            self.epoch_rates.append(updates_per_s)
+        if c.epoch % cfg.broadcast_every == 0:
+            c.weights_version += 1
+            self.server.publish(c.weights_version, self.dqn.online)
+        figures = self.epoch_figures(acc, seconds)
+        self.last_epoch_line = format_epoch_line(c.epoch, figures)
+        print(self.last_epoch_line, flush=True)
+        self.metrics.write(c.updates, figures)
+        if c.epoch % cfg.checkpoint_every == 0:
+            self.checkpoint()
+
+    def epoch_figures(self, acc: EpochAccumulator, seconds: float) -> dict[str, float]:
+        tracks = self.plane.consolidator.tracks
+        live = [t for t in tracks if t.stats]
+        lags = [self.counters.weights_version - t.weights_version for t in live]
+        stats = self.plane.stats()
+        return {
+            "learner/loss": acc.loss / acc.updates,
+            "learner/td_error": acc.td_error / acc.updates,
+            "learner/q_mean": acc.q_mean / acc.updates,
+            "learner/updates_per_s": acc.updates / seconds,
+            "learner/samples_per_s": acc.updates * self.dqn.effective_batch / seconds,
+            "learner/replay_ratio": self.counters.samples_trained / max(self.counters.inserted, 1),
+            "learner/weights_version": self.counters.weights_version,
+            "actor/experiences_per_s": (stats.processed - acc.processed_at_start) / seconds,
+            "actor/return": statistics.mean(t.stats["last_return"] for t in live) if live else 0.0,
+            "actor/distance": statistics.mean(t.stats["last_x"] for t in live) if live else 0.0,
+            "actor/epsilon": statistics.mean(self.epsilons),
+            "actor/weights_lag_max": max(lags) if lags else 0.0,
+            "replay/size": stats.buffer,
+            "replay/drops": stats.drops,
+            "replay/rejected": stats.rejected,
+        }
+
+    def checkpoint(self) -> str:
+        return save_checkpoint(self.run_dir, {
+            "learner": self.dqn.state_dict(),
+            "counters": dataclasses.asdict(self.counters),
+            "config": self.cfg.to_json(),
+        })
+
+    def processor_line(self, rate: float) -> str:
+        return format_processor_line(self.plane.stats(), rate)
+
+    def weights_lag(self) -> list[int]:
+        """Per actor slot: versions behind the learner's current weights (-1: nothing heard yet)."""
+        return [self.counters.weights_version - t.weights_version if t.stats else -1
+                for t in self.plane.consolidator.tracks]
+
+
+def format_epoch_line(epoch: int, f: dict[str, float]) -> str:
+    """The seed's [MAIN] line, plus throughput."""
+    return (f"[MAIN] Epoch {epoch} - Loss: {f['learner/loss']:.4f}, TD Error: {f['learner/td_error']:.4f}, "
+            f"Reward: {f['actor/return']:.2f}, Distance: {f['actor/distance']:.1f}, "
+            f"Epsilon: {f['actor/epsilon']:.3f}, Buffer: {int(f['replay/size']):,}, "
+            f"Updates/s: {f['learner/updates_per_s']:.2f}, Samples/s: {f['learner/samples_per_s']:,.0f}, "
+            f"Experiences/s: {f['actor/experiences_per_s']:,.1f}, Replay ratio: {f['learner/replay_ratio']:.2f}, "
+            f"Weights: v{int(f['learner/weights_version'])} (max lag {int(f['actor/weights_lag_max'])})")
+
+
+class _SyntheticReplay:
+    """Stands in for replay during compile warm-up: right shapes and dtypes, random content."""
+
+    def __init__(self, cfg: RunConfig, device: torch.device):
+        self.cfg, self.device = cfg, device
+
+    def sample(self, batch: int) -> dict[str, torch.Tensor]:
+        size, stack, dev = self.cfg.env.frame_size, self.cfg.env.stack, self.device
+        obs = torch.randint(0, 256, (batch, stack, size, size), dtype=torch.uint8, device=dev)
+        return {"obs": obs, "next_obs": obs.clone(),
+                "action": torch.randint(0, num_actions_for(self.cfg.env), (batch,), device=dev),
+                "reward": torch.zeros(batch, device=dev), "discount": torch.full((batch,), 0.99, device=dev)}
+
+
+def load_resume_state(run_dir: str, device: torch.device) -> dict:
+    return load_checkpoint(run_dir, map_location=device)

@@ -1,0 +1,101 @@
+"""The learner's weight channel: PUB for broadcasts, ROUTER for "give me the current weights".
+
+``WeightServer`` is a thread that owns both sockets. The trainer calls ``publish(version, net)``
+every N epochs: the weights are copied to CPU numpy arrays once, encoded (shared/protocol.py
+WEIGHTS) and handed to the thread, which broadcasts them and, from then on, answers every
+request with them. So an actor that starts or restarts at any time asks once and has the
+current weights before its first action, without waiting for the next broadcast.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import torch
+import zmq
+
+from shared import protocol
+from shared.config import TransportConfig
+
+
+def state_arrays(net: torch.nn.Module) -> dict[str, np.ndarray]:
+    """CPU copies of a network's state (float32 parameters and buffers, int64 counters)."""
+    out = {}
+    for name, tensor in net.state_dict().items():
+        t = tensor.detach().to("cpu")
+        out[name] = (t.float() if t.is_floating_point() else t.long()).numpy().copy()
+    return out
+
+
+def weights_endpoints(transport: TransportConfig) -> tuple[str, str]:
+    """(broadcast PUB endpoint, request ROUTER endpoint)."""
+    host, base = transport.host, transport.base_port
+    return f"tcp://{host}:{base - 1}", f"tcp://{host}:{base - 2}"
+
+
+class WeightServer(threading.Thread):
+    def __init__(self, transport: TransportConfig, context: zmq.Context | None = None):
+        super().__init__(name="weight-server", daemon=True)
+        ctx = context or zmq.Context.instance()
+        pub_addr, router_addr = weights_endpoints(transport)
+        self._pub = ctx.socket(zmq.PUB)
+        self._pub.setsockopt(zmq.SNDHWM, 2)
+        self._pub.setsockopt(zmq.LINGER, 0)
+        self._pub.bind(pub_addr)
+        self._router = ctx.socket(zmq.ROUTER)
+        self._router.setsockopt(zmq.LINGER, 0)
+        self._router.setsockopt(zmq.MAXMSGSIZE, 4096)
+        self._router.bind(router_addr)
+        self._lock = threading.Lock()
+        self._frames: list | None = None
+        self._unsent = False
+        self._stop_event = threading.Event()
+        self.version = -1
+        self.broadcasts = 0
+        self.requests_served = 0
+        self.bad_requests = 0
+
+    def publish(self, version: int, net: torch.nn.Module) -> None:
+        frames = protocol.encode_weights(version, state_arrays(net))
+        with self._lock:
+            self._frames, self.version, self._unsent = frames, version, True
+
+    def run(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._router, zmq.POLLIN)
+        try:
+            while not self._stop_event.is_set():
+                with self._lock:
+                    frames, unsent, self._unsent = self._frames, self._unsent, False
+                if unsent:
+                    self._pub.send_multipart(frames, copy=False)
+                    self.broadcasts += 1
+                if poller.poll(timeout=20):
+                    self._answer(frames)
+        finally:
+            self._pub.close(linger=0)
+            self._router.close(linger=0)
+
+    def _answer(self, frames: list | None) -> None:
+        while True:
+            try:
+                identity, *parts = self._router.recv_multipart(flags=zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                protocol.decode_weights_request(parts)
+            except protocol.ProtocolError:
+                self.bad_requests += 1
+                continue
+            if frames is not None:  # before the first publish there is nothing to give; the actor asks again
+                self._router.send_multipart([identity, *frames], copy=False)
+                self.requests_served += 1
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        if self.ident is not None:
+            self.join(timeout=5.0)
+        else:
+            self._pub.close(linger=0)
+            self._router.close(linger=0)

@@ -1,0 +1,139 @@
+"""The DQN update on CPU: accumulation equals one big batch, AMP and compiled paths, atomic checkpoints."""
+
+import dataclasses
+import os
+
+import pytest
+import torch
+
+from learner.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
+from learner.trainer import DQNLearner
+from shared.config import LearnerConfig
+
+SIZE, STACK, ACTIONS = 42, 4, 3
+CPU = torch.device("cpu")
+
+
+def synthetic_batch(n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {"obs": torch.randint(0, 256, (n, STACK, SIZE, SIZE), dtype=torch.uint8, generator=g),
+            "next_obs": torch.randint(0, 256, (n, STACK, SIZE, SIZE), dtype=torch.uint8, generator=g),
+            "action": torch.randint(0, ACTIONS, (n,), generator=g),
+            "reward": torch.randn(n, generator=g),
+            "discount": torch.where(torch.rand(n, generator=g) < 0.2, 0.0, 0.99 ** 3)}
+
+
+def split(batch, parts):
+    n = batch["obs"].shape[0] // parts
+    return [{k: v[i * n:(i + 1) * n] for k, v in batch.items()} for i in range(parts)]
+
+
+def learner(cfg, **kw):
+    return DQNLearner(cfg, STACK, ACTIONS, SIZE, CPU, **kw)
+
+
+def params(net):
+    return {k: v.detach().clone() for k, v in net.state_dict().items()}
+
+
+def test_accumulated_micro_batches_equal_one_concatenated_batch():
+    base = LearnerConfig(micro_batch=16, accum_steps=4, compile=False, amp="off", lr=1e-3, max_grad_norm=0)
+    accumulated = learner(base, batchnorm_batch_stats=False)   # BN on running statistics: exact equality holds
+    single = learner(dataclasses.replace(base, micro_batch=64, accum_steps=1), batchnorm_batch_stats=False)
+    single.online.load_state_dict(accumulated.online.state_dict())
+    single.target.load_state_dict(accumulated.target.state_dict())
+    before = params(accumulated.online)
+    batch = synthetic_batch(64)
+    stats_a = accumulated.update(None, split(batch, 4))
+    stats_b = single.update(None, [batch])
+    for (name, p_a), p_b in zip(accumulated.online.named_parameters(), single.online.parameters()):
+        assert torch.allclose(p_a.grad, p_b.grad, rtol=1e-4, atol=1e-7), name
+    after_a, after_b = params(accumulated.online), params(single.online)
+    assert any(not torch.equal(before[k], after_a[k]) for k in before)  # the update did something
+    for name in after_a:
+        assert torch.allclose(after_a[name], after_b[name], rtol=1e-5, atol=1e-6), name
+    assert stats_a.loss == pytest.approx(stats_b.loss, rel=1e-5)
+
+
+def test_micro_losses_are_divided_by_the_number_of_steps():
+    """Guards the test above: without the division the same micro-steps give 4x the gradient."""
+    base = LearnerConfig(micro_batch=16, accum_steps=4, compile=False, amp="off", max_grad_norm=0, lr=1e-12)
+    dqn = learner(base, batchnorm_batch_stats=False)
+    micro = split(synthetic_batch(64), 4)
+    dqn.update(None, micro)
+    scaled = [p.grad.clone() for p in dqn.online.parameters()]
+    dqn.optimizer.zero_grad()
+    for m in micro:
+        dqn.micro_loss(m)[0].backward()
+    unscaled = [p.grad for p in dqn.online.parameters()]
+    assert all(torch.allclose(u, 4 * g, rtol=1e-3, atol=1e-6) for u, g in zip(unscaled, scaled))
+
+
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_amp_update_on_cpu(amp):
+    cfg = LearnerConfig(micro_batch=32, accum_steps=2, compile=False, amp=amp)
+    dqn = learner(cfg)
+    assert dqn.amp_dtype == (torch.bfloat16 if amp == "bf16" else torch.float16)
+    assert dqn.scaler.is_enabled() == (amp == "fp16")
+    before = params(dqn.online)
+    stats = [dqn.update(None, split(synthetic_batch(64, seed=i), 2)) for i in range(3)]
+    assert all(torch.isfinite(torch.tensor([s.loss, s.td_error, s.grad_norm])).all() for s in stats)
+    after = params(dqn.online)
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert "features.0.weight" in changed and "head.2.weight" in changed
+    assert all(p.dtype == torch.float32 for p in dqn.online.parameters())  # master weights stay fp32
+
+
+def test_auto_amp_is_off_on_cpu():
+    assert learner(LearnerConfig(compile=False)).amp_dtype is None
+
+
+@pytest.mark.slow
+def test_compiled_update_matches_eager():
+    cfg = LearnerConfig(micro_batch=32, accum_steps=2, compile=True, amp="off", lr=1e-3)
+    compiled = learner(cfg)
+    eager = learner(dataclasses.replace(cfg, compile=False))
+    eager.online.load_state_dict(compiled.online.state_dict())
+    eager.target.load_state_dict(compiled.target.state_dict())
+    seconds = compiled.warm_up(_Sampler())
+    assert seconds > 0
+    assert all(torch.equal(a, b) for a, b in zip(compiled.online.state_dict().values(),
+                                                  eager.online.state_dict().values()))  # warm-up changed nothing
+    for i in range(2):
+        batches = split(synthetic_batch(64, seed=10 + i), 2)
+        s_c, s_e = compiled.update(None, batches), eager.update(None, batches)
+        assert s_c.loss == pytest.approx(s_e.loss, rel=1e-3, abs=1e-5)
+    for (name, a), b in zip(compiled.online.state_dict().items(), eager.online.state_dict().values()):
+        assert torch.allclose(a.float(), b.float(), rtol=1e-3, atol=1e-4), name
+
+
+class _Sampler:
+    def sample(self, n):
+        return synthetic_batch(n, seed=99)
+
+
+def test_target_sync_copies_parameters_and_batchnorm_buffers():
+    dqn = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False, target_sync=2))
+    dqn.update(None, [synthetic_batch(32)])
+    assert not torch.equal(dqn.online.features[1].running_mean, dqn.target.features[1].running_mean)
+    dqn.update(None, [synthetic_batch(32, seed=1)])
+    for (name, a), b in zip(dqn.online.state_dict().items(), dqn.target.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_checkpoint_is_atomic_and_loads_with_weights_only(tmp_path):
+    dqn = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False))
+    dqn.update(None, [synthetic_batch(32)])
+    save_checkpoint(str(tmp_path), {"learner": dqn.state_dict(), "counters": {"epoch": 3}, "config": "{}"})
+    (tmp_path / f"{CHECKPOINT_NAME}.tmp-12345").write_bytes(b"partial garbage from a crash")  # never read
+    state = load_checkpoint(str(tmp_path))
+    assert state["counters"]["epoch"] == 3
+    other = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False, seed=7))
+    other.load_state_dict(state["learner"])
+    for (name, a), b in zip(dqn.online.state_dict().items(), other.online.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert other.updates == 1
+    assert other.optimizer.state_dict()["state"][0]["step"] == dqn.optimizer.state_dict()["state"][0]["step"]
+    with pytest.raises(FileNotFoundError, match="no checkpoint.pt"):
+        load_checkpoint(str(tmp_path / "missing"))
+    assert sorted(os.listdir(tmp_path)) == [CHECKPOINT_NAME, f"{CHECKPOINT_NAME}.tmp-12345"]
