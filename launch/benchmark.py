@@ -15,6 +15,7 @@ Every stage warms up before its timed window. Rounds of env_ceiling and collecti
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -56,7 +57,11 @@ class BenchConfig:
     """Synthetic sender processes in the transport stage."""
     transport_batch: int = 256
     """Frames per synthetic message (one env, T steps)."""
-    stages: tuple[str, ...] = ("env_ceiling", "collection", "transport", "replay")
+    learner_updates: int = 10
+    """Updates per timed epoch in the learner stage."""
+    learner_epochs: int = 3
+    """Timed epochs per variant in the learner stage (the first is compared with the rest)."""
+    stages: tuple[str, ...] = ("env_ceiling", "collection", "transport", "replay", "learner")
     """Stages to run."""
     json: str = ""
     """Write every figure here as JSON."""
@@ -244,6 +249,59 @@ def replay_stage(cfg: RunConfig) -> dict:
             "add_transitions_per_s": t / add_s, "sample_512_ms": sample_s * 1e3, "samples_per_s": 512 / sample_s}
 
 
+# ----------------------------------------------------------------------------- learner
+
+def _filled_replay(cfg: RunConfig, device: torch.device, streams: int = 8, per_stream: int = 4096) -> FrameReplay:
+    size = cfg.env.frame_size
+    replay = FrameReplay(streams, streams * per_stream, (size, size), cfg.env.stack, cfg.replay.n_step,
+                         cfg.replay.gamma, device)
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (streams, per_stream, size, size), dtype=np.uint8)
+    actions = rng.integers(0, num_actions_for(cfg.env), (streams, per_stream), dtype=np.uint8)
+    rewards = rng.normal(size=(streams, per_stream)).astype(np.float32)
+    first = np.zeros((streams, per_stream), bool)
+    first[:, ::200] = True  # 200-step episodes
+    terminated = np.roll(first, -1, axis=1)
+    replay.add(0, frames, actions, rewards, terminated, first)
+    return replay
+
+
+def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, epochs: int) -> dict:
+    """Learner alone on a filled replay: fp32 eager, AMP, AMP + compile, each without and with accumulation."""
+    from learner.trainer import DQNLearner
+    replay = _filled_replay(cfg, device)
+    base = cfg.learner.resolved(device.type)
+    amp = "auto" if device.type == "cuda" else "bf16"
+    variants = [("fp32_eager", "off", False), ("amp_eager", amp, False), ("amp_compiled", amp, True)]
+    out: dict = {"device": str(device), "micro_batch": base.micro_batch}
+    for name, amp_mode, compiled in variants:
+        for accum in (1, 4):
+            lc = dataclasses.replace(base, accum_steps=accum, amp=amp_mode, compile=compiled)
+            dqn = DQNLearner(lc, cfg.env.stack, num_actions_for(cfg.env), cfg.env.frame_size, device)
+            compile_s = dqn.warm_up(replay) if compiled else 0.0
+            if not compiled:
+                dqn.warm_up(replay)  # eager warm-up too: allocator, kernels, first-call costs
+            rates = []
+            for _ in range(epochs):
+                start = time.perf_counter()
+                for _ in range(updates_per_epoch):
+                    dqn.update(replay)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                rates.append(updates_per_epoch / (time.perf_counter() - start))
+            steady = statistics.mean(rates[1:]) if len(rates) > 1 else rates[0]
+            key = f"{name}_accum{accum}"
+            out[key] = {"updates_per_s": steady, "samples_per_s": steady * dqn.effective_batch,
+                        "effective_batch": dqn.effective_batch, "compile_seconds": compile_s,
+                        "first_epoch_ratio": rates[0] / steady}
+            print(f"learner {key}: {steady * dqn.effective_batch:,.0f} samples/s, {steady:.2f} updates/s, "
+                  f"first epoch {rates[0] / steady:.0%} of steady, compile {compile_s:.1f}s", flush=True)
+    for accum in (1, 4):
+        out[f"speedup_amp_compiled_vs_fp32_accum{accum}"] = (out[f"amp_compiled_accum{accum}"]["samples_per_s"]
+                                                             / out[f"fp32_eager_accum{accum}"]["samples_per_s"])
+    return out
+
+
 # ----------------------------------------------------------------------------- main
 
 def machine() -> dict:
@@ -307,6 +365,9 @@ def main(bench: BenchConfig) -> dict:
     if "replay" in bench.stages:
         result["replay"] = replay_stage(cfg)
         print(f"replay: {result['replay']}", flush=True)
+    if "learner" in bench.stages:
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        result["learner"] = learner_stage(cfg, device, bench.learner_updates, bench.learner_epochs)
     print(render_table(result), flush=True)
     if bench.json:
         with open(bench.json, "w") as fh:
@@ -337,6 +398,18 @@ def render_table(r: dict) -> str:
         rows.append(f"| replay bytes per transition | {p['bytes_per_transition']:,} (naive uint8 stacks "
                     f"{p['naive_uint8_stacked_bytes']:,}, float32 {p['naive_float32_bytes']:,}) |")
         rows.append(f"| replay sample(512) | {p['sample_512_ms']:.2f} ms ({p['samples_per_s']:,.0f} samples/s) |")
+    if "learner" in r:
+        lr_ = r["learner"]
+        for key in ("fp32_eager", "amp_eager", "amp_compiled"):
+            for accum in (1, 4):
+                v = lr_[f"{key}_accum{accum}"]
+                rows.append(f"| learner {key.replace('_', ' ')}, batch {lr_['micro_batch']} x {accum} ({lr_['device']}) | "
+                            f"{v['samples_per_s']:,.0f} samples/s, {v['updates_per_s']:.2f} updates/s, first epoch "
+                            f"{v['first_epoch_ratio']:.0%} of steady" + (f", compile {v['compile_seconds']:.1f} s"
+                                                                       if v['compile_seconds'] else "") + " |")
+        for accum in (1, 4):
+            rows.append(f"| AMP + compile vs fp32 eager, x{accum} accumulation | "
+                        f"{lr_[f'speedup_amp_compiled_vs_fp32_accum{accum}']:.2f}x |")
     return "\n".join(rows)
 
 

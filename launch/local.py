@@ -67,11 +67,14 @@ def run(cfg: RunConfig) -> int:
         with open(os.path.join(run_dir, "config.json"), "w") as fh:
             fh.write(cfg.to_json())
     device = resolve_device(cfg.device)
+    threads = cfg.learner.threads or max(1, (os.cpu_count() or 1) - cfg.actors)
+    torch.set_num_threads(threads)  # actors each keep a core busy; spin-waiting extra threads only slow us down
     if cfg.resume:
         resume_state = load_resume_state(run_dir, device)
     learner = Learner(cfg, run_dir, device, resume_state)
+    lc = learner.dqn.cfg
     mode = "collecting only" if cfg.collect_only else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, " \
-        f"compile: {cfg.learner.compile}, batch {cfg.learner.micro_batch} x {cfg.learner.accum_steps})"
+        f"compile: {lc.compile}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s))"
     print(f"[MAIN] run folder {run_dir}, device {device}, {cfg.actors} actors x {cfg.actor.envs_per_actor} env(s) "
           f"on {cfg.env.name} {cfg.env.stage}, {mode}", flush=True)
     if resume_state is not None:
@@ -115,12 +118,12 @@ def run(cfg: RunConfig) -> int:
             bar.close()
         codes = pool.stop_all(timeout=10.0)
         learner.plane.drain_until_quiet(quiet=0.5, timeout=5.0)  # what the actors flushed on their way out
-        lags = learner.weights_lag()
+        lags, versions = learner.weights_lag(), learner.actor_weights_versions()
         learner.close()
     print(learner.processor_line(learner.plane.processed / max(time.monotonic() - start, 1e-9)), flush=True)
     c = learner.counters
     print(f"[MAIN] stopped after {time.monotonic() - start:.1f}s: epoch {c.epoch}, {c.updates} updates, "
-          f"weights v{c.weights_version}, per-actor weights lag {lags}, actor exit codes {codes}"
+          f"weights v{c.weights_version}, actor weights versions {versions} (lag {lags}), actor exit codes {codes}"
           + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else ""), flush=True)
     return 0
 

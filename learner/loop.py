@@ -69,8 +69,10 @@ class Learner:
         self.device = device
         self.train = not cfg.collect_only
         self.num_actions = num_actions_for(cfg.env)
-        self.dqn = DQNLearner(cfg.learner if self.train else dataclasses.replace(cfg.learner, compile=False),
-                              cfg.env.stack, self.num_actions, cfg.env.frame_size, device)
+        learner_cfg = cfg.learner.resolved(device.type)
+        if not self.train:
+            learner_cfg = dataclasses.replace(learner_cfg, compile=False)
+        self.dqn = DQNLearner(learner_cfg, cfg.env.stack, self.num_actions, cfg.env.frame_size, device)
         self.counters = Counters()
         if resume_state is not None:
             self.dqn.load_state_dict(resume_state["learner"])
@@ -194,6 +196,10 @@ class Learner:
 
     def processor_line(self, rate: float) -> str:
         return format_processor_line(self.plane.stats(), rate)
+
+    def actor_weights_versions(self) -> list[int]:
+        """Per actor slot: the weights_version of its latest accepted batch (-1: nothing heard yet)."""
+        return [t.weights_version if t.stats else -1 for t in self.plane.consolidator.tracks]
 
     def weights_lag(self) -> list[int]:
         """Per actor slot: versions behind the learner's current weights (-1: nothing heard yet)."""

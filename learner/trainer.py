@@ -60,6 +60,7 @@ class UpdateStats:
 class DQNLearner:
     def __init__(self, cfg: LearnerConfig, in_channels: int, num_actions: int, frame_size: int,
                  device: torch.device, batchnorm_batch_stats: bool = True):
+        cfg = cfg.resolved(device.type)
         self.cfg = cfg
         self.device = device
         torch.manual_seed(cfg.seed)
