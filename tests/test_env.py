@@ -405,13 +405,13 @@ def test_fake_env_deterministic_unique_and_ending():
 
 
 def test_fake_env_truncation_shapes_and_reseed():
-    cfg = EnvConfig(name="fake", max_episode_steps=20, actions="complex", frame_size=32)
+    cfg = EnvConfig(name="fake", max_episode_steps=20, actions="complex", frame_size=48)
     env = make_env(cfg, 1)
     assert isinstance(env, FakeEnv) and isinstance(env, FrameEnv)
-    assert env.num_actions == 12 and env.frame_shape == (32, 32)
+    assert env.num_actions == 12 and env.frame_shape == (48, 48)
     out, ends = _run_fake(env, 400)
     assert (False, True) in ends  # some truncated at 20 steps
-    assert out[0].shape == (32, 32)
+    assert out[0].shape == (48, 48)
     with pytest.raises(ValueError):
         env.step(12)
     first = env.reset(seed=1)  # reseeding replays the sequence
