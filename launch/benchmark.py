@@ -31,7 +31,7 @@ import tyro
 import zmq
 
 from actors.collector import actor_main
-from launch.processes import spawn_context, start_process
+from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
 from learner.replay import FrameReplay
 from learner.weights import WeightServer
@@ -57,9 +57,9 @@ class BenchConfig:
     """Synthetic sender processes in the transport stage."""
     transport_batch: int = 256
     """Frames per synthetic message (one env, T steps)."""
-    learner_updates: int = 10
+    learner_updates: int = 40
     """Updates per timed epoch in the learner stage."""
-    learner_epochs: int = 3
+    learner_epochs: int = 4
     """Timed epochs per variant in the learner stage (the first is compared with the rest)."""
     stages: tuple[str, ...] = ("env_ceiling", "collection", "transport", "replay", "learner")
     """Stages to run."""
@@ -143,11 +143,7 @@ def collection(cfg: RunConfig, seconds: float) -> dict:
         rate = (plane.processed - start_processed) / elapsed
         cpu_us = cpu / max(plane.processed - start_processed, 1) * 1e6
     finally:
-        stop.set()
-        for p in procs:
-            p.join(timeout=15)
-            if p.is_alive():
-                p.kill()
+        stop_processes(procs, stop)
         server.stop()
         plane.close()
     return {"actors": cfg.actors, "transitions_per_s": rate, "cpu_us_per_transition": cpu_us,
@@ -202,11 +198,7 @@ def transport(cfg: RunConfig, senders: int, batch: int, seconds: float) -> dict:
         cpu = psutil.Process().cpu_times()
         rate = (plane.processed - start_processed) / elapsed
     finally:
-        stop.set()
-        for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.kill()
+        stop_processes(procs, stop)
         plane.close()
     frame_bytes = cfg.env.frame_size ** 2
     learner_cpu = (cpu.user + cpu.system - cpu_start.user - cpu_start.system) / elapsed
@@ -280,7 +272,7 @@ def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, 
             dqn = DQNLearner(lc, cfg.env.stack, num_actions_for(cfg.env), cfg.env.frame_size, device)
             compile_s = dqn.warm_up(replay) if compiled else 0.0
             if not compiled:
-                dqn.warm_up(replay)  # eager warm-up too: allocator, kernels, first-call costs
+                dqn.warm_up(replay)  # eager warm-up too: allocator, kernels, the optimizer's first step
             rates = []
             for _ in range(epochs):
                 start = time.perf_counter()

@@ -122,6 +122,9 @@ def run(cfg: RunConfig) -> int:
         learner.close()
     print(learner.processor_line(learner.plane.processed / max(time.monotonic() - start, 1e-9)), flush=True)
     c = learner.counters
+    ratio = learner.first_epoch_ratio()
+    if ratio is not None:
+        print(f"[MAIN] first epoch after warm-up ran at {ratio:.0%} of the later epochs' updates/s", flush=True)
     print(f"[MAIN] stopped after {time.monotonic() - start:.1f}s: epoch {c.epoch}, {c.updates} updates, "
           f"weights v{c.weights_version}, actor weights versions {versions} (lag {lags}), actor exit codes {codes}"
           + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else ""), flush=True)

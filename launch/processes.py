@@ -36,6 +36,23 @@ def start_process(ctx: Any, target: Callable, args: tuple, name: str) -> Any:
     return proc
 
 
+def stop_processes(procs: list, stop_event: Any, timeout: float = 10.0) -> list[int | None]:
+    """Set ``stop_event``, join every process within ``timeout``, then SIGTERM, then SIGKILL; exit codes."""
+    stop_event.set()
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        if p is not None:
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p is not None and p.is_alive():
+            p.terminate()
+            p.join(timeout=2.0)
+        if p is not None and p.is_alive():
+            p.kill()
+            p.join(timeout=2.0)
+    return [None if p is None else p.exitcode for p in procs]
+
+
 class ActorPool:
     """N actor slots, each a process running ``target(cfg, slot, stop_event, report_queue)``."""
 
@@ -70,16 +87,4 @@ class ActorPool:
 
     def stop_all(self, timeout: float = 10.0) -> list[int | None]:
         """Ask every child to stop, wait, escalate; returns the exit codes."""
-        self.stop_event.set()
-        deadline = time.monotonic() + timeout
-        for p in self.procs:
-            if p is not None:
-                p.join(timeout=max(0.0, deadline - time.monotonic()))
-        for p in self.procs:
-            if p is not None and p.is_alive():
-                p.terminate()
-                p.join(timeout=2.0)
-            if p is not None and p.is_alive():
-                p.kill()
-                p.join(timeout=2.0)
-        return [None if p is None else p.exitcode for p in self.procs]
+        return stop_processes(self.procs, self.stop_event, timeout)

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import torch
 
 from actors.collector import apex_epsilons
@@ -78,13 +79,15 @@ class Learner:
             self.dqn.load_state_dict(resume_state["learner"])
             self.counters = Counters(**resume_state["counters"])
             self.counters.weights_version += 1
-        self.epsilons = [float(e) for a in range(cfg.actors) for e in (
-            [cfg.actor.epsilon] * cfg.actor.envs_per_actor if cfg.actor.epsilon >= 0 else
-            apex_epsilons(cfg.actors, cfg.actor.envs_per_actor, a, cfg.actor.eps_base, cfg.actor.eps_alpha))]
+        if cfg.actor.epsilon >= 0:
+            self.mean_epsilon = cfg.actor.epsilon
+        else:
+            per_actor = [apex_epsilons(cfg.actors, cfg.actor.envs_per_actor, a, cfg.actor.eps_base, cfg.actor.eps_alpha)
+                         for a in range(cfg.actors)]
+            self.mean_epsilon = float(np.mean(np.concatenate(per_actor)))
         self.plane = DataPlane(cfg, self.num_actions, device)
         self.server = WeightServer(cfg.transport)
         self.metrics = MetricsLog(run_dir) if self.train else None
-        self.last_epoch_line = ""
         self._stop = False
         self._inserted_at_start = self.counters.inserted
         self.first_epoch_rate: float | None = None
@@ -121,19 +124,21 @@ class Learner:
         """Loop until ``stop()``, the monotonic ``deadline`` (if > 0), or ``learner.steps`` updates."""
         cfg, c = self.cfg.learner, self.counters
         replay = self.plane.replay
-        epoch = EpochAccumulator(started=time.monotonic(), processed_at_start=self.plane.processed)
+        epoch = EpochAccumulator()
         last_tick = time.monotonic()
         while not self._stop and not (deadline and time.monotonic() >= deadline) \
                 and not (cfg.steps and c.updates >= cfg.steps):
             trained = False
             if self.train and len(replay) >= cfg.min_replay and replay.num_sampleable() > 0 and self._ratio_allows():
+                if epoch.updates == 0:  # an epoch's clock starts at its first update (not while replay fills)
+                    epoch = EpochAccumulator(started=time.monotonic(), processed_at_start=self.plane.processed)
                 epoch.add(self.dqn.update(replay))
                 c.updates += 1
                 c.samples_trained += self.dqn.effective_batch
                 trained = True
                 if epoch.updates == cfg.updates_per_epoch:
                     self._end_epoch(epoch)
-                    epoch = EpochAccumulator(started=time.monotonic(), processed_at_start=self.plane.processed)
+                    epoch = EpochAccumulator()
             self.plane.drain(timeout=0.0 if trained else 0.02)
             c.inserted = self._inserted_at_start + self.plane.processed
             if on_tick is not None and time.monotonic() - last_tick >= 0.25:
@@ -158,8 +163,7 @@ class Learner:
             c.weights_version += 1
             self.server.publish(c.weights_version, self.dqn.online)
         figures = self.epoch_figures(acc, seconds)
-        self.last_epoch_line = format_epoch_line(c.epoch, figures)
-        print(self.last_epoch_line, flush=True)
+        print(format_epoch_line(c.epoch, figures), flush=True)
         self.metrics.write(c.updates, figures)
         if c.epoch % cfg.checkpoint_every == 0:
             self.checkpoint()
@@ -180,7 +184,7 @@ class Learner:
             "actor/experiences_per_s": (stats.processed - acc.processed_at_start) / seconds,
             "actor/return": statistics.mean(t.stats["last_return"] for t in live) if live else 0.0,
             "actor/distance": statistics.mean(t.stats["last_x"] for t in live) if live else 0.0,
-            "actor/epsilon": statistics.mean(self.epsilons),
+            "actor/epsilon": self.mean_epsilon,
             "actor/weights_lag_max": max(lags) if lags else 0.0,
             "replay/size": stats.buffer,
             "replay/drops": stats.drops,
@@ -196,6 +200,12 @@ class Learner:
 
     def processor_line(self, rate: float) -> str:
         return format_processor_line(self.plane.stats(), rate)
+
+    def first_epoch_ratio(self) -> float | None:
+        """First epoch's updates/s over the mean of the later epochs (None before two epochs)."""
+        if self.first_epoch_rate is None or not self.epoch_rates:
+            return None
+        return self.first_epoch_rate / statistics.mean(self.epoch_rates)
 
     def actor_weights_versions(self) -> list[int]:
         """Per actor slot: the weights_version of its latest accepted batch (-1: nothing heard yet)."""

@@ -19,9 +19,9 @@ With BN in train mode, k micro-batches are not exactly one big batch (statistics
 micro-batch); with ``batchnorm_batch_stats=False`` they are, which the accumulation test uses.
 
 ``torch.compile`` (mode ``reduce-overhead`` on CUDA, default mode elsewhere) wraps the online
-and target networks; ``warm_up()`` runs the train-mode and eval-mode graphs once on real replay
-samples before the first timed epoch and reports the compile time apart. BN buffers are
-restored after warm-up, so warm-up changes nothing the checkpoint holds.
+and target networks; ``warm_up()`` runs full updates (every graph, the optimizer's first step)
+before the first timed epoch and reports that time apart, then restores all state, so warm-up
+changes nothing a checkpoint holds.
 """
 
 from __future__ import annotations
@@ -132,17 +132,15 @@ class DQNLearner:
     def sync_target(self) -> None:
         self.target.load_state_dict(self.online.state_dict())
 
-    def warm_up(self, replay: FrameReplay) -> float:
-        """Compile and run every graph once on real samples, leaving weights and BN buffers unchanged."""
+    def warm_up(self, replay, updates: int = 2) -> float:
+        """Compile and run ``updates`` full updates on samples of ``replay``, then restore every piece of
+        state (nets, BN buffers, optimizer, scaler, counter): warm-up leaves nothing behind but compiled
+        graphs and warm allocators. Returns the seconds it took (compile time, reported apart)."""
         start = time.perf_counter()
-        buffers = {k: v.clone() for k, v in self.online.named_buffers()}
-        for _ in range(2):
-            loss, _, _ = self.micro_loss(replay.sample(self.cfg.micro_batch))
-            loss.backward()
-        self.optimizer.zero_grad(set_to_none=True)
-        with torch.no_grad():
-            for name, value in self.online.named_buffers():
-                value.copy_(buffers[name])
+        saved = copy.deepcopy(self.state_dict())
+        for _ in range(updates):
+            self.update(replay)
+        self.load_state_dict(saved)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.compile_seconds = time.perf_counter() - start

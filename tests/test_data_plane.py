@@ -11,7 +11,7 @@ import torch
 import zmq
 
 from actors.collector import actor_main, env_seed
-from launch.processes import spawn_context, start_process
+from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
 from shared import protocol
 from shared.env import FrameStacker, make_env, num_actions_for
@@ -35,12 +35,8 @@ def run_actors(cfg, plane, max_batches, during=None, timeout=180.0):
             except queue.Empty:
                 pass
     finally:
-        stop.set()
-        for p in procs:
-            p.join(timeout=20)
-            if p.is_alive():
-                p.kill()
-    assert [p.exitcode for p in procs] == [0] * cfg.actors
+        codes = stop_processes(procs, stop, timeout=20)
+    assert codes == [0] * cfg.actors
     assert len(results) == cfg.actors, "an actor never reported"
     return sorted(results, key=lambda r: r["actor"])
 
