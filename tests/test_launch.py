@@ -70,3 +70,18 @@ def test_ctrl_c_stops_every_process_with_exit_zero(tmp_path):
     assert time.monotonic() - start < 15
     assert "Traceback" not in out, out
     assert_all_gone(children)
+
+
+def test_a_killed_actor_is_restarted_and_the_run_continues(tmp_path):
+    proc = start_launcher(tmp_path, "--duration", "14")
+    children = children_seen(proc, 5)
+    actors = [c for c in children if "spawn_main" in " ".join(c.cmdline()) and "resource_tracker" not in " ".join(c.cmdline())]
+    assert len(actors) >= 2
+    actors[0].kill()  # SIGKILL, no chance to clean up
+    children |= children_seen(proc, 60)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert re.search(r"\[MAIN\] actor \d exited; restarted \(restarts: 1\)", out), out
+    processed, first, second = last_processor_line(out)
+    assert first > 0 and second > 0
+    assert_all_gone(children)
