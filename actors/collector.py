@@ -100,11 +100,14 @@ class Collector:
         terminated = np.zeros((n_env, n_steps), dtype=np.uint8)
         first = np.empty((n_env, n_steps), dtype=np.uint8)
         start = time.perf_counter()
+        batch_version = -1  # the weights of the batch's first step: the oldest it was played with
         for t in range(n_steps):
             if refresh is not None:
                 newer = refresh(self.weights_version)
                 if newer is not None:
                     self.load_weights(*newer)
+            if t == 0:
+                batch_version = self.weights_version
             frames[:, t] = self.stacks[:, -1]
             first[:, t] = self.first
             actions[:, t] = self.act()
@@ -123,7 +126,7 @@ class Collector:
                     self.first[e] = 0
         self.stats["steps"] += n_steps * n_env
         self.stats["fps"] = n_steps * n_env / max(time.perf_counter() - start, 1e-9)
-        return StagedBatch(seq, self.weights_version, (frames, actions, rewards, terminated, first))
+        return StagedBatch(seq, batch_version, (frames, actions, rewards, terminated, first))
 
     def _end_episode(self, e: int, info: dict[str, Any]) -> None:
         self.stats["episodes"] += 1

@@ -19,7 +19,6 @@ import dataclasses
 import json
 import os
 import platform
-import queue
 import statistics
 import time
 from dataclasses import dataclass, field

@@ -23,7 +23,7 @@ BATCH (actor -> learner), protocol version 1. E envs, T steps, H x W frames::
 Header map (all keys required, no others): ``v`` protocol version; ``kind``
 "batch"; ``actor`` slot id; ``inc`` incarnation (random per actor process
 start); ``seq`` message counter of this incarnation, from 0; ``wv`` weights
-version the actor acted with; ``E``, ``T``, ``H``, ``W`` the dimensions;
+version the batch's first step was played with (the oldest in the batch); ``E``, ``T``, ``H``, ``W`` the dimensions;
 ``dtypes`` the five array dtypes in frame order; ``stats`` a map of numbers
 (see STAT_KEYS) describing the actor at the time of sending.
 

@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import torch
 
 from learner.checkpoint import load_checkpoint

@@ -103,7 +103,7 @@ def test_compiled_update_matches_eager():
         batches = split(synthetic_batch(64, seed=10 + i), 2)
         s_c, s_e = compiled.update(None, batches), eager.update(None, batches)
         assert s_c.loss == pytest.approx(s_e.loss, rel=1e-3, abs=1e-5)
-    for (name, a), b in zip(compiled.online.state_dict().items(), eager.online.state_dict().values()):
+    for (name, a), b in zip(compiled.online.state_dict().items(), eager.online.state_dict().values(), strict=True):
         assert torch.allclose(a.float(), b.float(), rtol=1e-3, atol=1e-4), name
 
 
@@ -117,7 +117,7 @@ def test_target_sync_copies_parameters_and_batchnorm_buffers():
     dqn.update(None, [synthetic_batch(32)])
     assert not torch.equal(dqn.online.features[1].running_mean, dqn.target.features[1].running_mean)
     dqn.update(None, [synthetic_batch(32, seed=1)])
-    for (name, a), b in zip(dqn.online.state_dict().items(), dqn.target.state_dict().values()):
+    for (name, a), b in zip(dqn.online.state_dict().items(), dqn.target.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
 
 
@@ -130,7 +130,7 @@ def test_checkpoint_is_atomic_and_loads_with_weights_only(tmp_path):
     assert state["counters"]["epoch"] == 3
     other = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False, seed=7))
     other.load_state_dict(state["learner"])
-    for (name, a), b in zip(dqn.online.state_dict().items(), other.online.state_dict().values()):
+    for (name, a), b in zip(dqn.online.state_dict().items(), other.online.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     assert other.updates == 1
     assert other.optimizer.state_dict()["state"][0]["step"] == dqn.optimizer.state_dict()["state"][0]["step"]

@@ -25,7 +25,7 @@ def nets():
 
 
 def assert_same(a, b):
-    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values()):
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
         assert torch.equal(x, y), name
 
 
