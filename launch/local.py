@@ -94,8 +94,12 @@ def run(cfg: RunConfig) -> int:
     deadline = start + cfg.duration if cfg.duration > 0 else 0.0
     bar = None
     if cfg.progress and (cfg.duration > 0 or cfg.learner.steps > 0) and not cfg.collect_only:
-        total = cfg.learner.steps or int(cfg.duration)
-        bar = tqdm(total=total, unit="upd" if cfg.learner.steps else "s", dynamic_ncols=True, mininterval=1.0)
+        if cfg.learner.steps:
+            bar = tqdm(total=cfg.learner.steps, unit="upd", dynamic_ncols=True, mininterval=1.0)
+        else:
+            bar = tqdm(total=int(cfg.duration), dynamic_ncols=True, mininterval=1.0,
+                       bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}]")
+        learner.echo = bar.write
     log = {"at": start, "processed": 0}
 
     def on_tick() -> None:

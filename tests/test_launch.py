@@ -14,10 +14,12 @@ from tests.conftest import free_base_port
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def start_launcher(tmp_path, *args):
+def start_launcher(tmp_path, *args, collect_only=True):
     base = free_base_port(4) + 2
-    cmd = [sys.executable, "-m", "launch.local", "--actors", "2", "--collect-only", "--log-every", "1",
+    cmd = [sys.executable, "-m", "launch.local", "--actors", "2", "--log-every", "1", "--no-progress",
            "--env.name", "fake", "--transport.base-port", str(base), "--run-dir", str(tmp_path), *args]
+    if collect_only:
+        cmd.append("--collect-only")
     return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -85,3 +87,25 @@ def test_a_killed_actor_is_restarted_and_the_run_continues(tmp_path):
     processed, first, second = last_processor_line(out)
     assert first > 0 and second > 0
     assert_all_gone(children)
+
+
+def test_ctrl_c_while_training_writes_the_final_checkpoint(tmp_path):
+    import torch
+
+    proc = start_launcher(tmp_path, "--learner.no-compile", "--learner.micro-batch", "16", "--learner.min-replay", "300",
+                          "--learner.updates-per-epoch", "5", "--replay.capacity", "4096", collect_only=False)
+    seen, deadline = set(), time.monotonic() + 60
+    trained = False
+    while time.monotonic() < deadline and not trained:  # wait until it has trained (an epoch is in metrics.jsonl)
+        seen |= children_seen(proc, 1)
+        trained = any(p.stat().st_size > 0 for p in tmp_path.glob("*/metrics.jsonl"))
+    assert trained and proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    state = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    assert state["counters"]["updates"] >= 5
+    assert f"{state['counters']['updates']} updates" in out  # the final checkpoint holds the last update
+    assert not list(run_dir.glob("*.tmp-*"))
+    assert_all_gone(seen)
