@@ -126,8 +126,8 @@ class DQNLearner:
         self.updates += 1
         if self.updates % self.cfg.target_sync == 0:
             self.sync_target()
-        loss_sum, td_sum, q_sum = (float(x) / steps for x in (loss_total, td_total, q_total))
-        return UpdateStats(loss_sum, td_sum, q_sum, float(grad_norm))
+        loss, td, q, norm = torch.stack([loss_total, td_total, q_total, grad_norm.float()]).tolist()  # one sync
+        return UpdateStats(loss / steps, td / steps, q / steps, norm)
 
     def sync_target(self) -> None:
         self.target.load_state_dict(self.online.state_dict())
