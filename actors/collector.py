@@ -160,16 +160,19 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
         if current is not None:
             collector.load_weights(*current)
     seq = 0
+    started = time.perf_counter()
     while not stop_event.is_set() and not terminate and (max_batches <= 0 or seq < max_batches):
         batch = collector.collect(cfg.actor.batch_steps, seq, weights.poll)
         sender.submit(batch, collector.stats)
         seq += 1
+    run_seconds = time.perf_counter() - started
     sender.close(collector.stats, timeout=5.0)
     weights.close()
     collector.close()
     if report_queue is not None:
         report_queue.put(dict(actor=actor_id, incarnation=incarnation, batches=seq,
                               sent_batches=sender.sent_batches, sent_transitions=sender.sent_transitions,
-                              dropped_batches=sender.dropped_batches, steps=int(collector.stats["steps"]),
+                              dropped_batches=sender.dropped_batches, submit_seconds=sender.submit_seconds, run_seconds=run_seconds,
+                              steps=int(collector.stats["steps"]),
                               episodes=int(collector.stats["episodes"]), weights_version=collector.weights_version,
                               first_action_weights_version=collector.first_action_weights_version))

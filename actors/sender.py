@@ -42,14 +42,17 @@ class BatchSender:
         self.sent_batches = 0
         self.sent_transitions = 0
         self.dropped_batches = 0
+        self.submit_seconds = 0.0  # time the collector spent handing batches over (the benchmark's "blocked" time)
 
     def submit(self, batch: StagedBatch, stats: dict[str, float]) -> None:
         """Stage ``batch`` (dropping the oldest if staging is full), then send what the socket takes."""
+        start = time.perf_counter()
         self._staged.append(batch)
         if len(self._staged) > self.max_staged:
             self._staged.popleft()
             self.dropped_batches += 1
         self.flush(stats)
+        self.submit_seconds += time.perf_counter() - start
 
     def flush(self, stats: dict[str, float]) -> None:
         """Send staged batches, oldest first, until the socket would block."""
