@@ -141,11 +141,18 @@ class Collector:
 
 
 def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any = None,
-               max_batches: int = 0) -> None:
-    """Process entry: collect and send until ``stop_event`` is set (or ``max_batches`` sent, if > 0)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher decides when we stop
+               max_batches: int = 0, standalone: bool = False) -> dict:
+    """Process entry: collect and send until ``stop_event`` is set (or ``max_batches`` sent, if > 0).
+
+    Spawned by a launcher (``standalone`` False) it ignores SIGINT and stops when its parent dies, so a
+    SIGKILLed launcher leaves no orphans. Standalone (actors/run.py) it outlives any learner and stops
+    on SIGINT or SIGTERM. Returns the report it also puts on ``report_queue``.
+    """
     terminate = []
+    signal.signal(signal.SIGINT, (lambda *_: terminate.append(True)) if standalone else signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: terminate.append(True))
+    parent = os.getppid()
+    orphaned = (lambda: False) if standalone else (lambda: os.getppid() != parent)  # re-parented: the launcher died
     torch.set_num_threads(1)
     if cfg.actor.nice:
         os.nice(cfg.actor.nice)
@@ -156,12 +163,12 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
     weights = WeightClient(cfg.transport, actor_id, incarnation, collector.net)
     if cfg.actor.weights_timeout > 0:  # the learner's current weights before the first action
         current = weights.fetch(have=-1, timeout=cfg.actor.weights_timeout,
-                                should_stop=lambda: stop_event.is_set() or bool(terminate))
+                                should_stop=lambda: stop_event.is_set() or bool(terminate) or orphaned())
         if current is not None:
             collector.load_weights(*current)
     seq = 0
     started = time.perf_counter()
-    while not stop_event.is_set() and not terminate and (max_batches <= 0 or seq < max_batches):
+    while not stop_event.is_set() and not terminate and not orphaned() and (max_batches <= 0 or seq < max_batches):
         batch = collector.collect(cfg.actor.batch_steps, seq, weights.poll)
         sender.submit(batch, collector.stats)
         seq += 1
@@ -169,10 +176,12 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
     sender.close(collector.stats, timeout=5.0)
     weights.close()
     collector.close()
+    report = dict(actor=actor_id, incarnation=incarnation, batches=seq,
+                  sent_batches=sender.sent_batches, sent_transitions=sender.sent_transitions,
+                  dropped_batches=sender.dropped_batches, submit_seconds=sender.submit_seconds, run_seconds=run_seconds,
+                  steps=int(collector.stats["steps"]),
+                  episodes=int(collector.stats["episodes"]), weights_version=collector.weights_version,
+                  first_action_weights_version=collector.first_action_weights_version)
     if report_queue is not None:
-        report_queue.put(dict(actor=actor_id, incarnation=incarnation, batches=seq,
-                              sent_batches=sender.sent_batches, sent_transitions=sender.sent_transitions,
-                              dropped_batches=sender.dropped_batches, submit_seconds=sender.submit_seconds, run_seconds=run_seconds,
-                              steps=int(collector.stats["steps"]),
-                              episodes=int(collector.stats["episodes"]), weights_version=collector.weights_version,
-                              first_action_weights_version=collector.first_action_weights_version))
+        report_queue.put(report)
+    return report

@@ -4,6 +4,7 @@
     python -m launch.local --actors 4 --duration 300       # ... for 5 minutes
     python -m launch.local --actors 2 --collect-only       # the data plane alone
     python -m launch.local --resume runs/20261121-...      # continue a run from its folder
+    python -m launch.local --actors 2 --no-spawn-actors    # learner only; actors: python -m actors.run --actor-id I
 
 Prints the seed's ``[PROCESSOR]`` line every ``--log-every`` seconds and a ``[MAIN] Epoch``
 line per epoch; restarts an actor that dies; on Ctrl-C, SIGTERM or the end of ``--duration`` /
@@ -28,7 +29,7 @@ from learner.loop import Learner, load_resume_state
 from shared.config import ConfigError, RunConfig, from_dict
 
 # Options a resumed run takes from the command line; everything else comes from the run folder.
-RESUME_OVERRIDES = ("duration", "log_every", "progress", "resume")
+RESUME_OVERRIDES = ("duration", "log_every", "progress", "resume", "spawn_actors")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -86,7 +87,9 @@ def run(cfg: RunConfig) -> int:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited through exec: children never see Ctrl-C
     learner.start()
-    pool = ActorPool(actor_main, cfg, cfg.actors).start()
+    pool = ActorPool(actor_main, cfg, cfg.actors)
+    if cfg.spawn_actors:  # else external actors (python -m actors.run) connect to the N slots
+        pool.start()
     signal.signal(signal.SIGINT, lambda *_: learner.stop())
     signal.signal(signal.SIGTERM, lambda *_: learner.stop())
 

@@ -5,16 +5,22 @@ nets, optimizer, grad scaler, update count), the run's counters (epoch, weights_
 inserted and trained sample counts) and the run config as JSON text. It is written to a
 temporary file in the same folder, flushed and fsync'd, then renamed over ``checkpoint.pt``
 with ``os.replace``, so a crash at any moment leaves the previous checkpoint whole; a leftover
-temporary file is never read.
+temporary file is never read, and a resume removes it (``discard_partial``).
+
+Every published weights version is also recorded in ``weights_version`` (same atomic write), so a
+learner killed after publishing but before its next checkpoint resumes above every version its
+actors may hold.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 
 import torch
 
 CHECKPOINT_NAME = "checkpoint.pt"
+PUBLISHED_NAME = "weights_version"
 
 
 def save_checkpoint(run_dir: str, state: dict) -> str:
@@ -33,3 +39,32 @@ def load_checkpoint(run_dir: str, map_location: str | torch.device = "cpu") -> d
     if not os.path.exists(path):
         raise FileNotFoundError(f"no {CHECKPOINT_NAME} in run folder {run_dir!r}")
     return torch.load(path, map_location=map_location, weights_only=True)
+
+
+def discard_partial(run_dir: str) -> list[str]:
+    """Remove temporary files a crashed save left behind; returns their paths."""
+    leftovers = sorted(glob.glob(os.path.join(glob.escape(run_dir), f"{CHECKPOINT_NAME}.tmp-*"))
+                       + glob.glob(os.path.join(glob.escape(run_dir), f"{PUBLISHED_NAME}.tmp-*")))
+    for path in leftovers:
+        os.remove(path)
+    return leftovers
+
+
+def record_published(run_dir: str, version: int) -> None:
+    """Atomically note ``version`` as the newest weights version handed to actors."""
+    path = os.path.join(run_dir, PUBLISHED_NAME)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as fh:
+        fh.write(f"{int(version)}\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def read_published(run_dir: str) -> int:
+    """The newest weights version recorded by ``record_published`` (-1: none)."""
+    try:
+        with open(os.path.join(run_dir, PUBLISHED_NAME)) as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return -1

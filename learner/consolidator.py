@@ -6,7 +6,18 @@ are counted by reason and never stop the thread. Sequence tracking per slot:
 a replayed or older seq is rejected; a gap is counted as lost batches and
 the next batch's first slot is marked as an episode start, so replay never
 stitches frames across the hole; a new incarnation starts a new track and
-messages from older incarnations of the slot are rejected as stale.
+messages from older incarnations of the slot are rejected as stale. A batch
+whose first step used weights more than ``max_weights_lag`` versions behind
+``weights_version`` (set by the learner when it publishes) is rejected as
+``stale_weights``.
+
+Accounting: a ledger per (slot, incarnation), the last
+``LEDGER_INCARNATIONS_KEPT`` incarnations of each slot, holds what arrived
+(accepted, rejected after decoding, duplicates), the seq gaps and the
+transitions lost in flight, computed from the ``sent`` and ``dropped``
+counters the actor puts in every header: for an incarnation heard from seq 0,
+accepted + rejected + lost transitions == the actor's ``sent``, and
+accepted + rejected + gap batches == seq numbers it used.
 
 Accepted batches go to a bounded queue (the "consolidated queue"). When it
 is full the thread stops reading: back-pressure goes to the actors' sockets
@@ -16,6 +27,7 @@ and staging, which drop and count, so the learner never grows without bound.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import queue
 import threading
 from dataclasses import dataclass, field
@@ -28,6 +40,39 @@ from shared.config import TransportConfig
 
 MAX_PER_SOCKET_PER_ROUND = 8  # fairness: drain at most this many messages from one actor before the next
 STALE_INCARNATIONS_KEPT = 16
+LEDGER_INCARNATIONS_KEPT = 16  # ledgers kept per slot; the oldest incarnation's is forgotten first
+
+
+@dataclass
+class IncarnationLedger:
+    """What this learner heard from one actor incarnation; ``sent`` and ``dropped`` are the actor's own counts."""
+
+    slot: int
+    incarnation: int
+    first_seq: int = -1            # seq of the first message heard (> 0: it sent before this learner listened)
+    next_seq: int = -1             # one past the newest seq heard
+    accepted_batches: int = 0
+    accepted_transitions: int = 0
+    rejected_batches: int = 0      # new seqs rejected after decoding (stale_weights, stale_incarnation)
+    rejected_transitions: int = 0
+    duplicate_batches: int = 0     # replayed or older seqs: rejected, and not part of what the actor sent
+    gap_batches: int = 0           # seqs never heard: the actor's staging drops plus batches lost in flight
+    lost_transitions: int = 0      # handed to the socket by the actor (its ``sent``) but never heard
+    sent_base: int = 0             # the actor's ``sent`` before first_seq
+    sent: int = 0                  # the actor's ``sent`` in the newest message heard
+    dropped_base: int = 0          # the actor's ``dropped`` before first_seq
+    dropped: int = 0               # the actor's ``dropped`` in the newest message heard
+
+    @property
+    def lost_in_flight_batches(self) -> int:
+        """Seq gaps the actor's staging drops do not explain."""
+        return self.gap_batches - (self.dropped - self.dropped_base)
+
+    @property
+    def unaccounted_transitions(self) -> int:
+        """Sent (since first_seq) minus accepted, rejected and lost: 0 unless the actor's counts lie."""
+        return (self.sent - self.sent_base - self.accepted_transitions - self.rejected_transitions
+                - self.lost_transitions)
 
 
 @dataclass
@@ -69,6 +114,16 @@ class Consolidator(threading.Thread):
         self.accepted_batches = 0
         self.accepted_transitions = 0
         self.lost_batches = 0
+        self.weights_version = 0   # the learner's current published version (an int: set atomically by the learner)
+        self.max_weights_lag = 0   # 0: no limit
+        self.ledgers: list[collections.OrderedDict[int, IncarnationLedger]] = [
+            collections.OrderedDict() for _ in range(num_actors)]
+        self._ledger_lock = threading.Lock()
+
+    def ledger(self) -> list[IncarnationLedger]:
+        """A copy of every kept ledger, by slot then oldest incarnation first."""
+        with self._ledger_lock:
+            return [dataclasses.replace(entry) for slot in self.ledgers for entry in slot.values()]
 
     def run(self) -> None:
         poller = zmq.Poller()
@@ -110,17 +165,41 @@ class Consolidator(threading.Thread):
         if batch.frames.shape[0] != self.envs_per_actor:
             self.rejects["envs"] += 1
             return None
+        with self._ledger_lock:
+            return self._sequence(slot, batch)
+
+    def _sequence(self, slot: int, batch: protocol.Batch) -> protocol.Batch | None:
         track = self.tracks[slot]
+        ledgers = self.ledgers[slot]
+        ledger = ledgers.get(batch.incarnation)
         if batch.incarnation != track.incarnation:
             if batch.incarnation in track.old_incarnations:
                 self.rejects["stale_incarnation"] += 1
+                if ledger is not None:
+                    if batch.seq < ledger.next_seq:
+                        ledger.duplicate_batches += 1
+                    else:
+                        _note_new_seq(ledger, batch)
+                        ledger.rejected_batches += 1
+                        ledger.rejected_transitions += batch.num_transitions
                 return None
+            ledger = ledgers[batch.incarnation] = IncarnationLedger(slot, batch.incarnation)
+            while len(ledgers) > LEDGER_INCARNATIONS_KEPT:
+                ledgers.popitem(last=False)
             if track.incarnation >= 0:
                 track.old_incarnations.append(track.incarnation)
             track.incarnation, track.next_seq = batch.incarnation, 0
             batch.first = _mark_episode_start(batch.first)
-        if batch.seq < track.next_seq:
+        if batch.seq < max(track.next_seq, ledger.next_seq):
             self.rejects["replayed_seq"] += 1
+            ledger.duplicate_batches += 1
+            return None
+        _note_new_seq(ledger, batch)
+        if self.max_weights_lag and self.weights_version - batch.weights_version > self.max_weights_lag:
+            # its seq stays unused in the track: the next accepted batch sees the gap and starts an episode
+            self.rejects["stale_weights"] += 1
+            ledger.rejected_batches += 1
+            ledger.rejected_transitions += batch.num_transitions
             return None
         if batch.seq > track.next_seq:
             lost = batch.seq - track.next_seq
@@ -128,6 +207,8 @@ class Consolidator(threading.Thread):
             self.lost_batches += lost
             batch.first = _mark_episode_start(batch.first)
         track.next_seq = batch.seq + 1
+        ledger.accepted_batches += 1
+        ledger.accepted_transitions += batch.num_transitions
         track.accepted_batches += 1
         track.accepted_transitions += batch.num_transitions
         track.stats = batch.stats
@@ -143,6 +224,22 @@ class Consolidator(threading.Thread):
                 return
             except queue.Full:
                 continue
+
+
+def _note_new_seq(ledger: IncarnationLedger, batch: protocol.Batch) -> None:
+    """Account a message with a seq above every seq heard from its incarnation (accepted or not)."""
+    n = batch.num_transitions
+    sent, dropped = int(batch.stats["sent"]), int(batch.stats["dropped"])
+    if ledger.next_seq < 0:  # the first message heard: earlier seqs predate this learner's listening
+        ledger.first_seq = batch.seq
+        ledger.sent_base = ledger.sent = sent - n
+        ledger.dropped_base = dropped
+    else:
+        ledger.gap_batches += batch.seq - ledger.next_seq
+        ledger.lost_transitions += max(0, sent - n - ledger.sent)
+    ledger.next_seq = batch.seq + 1
+    ledger.sent = max(ledger.sent, sent)
+    ledger.dropped = max(ledger.dropped, dropped)
 
 
 def _mark_episode_start(first: np.ndarray) -> np.ndarray:

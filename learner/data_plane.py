@@ -36,6 +36,7 @@ class DataPlaneStats:
     buffer: int             # transitions currently held by replay
     queued: int             # batches waiting in the consolidated queue
     per_actor: list         # transitions accepted per actor slot
+    lost_in_flight: int = 0  # transitions the actors handed to their sockets that never arrived (kept ledgers)
 
 
 class DataPlane:
@@ -52,6 +53,7 @@ class DataPlane:
                                  max_steps=cfg.transport.max_steps_per_message,
                                  max_message_bytes=cfg.transport.max_message_bytes)
         self.consolidator = Consolidator(cfg.transport, cfg.actors, self.envs_per_actor, limits, self.queue)
+        self.consolidator.max_weights_lag = cfg.learner.max_weights_lag
         self.processed = 0
         self.batches = 0
 
@@ -82,11 +84,20 @@ class DataPlane:
             if self.drain(timeout=0.05):
                 last = time.monotonic()
 
+    def set_weights_version(self, version: int) -> None:
+        """The learner's newly published weights version: batches too far behind it are rejected as stale."""
+        self.consolidator.weights_version = int(version)
+
+    def ledger(self):
+        """Per (slot, incarnation) accounting (learner/consolidator.py IncarnationLedger), a copy."""
+        return self.consolidator.ledger()
+
     def stats(self) -> DataPlaneStats:
         c = self.consolidator
         return DataPlaneStats(processed=self.processed, batches=self.batches, drops=c.lost_batches,
                               rejected=sum(c.rejects.values()), buffer=len(self.replay), queued=self.queue.qsize(),
-                              per_actor=[t.accepted_transitions for t in c.tracks])
+                              per_actor=[t.accepted_transitions for t in c.tracks],
+                              lost_in_flight=sum(e.lost_transitions for e in c.ledger()))
 
     def wait_for(self, transitions: int, timeout: float) -> bool:
         """Drain until ``processed`` reaches ``transitions`` or ``timeout`` s pass (used at shutdown and in tests)."""
@@ -107,5 +118,6 @@ class DataPlane:
 def format_processor_line(s: DataPlaneStats, rate: float) -> str:
     """The seed's console line, plus rejects and the arrival rate."""
     return (f"[PROCESSOR] Processed: {s.processed:,}, Batches: {s.batches:,}, Drops: {s.drops:,}, "
+            f"Lost in flight: {s.lost_in_flight:,}, "
             f"Buffer: {s.buffer:,}, Consolidated Queue: {s.queued:,}, Rejected: {s.rejected:,}, "
             f"Rate: {rate:,.0f}/s, Per actor: {s.per_actor}")

@@ -8,8 +8,9 @@ replay holds ``min_replay`` transitions and the replay-ratio limiter allows it (
 ``checkpoint_every`` epochs, and at exit, write a checkpoint. Collectors are never blocked by a
 slow learner: they stage and drop on their side (see actors/sender.py).
 
-Counters (``Counters``) are checkpointed and continue across ``--resume``; ``weights_version``
-is bumped once at resume, so it stays strictly increasing for actors that never stopped.
+Counters (``Counters``) are checkpointed and continue across ``--resume``; every published
+``weights_version`` is also recorded in the run folder, and a resume starts one above the larger of
+the two, so it stays strictly increasing for actors that never stopped.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 
 from actors.collector import apex_epsilons
-from learner.checkpoint import load_checkpoint, save_checkpoint
+from learner.checkpoint import discard_partial, load_checkpoint, read_published, record_published, save_checkpoint
 from learner.data_plane import DataPlane, format_processor_line
 from learner.metrics import MetricsLog
 from learner.trainer import DQNLearner
@@ -78,7 +79,8 @@ class Learner:
         if resume_state is not None:
             self.dqn.load_state_dict(resume_state["learner"])
             self.counters = Counters(**resume_state["counters"])
-            self.counters.weights_version += 1
+            # above the checkpoint's and above anything published after it (actors that never stopped hold those)
+            self.counters.weights_version = max(self.counters.weights_version, read_published(run_dir)) + 1
         if cfg.actor.epsilon >= 0:
             self.mean_epsilon = cfg.actor.epsilon
         else:
@@ -103,7 +105,7 @@ class Learner:
         return self.dqn.warm_up(_SyntheticReplay(self.cfg, self.device))
 
     def start(self) -> "Learner":
-        self.server.publish(self.counters.weights_version, self.dqn.online)
+        self._publish(self.counters.weights_version)
         self.server.start()
         self.plane.start()
         return self
@@ -162,7 +164,7 @@ class Learner:
             self.epoch_rates.append(updates_per_s)
         if c.epoch % cfg.broadcast_every == 0:
             c.weights_version += 1
-            self.server.publish(c.weights_version, self.dqn.online)
+            self._publish(c.weights_version)
         figures = self.epoch_figures(acc, seconds)
         self.echo(format_epoch_line(c.epoch, figures))
         self.metrics.write(c.updates, figures)
@@ -190,7 +192,13 @@ class Learner:
             "replay/size": stats.buffer,
             "replay/drops": stats.drops,
             "replay/rejected": stats.rejected,
+            "replay/lost_in_flight": stats.lost_in_flight,
         }
+
+    def _publish(self, version: int) -> None:
+        record_published(self.run_dir, version)  # on disk before any actor can hold it: a resume goes above it
+        self.server.publish(version, self.dqn.online)
+        self.plane.set_weights_version(version)
 
     def checkpoint(self) -> str:
         return save_checkpoint(self.run_dir, {
@@ -243,4 +251,7 @@ class _SyntheticReplay:
 
 
 def load_resume_state(run_dir: str, device: torch.device) -> dict:
+    """The run folder's last complete checkpoint; temporary files of a crashed save are removed."""
+    for path in discard_partial(run_dir):
+        print(f"[MAIN] removed {path}, left by a save that did not finish", flush=True)
     return load_checkpoint(run_dir, map_location=device)

@@ -167,6 +167,8 @@ class LearnerConfig:
     """Torch intra-op threads of the learner; 0: auto, the cores local actors leave free (at least 1). Oversubscribing spin-waiting OpenMP threads cost 6.7x here."""
     seed: int = 0
     """Seed of network initialisation and sampling."""
+    max_weights_lag: int = 8
+    """Batches whose first step used weights more than this many versions behind the learner's current ones are dropped and counted (stale_weights); 0: no limit. 8 broadcasts is far beyond the 1-2 of a healthy actor, so only an actor cut off from the weights loses data."""
 
     def validate(self) -> None:
         _check(0 <= self.micro_batch <= 65536, "learner.micro_batch", self.micro_batch, "must be in [0, 65536] (0: auto)")
@@ -182,6 +184,7 @@ class LearnerConfig:
         _check(self.amp in ("auto", "off", "bf16", "fp16"), "learner.amp", self.amp, "must be auto, off, bf16 or fp16")
         _check(self.steps >= 0, "learner.steps", self.steps, "must be >= 0")
         _check(self.threads >= 0, "learner.threads", self.threads, "must be >= 0 (0: auto)")
+        _check(self.max_weights_lag >= 0, "learner.max_weights_lag", self.max_weights_lag, "must be >= 0 (0: no limit)")
 
     def resolved(self, device_type: str) -> "LearnerConfig":
         """A copy with the auto (0) batch settings made concrete for ``device_type``."""
@@ -215,6 +218,8 @@ class RunConfig:
     """Run folder to resume (its config and last checkpoint); counters and weights_version continue."""
     progress: bool = True
     """Show a live progress bar with ETA when --duration or --learner.steps is set."""
+    spawn_actors: bool = True
+    """Start the N actor processes here; --no-spawn-actors binds the N slots and waits for external actors (python -m actors.run --actor-id I)."""
 
     def validate(self) -> "RunConfig":
         _check(1 <= self.actors <= 256, "actors", self.actors, "must be in [1, 256]")

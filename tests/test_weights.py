@@ -99,26 +99,3 @@ def test_malformed_requests_are_counted_and_do_not_stop_the_server():
         client.close()
         server.stop()
 
-
-def test_new_actor_acts_first_with_the_current_weights(make_config):
-    """An actor joining after several broadcasts has the current weights before its first action."""
-    from actors.collector import actor_main
-    from launch.processes import spawn_context, start_process
-
-    cfg = make_config(actors=1, envs=1, steps=8)
-    cfg.actor.weights_timeout = 30.0
-    learner_net, _ = nets()
-    server = WeightServer(cfg.transport)
-    for version in range(1, 8):  # several broadcasts before the actor exists
-        server.publish(version, learner_net)
-    server.start()
-    ctx = spawn_context()
-    stop, reports = ctx.Event(), ctx.Queue()
-    proc = start_process(ctx, actor_main, (cfg, 0, stop, reports, 2), "actor-0")
-    try:
-        report = reports.get(timeout=60)
-    finally:
-        proc.join(timeout=20)
-        server.stop()
-    assert proc.exitcode == 0
-    assert report["first_action_weights_version"] == 7

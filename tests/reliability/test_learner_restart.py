@@ -1,0 +1,142 @@
+"""The learner is SIGKILLed and restarted with --resume while standalone actors keep running.
+
+The learner runs alone (``launch.local --no-spawn-actors``); two actors run as their own programs
+(``python -m actors.run``), so they outlive it. After the kill the resumed learner continues from the
+last complete checkpoint (epoch and updates equal to it, never below), publishes a weights version
+above every version the killed one published (so above any an actor holds), and the same actor
+processes, never restarted, reconnect by themselves, receive the new weights and keep delivering.
+Also: actors spawned by launch.local exit on their own when the launcher is SIGKILLed.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+
+from learner.checkpoint import load_checkpoint, read_published
+from tests.conftest import free_base_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def start(args, log_path):
+    log = open(log_path, "w")
+    return subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT), log
+
+
+def read(path):
+    with open(path) as fh:
+        return fh.read()
+
+
+def wait_until(condition, timeout, what, procs=()):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        for proc, log in procs:
+            assert proc.poll() is None, f"{proc.args} exited ({proc.returncode}) before {what}:\n{read(log)}"
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path):
+    common = ["--actors", "2", "--env.name", "fake", "--transport.base-port", str(free_base_port(4) + 2),
+              "--actor.batch-steps", "16"]
+    learner_args = ["launch.local", "--no-spawn-actors", "--no-progress", "--log-every", "1",
+                    "--run-dir", str(tmp_path / "runs"), *common, "--learner.no-compile",
+                    "--learner.micro-batch", "16", "--learner.min-replay", "300", "--learner.updates-per-epoch", "5",
+                    "--learner.broadcast-every", "1", "--learner.checkpoint-every", "1", "--replay.capacity", "4096"]
+    logs = {name: str(tmp_path / f"{name}.log") for name in ("learner", "resumed", "actor0", "actor1")}
+    learner = start(learner_args, logs["learner"])
+    actors = [start(["actors.run", "--actor-id", str(i), *common], logs[f"actor{i}"]) for i in range(2)]
+    resumed = None
+    try:
+        run_dir = wait_until(lambda: [str(p) for p in (tmp_path / "runs").glob("*") if (p / "checkpoint.pt").exists()],
+                             120, "the first checkpoint", procs=[(learner[0], logs["learner"])])[0]
+        wait_until(lambda: load_checkpoint(run_dir)["counters"]["weights_version"] >= 2, 120,
+                   "a checkpoint with weights v2", procs=[(learner[0], logs["learner"])])
+        learner[0].send_signal(signal.SIGKILL)
+        learner[0].wait(timeout=30)
+        saved = load_checkpoint(run_dir)["counters"]
+        published = read_published(run_dir)  # the newest version the killed learner handed out
+        assert published >= saved["weights_version"] >= 2
+        pids = [proc.pid for proc, _ in actors]
+        assert all(proc.poll() is None for proc, _ in actors), "an actor died with the learner"
+        time.sleep(1.0)  # the actors play on alone for a moment (staging, dropping and counting)
+
+        target = saved["updates"] + 15  # three more epochs
+        resumed = start(["launch.local", "--resume", run_dir, "--no-spawn-actors", "--no-progress",
+                         "--learner.steps", str(target)], logs["resumed"])
+        resumed[0].wait(timeout=180)
+        out = read(logs["resumed"])
+        assert resumed[0].returncode == 0, out
+        assert all(proc.poll() is None for proc, _ in actors), "an actor died while the learner was down"
+        assert [proc.pid for proc, _ in actors] == pids
+        for proc, _ in actors:
+            proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait(timeout=30) for proc, _ in actors]
+    finally:
+        for proc, log in [learner, *actors] + ([resumed] if resumed else []):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+            log.close()
+    assert codes == [0, 0], [read(logs[f"actor{i}"]) for i in range(2)]
+
+    match = re.search(r"\[MAIN\] resumed at epoch (\d+), (\d+) updates, weights v(\d+)", out)
+    assert match, out
+    epoch, updates, version = map(int, match.groups())
+    assert (epoch, updates) == (saved["epoch"], saved["updates"])  # from the last complete checkpoint
+    assert version == max(saved["weights_version"], published) + 1 > published
+    final = load_checkpoint(run_dir)["counters"]
+    assert final["updates"] == target and final["epoch"] == saved["epoch"] + 3
+    assert final["weights_version"] == version + 3 and final["inserted"] > saved["inserted"]
+
+    # the same actors (never restarted) took the new learner's weights and kept delivering
+    versions = re.search(r"actor weights versions \[(\d+), (\d+)\]", out)
+    assert versions and min(map(int, versions.groups())) >= version, out
+    per_actor = re.findall(r"\[PROCESSOR\] Processed: .*Per actor: \[(\d+), (\d+)\]", out)
+    assert per_actor and min(map(int, per_actor[-1])) > 0, out
+    reports = [json.loads(read(logs[f"actor{i}"]).split("[ACTOR] ", 1)[1]) for i in range(2)]
+    assert [r["actor"] for r in reports] == [0, 1]
+    assert min(r["weights_version"] for r in reports) >= version
+
+    # metrics.jsonl across both learner lives: the published version only ever increases
+    with open(os.path.join(run_dir, "metrics.jsonl")) as fh:
+        published_versions = [int(json.loads(line)["learner/weights_version"]) for line in fh]
+    assert published_versions == sorted(set(published_versions))
+    print(f"\ncheckpoint before the kill: epoch {saved['epoch']}, updates {saved['updates']}, weights "
+          f"v{saved['weights_version']} (published v{published}); resumed at v{version}; final: epoch "
+          f"{final['epoch']}, updates {final['updates']}, v{final['weights_version']}; actor versions "
+          f"{[r['weights_version'] for r in reports]}, dropped {[r['dropped_batches'] for r in reports]}")
+
+
+def test_actors_spawned_by_a_sigkilled_launcher_exit_by_themselves(tmp_path):
+    base = free_base_port(4) + 2
+    cmd = [sys.executable, "-m", "launch.local", "--actors", "2", "--collect-only", "--no-progress", "--env.name",
+           "fake", "--transport.base-port", str(base), "--run-dir", str(tmp_path)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    alive = []
+    try:
+        def actors():  # both actors connected to their experience sockets: they are in their loops
+            found = [c for c in psutil.Process(proc.pid).children(recursive=True)
+                     if any(conn.raddr and conn.raddr.port in (base, base + 1) for conn in c.net_connections("tcp"))]
+            return found if len(found) == 2 else None
+        children = wait_until(actors, 60, "two connected actor processes")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        gone, alive = psutil.wait_procs(children, timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        for child in alive:
+            child.kill()
+    assert len(gone) == 2 and not alive, f"orphaned actors still running: {alive}"
