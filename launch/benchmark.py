@@ -9,6 +9,13 @@ Stages (``--stages``):
                epsilon-greedy inference)
   transport    synthetic 84x84 batches, no env, through socket, consolidation and replay
   replay       bytes per stored transition; add and sample(512) rates
+  learner      the learner alone on a filled replay: fp32 eager, AMP, AMP + compile, each with and
+               without gradient accumulation; compile time apart
+  system       the whole system twice, same actors, same seconds: the seed's *original* pipeline
+               (launch/original.py: one lock-protected multiprocessing queue, batch 256, fp32, no
+               compile, sync every 3 epochs) and warppipe's *optimized* one (per-actor sockets, batch
+               512 x 4 accumulation, AMP, compile, sync every 5); the seed's table with both columns
+``--quick`` shrinks every window so the whole run takes under 3 minutes on 2 CPU cores.
 Every stage warms up before its timed window. Rounds of env_ceiling and collection alternate
 (``--rounds``) so slow drift of the machine hits both sides alike.
 """
@@ -16,10 +23,13 @@ Every stage warms up before its timed window. Rounds of env_ceiling and collecti
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import json
 import os
 import platform
 import statistics
+import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -30,6 +40,7 @@ import tyro
 import zmq
 
 from actors.collector import actor_main
+from launch.original import OriginalLearner, OriginalSettings, original_collector_main
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
 from learner.replay import FrameReplay
@@ -60,18 +71,49 @@ class BenchConfig:
     """Updates per timed epoch in the learner stage."""
     learner_epochs: int = 4
     """Timed epochs per variant in the learner stage (the first is compared with the rest)."""
-    stages: tuple[str, ...] = ("env_ceiling", "collection", "transport", "replay", "learner")
+    system_seconds: float = 60.0
+    """Timed window of each whole-system run (original, optimized), after replay holds system_min_replay."""
+    system_min_replay: int = 2000
+    """Transitions in replay before the whole-system runs start training (and their clocks)."""
+    system_updates_per_epoch: int = 5
+    """Updates per epoch in both whole-system runs (the unit of epoch time and of the sync periods)."""
+    optimized_micro_batch: int = 512
+    """Optimized system: samples per micro-batch."""
+    optimized_accum: int = 4
+    """Optimized system: micro-batches accumulated per update."""
+    optimized_sync_every: int = 5
+    """Optimized system: epochs between weight broadcasts."""
+    original: OriginalSettings = field(default_factory=OriginalSettings)
+    """The seed's original pipeline (launch/original.py)."""
+    stages: tuple[str, ...] = ("env_ceiling", "collection", "transport", "replay", "learner", "system")
     """Stages to run."""
+    quick: bool = False
+    """Short windows (every option still at its default is shrunk): the whole run in under 3 minutes on 2 cores."""
     json: str = ""
     """Write every figure here as JSON."""
     run: RunConfig = field(default_factory=RunConfig)
     """Run configuration used by the stages (env, actor, replay, transport)."""
 
 
+# Values --quick gives to options left at their defaults.
+QUICK = dict(seconds=5.0, rounds=1, transport_seconds=3.0, learner_updates=4, learner_epochs=2,
+             system_seconds=20.0, system_min_replay=1000, system_updates_per_epoch=2)
+
+STAGES = ("env_ceiling", "collection", "transport", "replay", "learner", "system")
+
+
+def apply_quick(bench: BenchConfig) -> BenchConfig:
+    defaults = BenchConfig()
+    for name, value in QUICK.items():
+        if getattr(bench, name) == getattr(defaults, name):
+            setattr(bench, name, value)
+    return bench
+
+
 # ----------------------------------------------------------------------------- env ceiling
 
-def _bare_env_worker(cfg: RunConfig, index: int, start_at: float, seconds: float, out) -> None:
-    """One process: warm up, then step with random actions from ``start_at`` for ``seconds``."""
+def _bare_env_worker(cfg: RunConfig, index: int, go, seconds: float, out) -> None:
+    """One process: warm up, say so, wait for ``go`` (all K warm), then step with random actions for ``seconds``."""
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
@@ -81,10 +123,10 @@ def _bare_env_worker(cfg: RunConfig, index: int, start_at: float, seconds: float
     for _ in range(50):  # warm-up
         if any(env.step(int(rng.integers(env.num_actions)))[2:4]):
             env.reset()
-    while time.time() < start_at:
-        time.sleep(0.001)
-    steps, end, cpu0 = 0, start_at + seconds, time.process_time()
-    while time.time() < end:
+    out.put("ready")
+    go.wait()
+    steps, end, cpu0 = 0, time.monotonic() + seconds, time.process_time()
+    while time.monotonic() < end:
         _, _, term, trunc, _ = env.step(int(rng.integers(env.num_actions)))
         steps += 1
         if term or trunc:
@@ -94,15 +136,17 @@ def _bare_env_worker(cfg: RunConfig, index: int, start_at: float, seconds: float
 
 def env_ceiling(cfg: RunConfig, k: int, seconds: float) -> dict:
     ctx = spawn_context()
-    out = ctx.Queue()
-    start_at = time.time() + 8.0  # time for K processes to import and warm up
-    procs = [start_process(ctx, _bare_env_worker, (cfg, i, start_at, seconds, out), f"env-{i}") for i in range(k)]
-    results = [out.get(timeout=seconds + 120) for _ in procs]
+    out, go = ctx.Queue(), ctx.Event()
+    procs = [start_process(ctx, _bare_env_worker, (cfg, i, go, seconds, out), f"env-{i}") for i in range(k)]
+    for _ in procs:
+        out.get(timeout=120)  # every process imported, built its env and warmed up
+    go.set()
+    results = [out.get(timeout=seconds + 60) for _ in procs]
     for p in procs:
         p.join(timeout=10)
     steps, cpu = sum(r[0] for r in results), sum(r[1] for r in results)
     rate = steps / seconds
-    return {"processes": k, "steps_per_s": rate, "frames_per_s": rate * cfg.env.frame_skip,
+    return {"processes": k, "env": cfg.env.name, "steps_per_s": rate, "frames_per_s": rate * cfg.env.frame_skip,
             "cpu_us_per_step": cpu / steps * 1e6}
 
 
@@ -293,6 +337,194 @@ def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, 
     return out
 
 
+# ----------------------------------------------------------------------------- whole system
+
+class _Probe:
+    """Resident memory of this process and the actors, and GPU utilization sampled every 0.5 s (CUDA only)."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.gpu_samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample_gpu, daemon=True)
+
+    @staticmethod
+    def rss_mb(procs: list) -> tuple[float, float]:
+        """(this process, sum over live ``procs``) resident MB."""
+        actors = 0.0
+        for p in procs:
+            try:
+                actors += psutil.Process(p.pid).memory_info().rss
+            except psutil.NoSuchProcess:
+                pass
+        return psutil.Process().memory_info().rss / 2**20, actors / 2**20
+
+    def _sample_gpu(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                self.gpu_samples.append(float(torch.cuda.utilization(self.device)))
+            except Exception:  # no NVML (pynvml / nvidia-ml-py not installed): leave it unmeasured
+                return
+
+    def start(self) -> "_Probe":
+        if self.device.type == "cuda":
+            self._thread.start()
+        return self
+
+    def gpu_utilization(self) -> float | None:
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join(timeout=2.0)
+        return statistics.mean(self.gpu_samples) if self.gpu_samples else None
+
+
+def _fill_replay(size_fn, drain_fn, target: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while size_fn() < target:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"replay reached only {size_fn()} of system_min_replay={target} in {timeout:.0f}s")
+        drain_fn()
+
+
+def _reports(report_queue, count: int) -> list[dict]:
+    out = []
+    for _ in range(count):
+        try:
+            out.append(report_queue.get(timeout=10.0))
+        except Exception:  # an actor that did not report (killed): its figures are missing, not invented
+            break
+    return out
+
+
+def _system_figures(*, transitions: int, updates: int, batch: int, elapsed: float, epoch_seconds: list[float],
+                    handoff_seconds: float, lock_wait_seconds: float, collector_seconds: float, handoffs: int,
+                    sent_transitions: int, drops: int, bytes_per_transition: int, rss_start: tuple,
+                    rss_end: tuple, gpu: float | None, compile_seconds: float) -> dict:
+    steady = epoch_seconds[1:] or epoch_seconds
+    return {
+        "experiences_per_s": transitions / elapsed,
+        "batches_per_s": updates / elapsed,
+        "samples_per_s": updates * batch / elapsed,
+        "effective_batch": batch,
+        "updates": updates,
+        "epochs": len(epoch_seconds),
+        "epoch_seconds": statistics.mean(steady) if steady else None,
+        "first_epoch_ratio": (statistics.mean(steady) / epoch_seconds[0]) if len(epoch_seconds) > 1 else None,
+        "gpu_utilization": gpu,
+        "collector_blocked_fraction": handoff_seconds / max(collector_seconds, 1e-9),
+        "collector_lock_wait_seconds": lock_wait_seconds,
+        "collector_handoff_ms_per_1k_transitions": handoff_seconds * 1e6 / max(sent_transitions, 1),
+        "collector_handoffs": handoffs,
+        "drops": drops,
+        "replay_bytes_per_transition": bytes_per_transition,
+        "learner_rss_mb_start": rss_start[0], "learner_rss_mb_end": rss_end[0],
+        "actors_rss_mb_start": rss_start[1], "actors_rss_mb_end": rss_end[1],
+        "compile_seconds": compile_seconds,
+        "seconds": elapsed,
+    }
+
+
+def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> dict:
+    """warppipe as launch.local runs it: Learner (sockets, consolidation, AMP, compile, accumulation) + actors."""
+    from learner.loop import Learner
+    rc = RunConfig.from_json(cfg.to_json())
+    rc.collect_only = False
+    rc.learner = dataclasses.replace(
+        rc.learner, micro_batch=bench.optimized_micro_batch, accum_steps=bench.optimized_accum,
+        amp="auto" if device.type == "cuda" else "bf16", compile=True, broadcast_every=bench.optimized_sync_every,
+        updates_per_epoch=bench.system_updates_per_epoch, samples_per_insert=0.0,
+        min_replay=bench.system_min_replay, checkpoint_every=1 << 30)
+    rc.validate()
+    with tempfile.TemporaryDirectory(prefix="warppipe-bench-") as run_dir:
+        learner = Learner(rc, run_dir, device)
+        learner.echo = lambda line: None
+        compile_s = learner.compile()
+        learner.start()
+        ctx = spawn_context()
+        stop, reports = ctx.Event(), ctx.Queue()
+        procs = [start_process(ctx, actor_main, (rc, slot, stop, reports), f"actor-{slot}") for slot in range(rc.actors)]
+        plane = learner.plane
+        try:
+            _fill_replay(lambda: len(plane.replay), lambda: plane.drain(timeout=0.05), rc.learner.min_replay, 300)
+            rss_start, probe = _Probe.rss_mb(procs), _Probe(device).start()
+            processed0, start = plane.processed, time.monotonic()
+            learner.run(deadline=start + bench.system_seconds)
+            elapsed, transitions = time.monotonic() - start, plane.processed - processed0
+            rss_end, gpu = _Probe.rss_mb(procs), probe.gpu_utilization()
+        finally:
+            stop_processes(procs, stop)
+            actor_reports = _reports(reports, len(procs))
+            learner.close()
+    epoch_seconds = ([rc.learner.updates_per_epoch / learner.first_epoch_rate] if learner.first_epoch_rate else []) \
+        + [rc.learner.updates_per_epoch / r for r in learner.epoch_rates]
+    return _system_figures(
+        transitions=transitions, updates=learner.counters.updates, batch=learner.dqn.effective_batch,
+        elapsed=elapsed, epoch_seconds=epoch_seconds,
+        handoff_seconds=sum(r["submit_seconds"] for r in actor_reports), lock_wait_seconds=0.0,
+        collector_seconds=sum(r["run_seconds"] for r in actor_reports),
+        handoffs=sum(r["batches"] for r in actor_reports),
+        sent_transitions=sum(r["sent_transitions"] for r in actor_reports),
+        drops=plane.stats().drops + sum(r["dropped_batches"] for r in actor_reports),
+        bytes_per_transition=plane.replay.bytes_per_transition, rss_start=rss_start, rss_end=rss_end, gpu=gpu,
+        compile_seconds=compile_s)
+
+
+def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> dict:
+    """The seed's original pipeline (launch/original.py) with the same actors, env and window."""
+    rc = RunConfig.from_json(cfg.to_json())
+    rc.collect_only = False
+    rc.learner = dataclasses.replace(rc.learner, updates_per_epoch=bench.system_updates_per_epoch)
+    settings = bench.original
+    ctx = spawn_context()
+    stop, reports, lock = ctx.Event(), ctx.Queue(), ctx.Lock()
+    shared_queue = ctx.Queue(maxsize=settings.queue_size)
+    learner = OriginalLearner(rc, settings, shared_queue, device).start()
+    procs = [start_process(ctx, original_collector_main, (rc, slot, stop, shared_queue, lock, settings.chunk_steps,
+                                                          reports), f"collector-{slot}") for slot in range(rc.actors)]
+    try:
+        _fill_replay(lambda: len(learner.replay), lambda: time.sleep(0.05), bench.system_min_replay, 300)
+        rss_start, probe = _Probe.rss_mb(procs), _Probe(device).start()
+        processed0, start = learner.processed, time.monotonic()
+        learner.run(bench.system_seconds)
+        elapsed, transitions = time.monotonic() - start, learner.processed - processed0
+        rss_end, gpu = _Probe.rss_mb(procs), probe.gpu_utilization()
+    finally:
+        stop_processes(procs, stop)
+        actor_reports = _reports(reports, len(procs))
+        learner.close()
+    return _system_figures(
+        transitions=transitions, updates=learner.updates, batch=settings.batch, elapsed=elapsed,
+        epoch_seconds=learner.epoch_seconds,
+        handoff_seconds=sum(r["blocked_seconds"] for r in actor_reports),
+        lock_wait_seconds=sum(r["lock_wait_seconds"] for r in actor_reports),
+        collector_seconds=sum(r["run_seconds"] for r in actor_reports),
+        handoffs=sum(r["puts"] for r in actor_reports),
+        sent_transitions=sum(r["steps"] for r in actor_reports), drops=0,
+        bytes_per_transition=learner.replay.bytes_per_transition, rss_start=rss_start, rss_end=rss_end, gpu=gpu,
+        compile_seconds=0.0)
+
+
+def system_stage(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> dict:
+    """Original, then optimized, same machine state; torch threads = the cores the actors leave free."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) - cfg.actors))
+    try:
+        out = {"actors": cfg.actors, "envs_per_actor": cfg.actor.envs_per_actor, "device": str(device),
+               "updates_per_epoch": bench.system_updates_per_epoch,
+               "original_settings": dataclasses.asdict(bench.original),
+               "optimized_settings": {"micro_batch": bench.optimized_micro_batch, "accum_steps": bench.optimized_accum,
+                                      "sync_every": bench.optimized_sync_every, "batch_steps": cfg.actor.batch_steps}}
+        out["original"] = system_original(cfg, device, bench)
+        print(f"system original: {out['original']['experiences_per_s']:.1f} experiences/s, "
+              f"{out['original']['batches_per_s']:.2f} batches/s", flush=True)
+        out["optimized"] = system_optimized(cfg, device, bench)
+        print(f"system optimized: {out['optimized']['experiences_per_s']:.1f} experiences/s, "
+              f"{out['optimized']['batches_per_s']:.2f} batches/s", flush=True)
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
 # ----------------------------------------------------------------------------- main
 
 def machine() -> dict:
@@ -304,17 +536,41 @@ def machine() -> dict:
         pass
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "torch": torch.__version__, "python": platform.python_version(), "numpy": np.__version__,
-            "pyzmq": zmq.__version__, "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+            "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
+            "platform": platform.platform(), "libzmq": zmq.zmq_version(), "packages": _package_versions(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+
+
+def _package_versions() -> dict[str, str | None]:
+    out = {}
+    for name in ("torch", "numpy", "pyzmq", "msgpack", "gym-super-mario-bros", "nes-py", "gym", "gymnasium",
+                 "opencv-python-headless", "nvidia-ml-py"):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
 
 
 def main(bench: BenchConfig) -> dict:
+    unknown = sorted(set(bench.stages) - set(STAGES))
+    if unknown:
+        raise SystemExit(f"error: stages={unknown} unknown; choose from {list(STAGES)}")
+    if bench.quick:
+        apply_quick(bench)
     cfg = bench.run
     cfg.actors = bench.actors
     cfg.collect_only = True
     cfg.validate()
+    started = time.monotonic()
     result: dict = {"machine": machine()}
     print(f"machine: {result['machine']}", flush=True)
+    stage_seconds: dict[str, float] = {}
+    mark = [time.monotonic()]
+
+    def lap(name: str) -> None:
+        stage_seconds[name] = time.monotonic() - mark[0]
+        mark[0] = time.monotonic()
     if "env_ceiling" in bench.stages or "collection" in bench.stages:
         ceilings, collections, collections_random = [], [], []
         for r in range(bench.rounds):
@@ -349,27 +605,38 @@ def main(bench: BenchConfig) -> dict:
                     us = statistics.mean(c["cpu_us_per_transition"] for c in rounds)
                     result["collection"][f"cpu_us_per_transition_{kind}"] = us
                     result["collection"][f"cpu_efficiency_{kind}"] = bare_us / us
+        lap("env_ceiling_and_collection")
     if "transport" in bench.stages:
         result["transport"] = transport(cfg, bench.transport_senders, bench.transport_batch, bench.transport_seconds)
         print(f"transport: {result['transport']['transitions_per_s']:,.0f} transitions/s, "
               f"{result['transport']['mb_per_s']:,.0f} MB/s", flush=True)
+        lap("transport")
     if "replay" in bench.stages:
         result["replay"] = replay_stage(cfg)
         print(f"replay: {result['replay']}", flush=True)
+        lap("replay")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if "learner" in bench.stages:
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         result["learner"] = learner_stage(cfg, device, bench.learner_updates, bench.learner_epochs)
-    print(render_table(result), flush=True)
-    if bench.json:
+        lap("learner")
+    if "system" in bench.stages:
+        result["system"] = system_stage(cfg, device, bench)
+        lap("system")
+    result["machine"]["benchmark_seconds"] = time.monotonic() - started
+    result["machine"]["stage_seconds"] = stage_seconds
+    result["machine"]["quick"] = bench.quick
+    if bench.json:  # before rendering: the figures are kept whatever happens to the table
         with open(bench.json, "w") as fh:
             json.dump(result, fh, indent=2)
+    print(render_table(result), flush=True)
     return result
 
 
 def render_table(r: dict) -> str:
     rows = ["| figure | value |", "|---|---|"]
     if "env_ceiling" in r:
-        rows.append(f"| env ceiling, {r['env_ceiling']['rounds'][0]['processes']} bare Mario processes | "
+        first = r["env_ceiling"]["rounds"][0]
+        rows.append(f"| env ceiling, {first['processes']} bare {first['env']} env processes | "
                     f"{r['env_ceiling']['steps_per_s']:,.1f} steps/s |")
     if "collection" in r:
         c = r["collection"]
@@ -401,6 +668,51 @@ def render_table(r: dict) -> str:
         for accum in (1, 4):
             rows.append(f"| AMP + compile vs fp32 eager, x{accum} accumulation | "
                         f"{lr_[f'speedup_amp_compiled_vs_fp32_accum{accum}']:.2f}x |")
+    text = "\n".join(rows) if len(rows) > 2 else ""
+    if "system" in r:
+        text += "\n\n" + render_system_table(r["system"])
+    return text
+
+
+def _num(value, fmt: str) -> str:
+    return "n/a" if value is None else format(value, fmt)
+
+
+def _change(original, optimized) -> str:
+    if original is None or optimized is None or original == 0:
+        return "n/a"
+    return f"{optimized / original - 1:+.0%}"
+
+
+def render_system_table(s: dict) -> str:
+    """The seed's table (its five rows first) with measured Original, Optimized and Improvement columns."""
+    o, p = s["original"], s["optimized"]
+    os_, ps = s["original_settings"], s["optimized_settings"]
+    rows = [f"Whole system, {s['actors']} actors x {s['envs_per_actor']} env(s), device {s['device']}; original: "
+            f"one locked mp.Queue, batch {os_['batch']}, fp32, sync every {os_['sync_every']} epochs; optimized: "
+            f"per-actor sockets, batch {ps['micro_batch']} x {ps['accum_steps']}, AMP, compile, sync every "
+            f"{ps['sync_every']} epochs; epoch = {s['updates_per_epoch']} updates",
+            "", "| Metric | Original | Optimized | Improvement |", "|---|---|---|---|"]
+
+    def row(label, key, fmt, scale=1.0, suffix=""):
+        a, b = (v if v is None or scale == 1.0 else v * scale for v in (o[key], p[key]))
+        rows.append(f"| {label} | {_num(a, fmt)}{suffix if a is not None else ''} | "
+                    f"{_num(b, fmt)}{suffix if b is not None else ''} | {_change(a, b)} |")
+
+    row("Experience Rate", "experiences_per_s", ",.0f", suffix=" exp/s")
+    row("Training Throughput", "batches_per_s", ".2f", suffix=" batch/s")
+    row("GPU Utilization", "gpu_utilization", ".0f", suffix="%")
+    row("Lock Wait Time (collector hand-off per 1k transitions)", "collector_handoff_ms_per_1k_transitions", ".2f",
+        suffix=" ms")
+    row("Epoch Time", "epoch_seconds", ".2f", suffix=" s")
+    row("Samples trained", "samples_per_s", ",.0f", suffix=" samples/s")
+    row("Collector time blocked or waiting", "collector_blocked_fraction", ".2f", scale=100, suffix="%")
+    row("Drops (batches)", "drops", ",d")
+    row("First epoch vs steady state", "first_epoch_ratio", ".0%")
+    row("Replay bytes per transition", "replay_bytes_per_transition", ",d")
+    row("Learner RSS at start", "learner_rss_mb_start", ",.0f", suffix=" MB")
+    row("Learner RSS at end", "learner_rss_mb_end", ",.0f", suffix=" MB")
+    row("Actors' RSS at end (all)", "actors_rss_mb_end", ",.0f", suffix=" MB")
     return "\n".join(rows)
 
 

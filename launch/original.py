@@ -1,0 +1,148 @@
+"""The seed's *original* pipeline, kept only as the benchmark's baseline (never used to train).
+
+Seed 003 describes what warppipe replaced; this module rebuilds it from the same parts so the
+benchmark can run both side by side on one machine:
+
+- collectors put small chunks (``chunk_steps`` ticks of their envs, default one) into ONE
+  multiprocessing queue shared by all of them, each put under ONE shared lock; a full queue
+  blocks the collector (no staging, no drops);
+- an experience-processor thread in the learner gets chunks one at a time and writes them into
+  replay under a lock the trainer also takes to sample;
+- training: batch 256, fp32, no compile, no accumulation; model sync every 3 epochs.
+
+Collectors report the seconds they spent waiting for the lock and blocked in ``put``.
+Everything else (env, network, replay, DQN update, weight channel) is warppipe's own, so the
+comparison measures the pipeline and training settings, not different code.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from actors.collector import Collector
+from actors.weights_client import WeightClient
+from learner.replay import FrameReplay
+from learner.trainer import DQNLearner
+from learner.weights import WeightServer
+from shared.config import LearnerConfig, RunConfig
+from shared.env import num_actions_for
+
+
+@dataclass
+class OriginalSettings:
+    """The seed's original configuration."""
+
+    batch: int = 256
+    """BATCH_SIZE: samples per update, fp32, no accumulation."""
+    sync_every: int = 3
+    """MODEL_UPDATE_FREQUENCY: epochs between weight broadcasts."""
+    chunk_steps: int = 1
+    """Ticks of a collector's envs per queue put (the seed's 'small chunks')."""
+    queue_size: int = 10000
+    """Chunks the shared queue holds before a put blocks."""
+
+
+def original_collector_main(cfg: RunConfig, actor_id: int, stop_event: Any, shared_queue: Any, lock: Any,
+                            chunk_steps: int, report_queue: Any) -> None:
+    """Collector process: play, then ``with lock: shared_queue.put(chunk)``, timing the wait."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+    collector = Collector(cfg, actor_id, incarnation=actor_id)
+    weights = WeightClient(cfg.transport, actor_id, actor_id, collector.net)
+    current = weights.fetch(have=-1, timeout=cfg.actor.weights_timeout, should_stop=stop_event.is_set)
+    if current is not None:
+        collector.load_weights(*current)
+    lock_wait = blocked = 0.0
+    puts = seq = 0
+    started = time.perf_counter()
+    while not stop_event.is_set():
+        batch = collector.collect(chunk_steps, seq, weights.poll)
+        t0 = time.perf_counter()
+        with lock:
+            t1 = time.perf_counter()
+            while not stop_event.is_set():
+                try:
+                    shared_queue.put((actor_id, batch.arrays), timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+        lock_wait += t1 - t0
+        blocked += time.perf_counter() - t0
+        puts += 1
+        seq += 1
+    report_queue.put(dict(actor=actor_id, puts=puts, lock_wait_seconds=lock_wait, blocked_seconds=blocked,
+                          run_seconds=time.perf_counter() - started, steps=int(collector.stats["steps"])))
+    weights.close()
+    collector.close()
+    shared_queue.cancel_join_thread()  # exit even if the learner stopped reading
+
+
+class OriginalLearner:
+    """Processor thread (queue -> replay under a lock) plus an fp32 training loop; same counters as Learner."""
+
+    def __init__(self, cfg: RunConfig, settings: OriginalSettings, shared_queue: Any, device: torch.device):
+        self.cfg, self.settings, self.device = cfg, settings, device
+        size = cfg.env.frame_size
+        self.envs_per_actor = cfg.actor.envs_per_actor
+        self.replay = FrameReplay(cfg.actors * self.envs_per_actor, cfg.replay.capacity, (size, size),
+                                  cfg.env.stack, cfg.replay.n_step, cfg.replay.gamma, device)
+        lc = LearnerConfig(**{**cfg.learner.__dict__, "micro_batch": settings.batch, "accum_steps": 1,
+                              "amp": "off", "compile": False})
+        self.dqn = DQNLearner(lc, cfg.env.stack, num_actions_for(cfg.env), size, device)
+        self.server = WeightServer(cfg.transport)
+        self.queue = shared_queue
+        self.replay_lock = threading.Lock()
+        self.processed = 0
+        self.updates = 0
+        self.weights_version = 0
+        self.epoch_seconds: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._process, name="experience-processor", daemon=True)
+
+    def start(self) -> "OriginalLearner":
+        self.server.publish(0, self.dqn.online)
+        self.server.start()
+        self._thread.start()
+        return self
+
+    def _process(self) -> None:
+        while not self._stop.is_set():
+            try:
+                actor, (frames, actions, rewards, terminated, first) = self.queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            with self.replay_lock:
+                self.replay.add(actor * self.envs_per_actor, frames, actions, rewards,
+                                terminated.view(np.bool_), first.view(np.bool_))
+                self.processed += actions.size
+
+    def run(self, seconds: float) -> None:
+        """Train for ``seconds``: epochs of ``updates_per_epoch`` updates, a broadcast every ``sync_every``."""
+        deadline = time.monotonic() + seconds
+        per_epoch = self.cfg.learner.updates_per_epoch
+        while time.monotonic() < deadline:
+            start = time.monotonic()
+            for _ in range(per_epoch):
+                with self.replay_lock:
+                    batch = self.replay.sample(self.settings.batch)
+                self.dqn.update(self.replay, batches=[batch])
+                self.updates += 1
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            self.epoch_seconds.append(time.monotonic() - start)
+            if len(self.epoch_seconds) % self.settings.sync_every == 0:
+                self.weights_version += 1
+                self.server.publish(self.weights_version, self.dqn.online)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+        self.server.stop()
