@@ -159,7 +159,7 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
     incarnation = int.from_bytes(os.urandom(8), "little") >> 1
     collector = Collector(cfg, actor_id, incarnation)
     sender = BatchSender(experience_endpoint(cfg, actor_id), actor_id, incarnation,
-                         cfg.actor.max_staged_batches, cfg.actor.send_hwm)
+                         cfg.actor.max_staged_batches, cfg.actor.send_hwm, transport=cfg.transport)
     weights = WeightClient(cfg.transport, actor_id, incarnation, collector.net)
     if cfg.actor.weights_timeout > 0:  # the learner's current weights before the first action
         current = weights.fetch(have=-1, timeout=cfg.actor.weights_timeout,

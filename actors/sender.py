@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import zmq
 
-from shared import protocol
+from shared import curve, protocol
+from shared.config import TransportConfig
 
 
 @dataclass
@@ -29,7 +30,7 @@ class StagedBatch:
 
 class BatchSender:
     def __init__(self, endpoint: str, actor_id: int, incarnation: int, max_staged: int, send_hwm: int,
-                 context: zmq.Context | None = None):
+                 context: zmq.Context | None = None, transport: TransportConfig | None = None):
         self.actor_id = actor_id
         self.incarnation = incarnation
         self.max_staged = max_staged
@@ -37,6 +38,8 @@ class BatchSender:
         self._socket = self._context.socket(zmq.PUSH)
         self._socket.setsockopt(zmq.SNDHWM, send_hwm)
         self._socket.setsockopt(zmq.LINGER, 0)
+        if transport is not None:  # CURVE keys, when the run has them (shared/curve.py)
+            curve.client_socket_options(self._socket, transport)
         self._socket.connect(endpoint)
         self._staged: collections.deque[StagedBatch] = collections.deque()
         self.sent_batches = 0

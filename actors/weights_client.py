@@ -15,7 +15,7 @@ import torch
 import zmq
 
 from learner.weights import weights_endpoints
-from shared import protocol
+from shared import curve, protocol
 from shared.config import TransportConfig
 
 
@@ -33,10 +33,12 @@ class WeightClient:
         self._sub.setsockopt(zmq.MAXMSGSIZE, max_bytes)
         self._sub.setsockopt(zmq.LINGER, 0)
         self._sub.setsockopt(zmq.SUBSCRIBE, b"")
+        curve.client_socket_options(self._sub, transport)
         self._sub.connect(pub_addr)
         self._dealer = ctx.socket(zmq.DEALER)
         self._dealer.setsockopt(zmq.MAXMSGSIZE, max_bytes)
         self._dealer.setsockopt(zmq.LINGER, 0)
+        curve.client_socket_options(self._dealer, transport)
         self._dealer.connect(router_addr)
         self.rejected = 0
 
@@ -44,7 +46,11 @@ class WeightClient:
         """Ask for the current weights; None if none came within ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not should_stop():
-            self._dealer.send_multipart(protocol.encode_weights_request(self.actor_id, self.incarnation, have))
+            try:  # never block: with no usable link (learner down, or refusing this actor's key) DEALER sends block
+                self._dealer.send_multipart(protocol.encode_weights_request(self.actor_id, self.incarnation, have),
+                                            flags=zmq.NOBLOCK)
+            except zmq.Again:
+                pass  # ask again in a second
             ask_until = min(deadline, time.monotonic() + 1.0)
             while time.monotonic() < ask_until:
                 if not self._dealer.poll(timeout=50):

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import zmq
 
-from shared import protocol
+from shared import curve, protocol
 from shared.config import TransportConfig
 
 MAX_PER_SOCKET_PER_ROUND = 8  # fairness: drain at most this many messages from one actor before the next
@@ -106,6 +106,7 @@ class Consolidator(threading.Thread):
             # Whole messages above max_message_bytes are rejected (and counted) by the decoder.
             sock.setsockopt(zmq.MAXMSGSIZE, transport.max_message_bytes)
             sock.setsockopt(zmq.LINGER, 0)
+            curve.server_socket_options(sock, transport)
             sock.bind(f"tcp://{transport.host}:{transport.base_port + slot}")
             self.sockets.append(sock)
         self.tracks = [SlotTrack() for _ in range(num_actors)]

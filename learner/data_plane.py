@@ -18,7 +18,7 @@ import torch
 
 from learner.consolidator import Consolidator
 from learner.replay import FrameReplay
-from shared import protocol
+from shared import curve, protocol
 from shared.config import RunConfig
 
 # Decoded arrays are read-only views on received ZeroMQ frames; replay only reads them.
@@ -52,7 +52,12 @@ class DataPlane:
                                  max_envs=cfg.transport.max_env_per_message,
                                  max_steps=cfg.transport.max_steps_per_message,
                                  max_message_bytes=cfg.transport.max_message_bytes)
-        self.consolidator = Consolidator(cfg.transport, cfg.actors, self.envs_per_actor, limits, self.queue)
+        self._release_auth = curve.start_authenticator(cfg.transport)  # the allow-list runs before any socket binds
+        try:
+            self.consolidator = Consolidator(cfg.transport, cfg.actors, self.envs_per_actor, limits, self.queue)
+        except BaseException:
+            self._release_auth()
+            raise
         self.consolidator.max_weights_lag = cfg.learner.max_weights_lag
         self.processed = 0
         self.batches = 0
@@ -113,6 +118,7 @@ class DataPlane:
         else:
             for sock in self.consolidator.sockets:
                 sock.close(linger=0)
+        self._release_auth()
 
 
 def format_processor_line(s: DataPlaneStats, rate: float) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import zmq
 
-from shared import protocol
+from shared import curve, protocol
 from shared.config import TransportConfig
 
 
@@ -39,14 +39,21 @@ class WeightServer(threading.Thread):
         super().__init__(name="weight-server", daemon=True)
         ctx = context or zmq.Context.instance()
         pub_addr, router_addr = weights_endpoints(transport)
+        self._release_auth = curve.start_authenticator(transport, ctx)  # the allow-list runs before any socket binds
         self._pub = ctx.socket(zmq.PUB)
         self._pub.setsockopt(zmq.SNDHWM, 2)
         self._pub.setsockopt(zmq.LINGER, 0)
-        self._pub.bind(pub_addr)
         self._router = ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 0)
         self._router.setsockopt(zmq.MAXMSGSIZE, 4096)
-        self._router.bind(router_addr)
+        try:
+            curve.server_socket_options(self._pub, transport)
+            curve.server_socket_options(self._router, transport)
+            self._pub.bind(pub_addr)
+            self._router.bind(router_addr)
+        except BaseException:
+            self._close_sockets()
+            raise
         self._lock = threading.Lock()
         self._frames: list | None = None
         self._unsent = False
@@ -74,8 +81,7 @@ class WeightServer(threading.Thread):
                 if poller.poll(timeout=20):
                     self._answer(frames)
         finally:
-            self._pub.close(linger=0)
-            self._router.close(linger=0)
+            self._close_sockets()
 
     def _answer(self, frames: list | None) -> None:
         while True:
@@ -97,5 +103,9 @@ class WeightServer(threading.Thread):
         if self.ident is not None:
             self.join(timeout=5.0)
         else:
-            self._pub.close(linger=0)
-            self._router.close(linger=0)
+            self._close_sockets()
+
+    def _close_sockets(self) -> None:
+        self._pub.close(linger=0)
+        self._router.close(linger=0)
+        self._release_auth()

@@ -11,7 +11,9 @@ the run folder (``to_json``) and read back with ``from_json``.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -108,7 +110,7 @@ class TransportConfig:
     """Sockets between actors and learner."""
 
     host: str = "127.0.0.1"
-    """Address the learner binds and actors connect to. Only loopback is allowed for now."""
+    """Address the learner binds and actors connect to. Anything but loopback requires CURVE keys (the curve_* options)."""
     base_port: int = 5600
     """Actor slot i sends experience to base_port + i (one socket per actor); weights go out on base_port - 1 (PUB) and are served on request on base_port - 2."""
     max_message_bytes: int = 64 << 20
@@ -121,10 +123,34 @@ class TransportConfig:
     """Largest envs-per-actor a message may claim (validation bound)."""
     max_steps_per_message: int = 4096
     """Largest steps-per-env a message may claim (validation bound)."""
+    curve_server_secret: str = ""
+    """Learner: its secret CURVE certificate (NAME.key_secret from python -m launch.keys); set with curve_authorized_dir, it encrypts every learner socket."""
+    curve_authorized_dir: str = ""
+    """Learner: folder of the actors' public certificates (*.key) it admits; every other key is refused (ZAP allow-list)."""
+    curve_client_secret: str = ""
+    """Actor: its own secret CURVE certificate (NAME.key_secret); its public half must be in the learner's curve_authorized_dir."""
+    curve_server_public: str = ""
+    """Actor: the learner's public certificate (learner.key), so the actor talks only to that learner."""
 
     def validate(self) -> None:
-        _check(self.host in ("127.0.0.1", "localhost", "::1"), "transport.host", self.host,
-               "must be loopback (remote actors need CURVE authentication, not built yet)")
+        for name, other in (("curve_server_secret", "curve_authorized_dir"), ("curve_authorized_dir", "curve_server_secret"),
+                            ("curve_client_secret", "curve_server_public"), ("curve_server_public", "curve_client_secret")):
+            _check(bool(getattr(self, name)) or not getattr(self, other), f"transport.{name}", getattr(self, name),
+                   f"must be set when transport.{other} is (CURVE keys come in pairs)")
+        for name, kind in (("curve_server_secret", "secret"), ("curve_client_secret", "secret"),
+                           ("curve_server_public", "public")):
+            path = getattr(self, name)
+            _check(not path or os.path.isfile(path), f"transport.{name}", path, "is not a file")
+            _check(not path or _cert_holds(path, kind), f"transport.{name}", path,
+                   f"holds no {kind} key (python -m launch.keys writes NAME.key (public) and NAME.key_secret)")
+        folder = self.curve_authorized_dir
+        _check(not folder or os.path.isdir(folder), "transport.curve_authorized_dir", folder, "is not a folder")
+        _check(not folder or any(f.endswith(".key") for f in os.listdir(folder)), "transport.curve_authorized_dir",
+               folder, "holds no public key (*.key): no actor could connect")
+        _check(is_loopback(self.host) or bool(self.curve_server_secret or self.curve_client_secret), "transport.host",
+               self.host, "is not loopback: remote actors need CURVE; give the learner --transport.curve-server-secret "
+               "and --transport.curve-authorized-dir, the actors --transport.curve-client-secret and "
+               "--transport.curve-server-public (python -m launch.keys makes the keys)")
         _check(1026 <= self.base_port <= 65000, "transport.base_port", self.base_port, "must be in [1026, 65000]")
         _check(self.max_message_bytes >= 1 << 16, "transport.max_message_bytes", self.max_message_bytes, "must be >= 65536")
         _check(self.recv_hwm >= 1, "transport.recv_hwm", self.recv_hwm, "must be >= 1")
@@ -232,6 +258,10 @@ class RunConfig:
         self.replay.validate()
         self.transport.validate()
         self.learner.validate()
+        _check(not (self.spawn_actors and self.transport.curve_server_secret and not self.transport.curve_client_secret),
+               "transport.curve_client_secret", self.transport.curve_client_secret,
+               "must be set (with transport.curve_server_public) when the learner uses CURVE and spawns its own actors "
+               "(or pass --no-spawn-actors and run remote actors)")
         _check(self.actor.envs_per_actor <= self.transport.max_env_per_message, "actor.envs_per_actor",
                self.actor.envs_per_actor, "must not exceed transport.max_env_per_message")
         _check(self.actor.batch_steps <= self.transport.max_steps_per_message, "actor.batch_steps",
@@ -258,6 +288,25 @@ class ConfigError(ValueError):
 def _check(ok: bool, name: str, value: Any, rule: str) -> None:
     if not ok:
         raise ConfigError(f"{name}={value!r} {rule}")
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (127.0.0.0/8, ::1): nothing off this machine can connect."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _cert_holds(path: str, kind: str) -> bool:
+    """Whether a ZeroMQ certificate file has a ``public-key`` / ``secret-key`` line (read without zmq)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return any(line.strip().startswith(f"{kind}-key") for line in fh)
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def from_dict(cls: type, data: dict) -> Any:

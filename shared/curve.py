@@ -1,0 +1,106 @@
+"""CURVE encryption and the learner's allow-list of actor keys (ZeroMQ's CurveZMQ + ZAP).
+
+Off by default: every socket binds to loopback. With ``transport.curve_server_secret`` and
+``transport.curve_authorized_dir`` set, every learner socket is a CURVE server and admits a peer
+only if the peer's public key is one of the ``*.key`` certificates in that folder; the check is
+done by pyzmq's ZAP handler (``ThreadAuthenticator``), one per ``zmq.Context``, started before the
+first server socket binds. Server sockets name a ZAP domain and set ZAP_ENFORCE_DOMAIN, so if that
+handler were missing ZeroMQ would refuse every peer instead of admitting all (libzmq consults ZAP
+for an enforced CURVE socket only when its domain is not empty, hence the name). Actors set
+``transport.curve_client_secret`` (their own key) and ``transport.curve_server_public`` (the
+learner's), so traffic is encrypted and they talk only to that learner. ``python -m launch.keys``
+makes the key files. The allow-list is read when the learner starts.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+import zmq
+import zmq.auth
+from zmq.auth.thread import ThreadAuthenticator
+
+from shared.config import ConfigError, TransportConfig, is_loopback
+
+ZAP_DOMAIN = "warppipe"
+_lock = threading.Lock()
+_authenticators: dict[int, list] = {}  # id(context) -> [context, ThreadAuthenticator, folder, users]
+
+
+def _load(path: str, field: str, secret: bool) -> tuple[bytes, bytes | None]:
+    try:
+        public, secret_key = zmq.auth.load_certificate(path)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"transport.{field}={path!r} is not a readable ZeroMQ certificate ({exc})") from exc
+    if secret and secret_key is None:
+        raise ConfigError(f"transport.{field}={path!r} holds no secret key (give the NAME.key_secret file)")
+    return public, secret_key
+
+
+def server_socket_options(sock: zmq.Socket, transport: TransportConfig) -> None:
+    """Make a learner socket a CURVE server (call before bind); nothing when CURVE is off on loopback."""
+    if not transport.curve_server_secret:
+        if not is_loopback(transport.host):
+            raise ConfigError(f"transport.curve_server_secret='' must be set to bind to transport.host="
+                              f"{transport.host!r} (not loopback)")
+        return
+    public, secret = _load(transport.curve_server_secret, "curve_server_secret", secret=True)
+    sock.curve_secretkey = secret
+    sock.curve_publickey = public
+    sock.curve_server = True
+    sock.setsockopt_string(zmq.ZAP_DOMAIN, ZAP_DOMAIN)
+    sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)  # no ZAP handler running: refuse everyone, do not admit everyone
+
+
+def client_socket_options(sock: zmq.Socket, transport: TransportConfig) -> None:
+    """Make an actor socket a CURVE client of the learner (call before connect); nothing when CURVE is off."""
+    if not transport.curve_client_secret:
+        if not is_loopback(transport.host):
+            raise ConfigError(f"transport.curve_client_secret='' must be set to connect to transport.host="
+                              f"{transport.host!r} (not loopback)")
+        if transport.curve_server_secret:
+            raise ConfigError("transport.curve_client_secret='' must be set: the learner of this run uses CURVE "
+                              "and refuses actors without an allowed key")
+        return
+    public, secret = _load(transport.curve_client_secret, "curve_client_secret", secret=True)
+    server_public, _ = _load(transport.curve_server_public, "curve_server_public", secret=False)
+    sock.curve_secretkey = secret
+    sock.curve_publickey = public
+    sock.curve_serverkey = server_public
+
+
+def start_authenticator(transport: TransportConfig, context: zmq.Context | None = None) -> Callable[[], None]:
+    """Run the ZAP allow-list on ``context`` (shared by every user of it); returns the function that releases it.
+
+    Does nothing (and returns a no-op) when the learner has no CURVE key. Call it before binding
+    server sockets; the handler stops when its last user releases it.
+    """
+    if not transport.curve_server_secret:
+        return lambda: None
+    ctx = context or zmq.Context.instance()
+    folder = transport.curve_authorized_dir
+    with _lock:
+        entry = _authenticators.get(id(ctx))
+        if entry is None:
+            auth = ThreadAuthenticator(ctx)
+            auth.start()
+            auth.configure_curve(domain=ZAP_DOMAIN, location=folder)
+            entry = _authenticators[id(ctx)] = [ctx, auth, folder, 0]
+        elif entry[2] != folder:
+            raise ConfigError(f"transport.curve_authorized_dir={folder!r} differs from {entry[2]!r}, "
+                              "whose allow-list already guards this zmq.Context")
+        entry[3] += 1
+    released = []
+
+    def release() -> None:
+        with _lock:
+            if released:
+                return
+            released.append(True)
+            entry[3] -= 1
+            if entry[3] == 0:
+                _authenticators.pop(id(ctx), None)
+                entry[1].stop()
+
+    return release
