@@ -1,0 +1,89 @@
+"""Make CURVE key pairs for the learner and the actors (ZeroMQ certificates, pyzmq's create_certificates).
+
+    python -m launch.keys keys --name learner                          # keys/learner.key + keys/learner.key_secret
+    python -m launch.keys keys --name actor0 actor1 --authorize keys/allowed   # actor keys, publics into the allow-list
+
+NAME.key is the public certificate (share it); NAME.key_secret holds the secret key too (keep it on
+the machine that uses it; written with mode 600). The learner admits exactly the actors whose NAME.key
+is in its ``--transport.curve-authorized-dir``. Existing files are never overwritten without --force.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+
+import tyro
+import zmq.auth
+
+
+@dataclass
+class KeysConfig:
+    """Make CURVE key pairs: NAME.key (public) and NAME.key_secret (secret) in DIR."""
+
+    dir: tyro.conf.Positional[str]
+    """Folder the key files go to (created if missing)."""
+    name: tuple[str, ...] = ("learner",)
+    """One key pair per name, e.g. --name learner, or --name actor0 actor1."""
+    authorize: str = ""
+    """Also copy each new public key (NAME.key) into this folder: the learner's --transport.curve-authorized-dir."""
+    force: bool = False
+    """Overwrite existing key files."""
+
+
+def make_keys(cfg: KeysConfig) -> list[tuple[str, str]]:
+    """Write the key pairs; returns (public, secret) paths per name. Raises ValueError on a bad name or an existing file."""
+    if not cfg.name or len(set(cfg.name)) != len(cfg.name):
+        raise ValueError(f"name={list(cfg.name)!r} must list at least one name, each once")
+    for name in cfg.name:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+            raise ValueError(f"name={name!r} must be letters, digits, '_', '.', '-' (it becomes a file name)")
+    targets = [os.path.join(cfg.dir, f"{n}{ext}") for n in cfg.name for ext in (".key", ".key_secret")]
+    if cfg.authorize:
+        targets += [os.path.join(cfg.authorize, f"{n}.key") for n in cfg.name]
+    existing = [p for p in targets if os.path.exists(p)]
+    if existing and not cfg.force:
+        raise ValueError(f"{existing} already exist; pass --force to overwrite")
+    os.makedirs(cfg.dir, exist_ok=True)
+    if cfg.authorize:
+        os.makedirs(cfg.authorize, exist_ok=True)
+    made = []
+    for name in cfg.name:
+        umask = os.umask(0o077)  # the secret file is never readable by others, not even for a moment
+        try:
+            public, secret = zmq.auth.create_certificates(cfg.dir, name)
+        finally:
+            os.umask(umask)
+        os.chmod(public, 0o644)
+        os.chmod(secret, 0o600)
+        if cfg.authorize and os.path.abspath(os.path.dirname(public)) != os.path.abspath(cfg.authorize):
+            shutil.copyfile(public, os.path.join(cfg.authorize, os.path.basename(public)))
+        made.append((public, secret))
+    return made
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = tyro.cli(KeysConfig, args=argv)
+    try:
+        made = make_keys(cfg)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for name, (public, secret) in zip(cfg.name, made, strict=True):
+        print(f"[KEYS] {name}: public {public}, secret {secret} (mode 600, keep it private)")
+        if name == "learner":
+            print(f"       learner: --transport.curve-server-secret {secret} --transport.curve-authorized-dir ALLOWED_DIR")
+            print(f"       actors:  --transport.curve-server-public {public}")
+        else:
+            allowed = os.path.join(cfg.authorize, os.path.basename(public)) if cfg.authorize else ""
+            print(f"       actor:   --transport.curve-client-secret {secret} --transport.curve-server-public LEARNER.key")
+            print(f"       learner admits it: {'copied to ' + allowed if allowed else 'copy ' + public + ' into its ALLOWED_DIR'}")
+    print("Sockets bind to loopback unless --transport.host says otherwise; any other host requires these keys.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
