@@ -46,6 +46,8 @@ class WeightServer(threading.Thread):
         self._router = ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 0)
         self._router.setsockopt(zmq.MAXMSGSIZE, 4096)
+        # at most 2 replies (a few MB each) queued per peer: a peer that asks but never reads gets the rest dropped
+        self._router.setsockopt(zmq.SNDHWM, 2)
         try:
             curve.server_socket_options(self._pub, transport)
             curve.server_socket_options(self._router, transport)
