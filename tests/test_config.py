@@ -46,3 +46,22 @@ def test_launcher_reports_bad_value_and_exits_2():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "actors=0" in proc.stderr
+
+
+def test_readme_configuration_reference_lists_every_option():
+    import dataclasses
+    import os
+
+    def options(cls, prefix=""):
+        for f in dataclasses.fields(cls):
+            factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+            if factory is not None and dataclasses.is_dataclass(factory):
+                yield from options(factory, prefix + f.name + ".")
+            else:
+                yield "--" + prefix + f.name.replace("_", "-")
+
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")) as fh:
+        readme = fh.read()
+    reference = readme.split("## Configuration reference", 1)[1].split("\n## ", 1)[0]
+    missing = [name for name in options(RunConfig) if f"`{name}`" not in reference]
+    assert not missing, missing
