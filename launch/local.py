@@ -104,6 +104,7 @@ def run(cfg: RunConfig) -> int:
                        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}]")
         learner.echo = bar.write
     log = {"at": start, "processed": 0}
+    incarnations = [-1] * cfg.actors  # per slot: the incarnation whose batches the learner accepts
 
     def on_tick() -> None:
         now = time.monotonic()
@@ -117,6 +118,12 @@ def run(cfg: RunConfig) -> int:
             log.update(at=now, processed=processed)
         for slot in pool.restart_dead():
             print(f"[MAIN] actor {slot} exited; restarted (restarts: {pool.restarts[slot]})", flush=True)
+        for slot, track in enumerate(learner.plane.consolidator.tracks):
+            if track.incarnation != incarnations[slot]:
+                if incarnations[slot] >= 0:
+                    learner.echo(f"[MAIN] actor {slot} now sends as incarnation {track.incarnation:#x} "
+                                 f"(was {incarnations[slot]:#x})")
+                incarnations[slot] = track.incarnation
 
     try:
         learner.run(deadline=deadline, on_tick=on_tick)
@@ -126,7 +133,19 @@ def run(cfg: RunConfig) -> int:
         codes = pool.stop_all(timeout=10.0)
         learner.plane.drain_until_quiet(quiet=0.5, timeout=5.0)  # what the actors flushed on their way out
         lags, versions = learner.weights_lag(), learner.actor_weights_versions()
+        ledger, rejects = learner.plane.ledger(), dict(learner.plane.consolidator.rejects)
         learner.close()
+    # Each (incarnation, seq) is taken once: accepted + rejected + gaps == seqs; a repeat counts as a duplicate.
+    restarted = {e.slot for e in ledger if sum(f.slot == e.slot for f in ledger) > 1}
+    for e in ledger:
+        if e.slot in restarted or e.duplicate_batches or e.rejected_batches:
+            print(f"[MAIN] actor {e.slot} incarnation {e.incarnation:#x}: seqs {e.next_seq - e.first_seq}, "
+                  f"accepted {e.accepted_batches}, rejected {e.rejected_batches}, duplicates {e.duplicate_batches}, "
+                  f"gaps {e.gap_batches}", flush=True)
+    print(f"[MAIN] accounting: {len(ledger)} incarnation(s) on {len({e.slot for e in ledger})} slot(s), "
+          f"seqs {sum(e.next_seq - e.first_seq for e in ledger)}, accepted {sum(e.accepted_batches for e in ledger)}, "
+          f"rejected {sum(e.rejected_batches for e in ledger)}, duplicates {sum(e.duplicate_batches for e in ledger)}, "
+          f"gaps {sum(e.gap_batches for e in ledger)}; rejected by reason {rejects}", flush=True)
     print(learner.processor_line(learner.plane.processed / max(time.monotonic() - start, 1e-9)), flush=True)
     c = learner.counters
     ratio = learner.first_epoch_ratio()

@@ -6,7 +6,9 @@ replay holds ``min_replay`` transitions and the replay-ratio limiter allows it (
 ``updates_per_epoch`` updates close an epoch (console line, metrics.jsonl, TensorBoard); every
 ``broadcast_every`` epochs publish the weights with a new ``weights_version``; every
 ``checkpoint_every`` epochs, and at exit, write a checkpoint. Collectors are never blocked by a
-slow learner: they stage and drop on their side (see actors/sender.py).
+slow learner: they stage and drop on their side (see actors/sender.py). When no experience has
+arrived for ``IDLE_NOTICE_EVERY`` seconds (every actor dead or restarting) the loop keeps waiting
+and says so, at most once per ``IDLE_NOTICE_EVERY`` seconds.
 
 Counters (``Counters``) are checkpointed and continue across ``--resume``; every published
 ``weights_version`` is also recorded in the run folder, and a resume starts one above the larger of
@@ -32,6 +34,8 @@ from learner.trainer import DQNLearner
 from learner.weights import WeightServer
 from shared.config import RunConfig
 from shared.env import num_actions_for
+
+IDLE_NOTICE_EVERY = 10.0  # seconds without new experience before the loop says it waits, and between such lines
 
 
 @dataclass
@@ -129,6 +133,8 @@ class Learner:
         replay = self.plane.replay
         epoch = EpochAccumulator()
         last_tick = time.monotonic()
+        heard = said = time.monotonic()  # when experience last arrived; when the loop last said it waits
+        processed = self.plane.processed
         while not self._stop and not (deadline and time.monotonic() >= deadline) \
                 and not (cfg.steps and c.updates >= cfg.steps):
             trained = False
@@ -144,6 +150,12 @@ class Learner:
                     epoch = EpochAccumulator()
             self.plane.drain(timeout=0.0 if trained else 0.02)
             c.inserted = self._inserted_at_start + self.plane.processed
+            now = time.monotonic()
+            if self.plane.processed != processed:
+                processed, heard = self.plane.processed, now
+            elif now - heard >= IDLE_NOTICE_EVERY and now - said >= IDLE_NOTICE_EVERY:
+                said = now  # every actor may be dead or restarting: say so, at most once per IDLE_NOTICE_EVERY
+                self.echo(f"[MAIN] no experience from any actor for {now - heard:.0f}s; waiting")
             if on_tick is not None and time.monotonic() - last_tick >= 0.25:
                 last_tick = time.monotonic()
                 on_tick()

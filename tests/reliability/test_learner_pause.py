@@ -1,0 +1,92 @@
+"""The learner stops for 30 s (SIGSTOP on the launcher, which is the learner) while actors keep playing.
+
+Actors must not crash, must keep their memory within their staging bound (they stage, then drop and
+count), and experience must flow again within 10 s of SIGCONT.
+"""
+
+import re
+import signal
+import time
+
+import psutil
+
+from tests.reliability.live import EPOCH, TRAINING, Launcher, processor_lines
+from tests.test_launch import assert_all_gone
+
+PAUSE_S = 30.0
+RECOVERY_BOUND_S = 10.0  # the promise: throughput is back within 10 s of SIGCONT
+MAX_STAGED, SEND_HWM, STEPS, ENVS, SIZE = 8, 4, 64, 2, 84
+BATCH_BYTES = ENVS * STEPS * (SIZE * SIZE + 1 + 4 + 1 + 1)  # frames, action, reward, terminated, first
+# Staged batches + the socket's queue + one being built + one being encoded, plus allocator and interpreter slack.
+RSS_BOUND = (MAX_STAGED + SEND_HWM + 2) * BATCH_BYTES + (32 << 20)
+
+
+def test_actors_survive_a_30s_learner_pause_within_their_staging_bound_and_throughput_returns(tmp_path):
+    run = Launcher(tmp_path, *TRAINING, "--actor.max-staged-batches", str(MAX_STAGED), "--actor.send-hwm", str(SEND_HWM),
+                   "--actor.batch-steps", str(STEPS), "--actor.envs-per-actor", str(ENVS), "--env.frame-size", str(SIZE))
+    seen = set()
+    try:
+        run.wait_for(EPOCH, timeout=120, count=2)  # training, both actors sending
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (len(run.actors()) == 2 and min(processor_lines(run)[-1][3]) > 0):
+            time.sleep(0.2)
+        actors = run.actors()
+        assert len(actors) == 2, run.output
+        steady = run.wait_for(r"\[PROCESSOR\]", timeout=30, after=time.monotonic(), count=4)[-1][0]
+        rates = [rate for t, _, rate, _ in processor_lines(run) if t <= steady][-3:]  # whole intervals, both sending
+        seen |= run.descendants()
+        before = {p.pid: p.memory_info().rss for p in actors}
+        drops_before = _drops(run)
+
+        run.proc.send_signal(signal.SIGSTOP)  # the learner and the launcher stop together
+        stopped_at = time.monotonic()
+        peak = dict(before)
+        while time.monotonic() - stopped_at < PAUSE_S:
+            for p in actors:
+                peak[p.pid] = max(peak[p.pid], p.memory_info().rss)  # raises if an actor died
+            time.sleep(0.5)
+        end = {p.pid: p.memory_info().rss for p in actors}
+        alive = [p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in actors]
+        run.proc.send_signal(signal.SIGCONT)
+        cont_at = time.monotonic()
+
+        growth = {pid: (peak[pid] - before[pid]) / 2**20 for pid in before}
+        print(f"\nlearner paused {PAUSE_S:.0f}s; actor RSS before {[round(v / 2**20) for v in before.values()]} MiB, "
+              f"end {[round(v / 2**20) for v in end.values()]} MiB, peak growth "
+              f"{[round(g, 1) for g in growth.values()]} MiB (bound {RSS_BOUND / 2**20:.1f} MiB: "
+              f"{MAX_STAGED} staged + {SEND_HWM} in the socket + 2 batches of {BATCH_BYTES / 2**20:.2f} MiB, + 32 MiB)")
+        assert all(alive), run.output
+        assert sorted(p.pid for p in run.actors()) == sorted(before), "an actor was replaced during the pause"
+        assert all(peak[pid] - before[pid] <= RSS_BOUND for pid in before), growth
+
+        # Throughput is back: a [PROCESSOR] line over a whole interval after SIGCONT at >= 1/4 of the pre-pause rate.
+        pre = sorted(rates)[len(rates) // 2]
+        assert pre > 0, run.output
+        recovered_at = None
+        deadline = time.monotonic() + 60
+        while recovered_at is None and time.monotonic() < deadline:
+            lines = processor_lines(run, after=cont_at)
+            ok = [t for t, _, rate, _ in lines[1:] if rate >= pre / 4]  # lines[0] covers the pause
+            recovered_at = ok[0] if ok else None
+            time.sleep(0.1)
+        assert recovered_at is not None, run.output
+        recovery_s = recovered_at - cont_at
+        run.wait_for(EPOCH, timeout=60, after=cont_at)  # and it trains again
+        drops_after = _drops(run)
+        print(f"throughput back {recovery_s:.2f}s after SIGCONT (pre-pause rate {pre:,.0f}/s; bound "
+              f"{RECOVERY_BOUND_S}s); batches dropped by full staging during the pause: {drops_after - drops_before}")
+        assert recovery_s <= RECOVERY_BOUND_S, run.output
+        assert drops_after > drops_before, run.output  # the staging bound was really reached (and counted)
+        seen |= run.descendants()
+        out = run.stop()
+    finally:
+        run.kill()
+    assert run.proc.returncode == 0, out
+    assert "Traceback" not in out, out
+    assert re.search(r"actor exit codes \[0, 0\]", out), out
+    assert_all_gone(seen)
+
+
+def _drops(run) -> int:
+    found = run.matches(r"\[PROCESSOR\] Processed: [\d,]+, Batches: [\d,]+, Drops: ([\d,]+)")
+    return int(found[-1][1][1].replace(",", "")) if found else 0
