@@ -541,14 +541,15 @@ def machine() -> dict:
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
 
 
-def _package_versions() -> dict[str, str | None]:
+def _package_versions() -> dict[str, str]:
+    """Versions of the installed packages that matter here (absent ones are left out)."""
     out = {}
     for name in ("torch", "numpy", "pyzmq", "msgpack", "gym-super-mario-bros", "nes-py", "gym", "gymnasium",
                  "opencv-python-headless", "nvidia-ml-py"):
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            out[name] = None
+            pass
     return out
 
 
