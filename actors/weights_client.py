@@ -36,6 +36,7 @@ class WeightClient:
         curve.client_socket_options(self._sub, transport)
         self._sub.connect(pub_addr)
         self._dealer = ctx.socket(zmq.DEALER)
+        self._dealer.setsockopt(zmq.RCVHWM, 2)
         self._dealer.setsockopt(zmq.MAXMSGSIZE, max_bytes)
         self._dealer.setsockopt(zmq.LINGER, 0)
         curve.client_socket_options(self._dealer, transport)

@@ -17,6 +17,7 @@ the two, so it stays strictly increasing for actors that never stopped.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import statistics
 import time
@@ -36,6 +37,9 @@ from shared.config import RunConfig
 from shared.env import num_actions_for
 
 IDLE_NOTICE_EVERY = 10.0  # seconds without new experience before the loop says it waits, and between such lines
+
+
+EPOCH_RATES_KEPT = 10_000  # the latest epochs' updates/s kept for the first-epoch ratio (bounded: runs last days)
 
 
 @dataclass
@@ -98,7 +102,7 @@ class Learner:
         self.echo: Callable[[str], None] = lambda line: print(line, flush=True)  # the launcher routes it past its progress bar
         self._inserted_at_start = self.counters.inserted
         self.first_epoch_rate: float | None = None
-        self.epoch_rates: list[float] = []
+        self.epoch_rates: collections.deque[float] = collections.deque(maxlen=EPOCH_RATES_KEPT)  # updates/s after the first
 
     # ------------------------------------------------------------------ lifecycle
 
