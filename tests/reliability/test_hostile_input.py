@@ -94,6 +94,17 @@ def events(monitor, timeout_ms=0):
     return out
 
 
+
+def send_pending(attackers, pending):
+    """Send each attacker's queued messages, oldest first, until its socket would block."""
+    for (sock, _), queued in zip(attackers, pending):
+        while queued:
+            try:
+                sock.send_multipart(queued[0], flags=zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            queued.popleft()
+
 def test_ten_thousand_hostile_messages_while_real_actors_feed_the_learner(make_config):
     cfg = make_config(actors=2, envs=1, steps=16, capacity=8192, frame_size=36)
     cfg.transport.max_message_bytes = 1 << 17
@@ -134,13 +145,7 @@ def test_ten_thousand_hostile_messages_while_real_actors_feed_the_learner(make_c
                 expected[kinds[kind][0]] += 1
                 pending[slot].append(parts)
                 sent += 1
-            for (sock, _), queued in zip(attackers, pending):
-                while queued:
-                    try:
-                        sock.send_multipart(queued[0], flags=zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
-                    queued.popleft()
+            send_pending(attackers, pending)
             if baseline is None and sent >= WARM_UP and plane.consolidator.received >= WARM_UP:
                 gc.collect()
                 baseline = process.memory_info().rss
@@ -149,13 +154,7 @@ def test_ten_thousand_hostile_messages_while_real_actors_feed_the_learner(make_c
                 giant_sent = True
         while any(pending) and time.monotonic() < deadline:
             plane.drain(timeout=0.01)
-            for (sock, _), queued in zip(attackers, pending):
-                while queued:
-                    try:
-                        sock.send_multipart(queued[0], flags=zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
-                    queued.popleft()
+            send_pending(attackers, pending)
         assert sent == len(plan) and giant_sent and not any(pending), "the attack did not finish"
         assert all(p.is_alive() for p in procs), "a real actor died during the attack"
         giant_events = events(giant_monitor, timeout_ms=10_000)
