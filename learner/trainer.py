@@ -4,24 +4,34 @@ One ``update()`` = ``accum_steps`` micro-batches of ``micro_batch`` samples draw
 the replay on the learner's device; each micro-loss is divided by ``accum_steps`` so the summed
 gradient equals the gradient of the mean loss over the concatenated batch, then one optimizer
 step. Mixed precision (``amp``): bf16 autocast on GPUs that support it (no scaler needed), fp16
-autocast with a GradScaler on other GPUs, off on CPU unless asked for (bf16 autocast works there).
+autocast with a GradScaler on other GPUs; on CPU bf16 where the CPU has native bf16, else off.
+Only the convolutions run in low precision: the network's head, every Q-value, the Double-DQN
+argmax, the target and the loss are fp32 (shared/network.py).
 
-BatchNorm, deliberately:
-- online net, loss forward: train mode, so BN normalises with the micro-batch's statistics and
-  updates its running averages (the usual BN training behaviour);
-- online net on next states (Double DQN's argmax) and the target net: eval mode, i.e. running
-  statistics, no grad. This keeps the bootstrap target independent of the batch's composition and
-  costs a forward pass only (no second backward through batch statistics);
-- target net: a copy of the online net's parameters *and* BN buffers at each sync;
-- actors: eval mode with the broadcast running statistics, so a single env's action does not
-  depend on a batch of one.
+Target: ``reward_scale * R_n + discount * Q_target(s', argmax_a Q_online(s', a))`` where ``R_n``
+is the n-step return in game units from replay; the scale (auto: 1/15 on Mario) keeps Q near
+unit size for the Huber loss and Adam, while logged returns stay in game units.
+
+BatchNorm (``learner.batchnorm``):
+- 'joint' (default): obs and next_obs go through the online net in ONE train-mode forward, so
+  Q(s, a) and the Double-DQN argmax at s' are normalised with the same batch statistics; the
+  target net, also in train mode, normalises next_obs with its batch statistics. Both sides of
+  the TD target are computed the same way (as CrossQ does for its critics).
+- 'split': online net in train mode for Q(s, a) only; the argmax at s' and the target net use
+  running statistics (eval mode). Cheaper (no backward through next_obs), but the two sides of
+  the target come from differently normalised networks.
+- the target net is a copy of the online net's parameters *and* BN buffers at each sync; actors
+  run eval mode with the broadcast running statistics (one env is a batch of one).
 With BN in train mode, k micro-batches are not exactly one big batch (statistics differ per
 micro-batch); with ``batchnorm_batch_stats=False`` they are, which the accumulation test uses.
 
 ``torch.compile`` (mode ``reduce-overhead`` on CUDA, default mode elsewhere) wraps the online
-and target networks; ``warm_up()`` runs full updates (every graph, the optimizer's first step)
-before the first timed epoch and reports that time apart, then restores all state, so warm-up
-changes nothing a checkpoint holds.
+and target networks. Under CUDA graphs a compiled call may reuse the memory of the previous
+call's outputs, so each micro-step marks a new step, calls the target net first and clones what
+it keeps, and only then runs the online net, whose output is used by the loss and backward with
+no compiled call in between. ``warm_up()`` runs full updates (every graph, the optimizer's first
+step) before the first timed epoch and reports that time apart, then restores all state, so
+warm-up changes nothing a checkpoint holds.
 """
 
 from __future__ import annotations
@@ -40,13 +50,23 @@ from shared.network import QNetwork
 
 def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for ``mode`` on ``device`` (None: full precision)."""
-    if mode == "off" or (mode == "auto" and device.type != "cuda"):
+    if mode == "off":
         return None
+    if mode == "auto" and device.type != "cuda":
+        return torch.bfloat16 if device.type == "cpu" and cpu_has_native_bf16() else None
     if mode == "bf16":
         return torch.bfloat16
     if mode == "fp16":
         return torch.float16
     return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX), where bf16 autocast is ~2x fp32."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
 
 
 @dataclass
@@ -59,8 +79,8 @@ class UpdateStats:
 
 class DQNLearner:
     def __init__(self, cfg: LearnerConfig, in_channels: int, num_actions: int, frame_size: int,
-                 device: torch.device, batchnorm_batch_stats: bool = True):
-        cfg = cfg.resolved(device.type)
+                 device: torch.device, batchnorm_batch_stats: bool = True, env_name: str = ""):
+        cfg = cfg.resolved(device.type, env_name)
         self.cfg = cfg
         self.device = device
         torch.manual_seed(cfg.seed)
@@ -73,8 +93,9 @@ class DQNLearner:
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp_dtype == torch.float16)
         self.batchnorm_batch_stats = batchnorm_batch_stats
         self.online_fn, self.target_fn = self.online, self.target
+        self.cuda_graphs = cfg.compile and device.type == "cuda"
         if cfg.compile:
-            mode = "reduce-overhead" if device.type == "cuda" else None
+            mode = "reduce-overhead" if self.cuda_graphs else None
             self.online_fn = torch.compile(self.online, mode=mode)
             self.target_fn = torch.compile(self.target, mode=mode)
         self.updates = 0
@@ -88,17 +109,30 @@ class DQNLearner:
         return torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None)
 
     def micro_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Huber loss of one micro-batch (not yet divided), its |TD errors| and Q(s, a)."""
-        with torch.no_grad(), self._autocast():
-            self.online.eval()
-            next_online = self.online_fn(batch["next_obs"])
-            next_target = self.target_fn(batch["next_obs"])
-            best = next_online.argmax(dim=1, keepdim=True)
-            bootstrap = next_target.gather(1, best).squeeze(1).float()
-            target = batch["reward"] + batch["discount"] * bootstrap
-        self.online.train(self.batchnorm_batch_stats)
+        """Huber loss of one micro-batch (not yet divided), its |TD errors| and Q(s, a), all fp32."""
+        joint, running = self.cfg.batchnorm == "joint", self.cfg.batchnorm == "eval"
+        batch_stats = self.batchnorm_batch_stats
+        obs, next_obs, action = batch["obs"], batch["next_obs"], batch["action"].unsqueeze(1)
+        if self.cuda_graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+        with torch.no_grad(), self._autocast():  # the target net first; clone: a later graph replay may reuse its memory
+            self.target.train(joint and batch_stats)
+            next_target = self.target_fn(next_obs).float().clone()
+            if running and batch_stats:  # a train-mode pass only to move the running statistics
+                self.online.train()
+                self.online_fn(obs)
+            if not joint:
+                self.online.eval()
+                best = self.online_fn(next_obs).argmax(dim=1, keepdim=True).clone()
+        self.online.train(batch_stats and not running)
         with self._autocast():
-            q = self.online_fn(batch["obs"]).gather(1, batch["action"].unsqueeze(1)).squeeze(1).float()
+            if joint:  # one forward: both sides normalised with the same batch statistics
+                q_all = self.online_fn(torch.cat([obs, next_obs])).float()
+                q_taken, best = q_all[:obs.shape[0]], q_all[obs.shape[0]:].detach().argmax(dim=1, keepdim=True)
+            else:
+                q_taken = self.online_fn(obs).float()
+        q = q_taken.gather(1, action).squeeze(1)
+        target = self.cfg.reward_scale * batch["reward"] + batch["discount"] * next_target.gather(1, best).squeeze(1)
         loss = F.smooth_l1_loss(q, target)
         return loss, (q - target).detach().abs(), q.detach()
 

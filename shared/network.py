@@ -7,6 +7,12 @@ network so uint8 is what travels and what replay stores.
 
 BatchNorm modes: actors always run the network in ``eval()`` mode (running
 statistics, deterministic, works for a batch of one env).
+
+Precision: under mixed precision (autocast bf16/fp16) the convolutions run in
+the low precision, but the head (both linear layers) always runs in fp32 and
+the Q-values it returns are fp32. bf16 keeps 8 bits of mantissa: Q = 800 would
+be rounded to steps of 4, so near-equal action values would tie and argmax
+would favour the lowest index.
 """
 
 from __future__ import annotations
@@ -49,5 +55,6 @@ class QNetwork(nn.Module):
                     nn.init.zeros_(module.bias)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = obs.float() / 255.0
-        return self.head(self.features(x))
+        x = self.features(obs.float() / 255.0)
+        with torch.autocast(x.device.type, enabled=False):  # the head and the Q-values in fp32, always
+            return self.head(x.float())

@@ -84,8 +84,11 @@ def test_amp_update_on_cpu(amp):
     assert all(p.dtype == torch.float32 for p in dqn.online.parameters())  # master weights stay fp32
 
 
-def test_auto_amp_is_off_on_cpu():
-    assert learner(LearnerConfig(compile=False)).amp_dtype is None
+def test_auto_amp_on_cpu_is_bf16_only_with_native_bf16():
+    from learner.trainer import cpu_has_native_bf16
+    expected = torch.bfloat16 if cpu_has_native_bf16() else None
+    assert learner(LearnerConfig(compile=False)).amp_dtype == expected
+    assert learner(LearnerConfig(compile=False, amp="off")).amp_dtype is None
 
 
 @pytest.mark.slow
