@@ -23,19 +23,11 @@ from actors.sender import BatchSender, StagedBatch
 from actors.weights_client import WeightClient
 from shared.config import RunConfig
 from shared.env import make_env
+from shared.exploration import epsilons
 from shared.network import QNetwork
 
 # Received weight arrays are read-only views on ZeroMQ frames; load_state_dict only copies from them.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-
-
-def apex_epsilons(num_actors: int, envs_per_actor: int, actor_id: int, base: float, alpha: float) -> np.ndarray:
-    """Ape-X per-env exploration: eps_i = base ** (1 + alpha * i / (N - 1)) over all N envs."""
-    total = num_actors * envs_per_actor
-    index = actor_id * envs_per_actor + np.arange(envs_per_actor)
-    if total == 1:
-        return np.full(envs_per_actor, base)
-    return base ** (1.0 + alpha * index / (total - 1))
 
 
 def env_seed(base_seed: int, actor_id: int, env_index: int) -> int:
@@ -58,17 +50,18 @@ class Collector:
         self.rng = np.random.default_rng([cfg.actor.seed, actor_id, incarnation & 0xFFFFFFFF])
         self.envs = [make_env(cfg.env, seed=env_seed(cfg.actor.seed, actor_id, e)) for e in range(n_env)]
         self.num_actions = self.envs[0].num_actions
-        if cfg.actor.epsilon >= 0:
-            self.epsilon = np.full(n_env, cfg.actor.epsilon)
-        else:
-            self.epsilon = apex_epsilons(cfg.actors, n_env, actor_id, cfg.actor.eps_base, cfg.actor.eps_alpha)
+        self.env_steps = 0  # steps of each env (they advance in lockstep): the exploration schedule's clock
+        self.epsilon = epsilons(cfg.actor, cfg.actors, actor_id, 0)
         self.net = QNetwork(stack, self.num_actions, size).eval()
         self.weights_version = 0
         self.first_action_weights_version = -1  # the weights the very first action used (tests check it)
         self.stacks = np.empty((n_env, stack, size, size), dtype=np.uint8)
         self.first = np.ones(n_env, dtype=np.uint8)
         self.episode_return = np.zeros(n_env)
-        self.stats: dict[str, float] = dict(steps=0, episodes=0, last_return=0.0, last_x=0, flags=0, fps=0.0)
+        self.episode_max_x = np.zeros(n_env, dtype=np.int64)
+        self.finished: list[tuple[float, float, float]] = []  # (return, max x_pos, flag) since the last batch
+        self.stats: dict[str, float] = dict(steps=0, episodes=0, last_return=0.0, last_x=0, flags=0, fps=0.0,
+                                            epsilon=float(self.epsilon.mean()))
         for e, env in enumerate(self.envs):
             self.stacks[e] = env.reset()
 
@@ -108,6 +101,7 @@ class Collector:
                     self.load_weights(*newer)
             if t == 0:
                 batch_version = self.weights_version
+            self.epsilon = epsilons(self.cfg.actor, self.cfg.actors, self.actor_id, self.env_steps)
             frames[:, t] = self.stacks[:, -1]
             first[:, t] = self.first
             actions[:, t] = self.act()
@@ -115,6 +109,8 @@ class Collector:
                 frame, reward, term, trunc, info = env.step(int(actions[e, t]))
                 rewards[e, t] = reward
                 self.episode_return[e] += reward
+                if info["x_pos"] > self.episode_max_x[e]:
+                    self.episode_max_x[e] = info["x_pos"]
                 if term or trunc:
                     terminated[e, t] = term
                     self._end_episode(e, info)
@@ -124,16 +120,23 @@ class Collector:
                     self.stacks[e, :-1] = self.stacks[e, 1:]
                     self.stacks[e, -1] = frame
                     self.first[e] = 0
+            self.env_steps += 1
         self.stats["steps"] += n_steps * n_env
         self.stats["fps"] = n_steps * n_env / max(time.perf_counter() - start, 1e-9)
-        return StagedBatch(seq, batch_version, (frames, actions, rewards, terminated, first))
+        self.stats["epsilon"] = float(self.epsilon.mean())
+        episodes = np.array(self.finished, dtype=np.float32).reshape(-1, 3)
+        self.finished.clear()
+        return StagedBatch(seq, batch_version, (frames, actions, rewards, terminated, first), episodes)
 
     def _end_episode(self, e: int, info: dict[str, Any]) -> None:
+        flag = bool(info.get("flag_get", False))
         self.stats["episodes"] += 1
         self.stats["last_return"] = float(self.episode_return[e])
-        self.stats["last_x"] = float(info.get("x_pos", 0))
-        self.stats["flags"] += int(bool(info.get("flag_get", False)))
+        self.stats["last_x"] = float(self.episode_max_x[e])
+        self.stats["flags"] += int(flag)
+        self.finished.append((float(self.episode_return[e]), float(self.episode_max_x[e]), float(flag)))
         self.episode_return[e] = 0.0
+        self.episode_max_x[e] = 0
 
     def close(self) -> None:
         for env in self.envs:

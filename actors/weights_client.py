@@ -14,8 +14,8 @@ import numpy as np
 import torch
 import zmq
 
-from learner.weights import weights_endpoints
 from shared import curve, protocol
+from shared.protocol import weights_endpoints
 from shared.config import TransportConfig
 
 

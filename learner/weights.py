@@ -16,6 +16,7 @@ import torch
 import zmq
 
 from shared import curve, protocol
+from shared.protocol import weights_endpoints  # noqa: F401  (re-exported: the learner's side of the endpoints)
 from shared.config import TransportConfig
 
 
@@ -26,12 +27,6 @@ def state_arrays(net: torch.nn.Module) -> dict[str, np.ndarray]:
         t = tensor.detach().to("cpu")
         out[name] = (t.float() if t.is_floating_point() else t.long()).numpy().copy()
     return out
-
-
-def weights_endpoints(transport: TransportConfig) -> tuple[str, str]:
-    """(broadcast PUB endpoint, request ROUTER endpoint)."""
-    host, base = transport.host, transport.base_port
-    return f"tcp://{host}:{base - 1}", f"tcp://{host}:{base - 2}"
 
 
 class WeightServer(threading.Thread):

@@ -10,7 +10,7 @@ and the values of the small arrays; any failure raises :class:`ProtocolError`
 with a short ``reason`` that the learner counts. A batch is accepted whole or
 not at all.
 
-BATCH (actor -> learner), protocol version 1. E envs, T steps, H x W frames::
+BATCH (actor -> learner), protocol version 2. E envs, T steps, H x W frames, K episodes::
 
     frame  content      dtype    shape          meaning
     0      header       msgpack  map            see HEADER_KEYS below
@@ -19,13 +19,15 @@ BATCH (actor -> learner), protocol version 1. E envs, T steps, H x W frames::
     3      rewards      float32  [E, T]         r_k, reward of the step from f_k (finite)
     4      terminated   uint8    [E, T]         1: the step from f_k ended the episode by termination
     5      first        uint8    [E, T]         1: f_k is an episode's first (reset) frame
+    6      episodes     float32  [K, 3]         one row per episode finished in this batch, any env:
+                                                return (game units, finite), max x_pos (>= 0), flag (0 or 1)
 
 Header map (all keys required, no others): ``v`` protocol version; ``kind``
 "batch"; ``actor`` slot id; ``inc`` incarnation (random per actor process
 start); ``seq`` message counter of this incarnation, from 0; ``wv`` weights
 version the batch's first step was played with (the oldest in the batch); ``E``, ``T``, ``H``, ``W`` the dimensions;
-``dtypes`` the five array dtypes in frame order; ``stats`` a map of numbers
-(see STAT_KEYS) describing the actor at the time of sending.
+``K`` the finished episodes (0 <= K <= E * T); ``dtypes`` the five array dtypes in frame order; ``stats`` a map of
+numbers (see STAT_KEYS) describing the actor at the time of sending.
 
 WEIGHTS (learner -> actors, PUB on base_port-1, and as the reply to a request)::
 
@@ -50,7 +52,7 @@ from typing import Any, Sequence
 import msgpack
 import numpy as np
 
-VERSION = 1
+VERSION = 2
 KIND_BATCH = "batch"
 KIND_WEIGHTS = "weights"
 KIND_WEIGHTS_REQUEST = "weights_request"
@@ -58,7 +60,8 @@ WEIGHT_DTYPES = frozenset({"<f4", "<i8"})
 
 ARRAY_NAMES = ("frames", "actions", "rewards", "terminated", "first")
 ARRAY_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.uint8), np.dtype(np.uint8))
-HEADER_KEYS = frozenset({"v", "kind", "actor", "inc", "seq", "wv", "E", "T", "H", "W", "dtypes", "stats"})
+EPISODE_FIELDS = ("return", "x_pos", "flag")  # the columns of the episodes frame
+HEADER_KEYS = frozenset({"v", "kind", "actor", "inc", "seq", "wv", "E", "T", "H", "W", "K", "dtypes", "stats"})
 STAT_KEYS = frozenset({
     "steps",        # env steps taken by this incarnation
     "episodes",     # episodes finished by this incarnation
@@ -68,6 +71,7 @@ STAT_KEYS = frozenset({
     "fps",          # env steps per second over the last batch
     "dropped",      # batches dropped from the actor's staging queue so far
     "sent",         # transitions in messages handed to the socket so far, this one included
+    "epsilon",      # mean exploration rate of the actor's envs at the batch's last step
 })
 MAX_HEADER_BYTES = 4096
 _INT64_MAX = (1 << 63) - 1
@@ -106,6 +110,7 @@ class Batch:
     terminated: np.ndarray
     first: np.ndarray
     stats: dict[str, float]
+    episodes: np.ndarray  # float32 [K, 3]: return, max x_pos, flag of each episode finished in the batch
 
     @property
     def num_transitions(self) -> int:
@@ -114,19 +119,30 @@ class Batch:
 
 def encode_batch(actor: int, incarnation: int, seq: int, weights_version: int, frames: np.ndarray,
                  actions: np.ndarray, rewards: np.ndarray, terminated: np.ndarray, first: np.ndarray,
-                 stats: dict[str, float]) -> list:
-    """Return the frames of a BATCH message (header bytes + the arrays themselves, not copied)."""
+                 stats: dict[str, float], episodes: np.ndarray | None = None) -> list:
+    """Return the frames of a BATCH message (header bytes + the arrays themselves, not copied).
+
+    ``episodes`` is float32 [K, 3] (see EPISODE_FIELDS); None sends K = 0."""
     arrays = (frames, actions, rewards, terminated, first)
     for name, arr, dtype in zip(ARRAY_NAMES, arrays, ARRAY_DTYPES):
         if arr.dtype != dtype or not arr.flags.c_contiguous:
             raise ValueError(f"{name} must be C-contiguous {dtype}, got {arr.dtype} contiguous={arr.flags.c_contiguous}")
+    if episodes is None:
+        episodes = _NO_EPISODES
+    if episodes.dtype != np.float32 or episodes.ndim != 2 or episodes.shape[1] != len(EPISODE_FIELDS) \
+            or not episodes.flags.c_contiguous:
+        raise ValueError(f"episodes must be C-contiguous float32 [K, {len(EPISODE_FIELDS)}], "
+                         f"got {episodes.dtype} {episodes.shape}")
     n_env, n_steps, height, width = frames.shape
     header = {
         "v": VERSION, "kind": KIND_BATCH, "actor": int(actor), "inc": int(incarnation), "seq": int(seq),
-        "wv": int(weights_version), "E": n_env, "T": n_steps, "H": height, "W": width,
+        "wv": int(weights_version), "E": n_env, "T": n_steps, "H": height, "W": width, "K": int(episodes.shape[0]),
         "dtypes": [d.str for d in ARRAY_DTYPES], "stats": {k: float(stats[k]) for k in STAT_KEYS},
     }
-    return [msgpack.packb(header, use_bin_type=True), *arrays]
+    return [msgpack.packb(header, use_bin_type=True), *arrays, episodes]
+
+
+_NO_EPISODES = np.zeros((0, len(EPISODE_FIELDS)), np.float32)
 
 
 def _unpack_header(raw: Any) -> dict:
@@ -152,8 +168,8 @@ def _int_field(header: dict, key: str, low: int, high: int) -> int:
 
 def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     """Decode and validate a BATCH; ``parts`` are bytes, memoryviews or zmq.Frame objects."""
-    if len(parts) != 1 + len(ARRAY_NAMES):
-        raise ProtocolError("frame_count", f"{len(parts)} frames, expected {1 + len(ARRAY_NAMES)}")
+    if len(parts) != 2 + len(ARRAY_NAMES):
+        raise ProtocolError("frame_count", f"{len(parts)} frames, expected {2 + len(ARRAY_NAMES)}")
     total = sum(memoryview(p).nbytes for p in parts)
     if total > limits.max_message_bytes:
         raise ProtocolError("oversized", f"message of {total} bytes exceeds {limits.max_message_bytes}")
@@ -171,6 +187,7 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     n_env = _int_field(header, "E", 1, limits.max_envs)
     n_steps = _int_field(header, "T", 1, limits.max_steps)
     height, width = _int_field(header, "H", 1, 4096), _int_field(header, "W", 1, 4096)
+    n_episodes = _int_field(header, "K", 0, n_env * n_steps)
     if (height, width) != tuple(limits.frame_shape):
         raise ProtocolError("shape", f"frame shape {(height, width)} != expected {tuple(limits.frame_shape)}")
     if header["dtypes"] != [d.str for d in ARRAY_DTYPES]:
@@ -182,7 +199,7 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
 
     shapes = ((n_env, n_steps, height, width),) + ((n_env, n_steps),) * 4
     arrays = []
-    for name, part, dtype, shape in zip(ARRAY_NAMES, parts[1:], ARRAY_DTYPES, shapes):
+    for name, part, dtype, shape in zip(ARRAY_NAMES, parts[1:-1], ARRAY_DTYPES, shapes):
         buf = memoryview(part)
         expected = int(np.prod(shape)) * dtype.itemsize
         if buf.nbytes != expected:
@@ -195,8 +212,16 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
         raise ProtocolError("values", "terminated/first flags must be 0 or 1")
     if not np.isfinite(rewards).all():
         raise ProtocolError("values", "non-finite reward")
+    buf = memoryview(parts[-1])
+    if buf.nbytes != n_episodes * len(EPISODE_FIELDS) * 4:
+        raise ProtocolError("size", f"episodes: {buf.nbytes} bytes, expected {n_episodes * len(EPISODE_FIELDS) * 4} "
+                                    f"for [{n_episodes}, {len(EPISODE_FIELDS)}] float32")
+    episodes = np.frombuffer(buf, dtype=np.float32).reshape(n_episodes, len(EPISODE_FIELDS))
+    if n_episodes and not (np.isfinite(episodes).all() and (episodes[:, 1] >= 0).all()
+                           and np.isin(episodes[:, 2], (0.0, 1.0)).all()):
+        raise ProtocolError("values", "episodes must be finite, with x_pos >= 0 and flag 0 or 1")
     return Batch(actor, incarnation, seq, weights_version, frames, actions, rewards, terminated, first,
-                 {k: float(v) for k, v in stats.items()})
+                 {k: float(v) for k, v in stats.items()}, episodes)
 
 
 def encode_weights(weights_version: int, state: dict[str, np.ndarray]) -> list:
@@ -239,6 +264,12 @@ def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ..
             raise ProtocolError("size", f"{name}: {buf.nbytes} bytes")
         out[name] = np.frombuffer(buf, dtype=np_dtype).reshape(want_shape)
     return wv, out
+
+
+def weights_endpoints(transport: Any) -> tuple[str, str]:
+    """(broadcast PUB endpoint, request ROUTER endpoint) of a ``TransportConfig``: base_port - 1 and - 2."""
+    host, base = transport.host, transport.base_port
+    return f"tcp://{host}:{base - 1}", f"tcp://{host}:{base - 2}"
 
 
 def encode_weights_request(actor: int, incarnation: int, have: int) -> list:

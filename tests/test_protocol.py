@@ -72,7 +72,7 @@ def bad_messages():
     yield "header_msgpack", [msgpack.packb(msgpack.ExtType(5, b"xx"))] + parts[1:]
     yield "header_type", [msgpack.packb([1, 2, 3])] + parts[1:]
     yield "header_size", [b"\x00" * (protocol.MAX_HEADER_BYTES + 1)] + parts[1:]
-    yield "version", with_header(parts, v=2)
+    yield "version", with_header(parts, v=1)  # the previous protocol (no episodes frame)
     yield "kind", with_header(parts, kind="weights")
     yield "field", with_header(parts, extra=1)
     yield "field", with_header(parts, seq=-1)
@@ -93,6 +93,26 @@ def bad_messages():
     bad_flag = first.copy()
     bad_flag[0, 1] = 2
     yield "values", wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, bad_flag, STATS))
+    episodes = np.array([[12.5, 310.0, 0.0], [-3.0, 1200.0, 1.0]], np.float32)
+    good = wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, first, STATS, episodes))
+    yield "field", with_header(good, K=frames.shape[0] * frames.shape[1] + 1)         # more episodes than steps
+    yield "size", with_header(good, K=1)                                          # header/episodes size mismatch
+    for row, col, value in ((0, 0, np.nan), (1, 1, -1.0), (1, 2, 0.5)):          # NaN return, x_pos < 0, flag 0.5
+        bad = episodes.copy()
+        bad[row, col] = value
+        yield "values", wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, first, STATS, bad))
+
+
+def test_episodes_round_trip_exactly():
+    frames, actions, rewards, terminated, first = make_arrays()
+    episodes = np.array([[12.5, 310.0, 0.0], [-3.25, 1200.0, 1.0], [0.0, 0.0, 0.0]], np.float32)
+    parts = wire(protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first, STATS, episodes))
+    assert len(parts) == 7
+    batch = protocol.decode_batch(parts, LIMITS)
+    np.testing.assert_array_equal(batch.episodes, episodes)
+    none = protocol.decode_batch(wire(protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first,
+                                                            STATS)), LIMITS)
+    assert none.episodes.shape == (0, 3)
 
 
 @pytest.mark.parametrize("reason,parts", list(bad_messages()))

@@ -1,0 +1,53 @@
+"""Exploration: each env's epsilon, annealed from 1.0 down to its own floor.
+
+Contract. The envs of a run are numbered ``i = actor_id * envs_per_actor + e`` over all
+``N = actors * envs_per_actor`` envs. Env i explores with
+
+    floor_i = max(eps_min, eps_base ** (1 + eps_alpha * i / (N - 1)))      (Ape-X, floored)
+    eps_i(t) = floor_i + (1 - floor_i) * max(0, 1 - t / eps_anneal_steps)
+
+where ``t`` counts the steps that env has taken (this actor incarnation's own count, so a
+restarted actor anneals again from 1.0). ``actor.epsilon >= 0`` replaces the whole schedule by
+that fixed value.
+
+Why: Ape-X's spread was made for hundreds of actors; with 4 envs it gives 0.40, 0.047, 0.0056
+and 0.00066 from the first step, on a deterministic game with no random starts, so three of
+four envs replay nearly the same trajectory of an untrained network. Annealing from 1.0 fills
+replay with varied play first; the floor keeps every env's trajectory varied later.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shared.config import ActorConfig
+
+
+def epsilon_floors(cfg: ActorConfig, num_actors: int, actor_id: int) -> np.ndarray:
+    """The floor of each env of actor ``actor_id`` (float64 [envs_per_actor])."""
+    per = cfg.envs_per_actor
+    total = num_actors * per
+    index = actor_id * per + np.arange(per)
+    if total == 1:
+        apex = np.full(per, cfg.eps_base)
+    else:
+        apex = cfg.eps_base ** (1.0 + cfg.eps_alpha * index / (total - 1))
+    return np.maximum(apex, cfg.eps_min)
+
+
+def epsilons(cfg: ActorConfig, num_actors: int, actor_id: int, env_steps: int) -> np.ndarray:
+    """Each env's epsilon after ``env_steps`` steps of that env (float64 [envs_per_actor])."""
+    if cfg.epsilon >= 0:
+        return np.full(cfg.envs_per_actor, cfg.epsilon)
+    floors = epsilon_floors(cfg, num_actors, actor_id)
+    if cfg.eps_anneal_steps <= 0:
+        return floors
+    left = max(0.0, 1.0 - env_steps / cfg.eps_anneal_steps)
+    return floors + (1.0 - floors) * left
+
+
+def mean_floor(cfg: ActorConfig, num_actors: int) -> float:
+    """The mean epsilon over all envs once annealing is over (or the fixed epsilon)."""
+    if cfg.epsilon >= 0:
+        return cfg.epsilon
+    return float(np.mean(np.concatenate([epsilon_floors(cfg, num_actors, a) for a in range(num_actors)])))
