@@ -8,6 +8,7 @@ later), so inserts happen on the thread that also samples from the device.
 
 from __future__ import annotations
 
+import collections
 import queue
 import time
 import warnings
@@ -23,6 +24,9 @@ from shared.config import RunConfig
 
 # Decoded arrays are read-only views on received ZeroMQ frames; replay only reads them.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+
+
+EPISODE_WINDOW = 100  # the behaviour-policy figures are means over the last this many finished episodes
 
 
 @dataclass
@@ -61,6 +65,10 @@ class DataPlane:
         self.consolidator.max_weights_lag = cfg.learner.max_weights_lag
         self.processed = 0
         self.batches = 0
+        # behaviour-policy episodes (return, max x_pos, flag), newest last, across all actors
+        self.episodes: collections.deque[list[float]] = collections.deque(maxlen=EPISODE_WINDOW)
+        self.episodes_total = 0
+        self.flags_total = 0
 
     def start(self) -> "DataPlane":
         self.consolidator.start()
@@ -78,6 +86,10 @@ class DataPlane:
                             batch.terminated.view(np.bool_), batch.first.view(np.bool_))
             self.processed += batch.num_transitions
             self.batches += 1
+            if len(batch.episodes):
+                self.episodes.extend(batch.episodes.tolist())
+                self.episodes_total += len(batch.episodes)
+                self.flags_total += int(batch.episodes[:, 2].sum())
             written += 1
         return written
 

@@ -27,7 +27,6 @@ from typing import Callable
 import numpy as np
 import torch
 
-from actors.collector import apex_epsilons
 from learner.checkpoint import discard_partial, load_checkpoint, read_published, record_published, save_checkpoint
 from learner.data_plane import DataPlane, format_processor_line
 from learner.metrics import MetricsLog
@@ -35,6 +34,7 @@ from learner.trainer import DQNLearner
 from learner.weights import WeightServer
 from shared.config import RunConfig
 from shared.env import num_actions_for
+from shared.exploration import mean_floor
 
 IDLE_NOTICE_EVERY = 10.0  # seconds without new experience before the loop says it waits, and between such lines
 
@@ -50,8 +50,9 @@ class Counters:
     updates: int = 0
     weights_version: int = 0
     samples_trained: int = 0
-    inserted: int = 0          # transitions inserted into replay over the whole run
+    inserted: int = 0          # transitions inserted into replay over the whole run (the env steps of metrics rows)
     wall_seconds: float = 0.0  # training time over the whole run
+    elapsed_seconds: float = 0.0  # wall-clock time since the run started, resumes included (until the last checkpoint)
 
 
 @dataclass
@@ -79,28 +80,26 @@ class Learner:
         self.device = device
         self.train = not cfg.collect_only
         self.num_actions = num_actions_for(cfg.env)
-        learner_cfg = cfg.learner.resolved(device.type)
+        learner_cfg = cfg.learner.resolved(device.type, cfg.env.name)
         if not self.train:
             learner_cfg = dataclasses.replace(learner_cfg, compile=False)
-        self.dqn = DQNLearner(learner_cfg, cfg.env.stack, self.num_actions, cfg.env.frame_size, device)
+        self.dqn = DQNLearner(learner_cfg, cfg.env.stack, self.num_actions, cfg.env.frame_size, device,
+                              env_name=cfg.env.name)
         self.counters = Counters()
         if resume_state is not None:
             self.dqn.load_state_dict(resume_state["learner"])
             self.counters = Counters(**resume_state["counters"])
             # above the checkpoint's and above anything published after it (actors that never stopped hold those)
             self.counters.weights_version = max(self.counters.weights_version, read_published(run_dir)) + 1
-        if cfg.actor.epsilon >= 0:
-            self.mean_epsilon = cfg.actor.epsilon
-        else:
-            per_actor = [apex_epsilons(cfg.actors, cfg.actor.envs_per_actor, a, cfg.actor.eps_base, cfg.actor.eps_alpha)
-                         for a in range(cfg.actors)]
-            self.mean_epsilon = float(np.mean(np.concatenate(per_actor)))
+        self.final_epsilon = mean_floor(cfg.actor, cfg.actors)  # the mean once annealing is over
         self.plane = DataPlane(cfg, self.num_actions, device)
         self.server = WeightServer(cfg.transport)
         self.metrics = MetricsLog(run_dir) if self.train else None
         self._stop = False
         self.echo: Callable[[str], None] = lambda line: print(line, flush=True)  # the launcher routes it past its progress bar
         self._inserted_at_start = self.counters.inserted
+        self._elapsed_at_start = self.counters.elapsed_seconds
+        self._started = time.monotonic()
         self.first_epoch_rate: float | None = None
         self.epoch_rates: collections.deque[float] = collections.deque(maxlen=EPOCH_RATES_KEPT)  # updates/s after the first
 
@@ -113,6 +112,7 @@ class Learner:
         return self.dqn.warm_up(_SyntheticReplay(self.cfg, self.device))
 
     def start(self) -> "Learner":
+        self._started = time.monotonic()
         self._publish(self.counters.weights_version)
         self.server.start()
         self.plane.start()
@@ -183,7 +183,7 @@ class Learner:
             self._publish(c.weights_version)
         figures = self.epoch_figures(acc, seconds)
         self.echo(format_epoch_line(c.epoch, figures))
-        self.metrics.write(c.updates, figures)
+        self.metrics.write(c.updates, c.inserted, self.elapsed(), figures)
         if c.epoch % cfg.checkpoint_every == 0:
             self.checkpoint()
 
@@ -192,6 +192,8 @@ class Learner:
         live = [t for t in tracks if t.stats]
         lags = [self.counters.weights_version - t.weights_version for t in live]
         stats = self.plane.stats()
+        window = np.asarray(self.plane.episodes, dtype=np.float64).reshape(-1, 3)  # return, max x_pos, flag
+        epsilon = statistics.mean(t.stats["epsilon"] for t in live) if live else 1.0
         return {
             "learner/loss": acc.loss / acc.updates,
             "learner/td_error": acc.td_error / acc.updates,
@@ -201,11 +203,16 @@ class Learner:
             "learner/replay_ratio": self.counters.samples_trained / max(self.counters.inserted, 1),
             "learner/weights_version": self.counters.weights_version,
             "actor/experiences_per_s": (stats.processed - acc.processed_at_start) / seconds,
-            "actor/return": statistics.mean(t.stats["last_return"] for t in live) if live else 0.0,
-            "actor/distance": statistics.mean(t.stats["last_x"] for t in live) if live else 0.0,
-            "actor/epsilon": self.mean_epsilon,
+            "learner/updates": self.counters.updates,
+            "actor/return": float(window[:, 0].mean()) if len(window) else 0.0,
+            "actor/distance": float(window[:, 1].mean()) if len(window) else 0.0,
+            "actor/flag_rate": float(window[:, 2].mean()) if len(window) else 0.0,
+            "actor/episodes": self.plane.episodes_total,
+            "actor/flags": self.plane.flags_total,
+            "actor/epsilon": epsilon,
             "actor/weights_lag_max": max(lags) if lags else 0.0,
             "replay/size": stats.buffer,
+            "replay/live_streams": self.plane.replay.live_streams(),
             "replay/drops": stats.drops,
             "replay/rejected": stats.rejected,
             "replay/lost_in_flight": stats.lost_in_flight,
@@ -216,7 +223,24 @@ class Learner:
         self.server.publish(version, self.dqn.online)
         self.plane.set_weights_version(version)
 
+    def elapsed(self) -> float:
+        """Wall-clock seconds since the run started, resumes included."""
+        return self._elapsed_at_start + time.monotonic() - self._started
+
+    def record_eval(self, result: dict) -> None:
+        """Log an evaluation result (actors/evaluator.py ``eval_process_main``) against the env steps it was asked at."""
+        s = result["summary"]
+        figures = {"eval/x_pos": s["x_pos_mean"], "eval/x_pos_median": s["x_pos_median"],
+                   "eval/x_pos_max": s["x_pos_max"], "eval/flag_rate": s["flag_rate"],
+                   "eval/return": s["return_mean"], "eval/length": s["length_mean"],
+                   "eval/episodes": s["episodes"], "eval/epsilon": result["epsilon"],
+                   "eval/weights_version": result["weights_version"], "eval/seconds": result["seconds"]}
+        if self.metrics is not None:
+            self.metrics.write(result["updates"], result["env_steps"], result["wall_seconds"], figures)
+        self.echo(format_eval_line(result))
+
     def checkpoint(self) -> str:
+        self.counters.elapsed_seconds = self.elapsed()
         return save_checkpoint(self.run_dir, {
             "learner": self.dqn.state_dict(),
             "counters": dataclasses.asdict(self.counters),
@@ -242,10 +266,20 @@ class Learner:
                 for t in self.plane.consolidator.tracks]
 
 
+def format_eval_line(result: dict) -> str:
+    """The [MAIN] line of an evaluation during training."""
+    s = result["summary"]
+    return (f"[MAIN] Eval at {result['env_steps']:,} env steps (weights v{result['weights_version']}, "
+            f"eps {result['epsilon']:g}, {s['episodes']} episodes): x_pos mean {s['x_pos_mean']:.0f}, "
+            f"median {s['x_pos_median']:.0f}, max {s['x_pos_max']:.0f}, flags {s['flag_rate']:.0%}, "
+            f"return {s['return_mean']:.1f}, length {s['length_mean']:.0f}, took {result['seconds']:.1f}s")
+
+
 def format_epoch_line(epoch: int, f: dict[str, float]) -> str:
-    """The seed's [MAIN] line, plus throughput."""
+    """The seed's [MAIN] line, plus throughput. Reward, Distance and Flags are the behaviour policy's means over
+    the last 100 finished episodes (all actors); Distance is the episode's max x_pos."""
     return (f"[MAIN] Epoch {epoch} - Loss: {f['learner/loss']:.4f}, TD Error: {f['learner/td_error']:.4f}, "
-            f"Reward: {f['actor/return']:.2f}, Distance: {f['actor/distance']:.1f}, "
+            f"Reward: {f['actor/return']:.2f}, Distance: {f['actor/distance']:.1f}, Flags: {f['actor/flag_rate']:.0%}, "
             f"Epsilon: {f['actor/epsilon']:.3f}, Buffer: {int(f['replay/size']):,}, "
             f"Updates/s: {f['learner/updates_per_s']:.2f}, Samples/s: {f['learner/samples_per_s']:,.0f}, "
             f"Experiences/s: {f['actor/experiences_per_s']:,.1f}, Replay ratio: {f['learner/replay_ratio']:.2f}, "

@@ -27,6 +27,13 @@ counts the slots ever written to it, and absolute slot a lives at a % C. Slot i 
 lo <= i <= h - 1 - n, with lo = h - C + s - 1 when h > C, else 0. sample() draws uniformly over
 the sampleable slots of all streams (redrawing invalid ones).
 
+Dead streams. A stream whose actor never connected holds nothing (its C slots stay unused: the
+replay then holds (S - dead) * C transitions). A stream whose actor died keeps its last C slots;
+they would be sampled forever, an ever older policy's play. So a stream expires once more than
+``capacity`` transitions have been written to the other streams since its last write (data older
+than a single FIFO of the same capacity would still hold): it is no longer sampled until its
+actor (or a restarted one on the same slot) writes again. ``live_streams()`` counts the others.
+
 Memory per transition: H*W + 7 bytes (frame, action u8, reward f32, terminated, first):
 7063 bytes at 84x84. Frame stacks are rebuilt by index, never stored.
 
@@ -98,6 +105,8 @@ class FrameReplay:
         self._terminated = torch.zeros((S, C), dtype=torch.bool, device=dev)
         self._first = torch.zeros((S, C), dtype=torch.bool, device=dev)
         self._head = np.zeros(S, dtype=np.int64)
+        self._written = 0                                # slots written to all streams, ever
+        self._last_write = np.zeros(S, dtype=np.int64)   # _written after each stream's latest add
         self._lock = threading.Lock()
         self._offsets = torch.arange(self.n_step + 1, device=dev)
         self._powers = (self.gamma ** torch.arange(self.n_step + 1, dtype=torch.float64)).to(dev, torch.float32)
@@ -154,6 +163,8 @@ class FrameReplay:
                 if n1 < T:
                     dst[rows, :T - n1] = src[:, n1:]
             self._head[rows] += T
+            self._written += E * T
+            self._last_write[rows] = self._written
 
     # ------------------------------------------------------------------ sampling
 
@@ -239,6 +250,11 @@ class FrameReplay:
     def num_sampleable(self) -> int:
         return int(self._ranges(self.heads)[1].sum())
 
+    def live_streams(self) -> int:
+        """Streams that hold data and have not expired (see "Dead streams" above)."""
+        with self._lock:
+            return int(((self._head > 0) & ~self._expired()).sum())
+
     @property
     def heads(self) -> np.ndarray:
         with self._lock:
@@ -260,7 +276,11 @@ class FrameReplay:
         C = self.stream_capacity
         lo = np.where(heads > C, heads - C + self.stack - 1, 0)
         hi = heads - 1 - self.n_step
-        return lo, np.maximum(hi - lo + 1, 0)
+        return lo, np.where(self._expired(), 0, np.maximum(hi - lo + 1, 0))
+
+    def _expired(self) -> np.ndarray:
+        """Per stream: more than ``capacity`` slots were written elsewhere since its last write."""
+        return self._written - self._last_write > self.capacity
 
     def _windows(self, stream: torch.Tensor, slot: torch.Tensor):
         """first [B, n+1], terminated [B, n] and reward [B, n] of slots slot..slot+n."""
