@@ -7,14 +7,17 @@
     python -m launch.local --actors 2 --no-spawn-actors    # learner only; actors: python -m actors.run --actor-id I
 
 Prints the seed's ``[PROCESSOR]`` line every ``--log-every`` seconds and a ``[MAIN] Epoch``
-line per epoch; restarts an actor that dies; on Ctrl-C, SIGTERM or the end of ``--duration`` /
-``--learner.steps`` it writes the final checkpoint, stops every child and exits 0.
+line per epoch; every ``--eval.every`` epochs an evaluation process plays the current weights and
+a ``[MAIN] Eval`` line follows; restarts an actor that dies; on Ctrl-C, SIGTERM or the end of
+``--duration`` / ``--learner.steps`` it writes the final checkpoint, stops every child and exits 0.
+The progress bar shows only on a terminal: a redirected log gets plain lines.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import sys
 import time
@@ -24,9 +27,13 @@ import tyro
 from tqdm import tqdm
 
 from actors.collector import actor_main
-from launch.processes import ActorPool
+from actors.eval_actor import eval_process_main
+from launch.processes import ActorPool, spawn_context, start_process, stop_processes
 from learner.loop import Learner, load_resume_state
 from shared.config import ConfigError, RunConfig, from_dict
+from shared.exploration import epsilon_floors
+
+SILENT_SLOT_NOTICE = 60.0  # seconds after start when a slot that has sent nothing is reported (its replay share is idle)
 
 # Options a resumed run takes from the command line; everything else comes from the run folder.
 RESUME_OVERRIDES = ("duration", "log_every", "progress", "resume", "spawn_actors")
@@ -78,6 +85,14 @@ def run(cfg: RunConfig) -> int:
         f"compile: {lc.compile}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s))"
     print(f"[MAIN] run folder {run_dir}, device {device}, {cfg.actors} actors x {cfg.actor.envs_per_actor} env(s) "
           f"on {cfg.env.name} {cfg.env.stage}, {mode}", flush=True)
+    if cfg.actor.epsilon >= 0:
+        print(f"[MAIN] exploration: fixed epsilon {cfg.actor.epsilon:g} in every env", flush=True)
+    else:
+        floors = [f"{e:.3g}" for a in range(min(cfg.actors, 8)) for e in epsilon_floors(cfg.actor, cfg.actors, a)]
+        print(f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
+              f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); replay ratio at most "
+              f"{cfg.learner.samples_per_insert:g} samples per transition, reward scale {lc.reward_scale:.4g}, "
+              f"BatchNorm {lc.batchnorm}", flush=True)
     if resume_state is not None:
         c = learner.counters
         print(f"[MAIN] resumed at epoch {c.epoch}, {c.updates} updates, weights v{c.weights_version}", flush=True)
@@ -90,13 +105,15 @@ def run(cfg: RunConfig) -> int:
     pool = ActorPool(actor_main, cfg, cfg.actors)
     if cfg.spawn_actors:  # else external actors (python -m actors.run) connect to the N slots
         pool.start()
+    evaluator = Evaluator(cfg, learner) if cfg.eval.every > 0 and not cfg.collect_only else None
     signal.signal(signal.SIGINT, lambda *_: learner.stop())
     signal.signal(signal.SIGTERM, lambda *_: learner.stop())
 
     start = time.monotonic()
     deadline = start + cfg.duration if cfg.duration > 0 else 0.0
     bar = None
-    if cfg.progress and (cfg.duration > 0 or cfg.learner.steps > 0) and not cfg.collect_only:
+    interactive = sys.stdout.isatty()  # a redirected log gets plain lines, not carriage-return redraws
+    if cfg.progress and interactive and (cfg.duration > 0 or cfg.learner.steps > 0) and not cfg.collect_only:
         if cfg.learner.steps:
             bar = tqdm(total=cfg.learner.steps, unit="upd", dynamic_ncols=True, mininterval=1.0)
         else:
@@ -105,6 +122,7 @@ def run(cfg: RunConfig) -> int:
         learner.echo = bar.write
     log = {"at": start, "processed": 0}
     incarnations = [-1] * cfg.actors  # per slot: the incarnation whose batches the learner accepts
+    silent_reported = False
 
     def on_tick() -> None:
         now = time.monotonic()
@@ -118,6 +136,15 @@ def run(cfg: RunConfig) -> int:
             log.update(at=now, processed=processed)
         for slot in pool.restart_dead():
             print(f"[MAIN] actor {slot} exited; restarted (restarts: {pool.restarts[slot]})", flush=True)
+        if evaluator is not None:
+            evaluator.tick()
+        nonlocal silent_reported
+        if not silent_reported and now - start >= SILENT_SLOT_NOTICE:
+            silent_reported = True
+            silent = [slot for slot, t in enumerate(learner.plane.consolidator.tracks) if t.incarnation < 0]
+            if silent:
+                learner.echo(f"[MAIN] actor slot(s) {silent} sent nothing in {SILENT_SLOT_NOTICE:.0f}s: their shares of "
+                             f"replay ({learner.plane.replay.stream_capacity:,} transitions per env) stay empty")
         for slot, track in enumerate(learner.plane.consolidator.tracks):
             if track.incarnation != incarnations[slot]:
                 if incarnations[slot] >= 0:
@@ -131,6 +158,8 @@ def run(cfg: RunConfig) -> int:
         if bar is not None:
             bar.close()
         codes = pool.stop_all(timeout=10.0)
+        if evaluator is not None:
+            evaluator.stop()
         learner.plane.drain_until_quiet(quiet=0.5, timeout=5.0)  # what the actors flushed on their way out
         lags, versions = learner.weights_lag(), learner.actor_weights_versions()
         ledger, rejects = learner.plane.ledger(), dict(learner.plane.consolidator.rejects)
@@ -155,6 +184,42 @@ def run(cfg: RunConfig) -> int:
           f"weights v{c.weights_version}, actor weights versions {versions} (lag {lags}), actor exit codes {codes}"
           + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else ""), flush=True)
     return 0
+
+
+class Evaluator:
+    """The evaluation process (actors/eval_actor.py) and its two queues, driven from the launcher's tick."""
+
+    def __init__(self, cfg: RunConfig, learner: Learner):
+        self.cfg, self.learner = cfg, learner
+        ctx = spawn_context()
+        self.stop_event = ctx.Event()
+        self.requests, self.results = ctx.Queue(maxsize=1), ctx.Queue()
+        self.proc = start_process(ctx, eval_process_main, (cfg, self.stop_event, self.requests, self.results),
+                                  name="evaluator")
+        self.next_epoch = learner.counters.epoch + cfg.eval.every
+        self.skipped = 0
+
+    def tick(self) -> None:
+        c = self.learner.counters
+        if c.epoch >= self.next_epoch:
+            self.next_epoch = c.epoch + self.cfg.eval.every
+            try:  # never wait: while the last evaluation still runs this one is skipped
+                self.requests.put_nowait(dict(updates=c.updates, env_steps=c.inserted,
+                                              wall_seconds=round(self.learner.elapsed(), 3)))
+            except queue.Full:
+                self.skipped += 1
+        while True:
+            try:
+                self.learner.record_eval(self.results.get_nowait())
+            except queue.Empty:
+                break
+        if not self.proc.is_alive() and not self.stop_event.is_set():
+            self.learner.echo(f"[MAIN] the evaluation process exited ({self.proc.exitcode}); restarted")
+            self.proc = start_process(spawn_context(), eval_process_main,
+                                      (self.cfg, self.stop_event, self.requests, self.results), name="evaluator")
+
+    def stop(self) -> None:
+        stop_processes([self.proc], self.stop_event, timeout=5.0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -107,3 +107,30 @@ def test_ctrl_c_while_training_writes_the_final_checkpoint(tmp_path):
     assert f"{state['counters']['updates']} updates" in out  # the final checkpoint holds the last update
     assert not list(run_dir.glob("*.tmp-*"))
     assert_all_gone(seen)
+
+
+def test_training_run_logs_env_steps_wall_clock_and_evaluations_in_plain_lines(tmp_path):
+    import json
+
+    proc = start_launcher(tmp_path, "--duration", "30", "--learner.no-compile", "--learner.micro-batch", "16",
+                          "--learner.min-replay", "300", "--learner.updates-per-epoch", "5",
+                          "--replay.capacity", "4096", "--eval.every", "2", "--eval.episodes", "2", "--progress",
+                          collect_only=False)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert "\r" not in out  # stdout is a pipe: no progress-bar redraws, plain lines only
+    assert re.search(r"\[MAIN\] Eval at [\d,]+ env steps \(weights v\d+, eps 0.05, 2 episodes\): x_pos mean", out), out
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert all({"step", "env_steps", "wall_seconds"} <= set(r) for r in rows)
+    epochs = [r for r in rows if "learner/loss" in r]
+    evals = [r for r in rows if "eval/x_pos" in r]
+    assert len(epochs) >= 4 and evals, out
+    steps = [r["env_steps"] for r in epochs]
+    assert steps == sorted(steps) and steps[-1] > steps[0] > 0
+    walls = [r["wall_seconds"] for r in epochs]
+    assert walls == sorted(walls) and 0 < walls[-1] < 60
+    last = epochs[-1]
+    assert last["actor/episodes"] > 0 and last["actor/distance"] > 0  # FakeEnv x_pos = 3 * step: max x_pos > 0
+    assert 0 <= last["actor/flag_rate"] <= 1 and 0 < last["actor/epsilon"] <= 1
+    assert all(r["eval/episodes"] == 2 and r["eval/epsilon"] == 0.05 and r["eval/x_pos"] > 0 for r in evals)

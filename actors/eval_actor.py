@@ -1,0 +1,67 @@
+"""The evaluation actor (Ape-X's evaluator): plays the learner's current weights while training goes on.
+
+Runs in its own process (``eval_process_main``), started by the launcher beside the collectors. It
+waits for a request on ``requests`` (a dict with the ``updates``, ``env_steps`` and ``wall_seconds``
+at which the launcher asked), fetches the learner's current weights over the weight channel, plays
+``eval.episodes`` episodes at ``eval.epsilon`` on ``eval.stage`` (default: the training stage) and
+puts the request back on ``results`` with ``weights_version``, ``epsilon``, ``seconds`` and the
+``summary`` of actors/evaluator.py. Training and collection never wait for it: the launcher skips a
+request while the previous one still runs. It ignores SIGINT and stops on ``stop_event``, SIGTERM or
+the launcher's death.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import queue
+import signal
+import time
+from typing import Any
+
+import torch
+
+from actors.evaluator import action_names_for, build_network, play_episodes, summarize
+from actors.weights_client import WeightClient
+from shared.config import RunConfig
+
+EVAL_SLOT = -1  # the actor id of the evaluator's weight requests (no experience slot)
+
+
+def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    terminate: list[bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: terminate.append(True))
+    parent = os.getppid()
+    torch.set_num_threads(1)
+    if cfg.actor.nice:
+        os.nice(cfg.actor.nice)
+    env_cfg = dataclasses.replace(cfg.env, stage=cfg.eval.stage or cfg.env.stage)
+    net = build_network(env_cfg)
+    names = action_names_for(env_cfg)
+    incarnation = int.from_bytes(os.urandom(8), "little") >> 1
+    client = WeightClient(cfg.transport, EVAL_SLOT, incarnation, net)
+    rounds = 0
+
+    def stopping() -> bool:
+        return stop_event.is_set() or bool(terminate) or os.getppid() != parent
+
+    try:
+        while not stopping():
+            try:
+                request = requests.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            got = client.fetch(have=-1, timeout=30.0, should_stop=stopping)
+            if got is None:
+                continue
+            version, arrays = got
+            net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
+            start = time.perf_counter()
+            episodes = play_episodes(net, env_cfg, cfg.eval.episodes, cfg.eval.epsilon, cfg.eval.seed + rounds)
+            rounds += 1
+            results.put(dict(request, weights_version=version, epsilon=cfg.eval.epsilon, stage=env_cfg.stage,
+                             seconds=time.perf_counter() - start,
+                             summary=summarize(episodes, len(names), names)))
+    finally:
+        client.close()

@@ -1,0 +1,349 @@
+"""The evaluation role: play whole episodes with a fixed policy, summarise them, film one.
+
+Used by ``python -m launch.evaluate`` and usable from an evaluation process during training
+(hand :func:`play_episodes` the network the learner publishes; nothing here touches the data plane).
+
+``play_episodes(net, env_cfg, episodes, epsilon, seed, policy)``
+    One env is built (``shared.env.make_env``), reset for every episode, closed at the end. The
+    policy is epsilon-greedy over ``net`` (``epsilon`` = 0: pure greedy; the network runs in
+    ``eval()`` mode under ``torch.inference_mode`` on the one stacked observation, and only on
+    steps that do not explore) or uniformly random (``policy="random"``, ``net`` may be None: the
+    baseline a trained agent must beat). All randomness comes from ``np.random.default_rng(seed)``;
+    the env is built with ``seed`` too. Mario itself is deterministic given the actions, so a
+    pure-greedy Mario episode is the same every time.
+``summarize(episodes, num_actions, action_names)``
+    Plain dict (JSON-ready): x_pos mean/median/max/min, flag rate, return and length means and the
+    action histogram keyed by readable names (:func:`action_names_for`, e.g. ``"right+A+B"``).
+``record_video(env_cfg, actions, path, fps=60)``
+    Replays an episode's actions on a fresh Mario emulator and writes every emulator frame at the
+    game's own resolution, 256 wide x 240 high RGB: ``.mp4`` (H.264, yuv420p, plays in browsers)
+    streamed to ffmpeg frame by frame, or ``.gif`` (every 4th frame, 15 fps). Returns a
+    :class:`VideoInfo`; the replay must reach the episode's x_pos (the emulator is deterministic).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import numpy as np
+import torch
+
+from shared.config import EnvConfig
+from shared.env import ACTION_SETS, FrameStacker, make_env, num_actions_for
+from shared.network import QNetwork
+
+__all__ = [
+    "Episode",
+    "POLICIES",
+    "VideoInfo",
+    "action_names_for",
+    "best_episode",
+    "build_network",
+    "play_episodes",
+    "record_video",
+    "summarize",
+]
+
+POLICIES = ("greedy", "random")
+CATCH_ACTION_NAMES = ["left", "stay", "right"]
+GIF_EVERY = 4
+"""A GIF keeps every 4th emulator frame (15 fps at 60): a quarter of the size, same duration."""
+MACRO_BLOCK = 16
+"""H.264 macro block: frames whose sides are multiples of it are encoded as they are (256x240 is)."""
+
+
+@dataclass
+class Episode:
+    """One evaluation episode.
+
+    ``x_pos`` is the MAX x_pos reached during the episode (over the ``info`` of every agent step),
+    not the final one: Mario's x_pos drops when he falls into a pit or dies, and the furthest point
+    reached is what measures progress. (With ``stage='all'`` x_pos restarts at every new stage, so
+    the max is per-stage furthest, not distance over the game.)
+    """
+
+    x_pos: int
+    """Max x_pos over the episode (game pixels from the stage's start)."""
+    flag: bool
+    """The flag was reached (stage cleared)."""
+    ret: float
+    """Return: the sum of rewards in game units (no clipping, no discount)."""
+    length: int
+    """Agent steps (each ``frame_skip`` emulator frames, fewer on the last one)."""
+    actions: np.ndarray
+    """uint8 [length]: the action taken at each agent step, in order (replay it with record_video)."""
+
+
+@dataclass
+class VideoInfo:
+    """What :func:`record_video` wrote."""
+
+    path: str
+    frames: int
+    """Frames in the file: every emulator frame (mp4), every 4th (gif); the reset screen included."""
+    emulator_frames: int
+    """Emulator frames replayed, plus the reset screen."""
+    seconds: float
+    """Duration of the file (frames / its frame rate)."""
+    x_pos: int
+    """Max x_pos the replay reached (equal to the episode's; checked when ``expected_x_pos`` is given)."""
+    bytes: int
+
+
+# --------------------------------------------------------------------------- network
+
+
+def build_network(env_cfg: EnvConfig, state_dict: dict | None = None) -> QNetwork:
+    """A CPU :class:`QNetwork` shaped for ``env_cfg`` in eval() mode, loaded with ``state_dict`` if given.
+
+    Keys of a ``torch.compile``-wrapped module (``_orig_mod.`` prefix) are accepted too.
+    """
+    net = QNetwork(env_cfg.stack, num_actions_for(env_cfg), env_cfg.frame_size)
+    if state_dict is not None:
+        state = {k.removeprefix("_orig_mod."): v for k, v in state_dict.items()}
+        net.load_state_dict(state)
+    return net.eval()
+
+
+def action_names_for(env_cfg: EnvConfig) -> list[str]:
+    """Readable action names: Mario button lists joined with '+' (``"right+A+B"``, ``"NOOP"``), Catch's moves."""
+    if env_cfg.name == "catch":
+        return list(CATCH_ACTION_NAMES)
+    return ["+".join(buttons) for buttons in ACTION_SETS[env_cfg.actions]]
+
+
+# --------------------------------------------------------------------------- playing
+
+
+def play_episodes(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int, epsilon: float, seed: int,
+                  policy: str = "greedy") -> list[Episode]:
+    """Play ``episodes`` whole episodes on one env and return them (see the module docstring).
+
+    ``policy="greedy"``: epsilon-greedy on ``net`` (a random action with probability ``epsilon``,
+    else the argmax of Q; ties go to the lowest action). ``policy="random"``: uniformly random
+    actions, ``net`` unused. Episodes end at termination or truncation (``max_episode_steps``).
+    The network is put in eval() mode (BatchNorm running statistics) and left there.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"policy={policy!r} must be one of {POLICIES}")
+    if episodes < 1:
+        raise ValueError(f"episodes={episodes!r} must be >= 1")
+    if not 0.0 <= epsilon <= 1.0:
+        raise ValueError(f"epsilon={epsilon!r} must be in [0, 1]")
+    greedy = policy == "greedy"
+    if greedy and net is None:
+        raise ValueError("policy='greedy' needs a network")
+    if greedy:
+        net.eval()
+    rng = np.random.default_rng(seed)
+    eps = float(epsilon) if greedy else 1.0
+    num_actions = num_actions_for(env_cfg)
+    env = make_env(env_cfg, seed)
+    stacker = FrameStacker(env_cfg.stack, env.frame_shape)
+    obs_t = torch.from_numpy(stacker.array).unsqueeze(0)  # shares memory: follows every push
+    out: list[Episode] = []
+    try:
+        with torch.inference_mode():
+            for _ in range(episodes):
+                stacker.reset(env.reset())
+                step, push, draw, pick = env.step, stacker.push, rng.random, rng.integers
+                actions = bytearray()
+                ret, x_max, flag, done = 0.0, 0, False, False
+                while not done:
+                    if eps >= 1.0 or (eps > 0.0 and draw() < eps):
+                        a = int(pick(num_actions))
+                    else:
+                        a = int(net(obs_t).argmax(dim=1))
+                    frame, reward, terminated, truncated, info = step(a)
+                    push(frame)
+                    actions.append(a)
+                    ret += reward
+                    x = info["x_pos"]
+                    if x > x_max:
+                        x_max = x
+                    flag = flag or info["flag_get"]
+                    done = terminated or truncated
+                out.append(Episode(int(x_max), bool(flag), float(ret), len(actions),
+                                   np.frombuffer(actions, np.uint8)))  # no copy; a new bytearray per episode
+    finally:
+        env.close()
+    return out
+
+
+def best_episode(episodes: list[Episode]) -> Episode:
+    """The episode with the highest x_pos, ties broken by the higher return (then the earlier one)."""
+    return max(episodes, key=lambda e: (e.x_pos, e.ret))
+
+
+def summarize(episodes: list[Episode], num_actions: int, action_names: list[str]) -> dict:
+    """A JSON-ready summary of ``episodes``.
+
+    Keys: episodes, steps (total agent steps), x_pos_mean / x_pos_median / x_pos_max / x_pos_min
+    (of each episode's max x_pos), flags (episodes that reached the flag), flag_rate (0..1),
+    return_mean / return_min / return_max, length_mean, action_counts and action_fractions
+    ({name: value} in action order; counts sum to steps, fractions to 1).
+    """
+    if not episodes:
+        raise ValueError("summarize() needs at least one episode")
+    if len(action_names) != num_actions:
+        raise ValueError(f"{len(action_names)} action names for {num_actions} actions")
+    counts = np.zeros(num_actions, np.int64)
+    for e in episodes:
+        counts += np.bincount(e.actions, minlength=num_actions)[:num_actions]
+    steps = int(sum(e.length for e in episodes))
+    xs = [e.x_pos for e in episodes]
+    rets = [e.ret for e in episodes]
+    flags = sum(e.flag for e in episodes)
+    return {
+        "episodes": len(episodes),
+        "steps": steps,
+        "x_pos_mean": float(statistics.fmean(xs)),
+        "x_pos_median": float(statistics.median(xs)),
+        "x_pos_max": int(max(xs)),
+        "x_pos_min": int(min(xs)),
+        "flags": int(flags),
+        "flag_rate": flags / len(episodes),
+        "return_mean": float(statistics.fmean(rets)),
+        "return_min": float(min(rets)),
+        "return_max": float(max(rets)),
+        "length_mean": float(statistics.fmean(e.length for e in episodes)),
+        "action_counts": {name: int(c) for name, c in zip(action_names, counts)},
+        "action_fractions": {name: (float(c) / steps if steps else 0.0) for name, c in zip(action_names, counts)},
+    }
+
+
+def episode_record(e: Episode) -> dict:
+    """The per-episode JSON entry (no actions)."""
+    return {"x_pos": e.x_pos, "flag": e.flag, "return": e.ret, "length": e.length}
+
+
+# --------------------------------------------------------------------------- video
+
+
+def _emulator_frames(env_cfg: EnvConfig, actions: np.ndarray, track: dict) -> Iterator[np.ndarray]:
+    """Replay ``actions`` on a fresh Mario env, yielding the reset screen and then every emulator frame.
+
+    Each agent action is sent ``frame_skip`` times straight to the JoypadSpace (``env.inner``),
+    stopping early when the episode ends, exactly as the preprocessing does. Frames are the inner
+    env's RGB observation (nes-py's ``raw.screen``, one buffer rewritten every frame): the consumer
+    must use or copy each one before asking for the next. ``track`` receives x_pos (max over agent
+    steps), steps replayed and whether the episode ended.
+    """
+    env = make_env(dataclasses.replace(env_cfg, max_episode_steps=0), 0)
+    try:
+        inner, skip = env.inner, env_cfg.frame_skip
+        out = inner.reset()
+        yield out[0] if isinstance(out, tuple) else out  # Gymnasium: (obs, info)
+        x_max, steps, done = 0, 0, False
+        for a in actions.tolist():
+            if done:
+                break
+            for _ in range(skip):
+                out = inner.step(a)
+                yield out[0]
+                done = bool(out[2] or out[3]) if len(out) == 5 else bool(out[2])
+                if done:
+                    break
+            x = int(out[-1].get("x_pos", 0))
+            x_max = max(x_max, x)
+            steps += 1
+            track.update(x_pos=x_max, steps=steps, ended=done)
+    finally:
+        env.close()
+
+
+def _padded(frame: np.ndarray, block: int) -> np.ndarray:
+    """``frame`` as a contiguous array whose sides are multiples of ``block`` (black bottom/right padding)."""
+    h, w = frame.shape[:2]
+    ph, pw = -h % block, -w % block
+    if ph or pw:
+        return np.pad(frame, ((0, ph), (0, pw), (0, 0)))
+    return np.ascontiguousarray(frame)
+
+
+def _gif_durations_ms(fps: float, every: int) -> Iterator[int]:
+    """Per-frame GIF delays in ms (multiples of 10: GIF stores centiseconds) whose running sum tracks
+    the true timeline, so the GIF plays at game speed (4 frames at 60 fps: 70, 70, 60, ...)."""
+    k = 0
+    while True:
+        a = round(k * every * 100 / fps)
+        b = round((k + 1) * every * 100 / fps)
+        yield 10 * (b - a)
+        k += 1
+
+
+def record_video(env_cfg: EnvConfig, actions: Iterable[int], path: str, fps: float = 60,
+                 expected_x_pos: int | None = None) -> VideoInfo:
+    """Replay ``actions`` on a fresh Mario env and write the emulator's frames to ``path``.
+
+    ``.mp4``: every emulator frame, 256x240 RGB as the NES draws it, H.264 (libx264) yuv420p via
+    imageio's ffmpeg plugin, streamed to ffmpeg one frame at a time (memory stays flat); 256 and
+    240 are multiples of the 16-pixel macro block, so imageio does not resize (other sizes would be
+    padded black to the next multiple, never rescaled). ``.gif``: every 4th frame through Pillow (the
+    encoder imageio's pillow plugin uses; frames are handed over one by one as an iterator, but
+    Pillow assembles the GIF in memory, about 61 KB per kept frame), looping, at game speed.
+    ``fps`` is the emulator's frame rate (NES: 60). Raises RuntimeError when the replay ends before
+    the actions do or, given ``expected_x_pos``, reaches another max x_pos (the file is written
+    anyway); ValueError for an env other than Mario or another extension.
+    """
+    if env_cfg.name != "mario":
+        raise ValueError(f"record_video needs env.name='mario', got {env_cfg.name!r}")
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in (".mp4", ".gif"):
+        raise ValueError(f"video path {path!r} must end in .mp4 or .gif")
+    actions = np.asarray(list(actions) if not isinstance(actions, np.ndarray) else actions, dtype=np.int64)
+    track: dict = {"x_pos": 0, "steps": 0, "ended": False}
+    frames = _emulator_frames(env_cfg, actions, track)
+    emulated = written = 0
+    if ext == ".mp4":
+        import imageio.v2 as imageio
+
+        writer = imageio.get_writer(path, format="FFMPEG", mode="I", fps=fps, codec="libx264",
+                                    pixelformat="yuv420p", macro_block_size=MACRO_BLOCK, quality=None,
+                                    output_params=["-crf", "18", "-movflags", "+faststart"],
+                                    ffmpeg_log_level="error")
+        try:
+            for frame in frames:
+                writer.append_data(_padded(frame, MACRO_BLOCK))  # a contiguous copy of the shared screen
+                emulated += 1
+        finally:
+            frames.close()  # the emulator, when the writer failed part-way
+            writer.close()
+        written = emulated
+        seconds = written / fps
+    else:
+        from PIL import Image
+
+        durations = _gif_durations_ms(fps, GIF_EVERY)
+        total_ms = 0
+
+        def kept() -> Iterator[Image.Image]:
+            nonlocal emulated, written, total_ms
+            for frame in frames:
+                if emulated % GIF_EVERY == 0:
+                    im = Image.fromarray(np.ascontiguousarray(frame), "RGB")
+                    im.info["duration"] = d = next(durations)
+                    total_ms += d
+                    written += 1
+                    yield im
+                emulated += 1
+
+        it = kept()
+        try:
+            first = next(it)
+            first.save(path, format="GIF", save_all=True, append_images=it, loop=0)
+        finally:
+            frames.close()
+        seconds = total_ms / 1000.0
+    info = VideoInfo(path=path, frames=written, emulator_frames=emulated, seconds=seconds,
+                     x_pos=int(track["x_pos"]), bytes=os.path.getsize(path))
+    if track["steps"] < len(actions):
+        raise RuntimeError(f"replay ended after {track['steps']} of {len(actions)} actions (video {path} written)")
+    if expected_x_pos is not None and info.x_pos != int(expected_x_pos):
+        raise RuntimeError(f"replay reached x_pos {info.x_pos}, the episode {expected_x_pos} "
+                           f"(the emulator should be deterministic; video {path} written)")
+    return info

@@ -1,0 +1,280 @@
+"""Evaluate a run's checkpoint: N epsilon-greedy episodes, one pure-greedy episode, a table and a JSON file.
+
+    python -m launch.evaluate runs/20250101-120000-1234
+    python -m launch.evaluate runs/RUN --episodes 50 --epsilon 0.05 --stage 1-2 --video best.mp4
+    python -m launch.evaluate runs/RUN --checkpoint backup/checkpoint-100k.pt --json eval-100k.json
+    python -m launch.evaluate --policy random --stage 1-1 --episodes 20      # the random baseline
+
+RUN_DIR is a folder made by ``python -m launch.local``: its ``config.json`` gives the env (stage,
+action set, frame skip, frame size, stack, time limit) and its ``checkpoint.pt`` the network
+(``--checkpoint FILE`` reads another checkpoint file instead; without RUN_DIR the config is the
+one saved inside that checkpoint). The run's env is used as it was trained, except ``--stage``
+and ``--max-episode-steps`` when given.
+
+``--policy greedy`` (default) plays ``--episodes`` episodes epsilon-greedy at ``--epsilon`` and
+one more at epsilon 0 (Mario is deterministic given the actions, so one pure-greedy episode is all
+there is; with ``--epsilon 0`` it is the first of the N). ``--policy random`` plays uniformly
+random actions: no network, no checkpoint, and RUN_DIR may be omitted (then the env is the default
+``EnvConfig``, i.e. Mario with the 'simple' action set, frame skip 4, 4500-step limit, on
+``--stage``, and ``--env`` may pick another game).
+
+Printed: x_pos mean/median/max (each episode's furthest x_pos), flag rate, mean return and length,
+and the action histogram. Written (``--json``; default ``RUN_DIR/eval-STAGE-eps0.05.json``, or
+``eval-STAGE-random.json`` in RUN_DIR or the current folder): run_dir, checkpoint, updates and
+env_steps of the checkpoint, stage, epsilon, policy, seed, env, summary, greedy (the pure-greedy
+episode's summary and record, null for the random policy), episodes (x_pos, flag, return, length
+of each) and video. ``--video PATH.mp4|.gif`` replays the best episode of the epsilon run (highest
+x_pos, then return) at the NES's 256x240 and 60 fps (GIF: 15 fps) and checks that the replay
+reaches the same x_pos. Bad input prints one line on stderr naming the value and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+
+import torch
+
+from actors.evaluator import (POLICIES, action_names_for, best_episode, build_network, episode_record,
+                              play_episodes, record_video, summarize)
+from learner.checkpoint import CHECKPOINT_NAME
+from shared.config import ConfigError, EnvConfig, RunConfig
+from shared.env import num_actions_for, parse_stage
+
+
+class UsageError(Exception):
+    """Bad input: reported in one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line instead of usage + message
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m launch.evaluate", description=__doc__.split("\n\n")[0],
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir", nargs="?", default=None, metavar="RUN_DIR",
+                   help="run folder (config.json, checkpoint.pt); optional with --policy random")
+    p.add_argument("--episodes", type=int, default=20, help="episodes at --epsilon (default 20)")
+    p.add_argument("--epsilon", type=float, default=0.05, help="exploration rate in [0, 1] (default 0.05)")
+    p.add_argument("--stage", default=None, help="Mario 'W-S' or 'all' (default: the run's stage, else 1-1)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the env and of the exploration (default 0)")
+    p.add_argument("--policy", default="greedy", help="greedy (epsilon-greedy on the network) or random")
+    p.add_argument("--checkpoint", default=None, metavar="PATH", help="checkpoint file to load instead of RUN_DIR/checkpoint.pt")
+    p.add_argument("--env", default=None, help="mario, catch or fake; only without RUN_DIR (random policy)")
+    p.add_argument("--max-episode-steps", type=int, default=None, help="override the env's time limit (0: none)")
+    p.add_argument("--video", default=None, metavar="PATH", help="record the best episode to PATH.mp4 or PATH.gif")
+    p.add_argument("--json", default=None, metavar="PATH", help="where to write the results")
+    return p
+
+
+def _load_checkpoint_file(path: str) -> dict:
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # pickle, zip or torch errors: all mean "not a readable checkpoint"
+        raise UsageError(f"checkpoint {path!r} is not readable: {type(exc).__name__}: {exc}") from None
+    if not isinstance(state, dict) or not isinstance(state.get("learner"), dict) or "online" not in state["learner"]:
+        raise UsageError(f"checkpoint {path!r} holds no learner.online network")
+    return state
+
+
+def resolve(args: argparse.Namespace) -> dict:
+    """Check the arguments and gather what the evaluation needs; raises UsageError naming a bad value."""
+    if args.policy not in POLICIES:
+        raise UsageError(f"--policy={args.policy!r} must be one of {', '.join(POLICIES)}")
+    if args.episodes < 1:
+        raise UsageError(f"--episodes={args.episodes!r} must be >= 1")
+    if not 0.0 <= args.epsilon <= 1.0:  # also rejects nan
+        raise UsageError(f"--epsilon={args.epsilon!r} must be in [0, 1]")
+    if args.stage is not None:
+        try:
+            parse_stage(args.stage)
+        except ConfigError:
+            raise UsageError(f"--stage={args.stage!r} must be 'W-S' with W in 1..8 and S in 1..4, or 'all'") from None
+    if args.max_episode_steps is not None and args.max_episode_steps < 0:
+        raise UsageError(f"--max-episode-steps={args.max_episode_steps!r} must be >= 0")
+    if args.video is not None and os.path.splitext(args.video)[1].lower() not in (".mp4", ".gif"):
+        raise UsageError(f"--video={args.video!r} must end in .mp4 or .gif")
+    if args.env is not None and args.env not in ("mario", "catch", "fake"):
+        raise UsageError(f"--env={args.env!r} must be mario, catch or fake")
+    greedy = args.policy == "greedy"
+    run_dir, ckpt_path, cfg, state = args.run_dir, args.checkpoint, None, None
+
+    if run_dir is not None:
+        if not os.path.isdir(run_dir):
+            raise UsageError(f"run folder {run_dir!r} does not exist")
+        if args.env is not None:
+            raise UsageError(f"--env={args.env!r} applies only without RUN_DIR (the run's network was trained on its own env)")
+        config_path = os.path.join(run_dir, "config.json")
+        if os.path.isfile(config_path):
+            try:
+                with open(config_path, encoding="utf-8") as fh:
+                    cfg = RunConfig.from_json(fh.read())
+            except (ValueError, TypeError, OSError) as exc:
+                raise UsageError(f"config {config_path!r} is not readable: {exc}") from None
+    if greedy:
+        if ckpt_path is None:
+            if run_dir is None:
+                raise UsageError("RUN_DIR (or --checkpoint) is required unless --policy random")
+            ckpt_path = os.path.join(run_dir, CHECKPOINT_NAME)
+            if not os.path.isfile(ckpt_path):
+                raise UsageError(f"no {CHECKPOINT_NAME} in run folder {run_dir!r}")
+        elif os.path.isdir(ckpt_path):
+            ckpt_path = os.path.join(ckpt_path, CHECKPOINT_NAME)
+        if not os.path.isfile(ckpt_path):
+            raise UsageError(f"--checkpoint={args.checkpoint!r} does not exist")
+        state = _load_checkpoint_file(ckpt_path)
+        if cfg is None:
+            try:
+                cfg = RunConfig.from_json(state["config"])
+            except (KeyError, ValueError, TypeError) as exc:
+                where = f"run folder {run_dir!r} has no config.json and " if run_dir else ""
+                raise UsageError(f"{where}checkpoint {ckpt_path!r} carries no readable config ({exc})") from None
+    elif run_dir is not None and cfg is None:
+        raise UsageError(f"run folder {run_dir!r} has no config.json")
+
+    env = cfg.env if cfg is not None else EnvConfig(name=args.env or "mario")
+    changes = {}
+    if args.stage is not None:
+        changes["stage"] = args.stage
+    if args.max_episode_steps is not None:
+        changes["max_episode_steps"] = args.max_episode_steps
+    env = dataclasses.replace(env, **changes)
+    try:
+        env.validate()
+        if env.name == "mario":
+            parse_stage(env.stage)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if args.video is not None and env.name != "mario":
+        raise UsageError(f"--video={args.video!r} needs a Mario env, this one is env.name={env.name!r}")
+
+    net = None
+    if greedy:
+        try:
+            net = build_network(env, state["learner"]["online"])
+        except (RuntimeError, KeyError, TypeError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UsageError(f"checkpoint {ckpt_path!r} does not fit the network of env {env.name} "
+                             f"(stack {env.stack}, {num_actions_for(env)} actions, {env.frame_size}px): {first}") from None
+    counters = (state or {}).get("counters") or {}
+    label = env.stage if env.name == "mario" else env.name
+    tag = "random" if not greedy else f"eps{args.epsilon:g}"
+    json_path = args.json or os.path.join(run_dir or ".", f"eval-{label}-{tag}.json")
+    return {"env": env, "net": net, "run_dir": run_dir, "checkpoint": ckpt_path, "label": label,
+            "updates": counters.get("updates", (state or {}).get("learner", {}).get("updates")),
+            "env_steps": counters.get("inserted"), "wall_seconds": counters.get("wall_seconds"),
+            "json_path": json_path}
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def format_table(rows: list[tuple[str, dict]], names: list[str]) -> str:
+    """The console table: one line per summary, then each one's action histogram."""
+    head = f"{'':<16}{'episodes':>9}{'x mean':>9}{'x median':>10}{'x max':>7}{'x min':>7}{'flag':>8}{'return':>9}{'length':>9}"
+    lines = [head]
+    for title, s in rows:
+        lines.append(f"{title:<16}{s['episodes']:>9}{s['x_pos_mean']:>9.1f}{s['x_pos_median']:>10.1f}{s['x_pos_max']:>7}"
+                     f"{s['x_pos_min']:>7}{_pct(s['flag_rate']):>8}{s['return_mean']:>9.1f}{s['length_mean']:>9.1f}")
+    for title, s in rows:
+        hist = "  ".join(f"{n} {_pct(s['action_fractions'][n])}" for n in names)
+        lines.append(f"actions {title}: {hist}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        job = resolve(args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # batch-1 forwards of a small convnet: more threads only add contention
+    try:
+        return _evaluate(args, job)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _evaluate(args: argparse.Namespace, job: dict) -> int:
+    env, net, greedy = job["env"], job["net"], args.policy == "greedy"
+    names = action_names_for(env)
+    num_actions = num_actions_for(env)
+    where = job["checkpoint"] or "(no network)"
+    print(f"[EVAL] {job['run_dir'] or '-'}: checkpoint {where}"
+          + (f", updates {job['updates']:,}" if isinstance(job["updates"], int) else "")
+          + (f", env steps {job['env_steps']:,}" if isinstance(job["env_steps"], int) else ""))
+    print(f"[EVAL] env {env.name}" + (f" {env.stage}, actions {env.actions}" if env.name == "mario" else "")
+          + f", policy {args.policy}"
+          + (f", epsilon {args.epsilon:g}" if greedy else "") + f", seed {args.seed}, {args.episodes} episode(s)",
+          flush=True)
+
+    start = time.perf_counter()
+    episodes = play_episodes(net, env, args.episodes, args.epsilon, args.seed, policy=args.policy)
+    greedy_ep = None
+    if greedy:
+        greedy_ep = episodes[0] if args.epsilon == 0 else play_episodes(net, env, 1, 0.0, args.seed)[0]
+    seconds = time.perf_counter() - start
+    steps = sum(e.length for e in episodes) + (greedy_ep.length if greedy_ep is not None and args.epsilon != 0 else 0)
+    summary = summarize(episodes, num_actions, names)
+    rows = [(f"eps {args.epsilon:g}" if greedy else "random", summary)]
+    greedy_summary = None
+    if greedy_ep is not None:
+        greedy_summary = summarize([greedy_ep], num_actions, names)
+        rows.append(("greedy (eps 0)", greedy_summary))
+    print(format_table(rows, names))
+    print(f"[EVAL] {steps:,} agent steps in {seconds:.1f} s ({steps / max(seconds, 1e-9):,.0f} steps/s)", flush=True)
+
+    video = None
+    status = 0
+    if args.video:
+        best = best_episode(episodes)
+        try:
+            info = record_video(env, best.actions, args.video, expected_x_pos=best.x_pos)
+            video = dataclasses.asdict(info)
+            print(f"[EVAL] video {info.path}: {info.bytes:,} bytes, {info.frames:,} frames, {info.seconds:.1f} s "
+                  f"(best episode: x_pos {best.x_pos}, return {best.ret:.1f}, {best.length} steps)")
+        except RuntimeError as exc:  # the replay diverged; the file is there but shows another episode
+            print(f"error: {exc}", file=sys.stderr)
+            video, status = {"path": args.video, "error": str(exc)}, 1
+
+    result = {
+        "run_dir": job["run_dir"],
+        "checkpoint": job["checkpoint"],
+        "updates": job["updates"],
+        "env_steps": job["env_steps"],
+        "wall_seconds": job["wall_seconds"],
+        "stage": env.stage if env.name == "mario" else None,
+        "epsilon": args.epsilon if greedy else 1.0,
+        "policy": args.policy,
+        "seed": args.seed,
+        "env": dataclasses.asdict(env),
+        "summary": summary,
+        "greedy": None if greedy_ep is None else {**greedy_summary, "episode": episode_record(greedy_ep)},
+        "episodes": [episode_record(e) for e in episodes],
+        "video": video,
+        "eval_seconds": seconds,
+    }
+    path = job["json_path"]
+    folder = os.path.dirname(path)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
+    print(f"[EVAL] wrote {path}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,315 @@
+"""Draw learning curves from one or more runs' ``metrics.jsonl`` into one PNG.
+
+    python -m launch.plot runs/a runs/b --out curves.png --names apex,baseline --baseline-x 320
+
+Input contract
+--------------
+Each positional argument is a run folder holding ``metrics.jsonl``, or a path straight to a
+``.jsonl`` file. The file has one JSON object per line (blank lines are ignored). Every row
+carries ``step`` (learner updates so far), ``env_steps`` (environment steps, i.e. transitions
+inserted into replay, over the whole run) and ``wall_seconds`` (seconds since the run started).
+Rows come in two kinds, told apart by their keys:
+
+* evaluation rows: any key starting with ``eval/`` -- ``eval/x_pos`` (mean x_pos over the
+  evaluation episodes), ``eval/x_pos_median``, ``eval/flag_rate`` (0..1), ``eval/return``,
+  ``eval/length``, ``eval/episodes``, ``eval/epsilon``;
+* epoch rows: everything else -- ``learner/loss``, ``learner/td_error``,
+  ``learner/updates_per_s``, ``actor/experiences_per_s``, ``actor/return`` (rolling mean
+  return of the behaviour policy), ``actor/distance``, ...
+
+Any key may be missing (older runs, evaluation off); a panel with no data for any run says
+"no data". Rows without a numeric ``env_steps`` are skipped, with one warning line per run. A
+line that is not a JSON object, or a folder without ``metrics.jsonl``, is an error: a message
+on stderr and exit code 2.
+
+Output
+------
+One PNG (Agg, no window), five rows by two columns: the left column against environment steps,
+the right column the same figure against wall-clock minutes. Rows: evaluation x_pos (mean
+solid, median dashed, optional ``--baseline-x`` reference line), evaluation flag rate,
+behaviour-policy return, loss and TD error (log scale when all positive), throughput (actor
+experiences/s solid on the left axis, learner updates/s dashed on the right axis). One colour
+per run. Prints, per run, the epoch and evaluation rows read and the last evaluation mean
+x_pos, then the output path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass
+
+import matplotlib
+from matplotlib.figure import Figure  # no pyplot: nothing global, never a window
+from matplotlib.lines import Line2D
+from matplotlib.ticker import EngFormatter, LogFormatter, PercentFormatter
+
+# x columns: (row key, axis label, scale applied to the value)
+X_COLUMNS = [
+    ("env_steps", "environment steps", 1.0),
+    ("wall_seconds", "wall-clock minutes", 1.0 / 60.0),
+]
+
+FONTS = {
+    "font.size": 12,
+    "axes.titlesize": 13,
+    "axes.labelsize": 12,
+    "xtick.labelsize": 11,
+    "ytick.labelsize": 11,
+    "legend.fontsize": 11,
+    "figure.titlesize": 16,
+}
+
+
+class InputError(Exception):
+    """A missing run folder or a malformed metrics file; main reports it and returns 2."""
+
+
+@dataclass
+class Run:
+    name: str
+    path: str
+    epochs: list[dict]
+    evals: list[dict]
+    skipped: int  # rows without env_steps
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def metrics_path(arg: str) -> str:
+    """The metrics file for a positional argument: RUN_DIR/metrics.jsonl, or the file itself."""
+    if os.path.isdir(arg):
+        path = os.path.join(arg, "metrics.jsonl")
+        if not os.path.isfile(path):
+            raise InputError(f"{arg}: no metrics.jsonl in this run folder")
+        return path
+    if os.path.isfile(arg):
+        return arg
+    raise InputError(f"{arg}: no such run folder or metrics file")
+
+
+def default_name(arg: str) -> str:
+    """The folder's basename; for a file, its folder's name if it is metrics.jsonl, else its stem."""
+    path = os.path.normpath(os.path.abspath(arg))
+    if os.path.isfile(path):
+        if os.path.basename(path) == "metrics.jsonl":
+            return os.path.basename(os.path.dirname(path))
+        return os.path.splitext(os.path.basename(path))[0]
+    return os.path.basename(path)
+
+
+def read_run(arg: str, name: str) -> Run:
+    path = metrics_path(arg)
+    epochs, evals, skipped = [], [], 0
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"{path}: line {lineno}: not valid JSON ({exc.msg})") from None
+                if not isinstance(row, dict):
+                    raise InputError(f"{path}: line {lineno}: not a JSON object")
+                if not is_number(row.get("env_steps")):
+                    skipped += 1
+                elif any(key.startswith("eval/") for key in row):
+                    evals.append(row)
+                else:
+                    epochs.append(row)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({exc})") from None
+    return Run(name=name, path=path, epochs=epochs, evals=evals, skipped=skipped)
+
+
+def series(rows: list[dict], key: str, xkey: str, xscale: float) -> tuple[list[float], list[float]]:
+    """(x, y) for the rows where both xkey and key hold finite numbers, in file order."""
+    xs, ys = [], []
+    for row in rows:
+        x, y = row.get(xkey), row.get(key)
+        if is_number(x) and is_number(y):
+            xs.append(x * xscale)
+            ys.append(float(y))
+    return xs, ys
+
+
+def draw(ax, runs, colours, kind, key, xcol, linestyle="-", linewidth=1.8, marker=None) -> list[float]:
+    """Plot one metric for every run on ax; return all y values drawn (empty: nothing drawn)."""
+    xkey, _, xscale = xcol
+    drawn = []
+    for run, colour in zip(runs, colours):
+        xs, ys = series(getattr(run, kind), key, xkey, xscale)
+        if not xs:
+            continue
+        ax.plot(xs, ys, color=colour, linestyle=linestyle, linewidth=linewidth,
+                marker=marker or ("o" if len(xs) == 1 else None), markersize=3.5)
+        drawn.extend(ys)
+    return drawn
+
+
+def no_data(ax) -> None:
+    ax.set_yticks([])
+    ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center",
+            fontsize=14, color="0.45")
+
+
+def style_legend(ax, entries) -> None:
+    """A small legend of line styles (grey), since colours already stand for runs."""
+    handles = [Line2D([], [], color=colour, linestyle=style, linewidth=width)
+               for _, style, width, colour in entries]
+    ax.legend(handles, [label for label, _, _, _ in entries], loc="best", framealpha=0.8)
+
+
+def plot(runs: list[Run], out: str, title: str | None = None, baseline_x: float | None = None,
+         baseline_label: str = "random") -> Figure:
+    """Draw every panel for runs and save the PNG to out; return the figure."""
+    palette = matplotlib.colormaps["tab10"].colors
+    colours = [palette[i % len(palette)] for i in range(len(runs))]
+    with matplotlib.rc_context(FONTS):
+        fig = Figure(figsize=(14, 18), dpi=100)
+        axes = fig.subplots(5, 2, sharex="col")
+        # fixed margins: title, run legend and column headings above, twin y labels on the right
+        fig.subplots_adjust(left=0.07, right=0.93, bottom=0.04, top=0.895, hspace=0.3, wspace=0.3)
+        for col, xcol in enumerate(X_COLUMNS):
+            # (1) evaluation distance
+            ax = axes[0, col]
+            mean = draw(ax, runs, colours, "evals", "eval/x_pos", xcol, "-", 2.2, marker="o")
+            median = draw(ax, runs, colours, "evals", "eval/x_pos_median", xcol, "--", 1.1)
+            ax.set_title("evaluation distance (x_pos)")
+            ax.set_ylabel("x_pos")
+            if mean or median:
+                entries = [("mean", "-", 2.2, "0.3"), ("median", "--", 1.1, "0.3")]
+                if baseline_x is not None:
+                    ax.axhline(baseline_x, color="0.25", linestyle=":", linewidth=1.5)
+                    entries.append((f"{baseline_label} ({baseline_x:g})", ":", 1.5, "0.25"))
+                style_legend(ax, entries)
+            else:
+                no_data(ax)
+
+            # (2) evaluation flag rate
+            ax = axes[1, col]
+            if draw(ax, runs, colours, "evals", "eval/flag_rate", xcol, "-", 2.0, marker="o"):
+                ax.set_ylim(-0.03, 1.03)
+                ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
+            else:
+                no_data(ax)
+            ax.set_title("evaluation flag rate")
+            ax.set_ylabel("flags reached")
+
+            # (3) behaviour-policy return
+            ax = axes[2, col]
+            if not draw(ax, runs, colours, "epochs", "actor/return", xcol, "-", 1.8):
+                no_data(ax)
+            ax.set_title("behaviour-policy return (rolling mean, last 100 episodes)")
+            ax.set_ylabel("return")
+
+            # (4) loss and TD error
+            ax = axes[3, col]
+            loss = draw(ax, runs, colours, "epochs", "learner/loss", xcol, "-", 1.8)
+            td = draw(ax, runs, colours, "epochs", "learner/td_error", xcol, "--", 1.2)
+            if loss or td:
+                if all(v > 0 for v in loss + td):
+                    ax.set_yscale("log")
+                    ax.yaxis.set_major_formatter(LogFormatter())  # plain "2", "0.5", not 2x10^0
+                    ax.yaxis.set_minor_formatter(LogFormatter(minor_thresholds=(2, 0.5)))
+                style_legend(ax, [("loss", "-", 1.8, "0.3"), ("TD error", "--", 1.2, "0.3")])
+            else:
+                no_data(ax)
+            ax.set_title("learner loss and TD error")
+            ax.set_ylabel("loss / |TD error|")
+
+            # (5) throughput: experiences/s on the left axis, updates/s on a twin right axis
+            ax = axes[4, col]
+            exps = draw(ax, runs, colours, "epochs", "actor/experiences_per_s", xcol, "-", 1.8)
+            twin = ax.twinx()
+            updates = draw(twin, runs, colours, "epochs", "learner/updates_per_s", xcol, "--", 1.4)
+            if updates:
+                twin.set_ylabel("learner updates/s (dashed)")
+                twin.yaxis.set_major_formatter(EngFormatter(sep=""))
+            else:
+                twin.remove()
+            if exps or updates:
+                entries = [("actor experiences/s (left)", "-", 1.8, "0.3"),
+                           ("learner updates/s (right)", "--", 1.4, "0.3")]
+                style_legend(twin if updates else ax, entries)  # on top of both axes' lines
+            else:
+                no_data(ax)
+            ax.set_title("throughput")
+            ax.set_ylabel("actor experiences/s (solid)")
+            ax.yaxis.set_major_formatter(EngFormatter(sep=""))
+
+            box = axes[0, col].get_position()
+            fig.text((box.x0 + box.x1) / 2, 0.925, f"against {xcol[1]}", ha="center", va="bottom",
+                     fontsize=14, fontweight="bold")
+            axes[-1, col].set_xlabel(xcol[1])
+            for row_ax in axes[:, col]:
+                row_ax.grid(True, alpha=0.3)
+        axes[-1, 0].xaxis.set_major_formatter(EngFormatter(sep=""))
+
+        if title:
+            fig.suptitle(title, y=0.99, fontweight="bold")
+        handles = [Line2D([], [], color=c, linewidth=3) for c in colours]
+        fig.legend(handles, [run.name for run in runs], loc="upper center", bbox_to_anchor=(0.5, 0.97),
+                   ncol=min(len(runs), 5), frameon=False, fontsize=13)
+        out_dir = os.path.dirname(os.path.abspath(out))
+        os.makedirs(out_dir, exist_ok=True)
+        fig.savefig(out, format="png")
+    return fig
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m launch.plot",
+        description="Draw learning curves from runs' metrics.jsonl into one PNG.")
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                        help="run folder holding metrics.jsonl, or a path to a .jsonl file")
+    parser.add_argument("--out", default="curves.png", help="PNG to write (default: curves.png)")
+    parser.add_argument("--names", default=None,
+                        help="comma-separated legend names, one per run (default: folder basenames)")
+    parser.add_argument("--title", default=None, help="figure title")
+    parser.add_argument("--baseline-x", type=float, default=None, metavar="VALUE",
+                        help="draw a horizontal reference line at this x_pos on the evaluation panel")
+    parser.add_argument("--baseline-label", default="random", metavar="TEXT",
+                        help="label of the reference line (default: random)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        if args.names is not None:
+            names = [name.strip() for name in args.names.split(",")]
+            if len(names) != len(args.runs):
+                raise InputError(f"--names gives {len(names)} names for {len(args.runs)} runs")
+        else:
+            names = [default_name(arg) for arg in args.runs]
+        runs = [read_run(arg, name) for arg, name in zip(args.runs, names)]
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    for run in runs:
+        if run.skipped:
+            print(f"warning: {run.name}: skipped {run.skipped} rows without env_steps ({run.path})",
+                  file=sys.stderr)
+        last = [row["eval/x_pos"] for row in run.evals if is_number(row.get("eval/x_pos"))]
+        last_text = f"last eval x_pos {last[-1]:.1f}" if last else "no eval x_pos"
+        print(f"{run.name}: {len(run.epochs)} epoch rows, {len(run.evals)} eval rows, {last_text}")
+
+    try:
+        plot(runs, args.out, args.title, args.baseline_x, args.baseline_label)
+    except OSError as exc:
+        print(f"error: cannot write {args.out}: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
