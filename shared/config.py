@@ -45,11 +45,8 @@ class EnvConfig:
         _check(36 <= self.frame_size <= 256, "env.frame_size", self.frame_size, "must be in [36, 256] (the conv stack)")
         _check(1 <= self.stack <= 16, "env.stack", self.stack, "must be in [1, 16]")
         _check(self.max_episode_steps >= 0, "env.max_episode_steps", self.max_episode_steps, "must be >= 0")
-        if self.name == "mario" and self.stage != "all":
-            parts = self.stage.split("-")
-            ok = len(parts) == 2 and all(p.isdigit() for p in parts)
-            ok = ok and 1 <= int(parts[0]) <= 8 and 1 <= int(parts[1]) <= 4
-            _check(ok, "env.stage", self.stage, "must be 'W-S' with W in 1..8 and S in 1..4, or 'all'")
+        if self.name == "mario":
+            _check(_stage_ok(self.stage), "env.stage", self.stage, "must be 'W-S' with W in 1..8 and S in 1..4, or 'all'")
 
 
 @dataclass
@@ -61,19 +58,23 @@ class ActorConfig:
     batch_steps: int = 64
     """T: steps per env gathered into one message (each new frame is sent once)."""
     epsilon: float = -1.0
-    """Fixed exploration rate for every env; negative selects Ape-X per-env epsilons eps_base**(1 + eps_alpha*i/(N-1))."""
+    """Fixed exploration rate for every env; negative selects the schedule: each env anneals from 1.0 to its floor max(eps_min, eps_base**(1 + eps_alpha*i/(N-1))) (shared/exploration.py)."""
     eps_base: float = 0.4
-    """Ape-X epsilon base."""
+    """Ape-X epsilon base (the floor of env 0)."""
     eps_alpha: float = 7.0
-    """Ape-X epsilon exponent spread."""
+    """Ape-X epsilon exponent spread over the N envs of the run."""
+    eps_min: float = 0.01
+    """Lowest floor of any env: with few envs Ape-X's spread would leave some envs nearly greedy on a deterministic game."""
+    eps_anneal_steps: int = 25_000
+    """Steps of each env over which its epsilon falls linearly from 1.0 to its floor (4 envs: the run's first 100K transitions); 0: start at the floor."""
     max_staged_batches: int = 16
     """Batches an actor holds when the learner does not take them; beyond it the oldest is dropped and counted."""
     send_hwm: int = 4
     """ZeroMQ send high-water mark (messages queued in the socket before the actor stages locally)."""
     seed: int = 0
     """Base random seed; actor slot, env index and incarnation are mixed in."""
-    nice: int = 0
-    """Niceness added to actor processes (e.g. 10 lets the learner win the CPU when envs are cheap, like Catch)."""
+    nice: int = 10
+    """Niceness added to actor processes: the learner wins the CPU when it is below its replay ratio (learner.samples_per_insert), and actors take what it leaves. 0 shares the CPU evenly, and on a machine with fewer free cores than actors the learner then trains far less than the ratio allows."""
     weights_timeout: float = 60.0
     """Seconds a starting actor waits for the learner's current weights before its first action (0: do not ask)."""
 
@@ -84,6 +85,9 @@ class ActorConfig:
         _check(1 <= self.batch_steps <= 4096, "actor.batch_steps", self.batch_steps, "must be in [1, 4096]")
         _check(self.epsilon <= 1.0, "actor.epsilon", self.epsilon, "must be <= 1 (negative: Ape-X schedule)")
         _check(0.0 < self.eps_base < 1.0, "actor.eps_base", self.eps_base, "must be in (0, 1)")
+        _check(self.eps_alpha >= 0, "actor.eps_alpha", self.eps_alpha, "must be >= 0")
+        _check(0.0 <= self.eps_min <= 1.0, "actor.eps_min", self.eps_min, "must be in [0, 1]")
+        _check(self.eps_anneal_steps >= 0, "actor.eps_anneal_steps", self.eps_anneal_steps, "must be >= 0")
         _check(self.max_staged_batches >= 1, "actor.max_staged_batches", self.max_staged_batches, "must be >= 1")
         _check(self.send_hwm >= 1, "actor.send_hwm", self.send_hwm, "must be >= 1")
 
@@ -164,7 +168,11 @@ class LearnerConfig:
     micro_batch: int = 0
     """Samples per micro-step (one forward/backward); 0: auto, 512 on CUDA (seed 003), 64 on CPU."""
     accum_steps: int = 0
-    """Micro-steps accumulated per optimizer update (effective batch = micro_batch * accum_steps); 0: auto, 4 on CUDA, 1 on CPU."""
+    """Micro-steps accumulated per optimizer update (effective batch = micro_batch * accum_steps); 0: auto, 1 (with samples_per_insert 8: one update per 8 transitions on CPU, per 64 on CUDA; seed 003's x4 made it one per 256)."""
+    reward_scale: float = 0.0
+    """Rewards are multiplied by this in the TD target (replay and logged returns stay in game units); 0: auto, 1/15 for Mario (its per-frame reward clip, so one frame's reward is in [-1, 1]), 1 otherwise."""
+    batchnorm: Literal["joint", "split", "eval"] = "joint"
+    """BatchNorm in the TD update: 'joint' runs obs and next_obs through the online net in one train-mode forward (both sides of the target see the same batch statistics; the target net also uses batch statistics); 'split' uses batch statistics for Q(s, a) and running statistics for the bootstrap; 'eval' uses running statistics everywhere (what the actors run), moved by a no-grad train-mode pass over obs."""
     lr: float = 2.5e-4
     """Adam learning rate."""
     adam_eps: float = 1.5e-4
@@ -172,7 +180,7 @@ class LearnerConfig:
     max_grad_norm: float = 10.0
     """Gradient-norm clipping threshold (0: off)."""
     target_sync: int = 250
-    """Updates between target-network syncs."""
+    """Updates between target-network syncs (at samples_per_insert 8: every 2,000 transitions on CPU (batch 64), every 16,000 on CUDA (batch 512))."""
     updates_per_epoch: int = 20
     """Updates in one epoch (the unit of logging, broadcast and checkpoint periods)."""
     broadcast_every: int = 5
@@ -184,7 +192,7 @@ class LearnerConfig:
     min_replay: int = 5000
     """Transitions in replay before training starts."""
     amp: Literal["auto", "off", "bf16", "fp16"] = "auto"
-    """Mixed precision: auto = bf16 on GPUs that support it, else fp16 with a gradient scaler; off on CPU."""
+    """Mixed precision of the convolutions (the head and every Q-value stay fp32): auto = bf16 on GPUs that support it, else fp16 with a gradient scaler; on CPU bf16 where the CPU has native bf16 (AVX512-BF16/AMX), else off."""
     compile: bool = True
     """torch.compile the network (mode reduce-overhead on CUDA); compiled and warmed up before the first epoch."""
     steps: int = 0
@@ -208,15 +216,40 @@ class LearnerConfig:
         _check(self.samples_per_insert >= 0, "learner.samples_per_insert", self.samples_per_insert, "must be >= 0")
         _check(self.min_replay >= 1, "learner.min_replay", self.min_replay, "must be >= 1")
         _check(self.amp in ("auto", "off", "bf16", "fp16"), "learner.amp", self.amp, "must be auto, off, bf16 or fp16")
+        _check(self.reward_scale >= 0, "learner.reward_scale", self.reward_scale, "must be >= 0 (0: auto)")
+        _check(self.batchnorm in ("joint", "split", "eval"), "learner.batchnorm", self.batchnorm,
+               "must be 'joint', 'split' or 'eval'")
         _check(self.steps >= 0, "learner.steps", self.steps, "must be >= 0")
         _check(self.threads >= 0, "learner.threads", self.threads, "must be >= 0 (0: auto)")
         _check(self.max_weights_lag >= 0, "learner.max_weights_lag", self.max_weights_lag, "must be >= 0 (0: no limit)")
 
-    def resolved(self, device_type: str) -> "LearnerConfig":
-        """A copy with the auto (0) batch settings made concrete for ``device_type``."""
+    def resolved(self, device_type: str, env_name: str = "") -> "LearnerConfig":
+        """A copy with the auto (0) settings made concrete for ``device_type`` and the env."""
         cuda = device_type == "cuda"
         return dataclasses.replace(self, micro_batch=self.micro_batch or (512 if cuda else 64),
-                                   accum_steps=self.accum_steps or (4 if cuda else 1))
+                                   accum_steps=self.accum_steps or 1,
+                                   reward_scale=self.reward_scale or (1 / 15 if env_name == "mario" else 1.0))
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation during training: a separate process plays the current weights, never stalling training."""
+
+    every: int = 200
+    """Epochs between evaluations (0: off). A request made while the last evaluation still runs is skipped."""
+    episodes: int = 5
+    """Episodes per evaluation."""
+    epsilon: float = 0.05
+    """Exploration during evaluation (the emulator is deterministic: at 0 every episode is the same one)."""
+    stage: str = ""
+    """Mario stage to evaluate on; empty: the training stage."""
+    seed: int = 12345
+    """Seed of the evaluation's exploration."""
+
+    def validate(self) -> None:
+        _check(self.every >= 0, "eval.every", self.every, "must be >= 0 (0: off)")
+        _check(1 <= self.episodes <= 1000, "eval.episodes", self.episodes, "must be in [1, 1000]")
+        _check(0.0 <= self.epsilon <= 1.0, "eval.epsilon", self.epsilon, "must be in [0, 1]")
 
 
 @dataclass
@@ -240,6 +273,7 @@ class RunConfig:
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     transport: TransportConfig = field(default_factory=TransportConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     resume: str = ""
     """Run folder to resume (its config and last checkpoint); counters and weights_version continue."""
     progress: bool = True
@@ -258,6 +292,9 @@ class RunConfig:
         self.replay.validate()
         self.transport.validate()
         self.learner.validate()
+        self.eval.validate()
+        _check(not self.eval.stage or _stage_ok(self.eval.stage), "eval.stage", self.eval.stage,
+               "must be 'W-S' with W in 1..8 and S in 1..4, or 'all'")
         _check(not (self.spawn_actors and self.transport.curve_server_secret and not self.transport.curve_client_secret),
                "transport.curve_client_secret", self.transport.curve_client_secret,
                "must be set (with transport.curve_server_public) when the learner uses CURVE and spawns its own actors "
@@ -288,6 +325,14 @@ class ConfigError(ValueError):
 def _check(ok: bool, name: str, value: Any, rule: str) -> None:
     if not ok:
         raise ConfigError(f"{name}={value!r} {rule}")
+
+
+def _stage_ok(stage: str) -> bool:
+    """'W-S' with W in 1..8 and S in 1..4, or 'all'."""
+    if stage == "all":
+        return True
+    parts = stage.split("-") if isinstance(stage, str) else []
+    return len(parts) == 2 and all(p.isdigit() for p in parts) and 1 <= int(parts[0]) <= 8 and 1 <= int(parts[1]) <= 4
 
 
 def is_loopback(host: str) -> bool:
