@@ -171,7 +171,7 @@ class LearnerConfig:
     """Micro-steps accumulated per optimizer update (effective batch = micro_batch * accum_steps); 0: auto, 1 (with samples_per_insert 8: one update per 8 transitions on CPU, per 64 on CUDA; seed 003's x4 made it one per 256)."""
     reward_scale: float = 0.0
     """Rewards are multiplied by this in the TD target (replay and logged returns stay in game units); 0: auto, 1/15 for Mario (its per-frame reward clip, so one frame's reward is in [-1, 1]), 1 otherwise."""
-    batchnorm: Literal["joint", "split", "eval"] = "joint"
+    batchnorm: Literal["joint", "split", "eval"] = "eval"
     """BatchNorm in the TD update: 'joint' runs obs and next_obs through the online net in one train-mode forward (both sides of the target see the same batch statistics; the target net also uses batch statistics); 'split' uses batch statistics for Q(s, a) and running statistics for the bootstrap; 'eval' uses running statistics everywhere (what the actors run), moved by a no-grad train-mode pass over obs."""
     lr: float = 2.5e-4
     """Adam learning rate."""
