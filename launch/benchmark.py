@@ -584,7 +584,9 @@ def main(bench: BenchConfig) -> dict:
                 collections_random.append(collection(random_cfg, bench.seconds))
                 print(f"round {r} collection (random actions): "
                       f"{collections_random[-1]['transitions_per_s']:.1f} transitions/s", flush=True)
-                collections.append(collection(cfg, bench.seconds))
+                apex_cfg = RunConfig.from_json(cfg.to_json())
+                apex_cfg.actor.eps_anneal_steps = 0  # the floors from the first step: inference runs as in late training
+                collections.append(collection(apex_cfg, bench.seconds))
                 print(f"round {r} collection (Ape-X eps-greedy): {collections[-1]['transitions_per_s']:.1f} "
                       f"transitions/s", flush=True)
         if ceilings:

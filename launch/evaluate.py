@@ -24,8 +24,8 @@ and the action histogram. Written (``--json``; default ``RUN_DIR/eval-STAGE-eps0
 env_steps of the checkpoint, stage, epsilon, policy, seed, env, summary, greedy (the pure-greedy
 episode's summary and record, null for the random policy), episodes (x_pos, flag, return, length
 of each) and video. ``--video PATH.mp4|.gif`` replays the best episode of the epsilon run (highest
-x_pos, then return) at the NES's 256x240 and 60 fps (GIF: 15 fps) and checks that the replay
-reaches the same x_pos. Bad input prints one line on stderr naming the value and exits with 2.
+x_pos, then return; ``--video-episode greedy``: the pure-greedy episode) at the NES's 256x240 and
+60 fps (GIF: 15 fps) and checks that the replay reaches the same x_pos. Bad input prints one line on stderr naming the value and exits with 2.
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", default=None, help="mario, catch or fake; only without RUN_DIR (random policy)")
     p.add_argument("--max-episode-steps", type=int, default=None, help="override the env's time limit (0: none)")
     p.add_argument("--video", default=None, metavar="PATH", help="record the best episode to PATH.mp4 or PATH.gif")
+    p.add_argument("--video-episode", default="best", choices=("best", "greedy"),
+                   help="which episode --video records: the best of the epsilon run (default) or the pure-greedy one")
     p.add_argument("--json", default=None, metavar="PATH", help="where to write the results")
     return p
 
@@ -236,12 +238,13 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
     video = None
     status = 0
     if args.video:
-        best = best_episode(episodes)
+        best = greedy_ep if args.video_episode == "greedy" and greedy_ep is not None else best_episode(episodes)
         try:
             info = record_video(env, best.actions, args.video, expected_x_pos=best.x_pos)
             video = dataclasses.asdict(info)
             print(f"[EVAL] video {info.path}: {info.bytes:,} bytes, {info.frames:,} frames, {info.seconds:.1f} s "
-                  f"(best episode: x_pos {best.x_pos}, return {best.ret:.1f}, {best.length} steps)")
+                  f"({'greedy' if best is greedy_ep else 'best'} episode: x_pos {best.x_pos}, return {best.ret:.1f}, "
+                  f"{best.length} steps)")
         except RuntimeError as exc:  # the replay diverged; the file is there but shows another episode
             print(f"error: {exc}", file=sys.stderr)
             video, status = {"path": args.video, "error": str(exc)}, 1

@@ -172,7 +172,7 @@ class LearnerConfig:
     reward_scale: float = 0.0
     """Rewards are multiplied by this in the TD target (replay and logged returns stay in game units); 0: auto, 1/15 for Mario (its per-frame reward clip, so one frame's reward is in [-1, 1]), 1 otherwise."""
     batchnorm: Literal["joint", "split", "eval"] = "eval"
-    """BatchNorm in the TD update: 'joint' runs obs and next_obs through the online net in one train-mode forward (both sides of the target see the same batch statistics; the target net also uses batch statistics); 'split' uses batch statistics for Q(s, a) and running statistics for the bootstrap; 'eval' uses running statistics everywhere (what the actors run), moved by a no-grad train-mode pass over obs."""
+    """BatchNorm in the TD update: 'eval' uses running statistics for Q(s, a), the argmax and the target, i.e. the function the actors play (they run eval mode), moved by a no-grad train-mode pass over obs; 'joint' runs obs and next_obs through the online net in one train-mode forward (the target net on batch statistics too); 'split' uses batch statistics for Q(s, a) and running statistics for the bootstrap."""
     lr: float = 2.5e-4
     """Adam learning rate."""
     adam_eps: float = 1.5e-4

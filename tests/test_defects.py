@@ -98,3 +98,16 @@ def test_a_dead_streams_data_expires_after_a_capacity_of_newer_data():
     assert replay.live_streams() == 2
     streams = replay.sample(2048, generator=torch.Generator().manual_seed(0))["stream"]
     assert set(streams.tolist()) == {0, 1}
+
+
+def test_eval_batchnorm_trains_the_function_the_actors_play():
+    cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off", batchnorm="eval")
+    dqn = DQNLearner(cfg, 4, 7, 84, CPU)
+    batch = _batch()
+    before = dqn.online.features[1].running_mean.clone()
+    _, _, q = dqn.micro_loss(batch)
+    assert not torch.equal(before, dqn.online.features[1].running_mean)  # the train-mode pass moved the statistics
+    dqn.online.eval()  # what an actor runs, with the statistics the learner just used
+    with torch.no_grad():
+        played = dqn.online(batch["obs"]).gather(1, batch["action"].unsqueeze(1)).squeeze(1)
+    assert torch.allclose(q, played, atol=1e-5)
