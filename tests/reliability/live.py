@@ -10,8 +10,9 @@ import psutil
 from tests.test_launch import start_launcher
 
 # A small training run on the fake env: trains within seconds of the first batches on 2 CPU cores.
+# --eval.every 0: these tests count and kill actor processes; the evaluation process is tested in tests/test_launch.py
 TRAINING = ("--learner.no-compile", "--learner.micro-batch", "16", "--learner.min-replay", "300",
-            "--learner.updates-per-epoch", "5", "--replay.capacity", "4096")
+            "--learner.updates-per-epoch", "5", "--replay.capacity", "4096", "--eval.every", "0")
 
 
 class Launcher:
