@@ -66,7 +66,7 @@ def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
 
 
 def cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX), where bf16 autocast is ~2x fp32."""
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX); a bf16 update measured 1.4x faster than fp32 here."""
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
