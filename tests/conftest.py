@@ -36,6 +36,7 @@ def small_config(actors=2, envs=2, steps=16, env="fake", capacity=8192, **env_ov
     cfg.actor.batch_steps = steps
     cfg.replay.capacity = capacity
     cfg.actor.weights_timeout = 0.0  # data-plane tests run no weight server
+    cfg.actor.nice = 0  # exact-count plumbing tests: actors flush on close at full priority (the default is 10)
     cfg.transport.base_port = free_base_port(actors + 2) + 2  # weights sockets sit at base_port - 1 and - 2
     return cfg.validate()
 
