@@ -92,7 +92,7 @@ def run(cfg: RunConfig) -> int:
         print(f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
               f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); replay ratio at most "
               f"{cfg.learner.samples_per_insert:g} samples per transition, reward scale {lc.reward_scale:.4g}, "
-              f"BatchNorm {lc.batchnorm}", flush=True)
+              f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, BatchNorm {lc.batchnorm}", flush=True)
     if resume_state is not None:
         c = learner.counters
         print(f"[MAIN] resumed at epoch {c.epoch}, {c.updates} updates, weights v{c.weights_version}", flush=True)
