@@ -46,7 +46,7 @@ def greedy_return(state: dict, episodes: int) -> float:
 
 
 def run_catch(tmp_path, steps: int, *extra: str) -> tuple[str, dict]:
-    """launch.local on Catch with the shipped defaults; only sizes and duration are set here."""
+    """launch.local on Catch with the shipped defaults; only replay size, min_replay, updates and duration are set."""
     base = free_base_port(4) + 2
     cmd = [sys.executable, "-m", "launch.local", "--actors", "2", "--env.name", "catch",
            "--replay.capacity", "20000", "--learner.min-replay", "1000",
