@@ -64,7 +64,7 @@ class ActorConfig:
     eps_alpha: float = 7.0
     """Ape-X epsilon exponent spread over the N envs of the run."""
     eps_min: float = 0.05
-    """Lowest floor of any env: with few envs Ape-X's spread would leave some envs nearly greedy on a deterministic game (4 envs: 0.40, 0.05, 0.05, 0.05). 0.05 because an hour on Mario 1-1 evaluated at mean x_pos 1,164 with it against 901 with 0.01 (README)."""
+    """Lowest floor of any env: with few envs Ape-X's spread would leave some envs nearly greedy on a deterministic game (4 envs: 0.40, 0.05, 0.05, 0.05). 0.05 because two runs on Mario 1-1 with it (55 and 60 minutes) evaluated at mean x_pos 1,164 and 947, against 901 for an hour with 0.01; runs differ by about 200 (README)."""
     eps_anneal_steps: int = 25_000
     """Steps of each env over which its epsilon falls linearly from 1.0 to its floor (4 envs: the run's first 100K transitions); 0: start at the floor."""
     max_staged_batches: int = 16
