@@ -7,9 +7,9 @@ of about 0.4 (each column caught or missed): -1.0 catches none, -0.6 one (what a
 1.0 all five. Measured here on defaults: greedy 1.0 after 1,500 updates in three runs (and after 4,000), then 0.53
 after 1,500 in a fresh-clone run (about one column missed: a late-training dip of a small DQN on Catch). So the
 test trains 2,000 updates and the bar is 0.2: at least three of five columns caught, which random play (one) or a
-pipeline that does not learn cannot reach. At frame size 42 the Nature-DQN convolutions end in a 1x1 map and the same defaults
-measured -0.67 to -0.16 after 10,000 updates (an earlier version of this test): the net could not tell the ball's
-column from the paddle's, which is why this test no longer shrinks the frame.
+pipeline that does not learn cannot reach. At frame size 42 the Nature-DQN convolutions end in a 1x1 map and the
+same defaults measured -0.67 to -0.16 after 10,000 updates (an earlier version of this test): the net could not tell
+the ball's column from the paddle's, which is why this test no longer shrinks the frame.
 """
 
 import glob
