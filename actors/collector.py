@@ -25,6 +25,7 @@ from shared.config import RunConfig
 from shared.env import make_env
 from shared.exploration import epsilons
 from shared.network import QNetwork
+from shared.priorities import n_step_priorities
 
 # Received weight arrays are read-only views on ZeroMQ frames; load_state_dict only copies from them.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -53,6 +54,8 @@ class Collector:
         self.env_steps = 0  # steps of each env (they advance in lockstep): the exploration schedule's clock
         self.epsilon = epsilons(cfg.actor, cfg.actors, actor_id, 0)
         self.net = QNetwork(stack, self.num_actions, size).eval()
+        self.actor_priorities = cfg.replay.prioritized and cfg.replay.initial_priority == "actor"
+        self.reward_scale = cfg.learner.resolved("cpu", cfg.env.name).reward_scale  # the learner's TD-error units
         self.weights_version = 0
         self.first_action_weights_version = -1  # the weights the very first action used (tests check it)
         self.stacks = np.empty((n_env, stack, size, size), dtype=np.uint8)
@@ -69,15 +72,22 @@ class Collector:
         self.net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
         self.weights_version = version
 
-    def act(self) -> np.ndarray:
+    def q_values(self) -> np.ndarray:
+        """Q of every env's current stack, float32 [E, A] (one batched forward pass)."""
+        with torch.inference_mode():
+            return self.net(torch.from_numpy(self.stacks)).numpy()
+
+    def act(self, q_out: np.ndarray | None = None) -> np.ndarray:
+        """Epsilon-greedy actions of every env; with ``q_out`` [E, A] the Q-values are always computed into it."""
         if self.first_action_weights_version < 0:
             self.first_action_weights_version = self.weights_version
         explore = self.rng.random(len(self.envs)) < self.epsilon
         actions = self.rng.integers(self.num_actions, size=len(self.envs))
-        if not explore.all():
-            with torch.inference_mode():
-                greedy = self.net(torch.from_numpy(self.stacks)).argmax(dim=1).numpy()
-            actions = np.where(explore, actions, greedy)
+        if q_out is not None or not explore.all():
+            q = self.q_values()
+            if q_out is not None:
+                q_out[:] = q
+            actions = np.where(explore, actions, q.argmax(axis=1))
         return actions
 
     def collect(self, n_steps: int, seq: int, refresh: Callable[[int], Any] | None = None) -> StagedBatch:
@@ -92,6 +102,7 @@ class Collector:
         rewards = np.empty((n_env, n_steps), dtype=np.float32)
         terminated = np.zeros((n_env, n_steps), dtype=np.uint8)
         first = np.empty((n_env, n_steps), dtype=np.uint8)
+        q = np.empty((n_env, n_steps + 1, self.num_actions), np.float32) if self.actor_priorities else None
         start = time.perf_counter()
         batch_version = -1  # the weights of the batch's first step: the oldest it was played with
         for t in range(n_steps):
@@ -104,7 +115,7 @@ class Collector:
             self.epsilon = epsilons(self.cfg.actor, self.cfg.actors, self.actor_id, self.env_steps)
             frames[:, t] = self.stacks[:, -1]
             first[:, t] = self.first
-            actions[:, t] = self.act()
+            actions[:, t] = self.act(None if q is None else q[:, t])
             for e, env in enumerate(self.envs):
                 frame, reward, term, trunc, info = env.step(int(actions[e, t]))
                 rewards[e, t] = reward
@@ -126,7 +137,13 @@ class Collector:
         self.stats["epsilon"] = float(self.epsilon.mean())
         episodes = np.array(self.finished, dtype=np.float32).reshape(-1, 3)
         self.finished.clear()
-        return StagedBatch(seq, batch_version, (frames, actions, rewards, terminated, first), episodes)
+        priorities = None
+        if q is not None:  # Ape-X: initial priorities from this actor's own n-step TD errors
+            q[:, n_steps] = self.q_values()
+            r = self.cfg.replay
+            priorities = n_step_priorities(q, actions, rewards, terminated, first, self.first, r.n_step, r.gamma,
+                                           self.reward_scale)
+        return StagedBatch(seq, batch_version, (frames, actions, rewards, terminated, first), episodes, priorities)
 
     def _end_episode(self, e: int, info: dict[str, Any]) -> None:
         flag = bool(info.get("flag_get", False))

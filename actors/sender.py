@@ -27,6 +27,7 @@ class StagedBatch:
     weights_version: int
     arrays: tuple[np.ndarray, ...]  # frames, actions, rewards, terminated, first
     episodes: np.ndarray | None = None  # float32 [K, 3]: return, max x_pos, flag of episodes finished in the batch
+    priorities: np.ndarray | None = None  # float32 [E, T]: initial replay priorities (prioritized replay, actor source)
 
 
 class BatchSender:
@@ -65,7 +66,8 @@ class BatchSender:
             transitions = batch.arrays[1].size
             stats = dict(stats, dropped=self.dropped_batches, sent=self.sent_transitions + transitions)
             parts = protocol.encode_batch(self.actor_id, self.incarnation, batch.seq, batch.weights_version,
-                                          *batch.arrays, stats=stats, episodes=batch.episodes)
+                                          *batch.arrays, stats=stats, episodes=batch.episodes,
+                                          priorities=batch.priorities)
             try:
                 self._socket.send_multipart(parts, flags=zmq.NOBLOCK, copy=False)
             except zmq.Again:

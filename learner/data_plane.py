@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from learner.consolidator import Consolidator
+from learner.prioritized_replay import PrioritizedReplay
 from learner.replay import FrameReplay
 from shared import curve, protocol
 from shared.config import RunConfig
@@ -43,14 +44,22 @@ class DataPlaneStats:
     lost_in_flight: int = 0  # transitions the actors handed to their sockets that never arrived (kept ledgers)
 
 
+def make_replay(cfg: RunConfig, device: torch.device) -> FrameReplay:
+    """The run's replay: one stream per actor env; PrioritizedReplay when ``replay.prioritized``."""
+    r, size = cfg.replay, cfg.env.frame_size
+    kwargs = dict(num_streams=cfg.actors * cfg.actor.envs_per_actor, capacity=r.capacity, frame_shape=(size, size),
+                  stack=cfg.env.stack, n_step=r.n_step, gamma=r.gamma, device=device)
+    if r.prioritized:
+        return PrioritizedReplay(**kwargs, alpha=r.priority_alpha, eps=r.priority_eps)
+    return FrameReplay(**kwargs)
+
+
 class DataPlane:
     def __init__(self, cfg: RunConfig, num_actions: int, device: torch.device):
         self.cfg = cfg
         size = cfg.env.frame_size
         self.envs_per_actor = cfg.actor.envs_per_actor
-        self.replay = FrameReplay(num_streams=cfg.actors * self.envs_per_actor, capacity=cfg.replay.capacity,
-                                  frame_shape=(size, size), stack=cfg.env.stack, n_step=cfg.replay.n_step,
-                                  gamma=cfg.replay.gamma, device=device)
+        self.replay = make_replay(cfg, device)
         self.queue: queue.Queue = queue.Queue(maxsize=cfg.transport.consolidated_queue)
         limits = protocol.Limits(frame_shape=(size, size), num_actions=num_actions,
                                  max_envs=cfg.transport.max_env_per_message,
@@ -83,7 +92,7 @@ class DataPlane:
             except queue.Empty:
                 break
             self.replay.add(batch.actor * self.envs_per_actor, batch.frames, batch.actions, batch.rewards,
-                            batch.terminated.view(np.bool_), batch.first.view(np.bool_))
+                            batch.terminated.view(np.bool_), batch.first.view(np.bool_), batch.priorities)
             self.processed += batch.num_transitions
             self.batches += 1
             if len(batch.episodes):

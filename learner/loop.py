@@ -145,6 +145,7 @@ class Learner:
             if self.train and len(replay) >= cfg.min_replay and replay.num_sampleable() > 0 and self._ratio_allows():
                 if epoch.updates == 0:  # an epoch's clock starts at its first update (not while replay fills)
                     epoch = EpochAccumulator(started=time.monotonic(), processed_at_start=self.plane.processed)
+                self.dqn.is_beta = self.cfg.replay.beta_at(c.inserted)
                 epoch.add(self.dqn.update(replay))
                 c.updates += 1
                 c.samples_trained += self.dqn.effective_batch
@@ -216,7 +217,18 @@ class Learner:
             "replay/drops": stats.drops,
             "replay/rejected": stats.rejected,
             "replay/lost_in_flight": stats.lost_in_flight,
+            **self.priority_figures(),
         }
+
+    def priority_figures(self) -> dict[str, float]:
+        """Prioritized replay's priority distribution and IS-weight range (empty for uniform replay)."""
+        replay = self.plane.replay
+        if not hasattr(replay, "priority_stats"):
+            return {}
+        s = replay.priority_stats()
+        return {"replay/priority_mean": s["priority_mean"], "replay/priority_max": s["priority_max"],
+                "replay/is_weight_min": s["weight_min"], "replay/is_weight_max": 1.0,
+                "replay/is_beta": self.dqn.is_beta}
 
     def _publish(self, version: int) -> None:
         record_published(self.run_dir, version)  # on disk before any actor can hold it: a resume goes above it
@@ -292,7 +304,7 @@ class _SyntheticReplay:
     def __init__(self, cfg: RunConfig, device: torch.device):
         self.cfg, self.device = cfg, device
 
-    def sample(self, batch: int) -> dict[str, torch.Tensor]:
+    def sample(self, batch: int, beta: float = 1.0) -> dict[str, torch.Tensor]:
         size, stack, dev = self.cfg.env.frame_size, self.cfg.env.stack, self.device
         obs = torch.randint(0, 256, (batch, stack, size, size), dtype=torch.uint8, device=dev)
         return {"obs": obs, "next_obs": obs.clone(),

@@ -113,8 +113,12 @@ class FrameReplay:
 
     # ------------------------------------------------------------------ writing
 
-    def add(self, stream0: int, frames: Any, actions: Any, rewards: Any, terminated: Any, first: Any) -> None:
-        """Append T slots to streams stream0..stream0+E-1 (frames [E, T, H, W] uint8, the rest [E, T])."""
+    def add(self, stream0: int, frames: Any, actions: Any, rewards: Any, terminated: Any, first: Any,
+            priorities: Any = None) -> None:
+        """Append T slots to streams stream0..stream0+E-1 (frames [E, T, H, W] uint8, the rest [E, T]).
+
+        ``priorities`` (float [E, T], finite, >= 0) are initial priorities for :class:`PrioritizedReplay`;
+        uniform replay ignores them."""
         S, C = self.num_streams, self.stream_capacity
         frames = _as_tensor("frames", frames)
         actions = _as_tensor("actions", actions)
@@ -162,14 +166,18 @@ class FrameReplay:
                 dst[rows, pos:pos + n1] = src[:, :n1]
                 if n1 < T:
                     dst[rows, :T - n1] = src[:, n1:]
+            self._written_hook(stream0, E, int(heads[0]), T, priorities)
             self._head[rows] += T
             self._written += E * T
             self._last_write[rows] = self._written
 
     # ------------------------------------------------------------------ sampling
 
-    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
-        """Draw batch_size valid n-step transitions uniformly; generator, if given, is a CPU torch.Generator."""
+    def sample(self, batch_size: int, generator: torch.Generator | None = None,
+               beta: float = 1.0) -> dict[str, torch.Tensor]:
+        """Draw batch_size valid n-step transitions uniformly; generator, if given, is a CPU torch.Generator.
+
+        ``beta`` is the importance-sampling exponent of :class:`PrioritizedReplay`; uniform draws ignore it."""
         _check(_is_int(batch_size) and batch_size >= 1, f"batch_size={batch_size!r} must be an int >= 1")
         B, C, (H, W) = int(batch_size), self.stream_capacity, self.frame_shape
         with self._lock:
@@ -177,7 +185,7 @@ class FrameReplay:
             total = int(counts.sum())
             _check(total > 0, f"nothing to sample yet: a stream needs at least n_step + 1 = {self.n_step + 1} "
                               f"slots, heads are {self._head.tolist()}")
-            draw = _Draw(lo, counts, generator, self.device)
+            draw = self._draw(lo, counts, generator)
             stream, slot = draw(B)
             first_w, term_w, rew_w = self._windows(stream, slot)
             include = self._include(first_w, term_w)
@@ -198,6 +206,7 @@ class FrameReplay:
             flat = both_stream[:, None] * C + stack_idx % C
             frames = self._frames.view(-1, H, W).index_select(0, flat.view(-1)).view(2 * B, self.stack, H, W)
             action = self._actions.view(-1)[stream * C + slot % C]
+            extra = self._sampled(stream, slot, counts, beta)
 
         n = self.n_step
         reward = (rew_w * self._powers[:n] * include).sum(1)
@@ -211,6 +220,7 @@ class FrameReplay:
             "next_obs": frames[B:],
             "stream": stream,
             "slot": slot,
+            **extra,
         }
 
     def stack_at(self, stream: int, abs_slot: int) -> torch.Tensor:
@@ -270,6 +280,16 @@ class FrameReplay:
         return self.nbytes // self.capacity
 
     # ------------------------------------------------------------------ internals
+
+    def _draw(self, lo: np.ndarray, counts: np.ndarray, generator: torch.Generator | None):
+        return _Draw(lo, counts, generator, self.device)
+
+    def _sampled(self, stream: torch.Tensor, slot: torch.Tensor, counts: np.ndarray, beta: float) -> dict:
+        """Extra fields of a sample (under the lock); uniform draws add none."""
+        return {}
+
+    def _written_hook(self, stream0: int, E: int, head: int, T: int, priorities: Any) -> None:
+        """Called under the lock after T slots from absolute slot ``head`` were written to streams stream0..+E-1."""
 
     def _ranges(self, heads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per stream: the lowest sampleable absolute slot and the number of sampleable slots."""

@@ -104,6 +104,7 @@ class DQNLearner:
             self.target_fn = torch.compile(self.target, mode=mode)
         self.updates = 0
         self.compile_seconds = 0.0
+        self.is_beta = 1.0  # importance-sampling exponent passed to a prioritized replay (the loop anneals it)
 
     @property
     def effective_batch(self) -> int:
@@ -137,7 +138,11 @@ class DQNLearner:
                 q_taken = self.online_fn(obs).float()
         q = q_taken.gather(1, action).squeeze(1)
         target = self.cfg.reward_scale * batch["reward"] + batch["discount"] * next_target.gather(1, best).squeeze(1)
-        loss = F.smooth_l1_loss(q, target)
+        weight = batch.get("weight")  # importance-sampling weights of prioritized replay
+        if weight is None:
+            loss = F.smooth_l1_loss(q, target)
+        else:
+            loss = (weight * F.smooth_l1_loss(q, target, reduction="none")).mean()
         return loss, (q - target).detach().abs(), q.detach()
 
     def update(self, replay: FrameReplay, batches: list[dict] | None = None) -> UpdateStats:
@@ -147,13 +152,19 @@ class DQNLearner:
         loss_total = torch.zeros((), device=self.device)
         td_total = torch.zeros((), device=self.device)
         q_total = torch.zeros((), device=self.device)
+        prioritized = getattr(replay, "update_priorities", None)
+        sampled = []
         for i in range(steps):
-            batch = replay.sample(self.cfg.micro_batch) if batches is None else batches[i]
+            batch = replay.sample(self.cfg.micro_batch, beta=self.is_beta) if batches is None else batches[i]
             loss, td, q = self.micro_loss(batch)
             self.scaler.scale(loss / steps).backward()
             loss_total += loss.detach()
             td_total += td.mean()
             q_total += q.mean()
+            if prioritized is not None and "slot" in batch:
+                sampled.append((batch["stream"], batch["slot"], td))
+        if sampled:  # one vectorized priority update per optimizer step
+            prioritized(*(torch.cat(parts) for parts in zip(*sampled)))
         self.scaler.unscale_(self.optimizer)
         if self.cfg.max_grad_norm > 0:
             grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.max_grad_norm)

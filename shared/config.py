@@ -103,10 +103,36 @@ class ReplayConfig:
     gamma: float = 0.9
     """Discount factor. 0.9 (a horizon of about 10 agent steps) because Mario's reward is dense, the x-velocity of every frame: the PyTorch Mario DQN tutorial and the uvipen PPO agents that clear 1-1 use 0.9; Atari's sparse rewards need 0.99."""
 
+    prioritized: bool = False
+    """Proportional prioritized replay (Ape-X): slots are drawn in proportion to priority**alpha and the loss is weighted by importance-sampling weights; off: uniform draws."""
+    initial_priority: Literal["actor", "max"] = "actor"
+    """Priority of a new slot: 'actor' (the actor's own n-step TD error, sent with the batch, as Ape-X) or 'max' (the largest priority seen so far)."""
+    priority_alpha: float = 0.6
+    """Exponent alpha of P(k) ~ p_k**alpha (0: uniform)."""
+    priority_beta: float = 0.4
+    """Importance-sampling exponent at the start; it rises linearly to 1 over priority_beta_steps."""
+    priority_beta_steps: int = 500_000
+    """Transitions inserted over which beta rises to 1 (about an hour of 4 Mario actors on a 2-core machine)."""
+    priority_eps: float = 1e-3
+    """Added to |TD error| so that no slot's priority is 0 (TD errors are in reward_scale units)."""
+
+    def beta_at(self, inserted: int) -> float:
+        """The importance-sampling exponent after ``inserted`` transitions."""
+        if self.priority_beta_steps <= 0:
+            return 1.0
+        return self.priority_beta + (1.0 - self.priority_beta) * min(1.0, inserted / self.priority_beta_steps)
+
     def validate(self) -> None:
         _check(self.capacity >= 64, "replay.capacity", self.capacity, "must be >= 64")
         _check(1 <= self.n_step <= 64, "replay.n_step", self.n_step, "must be in [1, 64]")
         _check(0.0 < self.gamma <= 1.0, "replay.gamma", self.gamma, "must be in (0, 1]")
+        _check(self.initial_priority in ("actor", "max"), "replay.initial_priority", self.initial_priority,
+               "must be 'actor' or 'max'")
+        _check(0.0 <= self.priority_alpha <= 1.0, "replay.priority_alpha", self.priority_alpha, "must be in [0, 1]")
+        _check(0.0 <= self.priority_beta <= 1.0, "replay.priority_beta", self.priority_beta, "must be in [0, 1]")
+        _check(self.priority_beta_steps >= 0, "replay.priority_beta_steps", self.priority_beta_steps,
+               "must be >= 0 (0: beta is 1 from the start)")
+        _check(self.priority_eps > 0.0, "replay.priority_eps", self.priority_eps, "must be > 0")
 
 
 @dataclass

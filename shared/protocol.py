@@ -10,7 +10,7 @@ and the values of the small arrays; any failure raises :class:`ProtocolError`
 with a short ``reason`` that the learner counts. A batch is accepted whole or
 not at all.
 
-BATCH (actor -> learner), protocol version 2. E envs, T steps, H x W frames, K episodes::
+BATCH (actor -> learner), protocol version 3. E envs, T steps, H x W frames, K episodes::
 
     frame  content      dtype    shape          meaning
     0      header       msgpack  map            see HEADER_KEYS below
@@ -21,12 +21,14 @@ BATCH (actor -> learner), protocol version 2. E envs, T steps, H x W frames, K e
     5      first        uint8    [E, T]         1: f_k is an episode's first (reset) frame
     6      episodes     float32  [K, 3]         one row per episode finished in this batch, any env:
                                                 return (game units, finite), max x_pos (>= 0), flag (0 or 1)
+    7      priorities   float32  [E, T] or [0]  initial replay priorities (|n-step TD error| of each slot by the
+                                                actor's network, finite, >= 0) when header P = 1; empty when P = 0
 
 Header map (all keys required, no others): ``v`` protocol version; ``kind``
 "batch"; ``actor`` slot id; ``inc`` incarnation (random per actor process
 start); ``seq`` message counter of this incarnation, from 0; ``wv`` weights
 version the batch's first step was played with (the oldest in the batch); ``E``, ``T``, ``H``, ``W`` the dimensions;
-``K`` the finished episodes (0 <= K <= E * T); ``dtypes`` the five array dtypes in frame order; ``stats`` a map of
+``K`` the finished episodes (0 <= K <= E * T); ``P`` 1 when frame 7 carries priorities, else 0; ``dtypes`` the five array dtypes in frame order; ``stats`` a map of
 numbers (see STAT_KEYS) describing the actor at the time of sending.
 
 WEIGHTS (learner -> actors, PUB on base_port-1, and as the reply to a request)::
@@ -52,7 +54,7 @@ from typing import Any, Sequence
 import msgpack
 import numpy as np
 
-VERSION = 2
+VERSION = 3
 KIND_BATCH = "batch"
 KIND_WEIGHTS = "weights"
 KIND_WEIGHTS_REQUEST = "weights_request"
@@ -61,7 +63,7 @@ WEIGHT_DTYPES = frozenset({"<f4", "<i8"})
 ARRAY_NAMES = ("frames", "actions", "rewards", "terminated", "first")
 ARRAY_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.uint8), np.dtype(np.uint8))
 EPISODE_FIELDS = ("return", "x_pos", "flag")  # the columns of the episodes frame
-HEADER_KEYS = frozenset({"v", "kind", "actor", "inc", "seq", "wv", "E", "T", "H", "W", "K", "dtypes", "stats"})
+HEADER_KEYS = frozenset({"v", "kind", "actor", "inc", "seq", "wv", "E", "T", "H", "W", "K", "P", "dtypes", "stats"})
 STAT_KEYS = frozenset({
     "steps",        # env steps taken by this incarnation
     "episodes",     # episodes finished by this incarnation
@@ -111,6 +113,7 @@ class Batch:
     first: np.ndarray
     stats: dict[str, float]
     episodes: np.ndarray  # float32 [K, 3]: return, max x_pos, flag of each episode finished in the batch
+    priorities: np.ndarray | None = None  # float32 [E, T]: the actor's initial replay priorities, if it sent them
 
     @property
     def num_transitions(self) -> int:
@@ -119,10 +122,12 @@ class Batch:
 
 def encode_batch(actor: int, incarnation: int, seq: int, weights_version: int, frames: np.ndarray,
                  actions: np.ndarray, rewards: np.ndarray, terminated: np.ndarray, first: np.ndarray,
-                 stats: dict[str, float], episodes: np.ndarray | None = None) -> list:
+                 stats: dict[str, float], episodes: np.ndarray | None = None,
+                 priorities: np.ndarray | None = None) -> list:
     """Return the frames of a BATCH message (header bytes + the arrays themselves, not copied).
 
-    ``episodes`` is float32 [K, 3] (see EPISODE_FIELDS); None sends K = 0."""
+    ``episodes`` is float32 [K, 3] (see EPISODE_FIELDS); None sends K = 0. ``priorities`` is float32
+    [E, T] or None (P = 0, an empty frame)."""
     arrays = (frames, actions, rewards, terminated, first)
     for name, arr, dtype in zip(ARRAY_NAMES, arrays, ARRAY_DTYPES):
         if arr.dtype != dtype or not arr.flags.c_contiguous:
@@ -134,15 +139,21 @@ def encode_batch(actor: int, incarnation: int, seq: int, weights_version: int, f
         raise ValueError(f"episodes must be C-contiguous float32 [K, {len(EPISODE_FIELDS)}], "
                          f"got {episodes.dtype} {episodes.shape}")
     n_env, n_steps, height, width = frames.shape
+    if priorities is None:
+        priorities = _NO_PRIORITIES
+    elif priorities.dtype != np.float32 or priorities.shape != (n_env, n_steps) or not priorities.flags.c_contiguous:
+        raise ValueError(f"priorities must be C-contiguous float32 [{n_env}, {n_steps}], "
+                         f"got {priorities.dtype} {priorities.shape}")
     header = {
         "v": VERSION, "kind": KIND_BATCH, "actor": int(actor), "inc": int(incarnation), "seq": int(seq),
-        "wv": int(weights_version), "E": n_env, "T": n_steps, "H": height, "W": width, "K": int(episodes.shape[0]),
+        "wv": int(weights_version), "E": n_env, "T": n_steps, "H": height, "W": width, "K": int(episodes.shape[0]), "P": int(priorities.size > 0),
         "dtypes": [d.str for d in ARRAY_DTYPES], "stats": {k: float(stats[k]) for k in STAT_KEYS},
     }
-    return [msgpack.packb(header, use_bin_type=True), *arrays, episodes]
+    return [msgpack.packb(header, use_bin_type=True), *arrays, episodes, priorities]
 
 
 _NO_EPISODES = np.zeros((0, len(EPISODE_FIELDS)), np.float32)
+_NO_PRIORITIES = np.zeros(0, np.float32)
 
 
 def _unpack_header(raw: Any) -> dict:
@@ -168,8 +179,8 @@ def _int_field(header: dict, key: str, low: int, high: int) -> int:
 
 def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     """Decode and validate a BATCH; ``parts`` are bytes, memoryviews or zmq.Frame objects."""
-    if len(parts) != 2 + len(ARRAY_NAMES):
-        raise ProtocolError("frame_count", f"{len(parts)} frames, expected {2 + len(ARRAY_NAMES)}")
+    if len(parts) != 3 + len(ARRAY_NAMES):
+        raise ProtocolError("frame_count", f"{len(parts)} frames, expected {3 + len(ARRAY_NAMES)}")
     total = sum(memoryview(p).nbytes for p in parts)
     if total > limits.max_message_bytes:
         raise ProtocolError("oversized", f"message of {total} bytes exceeds {limits.max_message_bytes}")
@@ -188,6 +199,7 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     n_steps = _int_field(header, "T", 1, limits.max_steps)
     height, width = _int_field(header, "H", 1, 4096), _int_field(header, "W", 1, 4096)
     n_episodes = _int_field(header, "K", 0, n_env * n_steps)
+    has_priorities = _int_field(header, "P", 0, 1)
     if (height, width) != tuple(limits.frame_shape):
         raise ProtocolError("shape", f"frame shape {(height, width)} != expected {tuple(limits.frame_shape)}")
     if header["dtypes"] != [d.str for d in ARRAY_DTYPES]:
@@ -199,7 +211,7 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
 
     shapes = ((n_env, n_steps, height, width),) + ((n_env, n_steps),) * 4
     arrays = []
-    for name, part, dtype, shape in zip(ARRAY_NAMES, parts[1:-1], ARRAY_DTYPES, shapes):
+    for name, part, dtype, shape in zip(ARRAY_NAMES, parts[1:-2], ARRAY_DTYPES, shapes):
         buf = memoryview(part)
         expected = int(np.prod(shape)) * dtype.itemsize
         if buf.nbytes != expected:
@@ -212,7 +224,7 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
         raise ProtocolError("values", "terminated/first flags must be 0 or 1")
     if not np.isfinite(rewards).all():
         raise ProtocolError("values", "non-finite reward")
-    buf = memoryview(parts[-1])
+    buf = memoryview(parts[-2])
     if buf.nbytes != n_episodes * len(EPISODE_FIELDS) * 4:
         raise ProtocolError("size", f"episodes: {buf.nbytes} bytes, expected {n_episodes * len(EPISODE_FIELDS) * 4} "
                                     f"for [{n_episodes}, {len(EPISODE_FIELDS)}] float32")
@@ -220,8 +232,17 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     if n_episodes and not (np.isfinite(episodes).all() and (episodes[:, 1] >= 0).all()
                            and np.isin(episodes[:, 2], (0.0, 1.0)).all()):
         raise ProtocolError("values", "episodes must be finite, with x_pos >= 0 and flag 0 or 1")
+    buf = memoryview(parts[-1])
+    expected = n_env * n_steps * 4 if has_priorities else 0
+    if buf.nbytes != expected:
+        raise ProtocolError("size", f"priorities: {buf.nbytes} bytes, expected {expected} (P={has_priorities})")
+    priorities = None
+    if has_priorities:
+        priorities = np.frombuffer(buf, dtype=np.float32).reshape(n_env, n_steps)
+        if not (np.isfinite(priorities).all() and (priorities >= 0).all()):
+            raise ProtocolError("values", "priorities must be finite and >= 0")
     return Batch(actor, incarnation, seq, weights_version, frames, actions, rewards, terminated, first,
-                 {k: float(v) for k, v in stats.items()}, episodes)
+                 {k: float(v) for k, v in stats.items()}, episodes, priorities)
 
 
 def encode_weights(weights_version: int, state: dict[str, np.ndarray]) -> list:

@@ -97,7 +97,7 @@ def hostile_messages(cfg):
         ("shape", with_header(H=size + 1)),
         ("size", with_header(T=cfg.actor.batch_steps + 1)),                 # header says more than sent
         ("dtype", with_header(dtypes=["<f4"] * 5)),
-        ("oversized", [good[0]] + [b"\0" * third] * 6),                     # each frame fits, the whole does not
+        ("oversized", [good[0]] + [b"\0" * third] * 7),                     # each frame fits, the whole does not
     ]
 
 

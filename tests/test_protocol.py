@@ -107,7 +107,7 @@ def test_episodes_round_trip_exactly():
     frames, actions, rewards, terminated, first = make_arrays()
     episodes = np.array([[12.5, 310.0, 0.0], [-3.25, 1200.0, 1.0], [0.0, 0.0, 0.0]], np.float32)
     parts = wire(protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first, STATS, episodes))
-    assert len(parts) == 7
+    assert len(parts) == 8
     batch = protocol.decode_batch(parts, LIMITS)
     np.testing.assert_array_equal(batch.episodes, episodes)
     none = protocol.decode_batch(wire(protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first,

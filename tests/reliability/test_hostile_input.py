@@ -56,7 +56,7 @@ def hostile_kinds(cfg, rng):
     third = cfg.transport.max_message_bytes // 3 + 1
     big = b"\0" * third
     return {
-        "random_frames": ("frame_count", lambda i: [junk(rng.integers(0, 64)) for _ in range([1, 2, 3, 4, 5, 6, 8][i % 7])]),
+        "random_frames": ("frame_count", lambda i: [junk(rng.integers(0, 64)) for _ in range([1, 2, 3, 4, 5, 6, 7, 9][i % 8])]),
         "random_header": ("header_msgpack", lambda i: [b"\xc1" + junk(rng.integers(0, 200)), *arrays]),
         "truncated_msgpack": ("header_msgpack", lambda i: [good[0][:1 + i % (len(good[0]) - 1)], *arrays]),
         "wrong_frame_count": ("frame_count", lambda i: good[:1 + i % 5] if i % 6 else good + [b"extra"]),
@@ -73,7 +73,7 @@ def hostile_kinds(cfg, rng):
         "ext_type": ("header_msgpack", lambda i: [msgpack.packb(dict(header, stats=msgpack.ExtType(i % 128, b"xyz"))),
                                                   *arrays]),
         "bad_values": ("values", lambda i: [good[0], good[1], bad_actions, *good[3:]]),
-        "whole_too_big": ("oversized", lambda i: [good[0], big, big, big, big, big, big]),  # each frame fits MAXMSGSIZE
+        "whole_too_big": ("oversized", lambda i: [good[0]] + [big] * 7),  # each frame fits MAXMSGSIZE
         "replayed": ("replayed_seq", None),
     }
 

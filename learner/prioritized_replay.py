@@ -1,0 +1,177 @@
+"""PrioritizedReplay: FrameReplay with proportional prioritization (Schaul et al. 2016; Ape-X).
+
+Contract, on top of FrameReplay's slots, n-step rule and ring (learner/replay.py):
+- every written slot k holds a priority p_k > 0; it is drawn with probability
+  ``P(k) = p_k**alpha / sum_j p_j**alpha`` over the *sampleable* slots j, the same set uniform
+  replay draws from (sampleable ranges of live streams; a draw whose n-step return is empty, a
+  truncation slot, is redrawn, as in uniform replay). Not-sampleable slots are drawn from the tree
+  and rejected, which leaves exactly the distribution above; expired streams are zeroed in the tree
+  so their mass costs no redraws, and restored when their actor writes again;
+- a new slot's priority is ``|initial| + eps`` when ``add`` is given ``priorities`` (Ape-X: the
+  actor's own n-step TD errors), else the largest priority seen so far (max-priority insertion;
+  1.0 before any update);
+- ``update_priorities(stream, slot, td)`` sets ``p = |td| + eps`` for the sampled slots, one
+  vectorized call per update; slots overwritten since they were sampled are skipped;
+- a sample carries ``weight`` [B] float32 = ``(N * P(k))**-beta`` normalised by the batch's
+  largest (so weights are in (0, 1]); N is the number of sampleable slots.
+
+Storage: p**alpha per slot (float64, 8 bytes) plus a sum tree over the S*C slots (another 8-16 bytes
+per slot), on the host: on this CPU the tree's log2(capacity) numpy steps are cheaper than the same
+steps as torch ops (the replay-stage benchmark, launch/benchmark.py --replay-only, measures both
+sizes); frames stay on the learner's device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from learner.replay import FrameReplay
+from learner.sum_tree import SumTree
+
+_MAX_REJECT_ROUNDS = 64
+
+
+class PrioritizedReplay(FrameReplay):
+    def __init__(self, *args: Any, alpha: float = 0.6, eps: float = 1e-3, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        if not (isinstance(alpha, (int, float)) and 0.0 <= alpha <= 1.0):
+            raise ValueError(f"alpha={alpha!r} must be in [0, 1]")
+        if not (isinstance(eps, (int, float)) and eps > 0.0):
+            raise ValueError(f"eps={eps!r} must be > 0")
+        self.alpha = float(alpha)
+        self.eps = float(eps)
+        self._prio = np.zeros(self.capacity, dtype=np.float64)  # p**alpha of every slot, also while expired
+        self._tree = SumTree(self.capacity)                     # p**alpha of slots of live streams, else 0
+        self._zeroed = np.zeros(self.num_streams, dtype=bool)    # streams whose leaves are zero in the tree
+        self.max_priority = 1.0
+        self._weight_min = np.inf  # smallest IS weight drawn since the last take_stats()
+
+    # ------------------------------------------------------------------ priorities
+
+    def update_priorities(self, stream: Any, slot: Any, td: Any) -> int:
+        """Set p = |td| + eps for sampled (stream, absolute slot) pairs; returns how many were still retained."""
+        stream = _numpy(stream).astype(np.int64).reshape(-1)
+        slot = _numpy(slot).astype(np.int64).reshape(-1)
+        td = _numpy(td).astype(np.float64).reshape(-1)
+        if not (stream.shape == slot.shape == td.shape):
+            raise ValueError(f"stream, slot and td must have one shape, got {stream.shape}, {slot.shape}, {td.shape}")
+        if not np.isfinite(td).all():
+            raise ValueError("td contains non-finite values")
+        C = self.stream_capacity
+        p = np.abs(td) + self.eps
+        with self._lock:
+            keep = slot >= self._head[stream] - C  # not overwritten since it was sampled
+            stream, slot, p = stream[keep], slot[keep], p[keep]
+            if p.size == 0:
+                return 0
+            self.max_priority = max(self.max_priority, float(p.max()))
+            leaf = stream * C + slot % C
+            value = p ** self.alpha
+            self._prio[leaf] = value
+            live = ~self._zeroed[stream]
+            self._tree.update(leaf[live], value[live])
+            return int(p.size)
+
+    def priority_stats(self) -> dict[str, float]:
+        """Mean and max priority p over the slots held, the IS-weight minimum since the last call (max is 1)."""
+        with self._lock:
+            held = np.minimum(self._head, self.stream_capacity)
+            C = self.stream_capacity
+            mask = np.arange(C)[None, :] < held[:, None]
+            p = self._prio.reshape(self.num_streams, C)[mask] ** (1.0 / self.alpha) if self.alpha > 0 else None
+            weight_min, self._weight_min = self._weight_min, np.inf
+        if p is None or p.size == 0:
+            return {"priority_mean": 0.0, "priority_max": 0.0, "weight_min": 1.0}
+        return {"priority_mean": float(p.mean()), "priority_max": float(p.max()),
+                "weight_min": float(weight_min) if np.isfinite(weight_min) else 1.0}
+
+    # ------------------------------------------------------------------ FrameReplay hooks (under the lock)
+
+    def add(self, stream0: int, frames: Any, actions: Any, rewards: Any, terminated: Any, first: Any,
+            priorities: Any = None) -> None:
+        if priorities is not None:  # checked before anything is written
+            priorities = _numpy(priorities).astype(np.float64)
+            shape = tuple(actions.shape)
+            if priorities.shape != shape:
+                raise ValueError(f"priorities shape {priorities.shape} must equal the actions' {shape}")
+            if not (np.isfinite(priorities).all() and (priorities >= 0).all()):
+                raise ValueError("priorities must be finite and >= 0")
+        super().add(stream0, frames, actions, rewards, terminated, first, priorities)
+
+    def _written_hook(self, stream0: int, E: int, head: int, T: int, priorities: Any) -> None:
+        C = self.stream_capacity
+        if priorities is None:
+            value = np.full((E, T), self.max_priority ** self.alpha)
+        else:
+            value = (priorities + self.eps) ** self.alpha
+        streams = np.arange(stream0, stream0 + E)
+        leaf = (streams[:, None] * C + (head + np.arange(T)) % C).reshape(-1)
+        self._prio[leaf] = value.reshape(-1)
+        zeroed = self._zeroed[streams]
+        if zeroed.any():  # an expired stream writes again: its retained slots come back
+            for s in streams[zeroed]:
+                self._tree.update(np.arange(s * C, (s + 1) * C), self._prio[s * C:(s + 1) * C])
+            self._zeroed[streams] = False
+        live = ~zeroed
+        if live.any():
+            self._tree.update(leaf.reshape(E, T)[live].reshape(-1), value[live].reshape(-1))
+
+    def _draw(self, lo: np.ndarray, counts: np.ndarray, generator: torch.Generator | None):
+        C = self.stream_capacity
+        for s in np.flatnonzero(self._expired() & ~self._zeroed):  # newly expired: remove their mass
+            self._tree.update(np.arange(s * C, (s + 1) * C), 0.0)
+            self._zeroed[s] = True
+        return _PriorityDraw(self._tree, self._head.copy(), lo, counts, C, generator, self.device)
+
+    def _sampled(self, stream: torch.Tensor, slot: torch.Tensor, counts: np.ndarray, beta: float) -> dict:
+        C = self.stream_capacity
+        leaf = stream.cpu().numpy() * C + slot.cpu().numpy() % C
+        prob = self._tree.get(leaf) / self._tree.total
+        weight = (float(counts.sum()) * prob) ** -float(beta)
+        weight /= weight.max()
+        self._weight_min = min(self._weight_min, float(weight.min()))
+        return {"weight": torch.from_numpy(weight.astype(np.float32)).to(self.device)}
+
+    @property
+    def nbytes(self) -> int:
+        return super().nbytes + self._prio.nbytes + self._tree.tree.nbytes
+
+
+class _PriorityDraw:
+    """Draws (stream, absolute slot) in proportion to the tree's leaves, rejecting slots outside the
+    sampleable ranges; the first call is stratified (one draw per equal segment of the total mass)."""
+
+    def __init__(self, tree: SumTree, heads: np.ndarray, lo: np.ndarray, counts: np.ndarray, C: int,
+                 generator: torch.Generator | None, device: torch.device):
+        self.tree, self.heads, self.lo, self.hi, self.C = tree, heads, lo, lo + counts, C
+        self.generator, self.device = generator, device
+        self.stratified = True
+
+    def __call__(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        C, total = self.C, self.tree.total
+        stream = np.empty(k, dtype=np.int64)
+        slot = np.empty(k, dtype=np.int64)
+        todo = np.arange(k)
+        for _ in range(_MAX_REJECT_ROUNDS):
+            u = torch.rand(todo.size, generator=self.generator, dtype=torch.float64).numpy()
+            if self.stratified:
+                u = (np.arange(todo.size) + u) / todo.size
+                self.stratified = False
+            leaf = self.tree.find(u * total)
+            s, pos = leaf // C, leaf % C
+            h = self.heads[s]
+            a = np.where(h >= C, h - C + (pos - h) % C, pos)
+            ok = (a >= self.lo[s]) & (a < self.hi[s])
+            stream[todo[ok]], slot[todo[ok]] = s[ok], a[ok]
+            todo = todo[~ok]
+            if todo.size == 0:
+                return torch.from_numpy(stream).to(self.device), torch.from_numpy(slot).to(self.device)
+        raise RuntimeError(f"prioritized sample: {todo.size} of {k} draws still outside the sampleable slots after "
+                           f"{_MAX_REJECT_ROUNDS} rounds")
+
+
+def _numpy(x: Any) -> np.ndarray:
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)

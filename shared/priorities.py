@@ -1,0 +1,52 @@
+"""Initial replay priorities an actor computes for its own batch (Ape-X), with the replay's n-step rule.
+
+For slot t of env e the n-step return follows learner/replay.py: add ``gamma**k * reward[t+k]`` for
+k = 0..n-1, stopping before a step with no successor frame (a truncation: ``terminated`` 0 and the
+next slot's ``first`` 1), after a terminating step, and, here only, at the end of the batch (the
+actor does not yet know later rewards; it bootstraps from the batch's last observation instead).
+With L steps added, the priority is
+
+    | reward_scale * R + gamma**L * max_a Q(s_{t+L}, a) * (not terminated) - Q(s_t, a_t) |
+
+with the actor's own network for both Q terms (the learner later replaces it with its Double-DQN
+TD error). L = 0 (a truncation slot, never sampled) gets priority 0. All of it is vectorized over
+[E, T]: no per-transition Python.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+
+def n_step_priorities(q: np.ndarray, actions: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
+                      first: np.ndarray, next_first: np.ndarray, n_step: int, gamma: float,
+                      reward_scale: float) -> np.ndarray:
+    """|n-step TD errors| float32 [E, T].
+
+    q           float [E, T+1, A]: Q of the observation at each slot, and of the observation after the last step
+    actions     int [E, T]; rewards float [E, T] (game units); terminated, first bool/0-1 [E, T]
+    next_first  bool/0-1 [E]: whether the observation after the batch starts a new episode
+    """
+    E, T = rewards.shape
+    n = int(n_step)
+    term = terminated.astype(bool)
+    first_after = np.concatenate([first[:, 1:].astype(bool), np.asarray(next_first, bool).reshape(E, 1)], 1)
+    ok = term | ~first_after           # the step from slot j has a successor or terminates
+    go_on = ok & ~term                 # the return continues after step j
+    pad = ((0, 0), (0, n))
+    ok_w = sliding_window_view(np.pad(ok, pad), n, axis=1)[:, :T]          # [E, T, n]; False past the batch
+    go_w = sliding_window_view(np.pad(go_on, pad), n, axis=1)[:, :T]
+    term_w = sliding_window_view(np.pad(term, pad), n, axis=1)[:, :T]
+    rew_w = sliding_window_view(np.pad(rewards.astype(np.float64), pad), n, axis=1)[:, :T]
+    before = np.concatenate([np.ones((E, T, 1), bool), go_w[..., :-1]], 2)
+    include = ok_w & np.logical_and.accumulate(before, axis=2)
+    steps = include.sum(2)                                                 # L
+    powers = gamma ** np.arange(n + 1, dtype=np.float64)
+    ret = (rew_w * include * powers[:n]).sum(2)
+    done = (include & term_w).any(2)
+    rows = np.arange(E)[:, None]
+    boot = q[rows, np.arange(T)[None, :] + steps].max(2).astype(np.float64)
+    target = reward_scale * ret + np.where(done, 0.0, powers[steps] * boot)
+    taken = q[rows, np.arange(T)[None, :], actions.astype(np.int64)].astype(np.float64)
+    return np.where(steps > 0, np.abs(target - taken), 0.0).astype(np.float32)
