@@ -13,6 +13,7 @@ import zmq
 from actors.collector import actor_main, env_seed
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
+from learner.prioritized_replay import PrioritizedReplay
 from shared import protocol
 from shared.env import FrameStacker, make_env, num_actions_for
 
@@ -98,6 +99,8 @@ def hostile_messages(cfg):
         ("size", with_header(T=cfg.actor.batch_steps + 1)),                 # header says more than sent
         ("dtype", with_header(dtypes=["<f4"] * 5)),
         ("oversized", [good[0]] + [b"\0" * third] * 7),                     # each frame fits, the whole does not
+        ("values", with_header(P=1)[:-1] + [np.full(shape, np.nan, np.float32).tobytes()]),  # NaN priorities
+        ("values", with_header(P=1)[:-1] + [np.full(shape, -1.0, np.float32).tobytes()]),    # negative priorities
     ]
 
 
@@ -194,3 +197,22 @@ def test_stacks_survive_ring_wrap_around(make_config):
         assert ends >= 5  # terminations (8..59 steps) and truncations (60) inside the window
         for k in range(written - capacity + cfg.env.stack - 1, written):
             assert np.array_equal(plane.replay.stack_at(env_index, k).numpy(), stacks[k]), f"env {env_index} slot {k}"
+
+
+def test_actor_priorities_travel_into_prioritized_replay(make_config):
+    cfg = make_config(actors=2, envs=2, steps=16, capacity=8192)
+    cfg.replay.prioritized = True  # initial_priority "actor" by default: every batch carries its TD errors
+    plane = DataPlane(cfg, num_actions_for(cfg.env), torch.device("cpu")).start()
+    try:
+        reports = run_actors(cfg, plane, max_batches=10)
+        assert plane.wait_for(sum(r["sent_transitions"] for r in reports), timeout=30)
+        plane.drain()
+    finally:
+        plane.close()
+    replay = plane.replay
+    assert isinstance(replay, PrioritizedReplay) and plane.stats().rejected == 0
+    held = replay._prio.reshape(replay.num_streams, -1)[:, :160]  # 10 batches x 16 steps in each of 4 streams
+    assert np.isfinite(held).all() and (held > 0).all()
+    assert (replay._prio.reshape(replay.num_streams, -1)[:, 160:] == 0).all()
+    # the actors' own TD errors, not max-priority insertion (which would write 1.0 everywhere)
+    assert len(np.unique(held)) > 100 and not np.isclose(held, 1.0).all()

@@ -96,6 +96,18 @@ def bad_messages():
     episodes = np.array([[12.5, 310.0, 0.0], [-3.0, 1200.0, 1.0]], np.float32)
     good = wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, first, STATS, episodes))
     yield "field", with_header(good, K=frames.shape[0] * frames.shape[1] + 1)         # more episodes than steps
+    prio = np.abs(rewards)
+    for index, value in (((0, 0), np.nan), ((1, 3), -0.5), ((0, 4), np.inf)):       # NaN, negative, infinite
+        bad = prio.copy()
+        bad[index] = value
+        yield "values", wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, first, STATS,
+                                                   priorities=bad))
+    with_prio = wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, first, STATS,
+                                           priorities=prio))
+    yield "size", with_header(with_prio, P=0)                                     # priorities the header denies
+    yield "size", with_header(good, P=1)                                          # promised, not sent
+    yield "size", with_prio[:-1] + [with_prio[-1][:-4]]                            # one priority short
+    yield "field", with_header(with_prio, P=2)
     yield "size", with_header(good, K=1)                                          # header/episodes size mismatch
     for row, col, value in ((0, 0, np.nan), (1, 1, -1.0), (1, 2, 0.5)):          # NaN return, x_pos < 0, flag 0.5
         bad = episodes.copy()
@@ -113,6 +125,20 @@ def test_episodes_round_trip_exactly():
     none = protocol.decode_batch(wire(protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first,
                                                             STATS)), LIMITS)
     assert none.episodes.shape == (0, 3)
+
+
+def test_priorities_round_trip_exactly_and_are_optional():
+    frames, actions, rewards, terminated, first = make_arrays()
+    prio = (np.abs(rewards) * 3).astype(np.float32)
+    batch = protocol.decode_batch(wire(protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first,
+                                                             STATS, priorities=prio)), LIMITS)
+    assert batch.priorities.dtype == np.float32
+    np.testing.assert_array_equal(batch.priorities, prio)
+    none = protocol.decode_batch(wire(protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first,
+                                                            STATS)), LIMITS)
+    assert none.priorities is None
+    with pytest.raises(ValueError, match="priorities"):
+        protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first, STATS, priorities=prio[:, :4])
 
 
 @pytest.mark.parametrize("reason,parts", list(bad_messages()))

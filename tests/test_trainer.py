@@ -140,3 +140,42 @@ def test_checkpoint_is_atomic_and_loads_with_weights_only(tmp_path):
     with pytest.raises(FileNotFoundError, match="no checkpoint.pt"):
         load_checkpoint(str(tmp_path / "missing"))
     assert sorted(os.listdir(tmp_path)) == [CHECKPOINT_NAME, f"{CHECKPOINT_NAME}.tmp-12345"]
+
+
+def test_importance_weights_scale_each_sample_in_the_loss():
+    dqn = learner(LearnerConfig(micro_batch=32, compile=False, amp="off"), batchnorm_batch_stats=False)
+    batch = synthetic_batch(32)
+    plain, td, _ = dqn.micro_loss(batch)
+    weight = torch.linspace(0.1, 1.0, 32)
+    weighted, td_w, _ = dqn.micro_loss(dict(batch, weight=weight))
+    per_sample = torch.where(td < 1.0, 0.5 * td ** 2, td - 0.5)  # Huber (smooth L1, beta 1) of each TD error
+    assert torch.allclose(td, td_w)
+    assert plain.item() == pytest.approx(per_sample.mean().item(), rel=1e-5)
+    assert weighted.item() == pytest.approx((weight * per_sample).mean().item(), rel=1e-5)
+    assert dqn.micro_loss(dict(batch, weight=torch.ones(32)))[0].item() == pytest.approx(plain.item(), rel=1e-6)
+
+
+def test_update_writes_the_new_td_errors_back_as_priorities():
+    import numpy as np
+
+    from learner.prioritized_replay import PrioritizedReplay
+    replay = PrioritizedReplay(2, 512, frame_shape=(SIZE, SIZE), stack=STACK, n_step=3, gamma=0.9, alpha=1.0, eps=1e-3)
+    rng = np.random.default_rng(0)
+    for stream in (0, 1):
+        first = np.zeros((1, 200), bool)
+        first[0, 0] = True
+        replay.add(stream, rng.integers(0, 256, (1, 200, SIZE, SIZE), dtype=np.uint8),
+                   rng.integers(0, ACTIONS, (1, 200)).astype(np.uint8), rng.normal(size=(1, 200)).astype(np.float32),
+                   np.zeros((1, 200), bool), first)
+    dqn = learner(LearnerConfig(micro_batch=16, accum_steps=2, compile=False, amp="off", lr=1e-12))
+    dqn.is_beta = 0.7
+    seen = []
+    original = replay.update_priorities
+    replay.update_priorities = lambda s, i, td: seen.append((s.clone(), i.clone(), td.clone())) or original(s, i, td)
+    dqn.update(replay)
+    assert len(seen) == 1  # one vectorized call for both micro-batches
+    stream, slot, td = seen[0]
+    assert stream.shape == slot.shape == td.shape == (32,)
+    leaf = (stream * replay.stream_capacity + slot % replay.stream_capacity).numpy()
+    last = {int(k): float(v) for k, v in zip(leaf, td)}  # a slot drawn twice keeps its last TD error
+    np.testing.assert_allclose(replay._prio[list(last)], np.array(list(last.values())) + 1e-3, rtol=1e-6)

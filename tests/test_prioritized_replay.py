@@ -1,0 +1,197 @@
+"""Prioritized replay: the sum tree, the sampling distribution over exactly the sampleable slots (ring
+wrap-around, terminations, truncations, expired streams), priority updates, IS weights, and the actors'
+n-step TD priorities against a per-transition reference."""
+
+import numpy as np
+import pytest
+import torch
+
+from learner.prioritized_replay import PrioritizedReplay
+from learner.sum_tree import SumTree
+from shared.priorities import n_step_priorities
+
+H = W = 4
+
+
+# --------------------------------------------------------------------------- sum tree
+
+
+def test_sum_tree_finds_the_leaf_of_each_prefix_sum_and_keeps_exact_totals():
+    rng = np.random.default_rng(0)
+    tree = SumTree(1000)  # not a power of two: 24 padding leaves stay 0
+    values = rng.random(1000) * (rng.random(1000) < 0.7)  # about 30% zero leaves
+    tree.update(np.arange(1000), values)
+    for _ in range(50):  # repeated overlapping updates, with repeated indices (the last one wins)
+        idx = rng.integers(0, 1000, 64)
+        new = rng.random(64) * (rng.random(64) < 0.8)
+        tree.update(idx, new)
+        values[idx] = new
+        last = {int(i): v for i, v in zip(idx, new)}
+        values[list(last)] = list(last.values())
+    assert tree.total == pytest.approx(values.sum(), rel=1e-12)
+    np.testing.assert_array_equal(tree.get(np.arange(1000)), values)
+    cum = np.cumsum(values)
+    u = rng.random(100_000) * cum[-1]
+    found = tree.find(u)
+    np.testing.assert_array_equal(found, np.searchsorted(cum, u, side="right"))
+    assert (values[found] > 0).all()
+    edges = tree.find(np.concatenate([[0.0], cum[:-1]]))  # exactly on a boundary: never a zero leaf
+    assert (values[edges] > 0).all()
+
+
+# --------------------------------------------------------------------------- replay helpers
+
+
+def add(replay, stream, T, start, terminated=(), truncated=(), priorities=None):
+    """Write T slots to ``stream``; frame k carries its absolute slot number. ``terminated``/``truncated`` are
+    absolute slots whose step ends the episode (the next slot is then a first slot)."""
+    slots = np.arange(start, start + T)
+    frames = np.zeros((1, T, H, W), np.uint8)
+    frames[0, :, 0, 0] = slots % 256
+    frames[0, :, 0, 1] = slots // 256
+    term = np.isin(slots, terminated)[None]
+    first = (np.isin(slots - 1, terminated) | np.isin(slots - 1, truncated))[None]
+    if start == 0:
+        first[0, 0] = True
+    replay.add(stream, frames, np.zeros((1, T), np.uint8), np.ones((1, T), np.float32), term, first,
+               None if priorities is None else np.asarray(priorities, np.float64)[None])
+
+
+def sampleable(replay, truncations):
+    """{(stream, abs slot)} uniform replay would draw: the sampleable range minus truncation slots."""
+    lo, counts = replay._ranges(replay.heads)
+    return {(s, a) for s in range(replay.num_streams) for a in range(lo[s], lo[s] + counts[s])
+            if (s, a) not in truncations}
+
+
+def test_samples_follow_priorities_exactly_over_the_sampleable_slots_across_wrap_and_episodes():
+    replay = PrioritizedReplay(2, 80, frame_shape=(H, W), stack=3, n_step=2, gamma=0.9, alpha=0.7)
+    rng = np.random.default_rng(1)
+    p = {}  # (stream, abs slot) -> priority given at insertion
+    truncations = {(0, 29), (1, 61)}
+    for start in (0, 30, 60):  # 90 slots per stream in a ring of 40: it wraps twice
+        for s in (0, 1):
+            pr = rng.random(30) * 3
+            p.update({(s, start + i): pr[i] for i in range(30)})
+            add(replay, s, 30, start, terminated=[17, 45, 70], truncated=[a for (t, a) in truncations if t == s],
+                priorities=pr)
+    valid = sorted(sampleable(replay, truncations))
+    assert len(valid) == 2 * (40 - 2 - 2) - 1  # stack-1 at the tail, n at the head, one truncation inside
+    weight = np.array([(p[k] + replay.eps) ** 0.7 for k in valid])
+    expected = weight / weight.sum()
+
+    draws = 400_000
+    batch = replay.sample(draws, generator=torch.Generator().manual_seed(0), beta=0.5)
+    keys = list(zip(batch["stream"].tolist(), batch["slot"].tolist()))
+    index = {k: i for i, k in enumerate(valid)}
+    assert set(keys) <= set(valid), "a slot outside the sampleable set was drawn"
+    counts = np.bincount([index[k] for k in keys], minlength=len(valid))
+    chi2 = ((counts - draws * expected) ** 2 / (draws * expected)).sum()
+    df = len(valid) - 1  # the first call is stratified, so chi2 sits well below df when the law is right
+    assert chi2 < df + 5 * np.sqrt(2 * df), f"chi2 {chi2:.1f} with {df} degrees of freedom"
+    # the frames are the slots drawn (frame k carries k)
+    obs = batch["obs"][:, -1, 0, :2].long()
+    np.testing.assert_array_equal((obs[:, 0] + 256 * obs[:, 1]).numpy() % (256 * 256), batch["slot"].numpy())
+    # IS weights: (N P)^-beta over the batch maximum
+    prob = expected[[index[k] for k in keys]]
+    w = (len(valid) * prob) ** -0.5
+    np.testing.assert_allclose(batch["weight"].numpy(), w / w.max(), rtol=1e-5)
+
+
+def test_updated_priorities_move_the_distribution_and_skip_overwritten_slots():
+    replay = PrioritizedReplay(1, 64, frame_shape=(H, W), stack=2, n_step=1, gamma=0.9, alpha=1.0, eps=1e-6)
+    add(replay, 0, 64, 0)  # max-priority insertion: 1.0 everywhere
+    gen = torch.Generator().manual_seed(3)
+    batch = replay.sample(16, generator=gen)
+    np.testing.assert_allclose(batch["weight"].numpy(), 1.0)  # equal priorities: uniform, weights 1
+    slots = torch.tensor([10, 20, 30])
+    assert replay.update_priorities(torch.zeros(3, dtype=torch.long), slots, torch.tensor([1e-6, 1e-6, 100.0])) == 3
+    assert replay.max_priority == pytest.approx(100.0 + 1e-6)
+    batch = replay.sample(20_000, generator=gen)
+    share = (batch["slot"] == 30).float().mean().item()
+    expected = 100.0 / (100.0 + 58 * 1.0 + 2 * 2e-6)  # 61 sampleable slots (stack 2, n 1), two nearly 0
+    assert share == pytest.approx(expected, abs=0.01)
+    assert not ((batch["slot"] == 10) | (batch["slot"] == 20)).any()
+    add(replay, 0, 32, 64)  # slots 0..31 are overwritten; new slots get the max priority
+    kept = replay.update_priorities(torch.zeros(2, dtype=torch.long), torch.tensor([5, 40]), torch.tensor([7.0, 7.0]))
+    assert kept == 1  # slot 5 is gone: its update must not land on slot 69, which took its place
+    assert replay._prio[69 % 64] == pytest.approx(100.0 + 1e-6)  # max-priority insertion, untouched
+
+
+def test_expired_stream_is_never_drawn_and_comes_back_when_its_actor_writes():
+    replay = PrioritizedReplay(2, 128, frame_shape=(H, W), stack=2, n_step=1, gamma=0.9)
+    add(replay, 0, 40, 0, priorities=np.full(40, 50.0))  # a very likely stream ...
+    for start in range(0, 192, 64):
+        add(replay, 1, 64, start)  # ... then more than `capacity` slots elsewhere: stream 0 expires
+    assert replay.live_streams() == 1
+    batch = replay.sample(5000, generator=torch.Generator().manual_seed(0))
+    assert (batch["stream"] == 1).all()
+    add(replay, 0, 8, 40, priorities=np.full(8, 50.0))
+    batch = replay.sample(5000, generator=torch.Generator().manual_seed(1))
+    old = (batch["stream"] == 0) & (batch["slot"] < 40)
+    assert old.float().mean() > 0.5  # its retained slots are back, with their priorities
+
+
+def test_bad_priorities_are_refused_before_anything_is_written():
+    replay = PrioritizedReplay(1, 64, frame_shape=(H, W), stack=2, n_step=1, gamma=0.9)
+    add(replay, 0, 16, 0)
+    for bad in (np.full(8, np.nan), np.full(8, -1.0), np.ones(7)):
+        with pytest.raises(ValueError, match="priorities"):
+            add(replay, 0, 8, 16, priorities=bad)
+    assert replay.heads.tolist() == [16]
+    with pytest.raises(ValueError, match="non-finite"):
+        replay.update_priorities([0], [3], [np.inf])
+
+
+def test_uniform_is_alpha_zero_and_the_loss_weights_are_one():
+    replay = PrioritizedReplay(1, 64, frame_shape=(H, W), stack=2, n_step=1, gamma=0.9, alpha=0.0)
+    add(replay, 0, 64, 0, priorities=np.random.default_rng(0).random(64) * 10)
+    batch = replay.sample(64, generator=torch.Generator().manual_seed(0), beta=1.0)
+    np.testing.assert_allclose(batch["weight"].numpy(), 1.0)
+
+
+# --------------------------------------------------------------------------- actor priorities
+
+
+def reference_priorities(q, actions, rewards, terminated, first, next_first, n, gamma, scale):
+    """One transition at a time, straight from the n-step rule (learner/replay.py), cut at the batch end."""
+    E, T = rewards.shape
+    out = np.zeros((E, T))
+    for e in range(E):
+        for t in range(T):
+            ret, steps, done = 0.0, 0, False
+            for k in range(n):
+                j = t + k
+                if j >= T:
+                    break
+                after = first[e, j + 1] if j + 1 < T else next_first[e]
+                if not terminated[e, j] and after:
+                    break  # a truncation: no successor frame
+                ret += gamma ** k * rewards[e, j]
+                steps += 1
+                if terminated[e, j]:
+                    done = True
+                    break
+            if steps:
+                boot = 0.0 if done else gamma ** steps * q[e, t + steps].max()
+                out[e, t] = abs(scale * ret + boot - q[e, t, actions[e, t]])
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 3, 5])
+def test_actor_priorities_match_the_per_transition_reference(n):
+    rng = np.random.default_rng(n)
+    E, T, A = 3, 40, 7
+    q = rng.normal(size=(E, T + 1, A)).astype(np.float32)
+    actions = rng.integers(0, A, (E, T)).astype(np.uint8)
+    rewards = rng.normal(scale=5, size=(E, T)).astype(np.float32)
+    terminated = (rng.random((E, T)) < 0.08).astype(np.uint8)
+    first = np.zeros((E, T), np.uint8)
+    first[:, 1:] = terminated[:, :-1] | (rng.random((E, T - 1)) < 0.05)  # terminations and truncations
+    first[:, 0] = 1
+    next_first = np.array([terminated[0, -1], 1, 0], np.uint8)  # env 1's last step was truncated
+    got = n_step_priorities(q, actions, rewards, terminated, first, next_first, n, 0.9, 1 / 15)
+    assert got.dtype == np.float32 and got.shape == (E, T)
+    want = reference_priorities(q, actions, rewards, terminated, first, next_first, n, 0.9, 1 / 15)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert got[1, -1] == 0.0  # a truncation slot
