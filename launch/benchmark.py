@@ -9,6 +9,8 @@ Stages (``--stages``):
                epsilon-greedy inference)
   transport    synthetic 84x84 batches, no env, through socket, consolidation and replay
   replay       bytes per stored transition; add and sample(512) rates
+  priority     prioritized vs uniform replay: sample and priority-update cost per batch of 512 and 2048
+               at capacity 100K and 1M (84x84 frames: 1M slots take 7 GB per replay, one at a time)
   learner      the learner alone on a filled replay: fp32 eager, AMP, AMP + compile, each with and
                without gradient accumulation; compile time apart
   system       the whole system twice, same actors, same seconds: the seed's *original* pipeline
@@ -43,6 +45,7 @@ from actors.collector import actor_main
 from launch.original import OriginalLearner, OriginalSettings, original_collector_main
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
+from learner.prioritized_replay import PrioritizedReplay
 from learner.replay import FrameReplay
 from learner.weights import WeightServer
 from shared import protocol
@@ -86,7 +89,11 @@ class BenchConfig:
     original: OriginalSettings = field(default_factory=OriginalSettings)
     """The seed's original pipeline (launch/original.py)."""
     stages: tuple[str, ...] = ("env_ceiling", "collection", "transport", "replay", "learner", "system")
-    """Stages to run."""
+    """Stages to run (also: priority, not in the default list: it fills 7 GB replays)."""
+    priority_capacities: tuple[int, ...] = (100_000, 1_000_000)
+    """Replay capacities of the priority stage."""
+    priority_batches: tuple[int, ...] = (512, 2048)
+    """Batch sizes of the priority stage."""
     quick: bool = False
     """Short windows (every option still at its default is shrunk): the whole run in under 3 minutes on 2 cores."""
     json: str = ""
@@ -99,7 +106,7 @@ class BenchConfig:
 QUICK = dict(seconds=5.0, rounds=1, transport_seconds=3.0, learner_updates=4, learner_epochs=2,
              system_seconds=20.0, system_min_replay=1000, system_updates_per_epoch=2)
 
-STAGES = ("env_ceiling", "collection", "transport", "replay", "learner", "system")
+STAGES = ("env_ceiling", "collection", "transport", "replay", "priority", "learner", "system")
 
 
 def apply_quick(bench: BenchConfig) -> BenchConfig:
@@ -282,6 +289,63 @@ def replay_stage(cfg: RunConfig) -> dict:
     return {"bytes_per_transition": replay.bytes_per_transition, "naive_uint8_stacked_bytes": naive_stacked,
             "naive_float32_bytes": naive_stacked * 4, "add_64_transitions_ms": add_s * 1e3,
             "add_transitions_per_s": t / add_s, "sample_512_ms": sample_s * 1e3, "samples_per_s": 512 / sample_s}
+
+
+# ----------------------------------------------------------------------------- priority
+
+def priority_stage(cfg: RunConfig, capacities: tuple[int, ...], batches: tuple[int, ...], repeats: int = 30) -> dict:
+    """Per capacity and batch size: median ms of sample(B) and of update_priorities(B), uniform vs prioritized.
+
+    8 streams, filled past wrap-around with 84x84 frames, 200-step episodes, random actor priorities;
+    one replay in memory at a time. Uniform replay has no priority update (0 ms)."""
+    size, out = cfg.env.frame_size, {}
+    rng = np.random.default_rng(0)
+    for capacity in capacities:
+        for kind in ("uniform", "prioritized"):
+            kwargs = dict(num_streams=8, capacity=capacity, frame_shape=(size, size), stack=cfg.env.stack,
+                          n_step=cfg.replay.n_step, gamma=cfg.replay.gamma)
+            replay = PrioritizedReplay(**kwargs, alpha=cfg.replay.priority_alpha) if kind == "prioritized" \
+                else FrameReplay(**kwargs)
+            t = min(4096, replay.stream_capacity)
+            frames = rng.integers(0, 256, (8, t, size, size), dtype=np.uint8)
+            first = np.zeros((8, t), bool)
+            first[:, ::200] = True
+            terminated = np.roll(first, -1, axis=1)
+            zeros_a, rewards = np.zeros((8, t), np.uint8), np.ones((8, t), np.float32)
+            for _ in range(replay.stream_capacity // t + 2):  # fill and wrap
+                prio = rng.random((8, t)).astype(np.float32) if kind == "prioritized" else None
+                replay.add(0, frames, zeros_a, rewards, terminated, first, prio)
+            for batch in batches:
+                sample_ms, update_ms = [], []
+                for i in range(repeats + 3):  # the first 3 warm up
+                    s0 = time.perf_counter()
+                    drawn = replay.sample(batch, beta=0.5)
+                    s1 = time.perf_counter()
+                    if kind == "prioritized":
+                        replay.update_priorities(drawn["stream"], drawn["slot"], torch.rand(batch))
+                    s2 = time.perf_counter()
+                    if i >= 3:
+                        sample_ms.append((s1 - s0) * 1e3)
+                        update_ms.append((s2 - s1) * 1e3)
+                out[f"{kind}_{capacity}_{batch}"] = {"sample_ms": statistics.median(sample_ms),
+                                                     "update_ms": statistics.median(update_ms)}
+                print(f"priority: {kind} capacity {capacity:,} batch {batch}: "
+                      f"{out[f'{kind}_{capacity}_{batch}']}", flush=True)
+            del replay, frames
+    out["capacities"], out["batches"] = list(capacities), list(batches)
+    return out
+
+
+def render_priority_table(p: dict) -> str:
+    rows = ["| capacity | batch | uniform sample | prioritized sample | prioritized update | prioritized total vs "
+            "uniform |", "|---|---|---|---|---|---|"]
+    for capacity in p["capacities"]:
+        for batch in p["batches"]:
+            u, q = p[f"uniform_{capacity}_{batch}"], p[f"prioritized_{capacity}_{batch}"]
+            total = q["sample_ms"] + q["update_ms"]
+            rows.append(f"| {capacity:,} | {batch} | {u['sample_ms']:.2f} ms | {q['sample_ms']:.2f} ms | "
+                        f"{q['update_ms']:.2f} ms | {total / u['sample_ms']:.2f}x |")
+    return "\n".join(rows)
 
 
 # ----------------------------------------------------------------------------- learner
@@ -618,6 +682,9 @@ def main(bench: BenchConfig) -> dict:
         result["replay"] = replay_stage(cfg)
         print(f"replay: {result['replay']}", flush=True)
         lap("replay")
+    if "priority" in bench.stages:
+        result["priority"] = priority_stage(cfg, bench.priority_capacities, bench.priority_batches)
+        lap("priority")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if "learner" in bench.stages:
         result["learner"] = learner_stage(cfg, device, bench.learner_updates, bench.learner_epochs)
@@ -672,6 +739,8 @@ def render_table(r: dict) -> str:
             rows.append(f"| AMP + compile vs fp32 eager, x{accum} accumulation | "
                         f"{lr_[f'speedup_amp_compiled_vs_fp32_accum{accum}']:.2f}x |")
     text = "\n".join(rows) if len(rows) > 2 else ""
+    if "priority" in r:
+        text += "\n\n" + render_priority_table(r["priority"])
     if "system" in r:
         text += "\n\n" + render_system_table(r["system"])
     return text
