@@ -3,9 +3,12 @@
 Runs inside its own process (``actor_main``): the envs are built there, never
 pickled; torch uses one thread; the network is a local CPU copy in eval mode
 under ``torch.inference_mode``. Each tick steps every env once; the forward
-pass is batched over the envs and skipped when every env explores. Every T
-ticks the batch (each new frame once, see shared/protocol.py) goes to the
-learner over this actor's own socket, ``tcp://HOST:BASE_PORT+actor_id``.
+pass is batched over the envs and skipped when every env explores (unless the
+actor computes replay priorities: then every tick's Q is kept, and one more
+forward at the end of the batch gives the bootstrap for its last slots; see
+shared/priorities.py). Every T ticks the batch (each new frame once, see
+shared/protocol.py) goes to the learner over this actor's own socket,
+``tcp://HOST:BASE_PORT+actor_id``.
 """
 
 from __future__ import annotations
