@@ -103,8 +103,8 @@ class ReplayConfig:
     gamma: float = 0.9
     """Discount factor. 0.9 (a horizon of about 10 agent steps) because Mario's reward is dense, the x-velocity of every frame: the PyTorch Mario DQN tutorial and the uvipen PPO agents that clear 1-1 use 0.9; Atari's sparse rewards need 0.99."""
 
-    prioritized: bool = False
-    """Proportional prioritized replay (Ape-X): slots are drawn in proportion to priority**alpha and the loss is weighted by importance-sampling weights; off: uniform draws."""
+    prioritized: bool = True
+    """Proportional prioritized replay (Ape-X): slots are drawn in proportion to priority**alpha and the loss is weighted by importance-sampling weights; off: uniform draws. On because an hour on Mario 1-1 with it evaluated at mean x_pos 1,330 (8 of 20 episodes past x 1,900) against 947 for the same hour uniform (README)."""
     initial_priority: Literal["actor", "max"] = "actor"
     """Priority of a new slot: 'actor' (the actor's own n-step TD error, sent with the batch, as Ape-X) or 'max' (the largest priority seen so far)."""
     priority_alpha: float = 0.6
