@@ -304,7 +304,7 @@ class _SyntheticReplay:
     def __init__(self, cfg: RunConfig, device: torch.device):
         self.cfg, self.device = cfg, device
 
-    def sample(self, batch: int, beta: float = 1.0) -> dict[str, torch.Tensor]:
+    def sample(self, batch: int) -> dict[str, torch.Tensor]:
         size, stack, dev = self.cfg.env.frame_size, self.cfg.env.stack, self.device
         obs = torch.randint(0, 256, (batch, stack, size, size), dtype=torch.uint8, device=dev)
         return {"obs": obs, "next_obs": obs.clone(),

@@ -155,7 +155,12 @@ class DQNLearner:
         prioritized = getattr(replay, "update_priorities", None)
         sampled = []
         for i in range(steps):
-            batch = replay.sample(self.cfg.micro_batch, beta=self.is_beta) if batches is None else batches[i]
+            if batches is not None:
+                batch = batches[i]
+            elif prioritized is not None:
+                batch = replay.sample(self.cfg.micro_batch, beta=self.is_beta)
+            else:
+                batch = replay.sample(self.cfg.micro_batch)
             loss, td, q = self.micro_loss(batch)
             self.scaler.scale(loss / steps).backward()
             loss_total += loss.detach()

@@ -28,7 +28,8 @@ Header map (all keys required, no others): ``v`` protocol version; ``kind``
 "batch"; ``actor`` slot id; ``inc`` incarnation (random per actor process
 start); ``seq`` message counter of this incarnation, from 0; ``wv`` weights
 version the batch's first step was played with (the oldest in the batch); ``E``, ``T``, ``H``, ``W`` the dimensions;
-``K`` the finished episodes (0 <= K <= E * T); ``P`` 1 when frame 7 carries priorities, else 0; ``dtypes`` the five array dtypes in frame order; ``stats`` a map of
+``K`` the finished episodes (0 <= K <= E * T); ``P`` 1 when frame 7 carries priorities, else 0; ``dtypes`` the
+five array dtypes in frame order; ``stats`` a map of
 numbers (see STAT_KEYS) describing the actor at the time of sending.
 
 WEIGHTS (learner -> actors, PUB on base_port-1, and as the reply to a request)::
@@ -146,7 +147,8 @@ def encode_batch(actor: int, incarnation: int, seq: int, weights_version: int, f
                          f"got {priorities.dtype} {priorities.shape}")
     header = {
         "v": VERSION, "kind": KIND_BATCH, "actor": int(actor), "inc": int(incarnation), "seq": int(seq),
-        "wv": int(weights_version), "E": n_env, "T": n_steps, "H": height, "W": width, "K": int(episodes.shape[0]), "P": int(priorities.size > 0),
+        "wv": int(weights_version), "E": n_env, "T": n_steps, "H": height, "W": width, "K": int(episodes.shape[0]),
+        "P": int(priorities.size > 0),
         "dtypes": [d.str for d in ARRAY_DTYPES], "stats": {k: float(stats[k]) for k in STAT_KEYS},
     }
     return [msgpack.packb(header, use_bin_type=True), *arrays, episodes, priorities]
