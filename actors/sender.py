@@ -18,6 +18,7 @@ import numpy as np
 import zmq
 
 from shared import curve, protocol
+from shared.links import link_options
 from shared.config import TransportConfig
 
 
@@ -40,7 +41,8 @@ class BatchSender:
         self._socket = self._context.socket(zmq.PUSH)
         self._socket.setsockopt(zmq.SNDHWM, send_hwm)
         self._socket.setsockopt(zmq.LINGER, 0)
-        if transport is not None:  # CURVE keys, when the run has them (shared/curve.py)
+        if transport is not None:  # keepalives/heartbeats (shared/links.py); CURVE keys when the run has them
+            link_options(self._socket, transport)
             curve.client_socket_options(self._socket, transport)
         self._socket.connect(endpoint)
         self._staged: collections.deque[StagedBatch] = collections.deque()

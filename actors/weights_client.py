@@ -15,6 +15,7 @@ import torch
 import zmq
 
 from shared import curve, protocol
+from shared.links import link_options
 from shared.protocol import weights_endpoints
 from shared.config import TransportConfig
 
@@ -33,12 +34,14 @@ class WeightClient:
         self._sub.setsockopt(zmq.MAXMSGSIZE, max_bytes)
         self._sub.setsockopt(zmq.LINGER, 0)
         self._sub.setsockopt(zmq.SUBSCRIBE, b"")
+        link_options(self._sub, transport)
         curve.client_socket_options(self._sub, transport)
         self._sub.connect(pub_addr)
         self._dealer = ctx.socket(zmq.DEALER)
         self._dealer.setsockopt(zmq.RCVHWM, 2)
         self._dealer.setsockopt(zmq.MAXMSGSIZE, max_bytes)
         self._dealer.setsockopt(zmq.LINGER, 0)
+        link_options(self._dealer, transport)
         curve.client_socket_options(self._dealer, transport)
         self._dealer.connect(router_addr)
         self.rejected = 0

@@ -36,6 +36,7 @@ import numpy as np
 import zmq
 
 from shared import curve, protocol
+from shared.links import link_options
 from shared.config import TransportConfig
 
 MAX_PER_SOCKET_PER_ROUND = 8  # fairness: drain at most this many messages from one actor before the next
@@ -106,6 +107,7 @@ class Consolidator(threading.Thread):
             # Whole messages above max_message_bytes are rejected (and counted) by the decoder.
             sock.setsockopt(zmq.MAXMSGSIZE, transport.max_message_bytes)
             sock.setsockopt(zmq.LINGER, 0)
+            link_options(sock, transport)
             curve.server_socket_options(sock, transport)
             sock.bind(f"tcp://{transport.host}:{transport.base_port + slot}")
             self.sockets.append(sock)

@@ -16,6 +16,7 @@ import torch
 import zmq
 
 from shared import curve, protocol
+from shared.links import link_options
 from shared.protocol import weights_endpoints  # noqa: F401  (re-exported: the learner's side of the endpoints)
 from shared.config import TransportConfig
 
@@ -44,8 +45,9 @@ class WeightServer(threading.Thread):
         # at most 2 replies (a few MB each) queued per peer: a peer that asks but never reads gets the rest dropped
         self._router.setsockopt(zmq.SNDHWM, 2)
         try:
-            curve.server_socket_options(self._pub, transport)
-            curve.server_socket_options(self._router, transport)
+            for sock in (self._pub, self._router):
+                link_options(sock, transport)
+                curve.server_socket_options(sock, transport)
             self._pub.bind(pub_addr)
             self._router.bind(router_addr)
         except BaseException:

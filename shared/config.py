@@ -153,6 +153,16 @@ class TransportConfig:
     """Largest envs-per-actor a message may claim (validation bound)."""
     max_steps_per_message: int = 4096
     """Largest steps-per-env a message may claim (validation bound)."""
+    tcp_keepalive_idle: int = 60
+    """Seconds a TCP link may stay silent before the OS sends keepalive probes, on every socket (shared/links.py); keep it well under the 900 s after which Docker Swarm's routing mesh drops an idle connection. 0 turns keepalives off."""
+    tcp_keepalive_interval: int = 10
+    """Seconds between TCP keepalive probes once a link is silent."""
+    tcp_keepalive_count: int = 6
+    """Unanswered TCP keepalive probes after which the OS drops the link (ZeroMQ then reconnects)."""
+    heartbeat_interval: float = 10.0
+    """Seconds between ZeroMQ (ZMTP) heartbeats on every socket; 0 turns them off."""
+    heartbeat_timeout: float = 30.0
+    """Seconds without any traffic or heartbeat reply after which a peer is disconnected (the actor side reconnects by itself)."""
     curve_server_secret: str = ""
     """Learner: its secret CURVE certificate (NAME.key_secret from python -m launch.keys); set with curve_authorized_dir, it encrypts every learner socket."""
     curve_authorized_dir: str = ""
@@ -185,6 +195,17 @@ class TransportConfig:
         _check(self.max_message_bytes >= 1 << 16, "transport.max_message_bytes", self.max_message_bytes, "must be >= 65536")
         _check(self.recv_hwm >= 1, "transport.recv_hwm", self.recv_hwm, "must be >= 1")
         _check(self.consolidated_queue >= 1, "transport.consolidated_queue", self.consolidated_queue, "must be >= 1")
+        _check(0 <= self.tcp_keepalive_idle <= 7200, "transport.tcp_keepalive_idle", self.tcp_keepalive_idle,
+               "must be in [0, 7200] seconds (0: off)")
+        _check(1 <= self.tcp_keepalive_interval <= 600, "transport.tcp_keepalive_interval",
+               self.tcp_keepalive_interval, "must be in [1, 600] seconds")
+        _check(1 <= self.tcp_keepalive_count <= 100, "transport.tcp_keepalive_count", self.tcp_keepalive_count,
+               "must be in [1, 100]")
+        _check(self.heartbeat_interval == 0 or 0.1 <= self.heartbeat_interval <= 3600, "transport.heartbeat_interval",
+               self.heartbeat_interval, "must be 0 (off) or in [0.1, 3600] seconds")
+        _check(self.heartbeat_interval == 0 or self.heartbeat_interval < self.heartbeat_timeout <= 6553,
+               "transport.heartbeat_timeout", self.heartbeat_timeout,
+               "must be above transport.heartbeat_interval and at most 6553 seconds (ZeroMQ's bound)")
 
 
 @dataclass
