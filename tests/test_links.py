@@ -10,10 +10,8 @@ import queue
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
-import torch
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
