@@ -13,6 +13,7 @@ shared/protocol.py) goes to the learner over this actor's own socket,
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -23,6 +24,7 @@ import numpy as np
 import torch
 
 from actors.sender import BatchSender, StagedBatch
+from actors.slot_client import lease_slot
 from actors.weights_client import WeightClient
 from shared.config import RunConfig
 from shared.env import make_env
@@ -167,8 +169,12 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
                max_batches: int = 0, standalone: bool = False) -> dict:
     """Process entry: collect and send until ``stop_event`` is set (or ``max_batches`` sent, if > 0).
 
+    ``actor_id`` < 0: ask the learner for a free slot first (actors/slot_client.py); the slot count
+    (the exploration schedule's N) then comes from the learner. A refusal after ``actor.slot_wait``
+    seconds returns a report with ``refused`` set to the learner's reason.
+
     Spawned by a launcher (``standalone`` False) it ignores SIGINT and stops when its parent dies, so a
-    SIGKILLed launcher leaves no orphans. Standalone (actors/run.py) it outlives any learner and stops
+    SIGKILLed launcher leaves no orphans. Standalone (launch/actor.py) it outlives any learner and stops
     on SIGINT or SIGTERM. Returns the report it also puts on ``report_queue``.
     """
     terminate = []
@@ -180,6 +186,18 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
     if cfg.actor.nice:
         os.nice(cfg.actor.nice)
     incarnation = int.from_bytes(os.urandom(8), "little") >> 1
+    if actor_id < 0:
+        lease = lease_slot(cfg.transport, incarnation, cfg.actor.envs_per_actor, wait=cfg.actor.slot_wait,
+                           should_stop=lambda: stop_event.is_set() or bool(terminate) or orphaned(),
+                           echo=lambda line: print(line, flush=True))
+        if lease is None or lease["slot"] < 0:
+            report = dict(actor=-1, incarnation=incarnation, batches=0, refused=lease["reason"] if lease else "stopped")
+            if report_queue is not None:
+                report_queue.put(report)
+            return report
+        actor_id, cfg = lease["slot"], dataclasses.replace(cfg, actors=lease["slots"])
+        print(f"[ACTOR] slot {actor_id} of {lease['slots']} (lease {lease['lease']:g} s), incarnation {incarnation:#x}",
+              flush=True)
     collector = Collector(cfg, actor_id, incarnation)
     sender = BatchSender(experience_endpoint(cfg, actor_id), actor_id, incarnation,
                          cfg.actor.max_staged_batches, cfg.actor.send_hwm, transport=cfg.transport)

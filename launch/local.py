@@ -4,7 +4,8 @@
     python -m launch.local --actors 4 --duration 300       # ... for 5 minutes
     python -m launch.local --actors 2 --collect-only       # the data plane alone
     python -m launch.local --resume runs/20261121-...      # continue a run from its folder
-    python -m launch.local --actors 2 --no-spawn-actors    # learner only; actors: python -m actors.run --actor-id I
+    python -m launch.local --resume latest                 # ... the newest run under --run-dir (or a new one)
+    python -m launch.local --actors 2 --no-spawn-actors    # learner only (= launch.learner); actors: launch.actor
 
 Prints the seed's ``[PROCESSOR]`` line every ``--log-every`` seconds and a ``[MAIN] Epoch``
 line per epoch; every ``--eval.every`` epochs an evaluation process plays the current weights and
@@ -64,7 +65,22 @@ def resumed_config(cli: RunConfig) -> RunConfig:
     return saved
 
 
+def latest_run(run_dir: str) -> str:
+    """The newest folder under ``run_dir`` holding a checkpoint, or '' when there is none."""
+    if not os.path.isdir(run_dir):
+        return ""
+    runs = [os.path.join(run_dir, name) for name in os.listdir(run_dir)
+            if os.path.isfile(os.path.join(run_dir, name, "checkpoint.pt"))
+            and os.path.isfile(os.path.join(run_dir, name, "config.json"))]
+    return max(runs, key=lambda path: os.path.getmtime(os.path.join(path, "checkpoint.pt")), default="")
+
+
 def run(cfg: RunConfig) -> int:
+    if cfg.resume == "latest":  # a restarted container continues its run; the first start begins one
+        cfg.resume = latest_run(cfg.run_dir)
+        print(f"[MAIN] --resume latest: " + (f"continuing {cfg.resume}" if cfg.resume else
+                                              f"no run with a checkpoint under {cfg.run_dir!r}; starting a new one"),
+              flush=True)
     cfg.validate()
     resume_state = None
     if cfg.resume:
@@ -103,7 +119,7 @@ def run(cfg: RunConfig) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited through exec: children never see Ctrl-C
     learner.start()
     pool = ActorPool(actor_main, cfg, cfg.actors)
-    if cfg.spawn_actors:  # else external actors (python -m actors.run) connect to the N slots
+    if cfg.spawn_actors:  # else external actors (python -m launch.actor) lease or take the N slots
         pool.start()
     evaluator = Evaluator(cfg, learner) if cfg.eval.every > 0 and not cfg.collect_only else None
     signal.signal(signal.SIGINT, lambda *_: learner.stop())
@@ -134,7 +150,7 @@ def run(cfg: RunConfig) -> int:
             line = learner.processor_line((processed - log["processed"]) / (now - log["at"]))
             (bar.write if bar is not None else print)(line)
             log.update(at=now, processed=processed)
-        for slot in pool.restart_dead():
+        for slot in pool.restart_dead(before_start=learner.plane.consolidator.slots.release):
             print(f"[MAIN] actor {slot} exited; restarted (restarts: {pool.restarts[slot]})", flush=True)
         if evaluator is not None:
             evaluator.tick()

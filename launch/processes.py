@@ -74,14 +74,16 @@ class ActorPool:
         self.procs[slot] = start_process(self.ctx, self.target, (self.cfg, slot, self.stop_event, self.report_queue),
                                          name=f"actor-{slot}")
 
-    def restart_dead(self) -> list[int]:
-        """Restart every slot whose process has exited; returns the restarted slots."""
+    def restart_dead(self, before_start: Callable[[int], None] | None = None) -> list[int]:
+        """Restart every slot whose process has exited (``before_start(slot)`` first); returns the restarted slots."""
         if self.stop_event.is_set():
             return []
         dead = [slot for slot, p in enumerate(self.procs) if p is not None and not p.is_alive()]
         for slot in dead:
             self.procs[slot].join(timeout=0)
             self.restarts[slot] += 1
+            if before_start is not None:
+                before_start(slot)
             self._start(slot)
         return dead
 

@@ -11,6 +11,11 @@ whose first step used weights more than ``max_weights_lag`` versions behind
 ``weights_version`` (set by the learner when it publishes) is rejected as
 ``stale_weights``.
 
+Slot ownership (learner/slots.py): a message is sequenced only if its incarnation holds the
+slot (or takes a free or lapsed one); anyone else's message is rejected as ``slot_owned`` and
+counted on the slot's track (``refused_batches``), so an intruder cannot make the live actor
+"stale". With CURVE the holder is also bound to the public key it connected with.
+
 Accounting: a ledger per (slot, incarnation), the last
 ``LEDGER_INCARNATIONS_KEPT`` incarnations of each slot, holds what arrived
 (accepted, rejected after decoding, duplicates), the seq gaps and the
@@ -38,6 +43,7 @@ import zmq
 from shared import curve, protocol
 from shared.links import link_options
 from shared.config import TransportConfig
+from learner.slots import SlotTable
 
 MAX_PER_SOCKET_PER_ROUND = 8  # fairness: drain at most this many messages from one actor before the next
 STALE_INCARNATIONS_KEPT = 16
@@ -85,6 +91,7 @@ class SlotTrack:
     accepted_batches: int = 0
     accepted_transitions: int = 0
     lost_batches: int = 0
+    refused_batches: int = 0       # valid messages from an incarnation that does not hold the slot (slot_owned)
     stats: dict = field(default_factory=dict)
     weights_version: int = 0
     old_incarnations: collections.deque = field(default_factory=lambda: collections.deque(maxlen=STALE_INCARNATIONS_KEPT))
@@ -112,6 +119,8 @@ class Consolidator(threading.Thread):
             sock.bind(f"tcp://{transport.host}:{transport.base_port + slot}")
             self.sockets.append(sock)
         self.tracks = [SlotTrack() for _ in range(num_actors)]
+        self.slots = SlotTable(num_actors, transport.slot_lease, envs_per_actor)
+        self._curve = bool(transport.curve_server_secret)  # messages then carry the sender's key (ZAP User-Id)
         self.rejects: collections.Counter[str] = collections.Counter()
         self.received = 0
         self.accepted_batches = 0
@@ -168,15 +177,21 @@ class Consolidator(threading.Thread):
         if batch.frames.shape[0] != self.envs_per_actor:
             self.rejects["envs"] += 1
             return None
+        key = parts[0].get("User-Id") if self._curve else ""
         with self._ledger_lock:
-            return self._sequence(slot, batch)
+            return self._sequence(slot, batch, key)
 
-    def _sequence(self, slot: int, batch: protocol.Batch) -> protocol.Batch | None:
+    def _sequence(self, slot: int, batch: protocol.Batch, key: str = "") -> protocol.Batch | None:
         track = self.tracks[slot]
         ledgers = self.ledgers[slot]
         ledger = ledgers.get(batch.incarnation)
+        stale = batch.incarnation != track.incarnation and batch.incarnation in track.old_incarnations
+        if not stale and not self.slots.admit(slot, batch.incarnation, key):
+            self.rejects["slot_owned"] += 1
+            track.refused_batches += 1
+            return None
         if batch.incarnation != track.incarnation:
-            if batch.incarnation in track.old_incarnations:
+            if stale:
                 self.rejects["stale_incarnation"] += 1
                 if ledger is not None:
                     if batch.seq < ledger.next_seq:

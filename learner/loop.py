@@ -93,7 +93,7 @@ class Learner:
             self.counters.weights_version = max(self.counters.weights_version, read_published(run_dir)) + 1
         self.final_epsilon = mean_floor(cfg.actor, cfg.actors)  # the mean once annealing is over
         self.plane = DataPlane(cfg, self.num_actions, device)
-        self.server = WeightServer(cfg.transport)
+        self.server = WeightServer(cfg.transport, slots=self.plane.consolidator.slots)
         self.metrics = MetricsLog(run_dir) if self.train else None
         self._stop = False
         self.echo: Callable[[str], None] = lambda line: print(line, flush=True)  # the launcher routes it past its progress bar

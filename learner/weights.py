@@ -1,10 +1,11 @@
-"""The learner's weight channel: PUB for broadcasts, ROUTER for "give me the current weights".
+"""The learner's weight channel: PUB for broadcasts, ROUTER for "give me the current weights" (and a slot).
 
 ``WeightServer`` is a thread that owns both sockets. The trainer calls ``publish(version, net)``
 every N epochs: the weights are copied to CPU numpy arrays once, encoded (shared/protocol.py
 WEIGHTS) and handed to the thread, which broadcasts them and, from then on, answers every
 request with them. So an actor that starts or restarts at any time asks once and has the
-current weights before its first action, without waiting for the next broadcast.
+current weights before its first action, without waiting for the next broadcast. The same ROUTER answers SLOT_REQUESTs from actors
+without a fixed slot from the learner's :class:`~learner.slots.SlotTable` (when given one).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from shared import curve, protocol
 from shared.links import link_options
 from shared.protocol import weights_endpoints  # noqa: F401  (re-exported: the learner's side of the endpoints)
 from shared.config import TransportConfig
+from learner.slots import SlotTable
 
 
 def state_arrays(net: torch.nn.Module) -> dict[str, np.ndarray]:
@@ -31,8 +33,11 @@ def state_arrays(net: torch.nn.Module) -> dict[str, np.ndarray]:
 
 
 class WeightServer(threading.Thread):
-    def __init__(self, transport: TransportConfig, context: zmq.Context | None = None):
+    def __init__(self, transport: TransportConfig, context: zmq.Context | None = None,
+                 slots: SlotTable | None = None):
         super().__init__(name="weight-server", daemon=True)
+        self.slots = slots
+        self._curve = bool(transport.curve_server_secret)
         ctx = context or zmq.Context.instance()
         pub_addr, router_addr = weights_endpoints(transport)
         self._release_auth = curve.start_authenticator(transport, ctx)  # the allow-list runs before any socket binds
@@ -61,6 +66,7 @@ class WeightServer(threading.Thread):
         self.broadcasts = 0
         self.requests_served = 0
         self.bad_requests = 0
+        self.slot_requests = 0
 
     def publish(self, version: int, net: torch.nn.Module) -> None:
         frames = protocol.encode_weights(version, state_arrays(net))
@@ -85,17 +91,28 @@ class WeightServer(threading.Thread):
     def _answer(self, frames: list | None) -> None:
         while True:
             try:
-                identity, *parts = self._router.recv_multipart(flags=zmq.NOBLOCK)
+                identity, *parts = self._router.recv_multipart(flags=zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
             try:
-                protocol.decode_weights_request(parts)
+                request = protocol.decode_request(parts)
             except protocol.ProtocolError:
                 self.bad_requests += 1
                 continue
-            if frames is not None:  # before the first publish there is nothing to give; the actor asks again
+            if request["kind"] == protocol.KIND_SLOT_REQUEST:
+                self._answer_slot(identity, request, parts[0].get("User-Id") if self._curve else "")
+            elif frames is not None:  # before the first publish there is nothing to give; the actor asks again
                 self._router.send_multipart([identity, *frames], copy=False)
                 self.requests_served += 1
+
+    def _answer_slot(self, identity, request: dict, key: str) -> None:
+        if self.slots is None:  # a weights-only server (benchmark, tests): no slots to give
+            slot, slots, lease, reason = -1, 1, 1.0, "this learner hands out no slots; give the actor --actor-id"
+        else:
+            slot, reason = self.slots.grant(request["inc"], request["want"], key, request["E"])
+            slots, lease = self.slots.num_slots, self.slots.lease
+        self._router.send_multipart([identity, *protocol.encode_slot(request["inc"], slot, slots, lease, reason)])
+        self.slot_requests += 1
 
     def stop(self) -> None:
         self._stop_event.set()

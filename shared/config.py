@@ -77,10 +77,13 @@ class ActorConfig:
     """Niceness added to actor processes: the learner wins the CPU when it is below its replay ratio (learner.samples_per_insert), and actors take what it leaves. 0 shares the CPU evenly, and on a machine with fewer free cores than actors the learner then trains far less than the ratio allows."""
     weights_timeout: float = 60.0
     """Seconds a starting actor waits for the learner's current weights before its first action (0: do not ask)."""
+    slot_wait: float = 0.0
+    """Actor without a fixed slot (python -m launch.actor without --actor-id): seconds it keeps asking the learner for a free slot while every slot is held, then exits with code 3; 0: wait as a spare until a slot frees."""
 
     def validate(self) -> None:
         _check(0 <= self.nice <= 19, "actor.nice", self.nice, "must be in [0, 19]")
         _check(self.weights_timeout >= 0, "actor.weights_timeout", self.weights_timeout, "must be >= 0")
+        _check(self.slot_wait >= 0, "actor.slot_wait", self.slot_wait, "must be >= 0 (0: wait forever)")
         _check(1 <= self.envs_per_actor <= 64, "actor.envs_per_actor", self.envs_per_actor, "must be in [1, 64]")
         _check(1 <= self.batch_steps <= 4096, "actor.batch_steps", self.batch_steps, "must be in [1, 4096]")
         _check(self.epsilon <= 1.0, "actor.epsilon", self.epsilon, "must be <= 1 (negative: Ape-X schedule)")
@@ -163,6 +166,8 @@ class TransportConfig:
     """Seconds between ZeroMQ (ZMTP) heartbeats on every socket; 0 turns them off."""
     heartbeat_timeout: float = 30.0
     """Seconds without any traffic or heartbeat reply after which a peer is disconnected (the actor side reconnects by itself)."""
+    slot_lease: float = 30.0
+    """Seconds an actor slot stays with the actor holding it after that actor's last message: only then may another actor (a new incarnation or a leasing replica) take it, unless the launcher restarted the slot's process. Messages from anyone else meanwhile are rejected and counted as ``slot_owned``."""
     curve_server_secret: str = ""
     """Learner: its secret CURVE certificate (NAME.key_secret from python -m launch.keys); set with curve_authorized_dir, it encrypts every learner socket."""
     curve_authorized_dir: str = ""
@@ -203,6 +208,7 @@ class TransportConfig:
                "must be in [1, 100]")
         _check(self.heartbeat_interval == 0 or 0.1 <= self.heartbeat_interval <= 3600, "transport.heartbeat_interval",
                self.heartbeat_interval, "must be 0 (off) or in [0.1, 3600] seconds")
+        _check(0.5 <= self.slot_lease <= 86400, "transport.slot_lease", self.slot_lease, "must be in [0.5, 86400] seconds")
         _check(self.heartbeat_interval == 0 or self.heartbeat_interval < self.heartbeat_timeout <= 6553,
                "transport.heartbeat_timeout", self.heartbeat_timeout,
                "must be above transport.heartbeat_interval and at most 6553 seconds (ZeroMQ's bound)")
@@ -322,11 +328,11 @@ class RunConfig:
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     resume: str = ""
-    """Run folder to resume (its config and last checkpoint); counters and weights_version continue."""
+    """Run folder to resume (its config and last checkpoint); counters and weights_version continue. 'latest': the newest run under run_dir with a checkpoint, or a new run when there is none."""
     progress: bool = True
     """Show a live progress bar with ETA when --duration or --learner.steps is set."""
     spawn_actors: bool = True
-    """Start the N actor processes here; --no-spawn-actors binds the N slots and waits for external actors (python -m actors.run --actor-id I)."""
+    """Start the N actor processes here; --no-spawn-actors (= python -m launch.learner) binds the N slots and waits for external actors (python -m launch.actor --learner HOST:PORT)."""
 
     def validate(self) -> "RunConfig":
         _check(1 <= self.actors <= 256, "actors", self.actors, "must be in [1, 256]")

@@ -42,6 +42,13 @@ WEIGHTS_REQUEST (actor -> learner, DEALER to ROUTER on base_port-2): one frame,
 ``{v, kind: "weights_request", actor, inc, have}``; the reply is a WEIGHTS message.
 The receiver checks names, shapes and dtypes against its own network.
 
+SLOT_REQUEST (actor -> learner, the same DEALER to ROUTER): one frame,
+``{v, kind: "slot_request", inc, want, E}``: the incarnation asks for slot ``want``
+(-1: any free slot) for ``E`` envs per message. The reply is one SLOT frame,
+``{v, kind: "slot", inc, slot, slots, lease, reason}``: ``slot`` the granted slot (its
+experience socket is base_port + slot) or -1 when refused, ``slots`` the learner's slot count,
+``lease`` its lease in seconds, ``reason`` an empty string or why it refused (learner/slots.py).
+
 A truncated episode (time limit, actor restart, a lost batch) is marked only
 by the next slot's ``first`` = 1 with ``terminated`` = 0 on the slot before;
 see learner/replay.py for how stacks and n-step returns use these flags.
@@ -59,6 +66,9 @@ VERSION = 3
 KIND_BATCH = "batch"
 KIND_WEIGHTS = "weights"
 KIND_WEIGHTS_REQUEST = "weights_request"
+KIND_SLOT_REQUEST = "slot_request"
+KIND_SLOT = "slot"
+MAX_REASON_CHARS = 240  # the header decoder reads strings of at most 256 characters
 WEIGHT_DTYPES = frozenset({"<f4", "<i8"})
 
 ARRAY_NAMES = ("frames", "actions", "rewards", "terminated", "first")
@@ -301,13 +311,55 @@ def encode_weights_request(actor: int, incarnation: int, have: int) -> list:
 
 
 def decode_weights_request(parts: Sequence[Any]) -> dict:
+    header = decode_request(parts)
+    if header["kind"] != KIND_WEIGHTS_REQUEST:
+        raise ProtocolError("kind", "not a WEIGHTS_REQUEST of this protocol version")
+    return header
+
+
+_REQUEST_KEYS = {KIND_WEIGHTS_REQUEST: ("actor", "inc", "have"), KIND_SLOT_REQUEST: ("inc", "want", "E")}
+
+
+def decode_request(parts: Sequence[Any]) -> dict:
+    """A WEIGHTS_REQUEST or SLOT_REQUEST (the learner's ROUTER takes both); ``header["kind"]`` says which."""
     if len(parts) != 1:
         raise ProtocolError("frame_count", f"{len(parts)} frames, expected 1")
     header = _unpack_header(parts[0])
-    if header.get("v") != VERSION or header.get("kind") != KIND_WEIGHTS_REQUEST:
-        raise ProtocolError("kind", "not a WEIGHTS_REQUEST of this protocol version")
-    if set(header) != {"v", "kind", "actor", "inc", "have"}:
+    keys = _REQUEST_KEYS.get(header.get("kind")) if header.get("v") == VERSION else None
+    if keys is None:
+        raise ProtocolError("kind", "not a WEIGHTS_REQUEST or SLOT_REQUEST of this protocol version")
+    if set(header) != {"v", "kind", *keys}:
         raise ProtocolError("field", f"keys {sorted(map(str, header))}")
-    for key in ("actor", "inc", "have"):
+    for key in keys:
         _int_field(header, key, -1, _INT64_MAX)
+    return header
+
+
+def encode_slot_request(incarnation: int, want: int, envs: int) -> list:
+    return [msgpack.packb({"v": VERSION, "kind": KIND_SLOT_REQUEST, "inc": int(incarnation), "want": int(want),
+                           "E": int(envs)}, use_bin_type=True)]
+
+
+def encode_slot(incarnation: int, slot: int, slots: int, lease: float, reason: str = "") -> list:
+    return [msgpack.packb({"v": VERSION, "kind": KIND_SLOT, "inc": int(incarnation), "slot": int(slot),
+                           "slots": int(slots), "lease": float(lease), "reason": str(reason)[:MAX_REASON_CHARS]},
+                          use_bin_type=True)]
+
+
+def decode_slot(parts: Sequence[Any]) -> dict:
+    """The learner's SLOT reply: ``slot`` >= 0 granted, -1 refused (``reason`` says why)."""
+    if len(parts) != 1:
+        raise ProtocolError("frame_count", f"{len(parts)} frames, expected 1")
+    header = _unpack_header(parts[0])
+    if header.get("v") != VERSION or header.get("kind") != KIND_SLOT:
+        raise ProtocolError("kind", "not a SLOT reply of this protocol version")
+    if set(header) != {"v", "kind", "inc", "slot", "slots", "lease", "reason"}:
+        raise ProtocolError("field", f"keys {sorted(map(str, header))}")
+    _int_field(header, "inc", 0, _INT64_MAX)
+    slots = _int_field(header, "slots", 1, 1 << 16)
+    _int_field(header, "slot", -1, slots - 1)
+    if not isinstance(header["lease"], float) or not 0 < header["lease"] < float("inf"):
+        raise ProtocolError("field", f"lease={header['lease']!r}")
+    if not isinstance(header["reason"], str) or len(header["reason"]) > MAX_REASON_CHARS:
+        raise ProtocolError("field", "reason")
     return header

@@ -139,7 +139,7 @@ def test_when_every_actor_is_dead_the_learner_waits_says_so_every_10s_and_resume
         assert all(re.fullmatch(r"\[MAIN\] no experience from any actor for \d+s; waiting", line) for _, line in notices)
 
         updates = learner.counters.updates
-        restarted = pool.restart_dead()  # the actors return (the launcher does this every 0.25 s)
+        restarted = pool.restart_dead(learner.plane.consolidator.slots.release)  # as the launcher does every 0.25 s
         assert restarted == [0, 1]
         back_at = time.monotonic()
         wait_until(lambda: learner.plane.processed > processed and learner.counters.updates > updates

@@ -1,7 +1,7 @@
 """The learner is SIGKILLed and restarted with --resume while standalone actors keep running.
 
 The learner runs alone (``launch.local --no-spawn-actors``); two actors run as their own programs
-(``python -m actors.run``), so they outlive it. After the kill the resumed learner continues from the
+(``python -m launch.actor``), so they outlive it. After the kill the resumed learner continues from the
 last complete checkpoint (epoch and updates equal to it, never below), publishes a weights version
 above every version the killed one published (so above any an actor holds), and the same actor
 processes, never restarted, reconnect by themselves, receive the new weights and keep delivering.
@@ -55,7 +55,7 @@ def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path):
                     "--learner.broadcast-every", "1", "--learner.checkpoint-every", "1", "--replay.capacity", "4096"]
     logs = {name: str(tmp_path / f"{name}.log") for name in ("learner", "resumed", "actor0", "actor1")}
     learner = start(learner_args, logs["learner"])
-    actors = [start(["actors.run", "--actor-id", str(i), *common], logs[f"actor{i}"]) for i in range(2)]
+    actors = [start(["launch.actor", "--actor-id", str(i), *common], logs[f"actor{i}"]) for i in range(2)]
     resumed = None
     try:
         run_dir = wait_until(lambda: [str(p) for p in (tmp_path / "runs").glob("*") if (p / "checkpoint.pt").exists()],

@@ -1,0 +1,77 @@
+"""Ask the learner for an actor slot (SLOT_REQUEST, shared/protocol.py), for actors without a fixed one.
+
+N identical replicas (``docker compose up --scale actor=N``, a Swarm service, the same command on
+several hosts) each call :func:`lease_slot` once at start: the learner grants the lowest free slot
+(learner/slots.py), so no replica needs its own configuration. The actor keeps the slot by
+sending; a restarted replica is a new incarnation and asks again. While every slot is held the
+learner refuses with the reason, printed here; the actor asks again every second (a spare),
+for at most ``wait`` seconds when ``wait`` > 0.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import zmq
+
+from shared import curve, protocol
+from shared.config import TransportConfig
+from shared.links import link_options
+from shared.protocol import weights_endpoints
+
+NOTICE_EVERY = 60.0  # seconds between repeated "still refused" / "no learner yet" lines
+
+
+def lease_slot(transport: TransportConfig, incarnation: int, envs: int, want: int = -1, wait: float = 0.0,
+               should_stop: Callable[[], bool] = lambda: False, echo: Callable[[str], None] = print,
+               context: zmq.Context | None = None) -> dict | None:
+    """The learner's SLOT reply once granted (``slot`` >= 0), a refusal (``slot`` -1, ``reason``) after ``wait`` s, or None if stopped."""
+    ctx = context or zmq.Context.instance()
+    _, router_addr = weights_endpoints(transport)
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVHWM, 4)
+    sock.setsockopt(zmq.MAXMSGSIZE, 1 << 16)  # a SLOT reply is a few hundred bytes; weights replies are not for us
+    link_options(sock, transport)
+    curve.client_socket_options(sock, transport)
+    sock.connect(router_addr)
+    started = time.monotonic()
+    noticed, refusal = -NOTICE_EVERY, None
+    try:
+        while not should_stop():
+            try:
+                sock.send_multipart(protocol.encode_slot_request(incarnation, want, envs), flags=zmq.NOBLOCK)
+            except zmq.Again:
+                pass  # no link yet: ask again in a second
+            reply = _await_reply(sock, incarnation, timeout=1.0)
+            now = time.monotonic()
+            if reply is not None and reply["slot"] >= 0:
+                return reply
+            if reply is not None:
+                refusal = reply
+            if now - noticed >= NOTICE_EVERY:
+                noticed = now
+                if reply is None:
+                    echo(f"[ACTOR] no answer from the learner at {router_addr} yet; asking every second")
+                else:
+                    echo(f"[ACTOR] the learner refused a slot: {reply['reason']}")
+            if wait > 0 and now - started >= wait:
+                return refusal or dict(slot=-1, reason=f"no answer from the learner at {router_addr} in {wait:g} s")
+        return None
+    finally:
+        sock.close(linger=0)
+
+
+def _await_reply(sock: zmq.Socket, incarnation: int, timeout: float) -> dict | None:
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        if not sock.poll(timeout=max(1, int(left * 1000))):
+            return None
+        try:
+            reply = protocol.decode_slot(sock.recv_multipart(copy=False))
+        except protocol.ProtocolError:
+            continue  # not a SLOT reply (or garbled): ignore it
+        if reply["inc"] == incarnation:
+            return reply
+    return None

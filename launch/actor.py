@@ -1,0 +1,81 @@
+"""One actor as its own program, for other hosts, containers and ``launch.learner``.
+
+    python -m launch.actor --learner 10.0.0.5:5600                     # ask the learner for a free slot
+    python -m launch.actor --learner 127.0.0.1:5600 --actor-id 0 --actors 2 --env.name fake
+
+``--learner HOST:PORT`` is the learner's address and base port (its experience sockets are
+PORT + slot, its weights PORT - 1 and PORT - 2); it sets ``--transport.host`` and
+``--transport.base-port``. Without ``--actor-id`` the actor asks the learner for a free slot
+(learner/slots.py), so identical replicas need no per-replica setting; with it, it takes that
+slot (then ``--actors`` must match the learner's). Every other flag is the RunConfig of
+``launch.local`` (env, actor and transport settings must match the learner's).
+
+Environment variables (for containers; flags win): ``WARPPIPE_LEARNER`` (HOST:PORT),
+``WARPPIPE_ACTOR_ID``, ``WARPPIPE_ARGS`` (more flags, split like a shell line).
+
+It keeps playing while the learner is down or restarting (ZeroMQ reconnects; staging drops and
+counts what the learner cannot take). Exit codes: 0 on SIGINT or SIGTERM, printing its report as
+one JSON line ``[ACTOR] {...}``; 2 on a bad setting; 3 when the learner refused a slot for
+``--actor.slot-wait`` seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import threading
+
+import tyro
+
+from actors.collector import actor_main
+from shared.config import ConfigError, RunConfig
+
+EXIT_REFUSED = 3
+
+
+def parse_learner(address: str) -> tuple[str, int]:
+    """'HOST:PORT' -> (host, port); raises ConfigError naming a bad value."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"learner={address!r} must be HOST:PORT (the learner's address and base port, e.g. "
+                          f"learner:5600)")
+    return host.strip("[]"), int(port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = shlex.split(os.environ.get("WARPPIPE_ARGS", "")) + argv
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--actor-id", type=int, default=None)
+    parser.add_argument("--learner", default=None)
+    known, rest = parser.parse_known_args(argv)
+    cfg = tyro.cli(RunConfig, args=rest, description=__doc__)
+    try:
+        actor_id = known.actor_id
+        if actor_id is None and os.environ.get("WARPPIPE_ACTOR_ID", "") != "":
+            raw = os.environ["WARPPIPE_ACTOR_ID"]
+            if not raw.lstrip("-").isdigit():
+                raise ConfigError(f"WARPPIPE_ACTOR_ID={raw!r} must be an integer")
+            actor_id = int(raw)
+        learner = known.learner or os.environ.get("WARPPIPE_LEARNER", "")
+        if learner:
+            cfg.transport.host, cfg.transport.base_port = parse_learner(learner)
+        cfg.validate()
+        if actor_id is not None and not 0 <= actor_id < cfg.actors:
+            raise ConfigError(f"actor_id={actor_id} must be in [0, actors={cfg.actors})")
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    report = actor_main(cfg, -1 if actor_id is None else actor_id, threading.Event(), standalone=True)
+    if report.get("refused"):
+        print(f"error: no slot: {report['refused']}", file=sys.stderr)
+        return EXIT_REFUSED if report["refused"] != "stopped" else 0
+    print("[ACTOR] " + json.dumps(report), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

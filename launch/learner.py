@@ -1,0 +1,37 @@
+"""The learner alone, for actors on other hosts or in other containers (``launch.actor``).
+
+    python -m launch.learner --actors 8 --transport.host 0.0.0.0 \\
+        --transport.curve-server-secret keys/learner.key_secret --transport.curve-authorized-dir keys/actors
+
+The same program and flags as ``launch.local`` with ``--no-spawn-actors``: it binds the N actor
+slots (``--actors``), hands free slots to actors that ask, trains, evaluates, checkpoints, and
+``--resume latest`` continues the newest run under ``--run-dir`` (a fresh run when there is none),
+so a restarted container picks up where it stopped. ``WARPPIPE_ARGS`` (flags, split like a shell
+line) comes before the command line's flags.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+import tyro
+
+from launch.local import run
+from shared.config import ConfigError, RunConfig
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = shlex.split(os.environ.get("WARPPIPE_ARGS", "")) + list(sys.argv[1:] if argv is None else argv)
+    cfg = tyro.cli(RunConfig, args=argv, description=__doc__)
+    cfg.spawn_actors = False
+    try:
+        return run(cfg)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

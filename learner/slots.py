@@ -1,0 +1,115 @@
+"""Actor slots and who holds them: leases, so N identical replicas each get their own slot.
+
+The learner has ``num_slots`` experience sockets (``base_port + slot``). A slot is *held* by one
+actor incarnation (and, with CURVE, by the public key it connected with) and stays held while
+that holder is heard from: every accepted message renews it, and it lapses ``lease`` seconds
+after the holder's last message. Two ways to get a slot:
+
+- **Ask for one** (``grant``; a SLOT_REQUEST on the learner's ROUTER, shared/protocol.py): an
+  actor without a fixed slot (``python -m launch.actor`` replicas under Compose or Swarm) is
+  given the lowest free or lapsed slot; with every slot held it is refused with the reason, and
+  asks again later (a spare). Asking again with the same incarnation returns the same slot.
+- **Just send** (``admit``, called by the consolidator for every decoded message): an actor with
+  a fixed slot (spawned by ``launch.local``, or ``--actor-id``) takes its slot with its first
+  message if the slot is free or lapsed.
+
+A message from anyone but the holder of a live slot is refused (the consolidator counts it as
+``slot_owned``), so a duplicate replica, or any process on a loopback learner, cannot starve a
+live actor. ``release`` frees a slot at once: the local launcher calls it when it restarts a
+slot's dead process. Thread-safe: the consolidator thread admits, the weights thread grants.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass
+class Holder:
+    """The actor holding a slot: its incarnation, its CURVE key ('' without CURVE), when it was last heard."""
+
+    incarnation: int
+    key: str
+    last_heard: float
+
+
+class SlotTable:
+    def __init__(self, num_slots: int, lease: float, envs_per_actor: int = 0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.num_slots = num_slots
+        self.envs_per_actor = envs_per_actor  # > 0: a request for another env count is refused
+        self.lease = float(lease)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._holders: list[Holder | None] = [None] * num_slots
+        self.refused_requests = 0   # SLOT_REQUESTs answered with -1
+        self.takeovers = 0          # a lapsed or released slot taken by a new holder
+
+    def holder(self, slot: int) -> Holder | None:
+        with self._lock:
+            h = self._holders[slot]
+            return None if h is None else Holder(h.incarnation, h.key, h.last_heard)
+
+    def _free(self, slot: int, now: float) -> bool:
+        h = self._holders[slot]
+        return h is None or now - h.last_heard > self.lease
+
+    def _take(self, slot: int, incarnation: int, key: str, now: float) -> None:
+        if self._holders[slot] is not None:
+            self.takeovers += 1
+        self._holders[slot] = Holder(incarnation, key, now)
+
+    def admit(self, slot: int, incarnation: int, key: str = "") -> bool:
+        """Whether a message from ``incarnation`` (sent with CURVE ``key``) may land in ``slot``; renews its lease."""
+        now = self._clock()
+        with self._lock:
+            h = self._holders[slot]
+            if h is not None and h.incarnation == incarnation and h.key == key:
+                h.last_heard = now
+                return True
+            if not self._free(slot, now):
+                return False
+            self._take(slot, incarnation, key, now)
+            return True
+
+    def grant(self, incarnation: int, want: int = -1, key: str = "", envs: int = 0) -> tuple[int, str]:
+        """(slot, '') for a SLOT_REQUEST, or (-1, why) when refused."""
+        now = self._clock()
+        if self.envs_per_actor and envs and envs != self.envs_per_actor:
+            with self._lock:
+                self.refused_requests += 1
+            return -1, (f"the actor steps {envs} env(s) per message but this learner takes "
+                        f"--actor.envs-per-actor {self.envs_per_actor}")
+        with self._lock:
+            for slot, h in enumerate(self._holders):  # asked again: the slot it already holds
+                if h is not None and h.incarnation == incarnation and h.key == key and not self._free(slot, now):
+                    if want in (-1, slot):
+                        h.last_heard = now
+                        return slot, ""
+            if want >= self.num_slots:
+                self.refused_requests += 1
+                return -1, f"slot {want} does not exist: this learner has {self.num_slots} slot(s) (--actors)"
+            candidates = [want] if want >= 0 else range(self.num_slots)
+            for slot in candidates:
+                if self._free(slot, now):
+                    self._take(slot, incarnation, key, now)
+                    return slot, ""
+            self.refused_requests += 1
+            if want >= 0:
+                return -1, f"slot {want} is held by a live actor (heard within the {self.lease:g} s lease)"
+            return -1, (f"all {self.num_slots} slot(s) are held by live actors; start the learner with more --actors "
+                        f"or run fewer actor replicas (this one waits as a spare)")
+
+    def release(self, slot: int) -> None:
+        """Free ``slot`` now (its process is known to be dead)."""
+        with self._lock:
+            self._holders[slot] = None
+
+    def held(self) -> list[bool]:
+        """Per slot: whether a live (not lapsed) holder has it."""
+        now = self._clock()
+        with self._lock:
+            return [not self._free(slot, now) for slot in range(self.num_slots)]
