@@ -28,6 +28,7 @@ from actors.slot_client import lease_slot
 from actors.weights_client import WeightClient
 from shared.config import RunConfig
 from shared.env import make_env
+from shared.health import Heartbeat
 from shared.exploration import epsilons
 from shared.network import QNetwork
 from shared.priorities import n_step_priorities
@@ -207,11 +208,13 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
                                 should_stop=lambda: stop_event.is_set() or bool(terminate) or orphaned())
         if current is not None:
             collector.load_weights(*current)
+    heartbeat = Heartbeat("actor")
     seq = 0
     started = time.perf_counter()
     while not stop_event.is_set() and not terminate and not orphaned() and (max_batches <= 0 or seq < max_batches):
         batch = collector.collect(cfg.actor.batch_steps, seq, weights.poll)
         sender.submit(batch, collector.stats)
+        heartbeat.beat()
         seq += 1
     run_seconds = time.perf_counter() - started
     sender.close(collector.stats, timeout=5.0)

@@ -11,7 +11,8 @@ slot (then ``--actors`` must match the learner's). Every other flag is the RunCo
 ``launch.local`` (env, actor and transport settings must match the learner's).
 
 Environment variables (for containers; flags win): ``WARPPIPE_LEARNER`` (HOST:PORT),
-``WARPPIPE_ACTOR_ID``, ``WARPPIPE_ARGS`` (more flags, split like a shell line).
+``WARPPIPE_ACTOR_ID``, ``WARPPIPE_ARGS`` (more flags, split like a shell line), ``WARPPIPE_KEY_WAIT``
+(seconds to wait for CURVE key files a keys container is still writing).
 
 It keeps playing while the learner is down or restarting (ZeroMQ reconnects; staging drops and
 counts what the learner cannot take). Exit codes: 0 on SIGINT or SIGTERM, printing its report as
@@ -32,6 +33,7 @@ import tyro
 
 from actors.collector import actor_main
 from shared.config import ConfigError, RunConfig
+from shared.curve import key_wait, wait_for_key_files
 
 EXIT_REFUSED = 3
 
@@ -63,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         learner = known.learner or os.environ.get("WARPPIPE_LEARNER", "")
         if learner:
             cfg.transport.host, cfg.transport.base_port = parse_learner(learner)
+        wait_for_key_files(cfg.transport, key_wait())
         cfg.validate()
         if actor_id is not None and not 0 <= actor_id < cfg.actors:
             raise ConfigError(f"actor_id={actor_id} must be in [0, actors={cfg.actors})")

@@ -2,6 +2,7 @@
 
     python -m launch.keys keys --name learner                          # keys/learner.key + keys/learner.key_secret
     python -m launch.keys keys --name actor0 actor1 --authorize keys/allowed   # actor keys, publics into the allow-list
+    python -m launch.keys /keys --name learner actor --authorize /keys/allowed --keep   # docker/compose.yml's keys service
 
 NAME.key is the public certificate (share it); NAME.key_secret holds the secret key too (keep it on
 the machine that uses it; written with mode 600). The learner admits exactly the actors whose NAME.key
@@ -32,18 +33,33 @@ class KeysConfig:
     """Also copy each new public key (NAME.key) into this folder: the learner's --transport.curve-authorized-dir."""
     force: bool = False
     """Overwrite existing key files."""
+    keep: bool = False
+    """Keep every name whose key pair already exists and make only the missing ones (exit 0): for a one-shot container that runs at every start."""
 
 
 def make_keys(cfg: KeysConfig) -> list[tuple[str, str]]:
-    """Write the key pairs; returns (public, secret) paths per name. Raises ValueError on a bad name or an existing file."""
+    """Write the key pairs; returns (public, secret) paths per name made. Raises ValueError on a bad name or an existing file."""
     if not cfg.name or len(set(cfg.name)) != len(cfg.name):
         raise ValueError(f"name={list(cfg.name)!r} must list at least one name, each once")
     for name in cfg.name:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
             raise ValueError(f"name={name!r} must be letters, digits, '_', '.', '-' (it becomes a file name)")
-    targets = [os.path.join(cfg.dir, f"{n}{ext}") for n in cfg.name for ext in (".key", ".key_secret")]
+    names = cfg.name
+    if cfg.keep and not cfg.force:
+        names = tuple(n for n in cfg.name if not all(os.path.exists(os.path.join(cfg.dir, f"{n}{ext}"))
+                                                     for ext in (".key", ".key_secret")))
+        if cfg.authorize:  # a kept pair's public half still belongs in the allow-list
+            os.makedirs(cfg.authorize, exist_ok=True)
+            for n in cfg.name:
+                copy = os.path.join(cfg.authorize, f"{n}.key")
+                if n not in names and not os.path.exists(copy):
+                    shutil.copyfile(os.path.join(cfg.dir, f"{n}.key"), copy)
+        if not names:
+            return []
+        cfg = KeysConfig(cfg.dir, names, cfg.authorize, force=True)  # a half-written pair is made again
+    targets = [os.path.join(cfg.dir, f"{n}{ext}") for n in names for ext in (".key", ".key_secret")]
     if cfg.authorize:
-        targets += [os.path.join(cfg.authorize, f"{n}.key") for n in cfg.name]
+        targets += [os.path.join(cfg.authorize, f"{n}.key") for n in names]
     existing = [p for p in targets if os.path.exists(p)]
     if existing and not cfg.force:
         raise ValueError(f"{existing} already exist; pass --force to overwrite")
@@ -72,7 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for name, (public, secret) in zip(cfg.name, made, strict=True):
+    names = [os.path.basename(public)[:-len(".key")] for public, _ in made]
+    for name in cfg.name:
+        if name not in names:
+            print(f"[KEYS] {name}: kept the existing pair in {cfg.dir}")
+    for name, (public, secret) in zip(names, made, strict=True):
         print(f"[KEYS] {name}: public {public}, secret {secret} (mode 600, keep it private)")
         if name == "learner":
             print(f"       learner: --transport.curve-server-secret {secret} --transport.curve-authorized-dir ALLOWED_DIR")

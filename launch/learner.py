@@ -7,7 +7,8 @@ The same program and flags as ``launch.local`` with ``--no-spawn-actors``: it bi
 slots (``--actors``), hands free slots to actors that ask, trains, evaluates, checkpoints, and
 ``--resume latest`` continues the newest run under ``--run-dir`` (a fresh run when there is none),
 so a restarted container picks up where it stopped. ``WARPPIPE_ARGS`` (flags, split like a shell
-line) comes before the command line's flags.
+line) comes before the command line's flags; ``WARPPIPE_KEY_WAIT`` seconds it waits for CURVE key
+files that a keys container is still writing.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import tyro
 
 from launch.local import run
 from shared.config import ConfigError, RunConfig
+from shared.curve import key_wait, wait_for_key_files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = tyro.cli(RunConfig, args=argv, description=__doc__)
     cfg.spawn_actors = False
     try:
+        wait_for_key_files(cfg.transport, key_wait())
         return run(cfg)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

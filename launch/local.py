@@ -33,6 +33,7 @@ from launch.processes import ActorPool, spawn_context, start_process, stop_proce
 from learner.loop import Learner, load_resume_state
 from shared.config import ConfigError, RunConfig, from_dict
 from shared.exploration import epsilon_floors
+from shared.health import Heartbeat
 
 SILENT_SLOT_NOTICE = 60.0  # seconds after start when a slot that has sent nothing is reported (its replay share is idle)
 
@@ -91,7 +92,8 @@ def run(cfg: RunConfig) -> int:
         with open(os.path.join(run_dir, "config.json"), "w") as fh:
             fh.write(cfg.to_json())
     device = resolve_device(cfg.device)
-    threads = cfg.learner.threads or max(1, (os.cpu_count() or 1) - cfg.actors)
+    local_actors = cfg.actors if cfg.spawn_actors else 0  # launch.learner: the actors run elsewhere
+    threads = cfg.learner.threads or max(1, (os.cpu_count() or 1) - local_actors)
     torch.set_num_threads(threads)  # actors each keep a core busy; spin-waiting extra threads only slow us down
     if cfg.resume:
         resume_state = load_resume_state(run_dir, device)
@@ -136,12 +138,15 @@ def run(cfg: RunConfig) -> int:
             bar = tqdm(total=int(cfg.duration), dynamic_ncols=True, mininterval=1.0,
                        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}]")
         learner.echo = bar.write
+    bound = range(cfg.transport.base_port - 2, cfg.transport.base_port + cfg.actors)  # weights, requests, slots
+    heartbeat = Heartbeat("learner", cfg.transport.host, tuple(bound))  # for the container health check
     log = {"at": start, "processed": 0}
     incarnations = [-1] * cfg.actors  # per slot: the incarnation whose batches the learner accepts
     silent_reported = False
 
     def on_tick() -> None:
         now = time.monotonic()
+        heartbeat.beat()
         if bar is not None:
             bar.n = learner.counters.updates if cfg.learner.steps else int(now - start)
             bar.refresh()

@@ -14,7 +14,9 @@ makes the key files. The allow-list is read when the learner starts.
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from typing import Callable
 
 import zmq
@@ -104,3 +106,26 @@ def start_authenticator(transport: TransportConfig, context: zmq.Context | None 
                 entry[1].stop()
 
     return release
+
+
+def key_wait() -> float:
+    """Seconds the entry points wait for missing key files: ``WARPPIPE_KEY_WAIT`` (default 0)."""
+    raw = os.environ.get("WARPPIPE_KEY_WAIT", "0")
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        raise ConfigError(f"WARPPIPE_KEY_WAIT={raw!r} must be a number of seconds") from None
+
+
+def wait_for_key_files(transport: TransportConfig, timeout: float) -> None:
+    """Wait up to ``timeout`` s for the CURVE files ``transport`` names (made by a one-shot keys container)."""
+    deadline = time.monotonic() + timeout
+    paths = [p for p in (transport.curve_server_secret, transport.curve_client_secret, transport.curve_server_public) if p]
+
+    def ready() -> bool:
+        folder = transport.curve_authorized_dir
+        return all(os.path.isfile(p) for p in paths) and (
+            not folder or (os.path.isdir(folder) and any(f.endswith(".key") for f in os.listdir(folder))))
+
+    while not ready() and time.monotonic() < deadline:
+        time.sleep(0.5)

@@ -1,0 +1,56 @@
+"""Container health check: ``python -m launch.health [--max-age S]``; exit 0 healthy, 1 not, with the reason.
+
+Reads the liveness file named by ``WARPPIPE_HEALTH_FILE`` (shared/health.py) and checks that its
+writer is alive, wrote within ``--max-age`` seconds, and that each TCP port it lists accepts a
+connection on its bind address (loopback when it binds every interface).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+
+from shared.health import HEALTH_FILE_ENV
+
+
+def check(path: str, max_age: float) -> str:
+    """'' when healthy, else the reason."""
+    if not path:
+        return f"{HEALTH_FILE_ENV} is not set"
+    try:
+        with open(path) as fh:
+            info = json.load(fh)
+    except (OSError, ValueError) as exc:
+        return f"no readable liveness file {path!r} ({exc})"
+    try:
+        os.kill(int(info["pid"]), 0)
+    except (ProcessLookupError, PermissionError, KeyError, ValueError):
+        return f"the {info.get('role', '?')} process {info.get('pid')} is not running"
+    age = time.time() - float(info.get("time", 0))
+    if age > max_age:
+        return f"the {info['role']} last reported {age:.0f}s ago (allowed {max_age:g}s): its loop is stuck"
+    host = info.get("host") or "127.0.0.1"
+    host = "127.0.0.1" if host in ("0.0.0.0", "*", "::") else host
+    for port in info.get("ports", []):
+        try:
+            socket.create_connection((host, int(port)), timeout=3).close()
+        except OSError as exc:
+            return f"the {info['role']}'s port {host}:{port} refuses connections ({exc})"
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m launch.health", description=__doc__.splitlines()[0])
+    parser.add_argument("--max-age", type=float, default=60.0, help="seconds since the last report (default 60)")
+    args = parser.parse_args(argv)
+    reason = check(os.environ.get(HEALTH_FILE_ENV, ""), args.max_age)
+    print(reason or "healthy")
+    return 1 if reason else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

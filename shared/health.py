@@ -1,0 +1,37 @@
+"""A liveness file for container health checks (the image's HEALTHCHECK runs ``python -m launch.health``).
+
+When the environment variable ``WARPPIPE_HEALTH_FILE`` names a file, the learner (every launcher
+tick) and each actor (every batch sent) rewrite it at most every ``EVERY`` seconds with
+``{"role", "pid", "time", "host", "ports"}``: the process that wrote it, when, and the TCP ports
+it has bound (the learner's weights, request and experience sockets; none for an actor). The
+check passes only if that process is alive, wrote within the allowed age, and every listed port
+accepts a TCP connection, so "healthy" means the loop runs and the sockets are bound.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+HEALTH_FILE_ENV = "WARPPIPE_HEALTH_FILE"
+EVERY = 5.0
+
+
+class Heartbeat:
+    """Writes the liveness file (nothing when ``WARPPIPE_HEALTH_FILE`` is unset)."""
+
+    def __init__(self, role: str, host: str = "", ports: tuple[int, ...] = ()):
+        self.path = os.environ.get(HEALTH_FILE_ENV, "")
+        self.info = {"role": role, "pid": os.getpid(), "host": host, "ports": list(ports)}
+        self._last = -EVERY
+
+    def beat(self) -> None:
+        now = time.monotonic()
+        if not self.path or now - self._last < EVERY:
+            return
+        self._last = now
+        tmp = f"{self.path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as fh:
+            json.dump(dict(self.info, time=time.time()), fh)
+        os.replace(tmp, self.path)  # atomic: the check never reads half a file
