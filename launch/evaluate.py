@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stage", default=None, help="Mario 'W-S' or 'all' (default: the run's stage, else 1-1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the env and of the exploration (default 0)")
     p.add_argument("--policy", default="greedy", help="greedy (epsilon-greedy on the network) or random")
+    p.add_argument("--net", default="online", choices=("online", "ema"),
+                   help="which network of the checkpoint plays: the online net (default) or its moving average "
+                        "(--learner.ema-decay)")
     p.add_argument("--checkpoint", default=None, metavar="PATH", help="checkpoint file to load instead of RUN_DIR/checkpoint.pt")
     p.add_argument("--env", default=None, help="mario, catch or fake; only without RUN_DIR (random policy)")
     p.add_argument("--max-episode-steps", type=int, default=None, help="override the env's time limit (0: none)")
@@ -159,14 +162,17 @@ def resolve(args: argparse.Namespace) -> dict:
     net = None
     if greedy:
         try:
-            net = build_network(env, state["learner"]["online"])
+            if args.net not in state["learner"]:
+                raise UsageError(f"--net={args.net!r}: checkpoint {ckpt_path!r} holds no {args.net} network "
+                                 f"(it has {', '.join(k for k in ('online', 'ema') if k in state['learner'])})")
+            net = build_network(env, state["learner"][args.net])
         except (RuntimeError, KeyError, TypeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UsageError(f"checkpoint {ckpt_path!r} does not fit the network of env {env.name} "
                              f"(stack {env.stack}, {num_actions_for(env)} actions, {env.frame_size}px): {first}") from None
     counters = (state or {}).get("counters") or {}
     label = env.stage if env.name == "mario" else env.name
-    tag = "random" if not greedy else f"eps{args.epsilon:g}"
+    tag = "random" if not greedy else f"eps{args.epsilon:g}" + ("-ema" if args.net == "ema" else "")
     json_path = args.json or os.path.join(run_dir or ".", f"eval-{label}-{tag}.json")
     return {"env": env, "net": net, "run_dir": run_dir, "checkpoint": ckpt_path, "label": label,
             "updates": counters.get("updates", (state or {}).get("learner", {}).get("updates")),
@@ -215,7 +221,7 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
           + (f", updates {job['updates']:,}" if isinstance(job["updates"], int) else "")
           + (f", env steps {job['env_steps']:,}" if isinstance(job["env_steps"], int) else ""))
     print(f"[EVAL] env {env.name}" + (f" {env.stage}, actions {env.actions}" if env.name == "mario" else "")
-          + f", policy {args.policy}"
+          + f", policy {args.policy}" + (f" ({args.net} net)" if greedy else "")
           + (f", epsilon {args.epsilon:g}" if greedy else "") + f", seed {args.seed}, {args.episodes} episode(s)",
           flush=True)
 
@@ -258,6 +264,7 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
         "stage": env.stage if env.name == "mario" else None,
         "epsilon": args.epsilon if greedy else 1.0,
         "policy": args.policy,
+        "net": args.net if args.policy == "greedy" else None,
         "seed": args.seed,
         "env": dataclasses.asdict(env),
         "summary": summary,

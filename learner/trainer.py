@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from learner.replay import FrameReplay
 from shared.config import LearnerConfig
@@ -102,6 +103,9 @@ class DQNLearner:
             mode = "reduce-overhead" if self.cuda_graphs else None
             self.online_fn = torch.compile(self.online, mode=mode)
             self.target_fn = torch.compile(self.target, mode=mode)
+        self.ema = None  # Polyak average of the online net: what a user plays (launch.evaluate --net ema)
+        if cfg.ema_decay > 0:
+            self.ema = AveragedModel(self.online, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema_decay), use_buffers=True)
         self.updates = 0
         self.compile_seconds = 0.0
         self.is_beta = 1.0  # importance-sampling exponent passed to a prioritized replay (the loop anneals it)
@@ -177,6 +181,8 @@ class DQNLearner:
             grad_norm = torch.zeros((), device=self.device)
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        if self.ema is not None:
+            self.ema.update_parameters(self.online)
         self.updates += 1
         if self.updates % self.cfg.target_sync == 0:
             self.sync_target()
@@ -201,12 +207,19 @@ class DQNLearner:
         return self.compile_seconds
 
     def state_dict(self) -> dict:
-        return {"online": self.online.state_dict(), "target": self.target.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
-                "updates": self.updates}
+        state = {"online": self.online.state_dict(), "target": self.target.state_dict(),
+                 "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
+                 "updates": self.updates}
+        if self.ema is not None:
+            state["ema"] = self.ema.module.state_dict()
+            state["ema_averaged"] = int(self.ema.n_averaged)
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.online.load_state_dict(state["online"])
+        if self.ema is not None:  # a checkpoint from before the average existed starts it at the online net
+            self.ema.module.load_state_dict(state.get("ema", state["online"]))
+            self.ema.n_averaged.fill_(int(state.get("ema_averaged", 1)))
         self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
         if state.get("scaler"):

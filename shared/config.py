@@ -234,6 +234,8 @@ class LearnerConfig:
     """Gradient-norm clipping threshold (0: off)."""
     target_sync: int = 250
     """Updates between target-network syncs (at samples_per_insert 8: every 2,000 transitions on CPU (batch 64), every 16,000 on CUDA (batch 512))."""
+    ema_decay: float = 0.999
+    """Decay of an exponential moving average of the online network (weights and BatchNorm statistics), updated after every optimizer step with torch.optim.swa_utils.AveragedModel: a policy that does not swing with each update. The checkpoint keeps it as ``ema``; ``launch.evaluate --net ema`` plays it. 0: off."""
     updates_per_epoch: int = 20
     """Updates in one epoch (the unit of logging, broadcast and checkpoint periods)."""
     broadcast_every: int = 5
@@ -263,6 +265,7 @@ class LearnerConfig:
         _check(0 < self.lr < 1, "learner.lr", self.lr, "must be in (0, 1)")
         _check(self.max_grad_norm >= 0, "learner.max_grad_norm", self.max_grad_norm, "must be >= 0")
         _check(self.target_sync >= 1, "learner.target_sync", self.target_sync, "must be >= 1")
+        _check(0.0 <= self.ema_decay < 1.0, "learner.ema_decay", self.ema_decay, "must be in [0, 1) (0: off)")
         _check(self.updates_per_epoch >= 1, "learner.updates_per_epoch", self.updates_per_epoch, "must be >= 1")
         _check(self.broadcast_every >= 1, "learner.broadcast_every", self.broadcast_every, "must be >= 1")
         _check(self.checkpoint_every >= 1, "learner.checkpoint_every", self.checkpoint_every, "must be >= 1")
