@@ -84,7 +84,7 @@ def test_compose_services_run_as_processes_and_train_together(tmp_path):
         "WARPPIPE_PORT": str(free_base_port(4) + 2),
         "WARPPIPE_SLOTS": "2",
         "WARPPIPE_RUN_ARGS": "--env.name fake --env.frame-size 36 --actor.batch-steps 16",
-        "WARPPIPE_LEARNER_ARGS": "--duration 40 --log-every 2 --learner.no-compile --learner.micro-batch 16 "
+        "WARPPIPE_LEARNER_ARGS": "--log-every 2 --learner.no-compile --learner.micro-batch 16 "
                                  "--learner.min-replay 300 --learner.updates-per-epoch 5 --learner.broadcast-every 1 "
                                  "--replay.capacity 8192 --eval.every 0",
     }
@@ -97,13 +97,14 @@ def test_compose_services_run_as_processes_and_train_together(tmp_path):
               for n in ("actor1", "actor2")]
     health = dict(os.environ, WARPPIPE_HEALTH_FILE=str(tmp_path / "learner.health"))
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and "[MAIN] Epoch 3 " not in logs["learner"].read_text():
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not ("[MAIN] Epoch 3 " in logs["learner"].read_text()
+                                                   and (tmp_path / "learner.health").exists()):
             assert learner.poll() is None, logs["learner"].read_text()
             time.sleep(0.5)
-        time.sleep(6)  # one health-file period
         alive = subprocess.run([sys.executable, "-m", "launch.health"], env=health, cwd=ROOT,
                                capture_output=True, text=True, timeout=60)
+        learner.send_signal(signal.SIGTERM)  # what docker stop sends: final checkpoint, exit 0
         assert learner.wait(timeout=120) == 0, logs["learner"].read_text()
         dead = subprocess.run([sys.executable, "-m", "launch.health"], env=health, cwd=ROOT,
                               capture_output=True, text=True, timeout=60)

@@ -98,7 +98,7 @@ def test_actor_host_link_cut_for_20s_reconnects_by_itself_and_nothing_is_accepte
     common = ["--env.name", "fake", "--env.frame-size", "36", "--actor.batch-steps", "16",
               "--transport.heartbeat-interval", "1", "--transport.heartbeat-timeout", "4"]
     learner_args = ["launch.learner", "--actors", "2", "--run-dir", str(tmp_path / "runs"), "--no-progress",
-                    "--log-every", "1", "--duration", "75", "--transport.host", "0.0.0.0",
+                    "--log-every", "1", "--transport.host", "0.0.0.0",
                     "--transport.base-port", str(port), "--transport.curve-server-secret",
                     str(keys / "learner.key_secret"), "--transport.curve-authorized-dir", str(keys / "allowed"),
                     "--learner.no-compile", "--learner.micro-batch", "16", "--learner.min-replay", "300",
@@ -122,10 +122,10 @@ def test_actor_host_link_cut_for_20s_reconnects_by_itself_and_nothing_is_accepte
             time.sleep(0.1)
 
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and (not timeline or min(timeline[-1][1:]) < 2000):
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline and (not timeline or min(timeline[-1][1:]) < 500):
             sample_for(0.5)
-        assert timeline and min(timeline[-1][1:]) >= 2000, "both actor hosts landing data"
+        assert timeline and min(timeline[-1][1:]) >= 500, "both actor hosts landing data"
         sample_for(8)
         slot1 = 0 if "[ACTOR] slot 0 of 2" in logs["a1"].read_text() else 1  # the slot host 1's actor leased
         cut_at = time.monotonic()
@@ -135,6 +135,7 @@ def test_actor_host_link_cut_for_20s_reconnects_by_itself_and_nothing_is_accepte
         hosts.link("a1", "up")
         at_up = timeline[-1][1 + slot1]
         sample_for(12)
+        procs["l"].send_signal(signal.SIGTERM)  # final checkpoint and the accounting line, exit 0
         assert procs["l"].wait(timeout=120) == 0, logs["l"].read_text()
         for host in ("a1", "a2"):
             procs[host].send_signal(signal.SIGTERM)
