@@ -27,7 +27,7 @@ run: install
 	$(PY) -m launch.local --actors $(ACTORS)
 
 test: install-dev
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 bench: install
 	$(PY) -m launch.benchmark
