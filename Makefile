@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 ACTORS ?= 4
 
-.PHONY: install install-dev run test bench clean
+.PHONY: install install-dev run test test-all bench clean
 
 install: $(VENV)/.installed
 
@@ -28,6 +28,9 @@ run: install
 
 test: install-dev
 	$(PY) -m pytest -q --durations=15
+
+test-all: install-dev  # also the extended tests (e.g. Catch on uniform replay), about 4 minutes more
+	$(PY) -m pytest -q --durations=15 -m ""
 
 bench: install
 	$(PY) -m launch.benchmark

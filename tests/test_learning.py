@@ -75,6 +75,7 @@ def test_dqn_learns_catch_end_to_end_on_defaults(tmp_path):
     assert epochs and all(0 < m["replay/is_weight_min"] <= 1 and m["replay/priority_max"] > 0 for m in epochs)
 
 
+@pytest.mark.extended  # 200 s of a non-default setting: make test-all runs it, make test does not
 @pytest.mark.timeout(960)
 def test_dqn_learns_catch_with_uniform_replay(tmp_path):
     """The same run with uniform replay (``--replay.no-prioritized``), which stays available: the same bar."""

@@ -22,7 +22,7 @@ from learner.data_plane import DataPlane
 from learner.slots import SlotTable
 from learner.weights import WeightServer
 from shared import protocol
-from shared.config import ConfigError
+from shared.config import ConfigError, RunConfig
 from shared.env import num_actions_for
 
 
@@ -151,7 +151,9 @@ def test_identical_replicas_lease_slots_intruders_are_refused_and_a_dead_replica
         victim.join(timeout=10)
         killed_at = time.monotonic()
         before = [t.incarnation for t in tracks]
-        procs.append(start_process(mp, actor_main, (cfg, -1, stop, reports), "replica-3"))
+        patient = RunConfig.from_json(cfg.to_json())
+        patient.actor.slot_wait = 0.0  # the replacement waits as a spare until the dead one's lease lapses
+        procs.append(start_process(mp, actor_main, (patient, -1, stop, reports), "replica-3"))
         wait_until(lambda: sum(t.incarnation != b for t, b in zip(tracks, before)) == 1, 60,
                    "the new replica landing on the dead one's slot")
         moved = next(s for s, (t, b) in enumerate(zip(tracks, before)) if t.incarnation != b)
