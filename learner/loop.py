@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import statistics
+import shutil
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -82,6 +83,10 @@ class Learner:
         self.num_actions = num_actions_for(cfg.env)
         learner_cfg = cfg.learner.resolved(device.type, cfg.env.name)
         if not self.train:
+            learner_cfg = dataclasses.replace(learner_cfg, compile=False)
+        elif learner_cfg.compile and device.type == "cpu" and not any(map(shutil.which, ("g++", "c++", "clang++"))):
+            # torch.compile's CPU backend builds C++ at run time; the container image carries no compiler
+            print("[MAIN] no C++ compiler on PATH: torch.compile needs one on CPU, so the learner runs eager", flush=True)
             learner_cfg = dataclasses.replace(learner_cfg, compile=False)
         self.dqn = DQNLearner(learner_cfg, cfg.env.stack, self.num_actions, cfg.env.frame_size, device,
                               env_name=cfg.env.name)
