@@ -4,8 +4,9 @@ Runs in its own process (``eval_process_main``), started by the launcher beside 
 waits for a request on ``requests`` (a dict with the ``updates``, ``env_steps`` and ``wall_seconds``
 at which the launcher asked), fetches the learner's current weights over the weight channel, plays
 ``eval.episodes`` episodes at ``eval.epsilon`` on ``eval.stage`` (default: the training stage) and
-puts the request back on ``results`` with ``weights_version``, ``epsilon``, ``seconds`` and the
-``summary`` of actors/evaluator.py. Training and collection never wait for it: the launcher skips a
+puts the request back on ``results`` with ``weights_version``, ``epsilon``, ``seconds``, the
+``summary`` of actors/evaluator.py and ``state``, the weights it played (numpy arrays by name; the
+learner keeps the best-scoring ones as ``best.pt``). Training and collection never wait for it: the launcher skips a
 request while the previous one still runs. It ignores SIGINT and stops on ``stop_event``, SIGTERM or
 the launcher's death.
 """
@@ -62,6 +63,6 @@ def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: A
             rounds += 1
             results.put(dict(request, weights_version=version, epsilon=cfg.eval.epsilon, stage=env_cfg.stage,
                              seconds=time.perf_counter() - start,
-                             summary=summarize(episodes, len(names), names)))
+                             summary=summarize(episodes, len(names), names), state=arrays))
     finally:
         client.close()

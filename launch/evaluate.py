@@ -41,7 +41,7 @@ import torch
 
 from actors.evaluator import (POLICIES, action_names_for, best_episode, build_network, episode_record,
                               play_episodes, record_video, summarize)
-from learner.checkpoint import CHECKPOINT_NAME
+from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from shared.config import ConfigError, EnvConfig, RunConfig
 from shared.env import num_actions_for, parse_stage
 
@@ -65,9 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stage", default=None, help="Mario 'W-S' or 'all' (default: the run's stage, else 1-1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the env and of the exploration (default 0)")
     p.add_argument("--policy", default="greedy", help="greedy (epsilon-greedy on the network) or random")
-    p.add_argument("--net", default="online", choices=("online", "ema"),
-                   help="which network of the checkpoint plays: the online net (default) or its moving average "
-                        "(--learner.ema-decay)")
+    p.add_argument("--net", default="online", choices=("online", "ema", "best"),
+                   help="which network plays: the checkpoint's online net (default), its moving average "
+                        "(--learner.ema-decay), or best: the weights that scored highest in the evaluation during "
+                        "training (RUN_DIR/best.pt)")
     p.add_argument("--checkpoint", default=None, metavar="PATH", help="checkpoint file to load instead of RUN_DIR/checkpoint.pt")
     p.add_argument("--env", default=None, help="mario, catch or fake; only without RUN_DIR (random policy)")
     p.add_argument("--max-episode-steps", type=int, default=None, help="override the env's time limit (0: none)")
@@ -126,9 +127,11 @@ def resolve(args: argparse.Namespace) -> dict:
         if ckpt_path is None:
             if run_dir is None:
                 raise UsageError("RUN_DIR (or --checkpoint) is required unless --policy random")
-            ckpt_path = os.path.join(run_dir, CHECKPOINT_NAME)
+            name = BEST_NAME if args.net == "best" else CHECKPOINT_NAME
+            ckpt_path = os.path.join(run_dir, name)
             if not os.path.isfile(ckpt_path):
-                raise UsageError(f"no {CHECKPOINT_NAME} in run folder {run_dir!r}")
+                why = " (it is written at the first evaluation during training, --eval.every)" if args.net == "best" else ""
+                raise UsageError(f"--net={args.net}: no {name} in run folder {run_dir!r}{why}")
         elif os.path.isdir(ckpt_path):
             ckpt_path = os.path.join(ckpt_path, CHECKPOINT_NAME)
         if not os.path.isfile(ckpt_path):
@@ -162,17 +165,18 @@ def resolve(args: argparse.Namespace) -> dict:
     net = None
     if greedy:
         try:
-            if args.net not in state["learner"]:
+            key = "online" if args.net == "best" else args.net
+            if key not in state["learner"]:
                 raise UsageError(f"--net={args.net!r}: checkpoint {ckpt_path!r} holds no {args.net} network "
                                  f"(it has {', '.join(k for k in ('online', 'ema') if k in state['learner'])})")
-            net = build_network(env, state["learner"][args.net])
+            net = build_network(env, state["learner"][key])
         except (RuntimeError, KeyError, TypeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UsageError(f"checkpoint {ckpt_path!r} does not fit the network of env {env.name} "
                              f"(stack {env.stack}, {num_actions_for(env)} actions, {env.frame_size}px): {first}") from None
     counters = (state or {}).get("counters") or {}
     label = env.stage if env.name == "mario" else env.name
-    tag = "random" if not greedy else f"eps{args.epsilon:g}" + ("-ema" if args.net == "ema" else "")
+    tag = "random" if not greedy else f"eps{args.epsilon:g}" + (f"-{args.net}" if args.net != "online" else "")
     json_path = args.json or os.path.join(run_dir or ".", f"eval-{label}-{tag}.json")
     return {"env": env, "net": net, "run_dir": run_dir, "checkpoint": ckpt_path, "label": label,
             "updates": counters.get("updates", (state or {}).get("learner", {}).get("updates")),

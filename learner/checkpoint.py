@@ -10,6 +10,12 @@ temporary file is never read, and a resume removes it (``discard_partial``).
 Every published weights version is also recorded in ``weights_version`` (same atomic write), so a
 learner killed after publishing but before its next checkpoint resumes above every version its
 actors may hold.
+
+``best.pt`` (same atomic write) holds the weights that scored highest so far in the evaluation
+during training: ``learner.online`` (the evaluated state dict, BatchNorm statistics included),
+``counters`` (updates, inserted = env steps, weights_version, wall_seconds at the request),
+``eval`` (the summary it scored, ranked by flag rate, then mean x_pos) and ``config``. It has the
+checkpoint's layout, so ``launch.evaluate`` plays it like one (``--net best``).
 """
 
 from __future__ import annotations
@@ -20,11 +26,11 @@ import os
 import torch
 
 CHECKPOINT_NAME = "checkpoint.pt"
+BEST_NAME = "best.pt"
 PUBLISHED_NAME = "weights_version"
 
 
-def save_checkpoint(run_dir: str, state: dict) -> str:
-    path = os.path.join(run_dir, CHECKPOINT_NAME)
+def _save_atomic(path: str, state: dict) -> str:
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "wb") as fh:
         torch.save(state, fh)
@@ -32,6 +38,31 @@ def save_checkpoint(run_dir: str, state: dict) -> str:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     return path
+
+
+def save_checkpoint(run_dir: str, state: dict) -> str:
+    return _save_atomic(os.path.join(run_dir, CHECKPOINT_NAME), state)
+
+
+def save_best(run_dir: str, state: dict) -> str:
+    """Write ``best.pt`` (layout in the module docstring)."""
+    return _save_atomic(os.path.join(run_dir, BEST_NAME), state)
+
+
+def load_best(run_dir: str) -> dict | None:
+    """``best.pt`` of ``run_dir``, or None when there is none or it cannot be read."""
+    path = os.path.join(run_dir, BEST_NAME)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        return None
+    except Exception:  # a torn or foreign file: the next better evaluation replaces it
+        return None
+
+
+def best_score(summary: dict) -> tuple[float, float]:
+    """How evaluation summaries rank for ``best.pt``: flag rate first, then mean x_pos."""
+    return float(summary["flag_rate"]), float(summary["x_pos_mean"])
 
 
 def load_checkpoint(run_dir: str, map_location: str | torch.device = "cpu") -> dict:
@@ -43,8 +74,8 @@ def load_checkpoint(run_dir: str, map_location: str | torch.device = "cpu") -> d
 
 def discard_partial(run_dir: str) -> list[str]:
     """Remove temporary files a crashed save left behind; returns their paths."""
-    leftovers = sorted(glob.glob(os.path.join(glob.escape(run_dir), f"{CHECKPOINT_NAME}.tmp-*"))
-                       + glob.glob(os.path.join(glob.escape(run_dir), f"{PUBLISHED_NAME}.tmp-*")))
+    leftovers = sorted(name for base in (CHECKPOINT_NAME, BEST_NAME, PUBLISHED_NAME)
+                       for name in glob.glob(os.path.join(glob.escape(run_dir), f"{base}.tmp-*")))
     for path in leftovers:
         os.remove(path)
     return leftovers

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 import statistics
 import shutil
 import time
@@ -28,7 +29,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from learner.checkpoint import discard_partial, load_checkpoint, read_published, record_published, save_checkpoint
+from learner.checkpoint import (best_score, discard_partial, load_best, load_checkpoint, read_published,
+                                record_published, save_best, save_checkpoint)
 from learner.data_plane import DataPlane, format_processor_line
 from learner.metrics import MetricsLog
 from learner.trainer import DQNLearner
@@ -96,6 +98,8 @@ class Learner:
             self.counters = Counters(**resume_state["counters"])
             # above the checkpoint's and above anything published after it (actors that never stopped hold those)
             self.counters.weights_version = max(self.counters.weights_version, read_published(run_dir)) + 1
+        best = load_best(run_dir) if resume_state is not None else None
+        self.best: tuple[float, float] | None = best_score(best["eval"]) if best and "eval" in best else None
         self.final_epsilon = mean_floor(cfg.actor, cfg.actors)  # the mean once annealing is over
         self.plane = DataPlane(cfg, self.num_actions, device)
         self.server = WeightServer(cfg.transport, slots=self.plane.consolidator.slots)
@@ -246,6 +250,7 @@ class Learner:
 
     def record_eval(self, result: dict) -> None:
         """Log an evaluation result (actors/evaluator.py ``eval_process_main``) against the env steps it was asked at."""
+        state = result.pop("state", None)  # the evaluated weights, as numpy arrays
         s = result["summary"]
         figures = {"eval/x_pos": s["x_pos_mean"], "eval/x_pos_median": s["x_pos_median"],
                    "eval/x_pos_max": s["x_pos_max"], "eval/flag_rate": s["flag_rate"],
@@ -255,6 +260,18 @@ class Learner:
         if self.metrics is not None:
             self.metrics.write(result["updates"], result["env_steps"], result["wall_seconds"], figures)
         self.echo(format_eval_line(result))
+        if state is not None and self.train and (self.best is None or best_score(s) > self.best):
+            self.best = best_score(s)
+            save_best(self.run_dir, {
+                "learner": {"online": {k: torch.from_numpy(np.array(v)) for k, v in state.items()}},
+                "counters": {"updates": result["updates"], "inserted": result["env_steps"],
+                             "weights_version": result["weights_version"], "wall_seconds": result["wall_seconds"]},
+                "eval": {k: s[k] for k in ("x_pos_mean", "x_pos_median", "x_pos_max", "flag_rate",
+                                           "return_mean", "episodes")} | {"epsilon": result["epsilon"]},
+                "config": self.cfg.to_json(),
+            })
+            self.echo(f"[MAIN] best evaluation so far (flags {s['flag_rate']:.0%}, x_pos mean {s['x_pos_mean']:.0f}): "
+                      f"weights v{result['weights_version']} saved to {os.path.join(self.run_dir, 'best.pt')}")
 
     def checkpoint(self) -> str:
         self.counters.elapsed_seconds = self.elapsed()

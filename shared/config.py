@@ -291,9 +291,10 @@ class LearnerConfig:
 class EvalConfig:
     """Evaluation during training: a separate process plays the current weights, never stalling training."""
 
-    every: int = 200
-    """Epochs between evaluations (0: off). A request made while the last evaluation still runs is skipped."""
-    episodes: int = 5
+    every: int = 100
+    """Epochs between evaluations (0: off). A request made while the last evaluation still runs is skipped.
+    The weights that score best are kept as best.pt in the run folder."""
+    episodes: int = 10
     """Episodes per evaluation."""
     epsilon: float = 0.05
     """Exploration during evaluation (the emulator is deterministic: at 0 every episode is the same one)."""
