@@ -59,7 +59,7 @@ class Collector:
         self.num_actions = self.envs[0].num_actions
         self.env_steps = 0  # steps of each env (they advance in lockstep): the exploration schedule's clock
         self.epsilon = epsilons(cfg.actor, cfg.actors, actor_id, 0)
-        self.net = QNetwork(stack, self.num_actions, size).eval()
+        self.net = QNetwork(stack, self.num_actions, size, dueling=cfg.net.dueling).eval()
         self.actor_priorities = cfg.replay.prioritized and cfg.replay.initial_priority == "actor"
         self.reward_scale = cfg.learner.resolved("cpu", cfg.env.name).reward_scale  # the learner's TD-error units
         self.weights_version = 0

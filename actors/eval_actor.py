@@ -2,13 +2,16 @@
 
 Runs in its own process (``eval_process_main``), started by the launcher beside the collectors. It
 waits for a request on ``requests`` (a dict with the ``updates``, ``env_steps`` and ``wall_seconds``
-at which the launcher asked), fetches the learner's current weights over the weight channel, plays
+at which the launcher asked, and ``weights``: the learner's last published (version, arrays)), plays
 ``eval.episodes`` episodes at ``eval.epsilon`` on ``eval.stage`` (default: the training stage) and
 puts the request back on ``results`` with ``weights_version``, ``epsilon``, ``seconds``, the
 ``summary`` of actors/evaluator.py and ``state``, the weights it played (numpy arrays by name; the
 learner keeps the best-scoring ones as ``best.pt``). Training and collection never wait for it: the launcher skips a
 request while the previous one still runs. It ignores SIGINT and stops on ``stop_event``, SIGTERM or
 the launcher's death.
+
+The weights come with the request, not over the weight channel: the evaluator needs no socket, so
+it works the same when the learner binds 0.0.0.0 with CURVE (it would need a client key there).
 """
 
 from __future__ import annotations
@@ -23,10 +26,7 @@ from typing import Any
 import torch
 
 from actors.evaluator import action_names_for, build_network, play_episodes, summarize
-from actors.weights_client import WeightClient
 from shared.config import RunConfig
-
-EVAL_SLOT = -1  # the actor id of the evaluator's weight requests (no experience slot)
 
 
 def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: Any) -> None:
@@ -38,31 +38,26 @@ def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: A
     if cfg.actor.nice:
         os.nice(cfg.actor.nice)
     env_cfg = dataclasses.replace(cfg.env, stage=cfg.eval.stage or cfg.env.stage)
-    net = build_network(env_cfg)
+    net = build_network(env_cfg, dueling=cfg.net.dueling)
     names = action_names_for(env_cfg)
-    incarnation = int.from_bytes(os.urandom(8), "little") >> 1
-    client = WeightClient(cfg.transport, EVAL_SLOT, incarnation, net)
     rounds = 0
 
     def stopping() -> bool:
         return stop_event.is_set() or bool(terminate) or os.getppid() != parent
 
-    try:
-        while not stopping():
-            try:
-                request = requests.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            got = client.fetch(have=-1, timeout=30.0, should_stop=stopping)
-            if got is None:
-                continue
-            version, arrays = got
-            net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
-            start = time.perf_counter()
-            episodes = play_episodes(net, env_cfg, cfg.eval.episodes, cfg.eval.epsilon, cfg.eval.seed + rounds)
-            rounds += 1
-            results.put(dict(request, weights_version=version, epsilon=cfg.eval.epsilon, stage=env_cfg.stage,
-                             seconds=time.perf_counter() - start,
-                             summary=summarize(episodes, len(names), names), state=arrays))
-    finally:
-        client.close()
+    while not stopping():
+        try:
+            request = requests.get(timeout=0.5)
+        except queue.Empty:
+            continue
+        got = request.pop("weights")
+        if got is None:
+            continue
+        version, arrays = got
+        net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
+        start = time.perf_counter()
+        episodes = play_episodes(net, env_cfg, cfg.eval.episodes, cfg.eval.epsilon, cfg.eval.seed + rounds)
+        rounds += 1
+        results.put(dict(request, weights_version=version, epsilon=cfg.eval.epsilon, stage=env_cfg.stage,
+                         seconds=time.perf_counter() - start,
+                         summary=summarize(episodes, len(names), names), state=arrays))

@@ -34,7 +34,7 @@ import torch
 
 from shared.config import EnvConfig
 from shared.env import ACTION_SETS, FrameStacker, make_env, num_actions_for
-from shared.network import QNetwork
+from shared.network import QNetwork, is_dueling
 
 __all__ = [
     "Episode",
@@ -97,12 +97,15 @@ class VideoInfo:
 # --------------------------------------------------------------------------- network
 
 
-def build_network(env_cfg: EnvConfig, state_dict: dict | None = None) -> QNetwork:
+def build_network(env_cfg: EnvConfig, state_dict: dict | None = None, dueling: bool = True) -> QNetwork:
     """A CPU :class:`QNetwork` shaped for ``env_cfg`` in eval() mode, loaded with ``state_dict`` if given.
 
-    Keys of a ``torch.compile``-wrapped module (``_orig_mod.`` prefix) are accepted too.
+    With a ``state_dict`` its keys say whether the head is dueling (so runs saved before the option
+    load as they were); keys of a ``torch.compile``-wrapped module (``_orig_mod.`` prefix) are accepted.
     """
-    net = QNetwork(env_cfg.stack, num_actions_for(env_cfg), env_cfg.frame_size)
+    if state_dict is not None:
+        dueling = is_dueling(state_dict)
+    net = QNetwork(env_cfg.stack, num_actions_for(env_cfg), env_cfg.frame_size, dueling=dueling)
     if state_dict is not None:
         state = {k.removeprefix("_orig_mod."): v for k, v in state_dict.items()}
         net.load_state_dict(state)

@@ -173,7 +173,7 @@ def collection(cfg: RunConfig, seconds: float) -> dict:
     device = torch.device("cpu")
     plane = DataPlane(cfg, num_actions_for(cfg.env), device).start()
     server = WeightServer(cfg.transport)
-    server.publish(0, QNetwork(cfg.env.stack, num_actions_for(cfg.env), cfg.env.frame_size))
+    server.publish(0, QNetwork(cfg.env.stack, num_actions_for(cfg.env), cfg.env.frame_size, dueling=cfg.net.dueling))
     server.start()
     ctx = spawn_context()
     stop = ctx.Event()
@@ -384,7 +384,7 @@ def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, 
     for name, amp_mode, compiled in variants:
         for accum in (1, 4):
             lc = dataclasses.replace(base, accum_steps=accum, amp=amp_mode, compile=compiled)
-            dqn = DQNLearner(lc, cfg.env.stack, num_actions_for(cfg.env), cfg.env.frame_size, device)
+            dqn = DQNLearner(lc, cfg.env.stack, num_actions_for(cfg.env), cfg.env.frame_size, device, dueling=cfg.net.dueling)
             compile_s = dqn.warm_up(replay) if compiled else 0.0
             if not compiled:
                 dqn.warm_up(replay)  # eager warm-up too: allocator, kernels, the optimizer's first step

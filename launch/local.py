@@ -59,7 +59,10 @@ def resumed_config(cli: RunConfig) -> RunConfig:
     if not os.path.exists(path):
         raise ConfigError(f"resume={cli.resume!r} is not a run folder (no config.json)")
     with open(path) as fh:
-        saved = from_dict(RunConfig, json.load(fh))
+        raw = json.load(fh)
+    saved = from_dict(RunConfig, raw)
+    if "net" not in raw:  # saved before the network options existed: the Nature-DQN head
+        saved.net.dueling = False
     for name in RESUME_OVERRIDES:
         setattr(saved, name, getattr(cli, name))
     saved.learner.steps = cli.learner.steps
@@ -226,7 +229,8 @@ class Evaluator:
             self.next_epoch = c.epoch + self.cfg.eval.every
             try:  # never wait: while the last evaluation still runs this one is skipped
                 self.requests.put_nowait(dict(updates=c.updates, env_steps=c.inserted,
-                                              wall_seconds=round(self.learner.elapsed(), 3)))
+                                              wall_seconds=round(self.learner.elapsed(), 3),
+                                              weights=self.learner.server.current()))
             except queue.Full:
                 self.skipped += 1
         while True:

@@ -91,7 +91,7 @@ class Learner:
             print("[MAIN] no C++ compiler on PATH: torch.compile needs one on CPU, so the learner runs eager", flush=True)
             learner_cfg = dataclasses.replace(learner_cfg, compile=False)
         self.dqn = DQNLearner(learner_cfg, cfg.env.stack, self.num_actions, cfg.env.frame_size, device,
-                              env_name=cfg.env.name)
+                              env_name=cfg.env.name, dueling=cfg.net.dueling)
         self.counters = Counters()
         if resume_state is not None:
             self.dqn.load_state_dict(resume_state["learner"])

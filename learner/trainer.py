@@ -84,12 +84,12 @@ class UpdateStats:
 
 class DQNLearner:
     def __init__(self, cfg: LearnerConfig, in_channels: int, num_actions: int, frame_size: int,
-                 device: torch.device, batchnorm_batch_stats: bool = True, env_name: str = ""):
+                 device: torch.device, batchnorm_batch_stats: bool = True, env_name: str = "", dueling: bool = True):
         cfg = cfg.resolved(device.type, env_name)
         self.cfg = cfg
         self.device = device
         torch.manual_seed(cfg.seed)
-        self.online = QNetwork(in_channels, num_actions, frame_size).to(device)
+        self.online = QNetwork(in_channels, num_actions, frame_size, dueling=dueling).to(device)
         self.target = copy.deepcopy(self.online).eval()
         for p in self.target.parameters():
             p.requires_grad_(False)

@@ -60,6 +60,7 @@ class WeightServer(threading.Thread):
             raise
         self._lock = threading.Lock()
         self._frames: list | None = None
+        self._arrays: dict[str, np.ndarray] = {}
         self._unsent = False
         self._stop_event = threading.Event()
         self.version = -1
@@ -69,9 +70,15 @@ class WeightServer(threading.Thread):
         self.slot_requests = 0
 
     def publish(self, version: int, net: torch.nn.Module) -> None:
-        frames = protocol.encode_weights(version, state_arrays(net))
+        arrays = state_arrays(net)
+        frames = protocol.encode_weights(version, arrays)
         with self._lock:
-            self._frames, self.version, self._unsent = frames, version, True
+            self._frames, self.version, self._unsent, self._arrays = frames, version, True, arrays
+
+    def current(self) -> tuple[int, dict[str, np.ndarray]] | None:
+        """The last published (version, arrays), or None before the first publish; the arrays are never written."""
+        with self._lock:
+            return None if self._frames is None else (self.version, self._arrays)
 
     def run(self) -> None:
         poller = zmq.Poller()

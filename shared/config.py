@@ -288,6 +288,17 @@ class LearnerConfig:
 
 
 @dataclass
+class NetConfig:
+    """The Q-network's shape (shared/network.py), the same at the learner, the actors and the evaluator."""
+
+    dueling: bool = True
+    """Dueling head: Q = V(s) + A(s, a) - mean_a A(s, a), two 512-unit streams. On Mario the actions'
+    values differ by a few percent of the state's value; a single head left those gaps to noise
+    (a greedy Mario stood at the first pipe pressing right, Q(right) 1.44 against Q(right+A) 1.41).
+    --net.no-dueling: the Nature-DQN head (runs saved before this option load as that)."""
+
+
+@dataclass
 class EvalConfig:
     """Evaluation during training: a separate process plays the current weights, never stalling training."""
 
@@ -330,6 +341,7 @@ class RunConfig:
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     transport: TransportConfig = field(default_factory=TransportConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
+    net: NetConfig = field(default_factory=NetConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     resume: str = ""
     """Run folder to resume (its config and last checkpoint); counters and weights_version continue. 'latest': the newest run under run_dir with a checkpoint, or a new run when there is none."""

@@ -86,7 +86,7 @@ def test_compose_services_run_as_processes_and_train_together(tmp_path):
         "WARPPIPE_RUN_ARGS": "--env.name fake --env.frame-size 36 --actor.batch-steps 16",
         "WARPPIPE_LEARNER_ARGS": "--log-every 2 --learner.no-compile --learner.micro-batch 16 "
                                  "--learner.min-replay 300 --learner.updates-per-epoch 5 --learner.broadcast-every 1 "
-                                 "--replay.capacity 8192 --eval.every 0",
+                                 "--replay.capacity 8192 --eval.every 1 --eval.episodes 1",
     }
     services = interpolate(yaml.safe_load(BASE.read_text())["services"], env)
     logs = {name: tmp_path / f"{name}.log" for name in ("keys", "learner", "actor1", "actor2")}
@@ -99,6 +99,7 @@ def test_compose_services_run_as_processes_and_train_together(tmp_path):
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and not ("[MAIN] Epoch 3 " in logs["learner"].read_text()
+                                                   and "[MAIN] Eval at " in logs["learner"].read_text()
                                                    and (tmp_path / "learner.health").exists()):
             assert learner.poll() is None, logs["learner"].read_text()
             time.sleep(0.5)
@@ -126,6 +127,8 @@ def test_compose_services_run_as_processes_and_train_together(tmp_path):
     assert len(epochs) >= 3 and epochs == sorted(epochs)
     assert min(int(versions[1]), int(versions[2])) >= 1         # the learner's weights reached both actors
     assert "[MAIN] run folder " + str(tmp_path / "runs") in out and "--resume latest: no run" in out
+    # the evaluation process works beside a learner on 0.0.0.0 with CURVE (its weights come over a queue)
+    assert "[MAIN] Eval at " in out and "evaluation process exited" not in out
     assert alive.returncode == 0 and alive.stdout.strip() == "healthy"
     assert dead.returncode == 1 and "is not running" in dead.stdout
     assert codes == [0, 0] and all('"batches"' in text for text in actor_out)

@@ -55,7 +55,7 @@ def test_actor_gets_current_weights_on_request_then_broadcasts():
         assert_same(learner_net, actor_net)
         time.sleep(0.3)  # let the subscription reach the publisher
         with torch.no_grad():
-            learner_net.head[2].bias.add_(1.0)
+            learner_net.advantage[2].bias.add_(1.0)
         server.publish(4, learner_net)
         server.publish(5, learner_net)  # only the newest matters
         got, have = None, 3
@@ -67,7 +67,7 @@ def test_actor_gets_current_weights_on_request_then_broadcasts():
                 got, have = newer, newer[0]
             time.sleep(0.02)
         assert got is not None and got[0] == 5
-        assert np.array_equal(got[1]["head.2.bias"], learner_net.head[2].bias.detach().numpy())
+        assert np.array_equal(got[1]["advantage.2.bias"], learner_net.advantage[2].bias.detach().numpy())
         assert client.poll(have=got[0]) is None
         assert client.rejected == 0
     finally:

@@ -72,7 +72,7 @@ def test_only_listed_actor_keys_deliver_transitions_or_get_weights(keys, caplog)
     num_actions = num_actions_for(cfg.env)
     plane = DataPlane(cfg, num_actions, torch.device("cpu")).start()
     server = WeightServer(cfg.transport)
-    server.publish(7, QNetwork(cfg.env.stack, num_actions, cfg.env.frame_size))
+    server.publish(7, QNetwork(cfg.env.stack, num_actions, cfg.env.frame_size, dueling=cfg.net.dueling))
     server.start()
     # a client without any key, straight at the stranger's slot: a well-formed batch must not arrive either
     keyless = zmq.Context.instance().socket(zmq.PUSH)
