@@ -6,9 +6,9 @@ at which the launcher asked, and ``weights``: the learner's last published (vers
 ``eval.episodes`` episodes at ``eval.epsilon`` on ``eval.stage`` (default: the training stage) and
 puts the request back on ``results`` with ``weights_version``, ``epsilon``, ``seconds``, the
 ``summary`` of actors/evaluator.py and ``state``, the weights it played (numpy arrays by name; the
-learner keeps the best-scoring ones as ``best.pt``). Training and collection never wait for it: the launcher skips a
-request while the previous one still runs. It ignores SIGINT and stops on ``stop_event``, SIGTERM or
-the launcher's death.
+learner keeps the best-scoring ones as ``best.pt``). Training and collection never wait for it:
+the launcher skips a request while the previous one still runs. It ignores SIGINT and stops on
+``stop_event``, SIGTERM or the launcher's death.
 
 The weights come with the request, not over the weight channel: the evaluator needs no socket, so
 it works the same when the learner binds 0.0.0.0 with CURVE (it would need a client key there).

@@ -103,7 +103,8 @@ def run(cfg: RunConfig) -> int:
     learner = Learner(cfg, run_dir, device, resume_state)
     lc = learner.dqn.cfg
     mode = "collecting only" if cfg.collect_only else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, " \
-        f"compile: {lc.compile}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s))"
+        f"compile: {lc.compile}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s), " \
+        f"{'dueling' if cfg.net.dueling else 'Nature-DQN'} head)"
     print(f"[MAIN] run folder {run_dir}, device {device}, {cfg.actors} actors x {cfg.actor.envs_per_actor} env(s) "
           f"on {cfg.env.name} {cfg.env.stage}, {mode}", flush=True)
     if cfg.actor.epsilon >= 0:

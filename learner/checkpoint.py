@@ -54,9 +54,7 @@ def load_best(run_dir: str) -> dict | None:
     path = os.path.join(run_dir, BEST_NAME)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        return None
-    except Exception:  # a torn or foreign file: the next better evaluation replaces it
+    except Exception:  # none yet, or a foreign file: the next better evaluation replaces it
         return None
 
 

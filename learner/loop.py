@@ -116,7 +116,7 @@ class Learner:
 
     def compile(self) -> float:
         """Compile and warm up on a synthetic batch before any actor starts (no drops while compiling)."""
-        if not (self.train and self.cfg.learner.compile):
+        if not (self.train and self.dqn.cfg.compile):  # off, or no C++ compiler on a CPU (see __init__)
             return 0.0
         return self.dqn.warm_up(_SyntheticReplay(self.cfg, self.device))
 
