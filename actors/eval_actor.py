@@ -41,6 +41,7 @@ def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: A
     net = build_network(env_cfg, dueling=cfg.net.dueling)
     names = action_names_for(env_cfg)
     rounds = 0
+    results.cancel_join_thread()  # a result (with its weights) the launcher never read must not hold up our exit
 
     def stopping() -> bool:
         return stop_event.is_set() or bool(terminate) or os.getppid() != parent

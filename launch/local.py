@@ -245,6 +245,8 @@ class Evaluator:
                                       (self.cfg, self.stop_event, self.requests, self.results), name="evaluator")
 
     def stop(self) -> None:
+        # a request carries the weights (megabytes): one the evaluator never took must not hold up our exit
+        self.requests.cancel_join_thread()
         stop_processes([self.proc], self.stop_event, timeout=5.0)
 
 
