@@ -263,7 +263,7 @@ class Learner:
         if state is not None and self.train and (self.best is None or best_score(s) > self.best):
             self.best = best_score(s)
             save_best(self.run_dir, {
-                "learner": {"online": {k: torch.from_numpy(np.array(v)) for k, v in state.items()}},
+                "learner": {"online": {k: torch.as_tensor(v) for k, v in state.items()}},  # no copy: ours already
                 "counters": {"updates": result["updates"], "inserted": result["env_steps"],
                              "weights_version": result["weights_version"], "wall_seconds": result["wall_seconds"]},
                 "eval": {k: s[k] for k in ("x_pos_mean", "x_pos_median", "x_pos_max", "flag_rate",
