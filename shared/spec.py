@@ -1,0 +1,85 @@
+"""What an environment declares about itself, and the vector-env contract (issue 11).
+
+:class:`EnvSpec` is everything the wire, the replay and the network factory need to know about
+an environment: the shape and dtype of one observation, how many of them are stacked into the
+network's input (1: none), the number of discrete actions, and whether every step carries an
+action mask.
+
+Vector envs (:class:`VectorEnv`) follow Gymnasium's ``VectorEnv`` conventions with *same-step*
+auto-reset (``gymnasium.vector.AutoresetMode.SAME_STEP``):
+
+``reset(seed=None) -> obs``
+    Starts all E envs. ``obs`` has shape ``[E, *spec.obs_shape]`` and dtype ``spec.obs_dtype``.
+``step(actions) -> (obs, reward, terminated, truncated, info)``
+    ``actions`` is an integer array ``[E]``. ``reward`` float32 ``[E]``, ``terminated`` and
+    ``truncated`` bool ``[E]`` (never both True for one env). Where an env's episode ended in this
+    step, it has already been reset: its row of ``obs`` is the *first* observation of its next
+    episode (the final observation is not returned; a terminated step is not bootstrapped and a
+    truncated one is cut where it stands). ``info`` is a dict of arrays ``[E]``; it always holds
+    ``"score"`` (float64; the episode's game figure so far, e.g. food eaten, reset to 0 with the
+    env) and ``"success"`` (bool), both read for the envs that just finished *before* their reset.
+``action_mask() -> bool [E, num_actions]``
+    Only when ``spec.masked``: True marks the valid actions at the current observation of each
+    env (after an auto-reset, those of the new episode's first observation). Every env always
+    has at least one valid action.
+``close()``
+    Releases resources; idempotent.
+
+Arrays returned by ``reset``/``step``/``action_mask`` are fresh: the caller may keep them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+OBS_DTYPES = frozenset({"uint8", "int8", "float16", "float32"})  # what the wire and replay accept
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """The observation and action space of an environment."""
+
+    obs_shape: tuple[int, ...]
+    """Shape of one observation (one frame when stacked), e.g. (84, 84), (11,), (4, 32, 32)."""
+    obs_dtype: str
+    """numpy dtype name of an observation; one of OBS_DTYPES."""
+    stack: int
+    """Observations stacked along a new leading axis into the network's input; 1: no stacking."""
+    num_actions: int
+    """Size of the discrete action set."""
+    masked: bool = False
+    """Whether the env provides an action mask at every step."""
+
+    def __post_init__(self) -> None:
+        if self.obs_dtype not in OBS_DTYPES:
+            raise ValueError(f"obs_dtype {self.obs_dtype!r} is not one of {sorted(OBS_DTYPES)}")
+        if not self.obs_shape or any(int(d) < 1 for d in self.obs_shape):
+            raise ValueError(f"obs_shape {self.obs_shape!r} must be a non-empty tuple of positive sizes")
+        if self.stack < 1:
+            raise ValueError(f"stack {self.stack!r} must be >= 1")
+        if self.num_actions < 1:
+            raise ValueError(f"num_actions {self.num_actions!r} must be >= 1")
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """Shape of one network input: the stack of observations (the observation itself when stack is 1)."""
+        return tuple(self.obs_shape) if self.stack == 1 else (self.stack, *self.obs_shape)
+
+
+@runtime_checkable
+class VectorEnv(Protocol):
+    """E envs stepped by one call (see the module docstring for the contract)."""
+
+    num_envs: int
+    spec: EnvSpec
+
+    def reset(self, seed: int | None = None) -> np.ndarray: ...
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]: ...
+
+    def action_mask(self) -> np.ndarray: ...
+
+    def close(self) -> None: ...
