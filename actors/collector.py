@@ -29,7 +29,7 @@ from actors.weights_client import WeightClient
 from shared.config import RunConfig
 from shared.env import make_env
 from shared.health import Heartbeat
-from shared.exploration import epsilons
+from shared.exploration import ExplorationHolds, epsilons
 from shared.network import QNetwork
 from shared.priorities import n_step_priorities
 
@@ -59,6 +59,7 @@ class Collector:
         self.num_actions = self.envs[0].num_actions
         self.env_steps = 0  # steps of each env (they advance in lockstep): the exploration schedule's clock
         self.epsilon = epsilons(cfg.actor, cfg.actors, actor_id, 0)
+        self.holds = ExplorationHolds(cfg.actor, n_env, self.num_actions, self.rng)
         self.net = QNetwork(stack, self.num_actions, size, dueling=cfg.net.dueling).eval()
         self.actor_priorities = cfg.replay.prioritized and cfg.replay.initial_priority == "actor"
         self.reward_scale = cfg.learner.resolved("cpu", cfg.env.name).reward_scale  # the learner's TD-error units
@@ -84,11 +85,11 @@ class Collector:
             return self.net(torch.from_numpy(self.stacks)).numpy()
 
     def act(self, q_out: np.ndarray | None = None) -> np.ndarray:
-        """Epsilon-greedy actions of every env; with ``q_out`` [E, A] the Q-values are always computed into it."""
+        """ez-greedy actions of every env (shared/exploration.py); with ``q_out`` [E, A] the Q-values are always computed into it."""
         if self.first_action_weights_version < 0:
             self.first_action_weights_version = self.weights_version
-        explore = self.rng.random(len(self.envs)) < self.epsilon
-        actions = self.rng.integers(self.num_actions, size=len(self.envs))
+        explore = self.holds.step(self.epsilon)
+        actions = self.holds.action.copy()
         if q_out is not None or not explore.all():
             q = self.q_values()
             if q_out is not None:
@@ -160,6 +161,7 @@ class Collector:
         self.finished.append((float(self.episode_return[e]), float(self.episode_max_x[e]), float(flag)))
         self.episode_return[e] = 0.0
         self.episode_max_x[e] = 0
+        self.holds.clear(e)
 
     def close(self) -> None:
         for env in self.envs:

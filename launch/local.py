@@ -107,12 +107,14 @@ def run(cfg: RunConfig) -> int:
         f"{'dueling' if cfg.net.dueling else 'Nature-DQN'} head)"
     print(f"[MAIN] run folder {run_dir}, device {device}, {cfg.actors} actors x {cfg.actor.envs_per_actor} env(s) "
           f"on {cfg.env.name} {cfg.env.stage}, {mode}", flush=True)
+    hold = (f"each random action held Zipf({cfg.actor.explore_repeat:g}) steps up to {cfg.actor.explore_repeat_max}"
+            if cfg.actor.explore_repeat else "random actions for one step")
     if cfg.actor.epsilon >= 0:
-        print(f"[MAIN] exploration: fixed epsilon {cfg.actor.epsilon:g} in every env", flush=True)
+        print(f"[MAIN] exploration: fixed epsilon {cfg.actor.epsilon:g} in every env, {hold}", flush=True)
     else:
         floors = [f"{e:.3g}" for a in range(min(cfg.actors, 8)) for e in epsilon_floors(cfg.actor, cfg.actors, a)]
         print(f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
-              f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); replay ratio at most "
+              f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}), {hold}; replay ratio at most "
               f"{cfg.learner.samples_per_insert:g} samples per transition, reward scale {lc.reward_scale:.4g}, "
               f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, BatchNorm {lc.batchnorm}", flush=True)
     if resume_state is not None:

@@ -67,6 +67,10 @@ class ActorConfig:
     """Lowest floor of any env: with few envs Ape-X's spread would leave some envs nearly greedy on a deterministic game (4 envs: 0.40, 0.05, 0.05, 0.05). 0.05 because two runs on Mario 1-1 with it (55 and 60 minutes) evaluated at mean x_pos 1,164 and 947, against 901 for an hour with 0.01; runs differ by about 200 (README)."""
     eps_anneal_steps: int = 25_000
     """Steps of each env over which its epsilon falls linearly from 1.0 to its floor (4 envs: the run's first 100K transitions); 0: start at the floor."""
+    explore_repeat: float = 2.0
+    """Temporally extended exploration (ez-greedy, Dabney et al. 2021): an env that explores holds one random action for n steps, n ~ Zipf(explore_repeat) capped at explore_repeat_max (P(n=1) = 0.61 at 2.0), so a random jump is held long enough to be a jump; 0: plain epsilon-greedy (n = 1)."""
+    explore_repeat_max: int = 10
+    """Longest hold of one exploratory action, in agent steps."""
     max_staged_batches: int = 16
     """Batches an actor holds when the learner does not take them; beyond it the oldest is dropped and counted."""
     send_hwm: int = 4
@@ -91,6 +95,10 @@ class ActorConfig:
         _check(self.eps_alpha >= 0, "actor.eps_alpha", self.eps_alpha, "must be >= 0")
         _check(0.0 <= self.eps_min <= 1.0, "actor.eps_min", self.eps_min, "must be in [0, 1]")
         _check(self.eps_anneal_steps >= 0, "actor.eps_anneal_steps", self.eps_anneal_steps, "must be >= 0")
+        _check(self.explore_repeat == 0 or self.explore_repeat > 1, "actor.explore_repeat", self.explore_repeat,
+               "must be 0 (off) or > 1 (the Zipf exponent)")
+        _check(1 <= self.explore_repeat_max <= 10_000, "actor.explore_repeat_max", self.explore_repeat_max,
+               "must be in [1, 10000]")
         _check(self.max_staged_batches >= 1, "actor.max_staged_batches", self.max_staged_batches, "must be >= 1")
         _check(self.send_hwm >= 1, "actor.send_hwm", self.send_hwm, "must be >= 1")
 
