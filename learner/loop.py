@@ -155,6 +155,7 @@ class Learner:
                 if epoch.updates == 0:  # an epoch's clock starts at its first update (not while replay fills)
                     epoch = EpochAccumulator(started=time.monotonic(), processed_at_start=self.plane.processed)
                 self.dqn.is_beta = self.cfg.replay.beta_at(c.inserted)
+                self.dqn.set_lr(self.dqn.cfg.lr_at(c.inserted))
                 epoch.add(self.dqn.update(replay))
                 c.updates += 1
                 c.samples_trained += self.dqn.effective_batch
@@ -211,6 +212,7 @@ class Learner:
             "learner/updates_per_s": acc.updates / seconds,
             "learner/samples_per_s": acc.updates * self.dqn.effective_batch / seconds,
             "learner/replay_ratio": self.counters.samples_trained / max(self.counters.inserted, 1),
+            "learner/lr": self.dqn.optimizer.param_groups[0]["lr"],
             "learner/weights_version": self.counters.weights_version,
             "actor/experiences_per_s": (stats.processed - acc.processed_at_start) / seconds,
             "learner/updates": self.counters.updates,

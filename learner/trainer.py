@@ -189,6 +189,11 @@ class DQNLearner:
         loss, td, q, norm = torch.stack([loss_total, td_total, q_total, grad_norm.float()]).tolist()  # one sync
         return UpdateStats(loss / steps, td / steps, q / steps, norm)
 
+    def set_lr(self, lr: float) -> None:
+        """Set the optimizer's learning rate (the loop follows LearnerConfig.lr_at)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
     def sync_target(self) -> None:
         self.target.load_state_dict(self.online.state_dict())
 

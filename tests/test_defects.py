@@ -6,7 +6,7 @@ import torch
 
 from learner.replay import FrameReplay
 from learner.trainer import DQNLearner
-from shared.config import ActorConfig, LearnerConfig
+from shared.config import ActorConfig, ConfigError, LearnerConfig
 from shared.exploration import ExplorationHolds, epsilon_floors, epsilons, mean_floor
 from shared.network import QNetwork
 
@@ -86,6 +86,16 @@ def test_exploration_anneals_from_one_to_each_envs_floor():
     assert mean_floor(cfg, 4) == pytest.approx(floors.mean())
     assert epsilons(ActorConfig(epsilon=0.2), 4, 3, 0)[0] == 0.2  # a fixed epsilon replaces the schedule
     assert epsilons(ActorConfig(eps_anneal_steps=0), 4, 0, 0)[0] == pytest.approx(0.4)
+
+
+def test_learning_rate_decays_linearly_to_its_final_fraction():
+    cfg = LearnerConfig(lr=2e-4, lr_final=0.1, lr_decay_steps=1000)
+    assert cfg.lr_at(0) == pytest.approx(2e-4)
+    assert cfg.lr_at(500) == pytest.approx(1.1e-4)
+    assert cfg.lr_at(1000) == cfg.lr_at(10**9) == pytest.approx(2e-5)
+    assert LearnerConfig(lr=2e-4, lr_decay_steps=0).lr_at(10**9) == 2e-4
+    with pytest.raises(ConfigError, match="learner.lr_final=0"):
+        LearnerConfig(lr_final=0).validate()
 
 
 def test_exploration_holds_a_random_action_for_zipf_steps():
