@@ -67,8 +67,8 @@ class ActorConfig:
     """Lowest floor of any env: with few envs Ape-X's spread would leave some envs nearly greedy on a deterministic game (4 envs: 0.40, 0.05, 0.05, 0.05). 0.05 because two runs on Mario 1-1 with it (55 and 60 minutes) evaluated at mean x_pos 1,164 and 947, against 901 for an hour with 0.01; runs differ by about 200 (README)."""
     eps_anneal_steps: int = 25_000
     """Steps of each env over which its epsilon falls linearly from 1.0 to its floor (4 envs: the run's first 100K transitions); 0: start at the floor."""
-    explore_repeat: float = 2.0
-    """Temporally extended exploration (ez-greedy, Dabney et al. 2021): an env that explores holds one random action for n steps, n ~ Zipf(explore_repeat) capped at explore_repeat_max (P(n=1) = 0.61 at 2.0), so a random jump is held long enough to be a jump; 0: plain epsilon-greedy (n = 1)."""
+    explore_repeat: float = 0.0
+    """Temporally extended exploration (ez-greedy, Dabney et al. 2021): an env that explores holds one random action for n steps, n ~ Zipf(explore_repeat) capped at explore_repeat_max (P(n=1) = 0.61 at 2.0), so a random jump is held long enough to be a jump; 0 (default): plain epsilon-greedy (n = 1). Off by default: an hour on Mario 1-1 with 2.0 (and lr decay, right_only, replay 300K) evaluated at mean x_pos 1,071, no better than the default hour's 1,158 (README)."""
     explore_repeat_max: int = 10
     """Longest hold of one exploratory action, in agent steps."""
     max_staged_batches: int = 16
@@ -236,8 +236,8 @@ class LearnerConfig:
     """BatchNorm in the TD update: 'eval' uses running statistics for Q(s, a), the argmax and the target, i.e. the function the actors play (they run eval mode), moved by a no-grad train-mode pass over obs; 'joint' runs obs and next_obs through the online net in one train-mode forward (the target net on batch statistics too); 'split' uses batch statistics for Q(s, a) and running statistics for the bootstrap."""
     lr: float = 2.5e-4
     """Adam learning rate at the start."""
-    lr_final: float = 0.1
-    """Fraction of lr reached after lr_decay_steps transitions: the rate falls linearly from lr to lr * lr_final over them, then stays (1: constant). Mario's policy swung between checkpoints (in-training evaluations 1,659 then 952 twenty epochs later, one hour on 1-1): a falling rate lets the late policy settle."""
+    lr_final: float = 1.0
+    """Fraction of lr reached after lr_decay_steps transitions: the rate falls linearly from lr to lr * lr_final over them, then stays; 1 (default): constant. Tried at 0.1 against Mario's checkpoint-to-checkpoint swings (in-training evaluations 1,659 then 952 twenty epochs later): that hour (with ez-greedy, right_only, replay 300K) evaluated at 1,071, no better than the default hour's 1,158, so it stays off (README)."""
     lr_decay_steps: int = 300_000
     """Transitions inserted over which the learning rate decays (about one hour of 4 Mario actors on a 2-core machine); 0: constant."""
     adam_eps: float = 1.5e-4
