@@ -35,57 +35,7 @@ def _conv_out(size: int, kernel: int, stride: int) -> int:
     return (size - kernel) // stride + 1
 
 
-class QNetwork(nn.Module):
-    """Maps uint8 stacks [B, C, H, W] to Q-values [B, num_actions]."""
-
-    def __init__(self, in_channels: int, num_actions: int, frame_size: int = 84, dueling: bool = True):
-        super().__init__()
-        self.dueling = dueling
-        self.features = nn.Sequential(
-            nn.Conv2d(in_channels, 32, kernel_size=8, stride=4, bias=False),
-            nn.BatchNorm2d(32),
-            nn.ReLU(inplace=True),
-            nn.Conv2d(32, 64, kernel_size=4, stride=2, bias=False),
-            nn.BatchNorm2d(64),
-            nn.ReLU(inplace=True),
-            nn.Conv2d(64, 64, kernel_size=3, stride=1, bias=False),
-            nn.BatchNorm2d(64),
-            nn.ReLU(inplace=True),
-            nn.Flatten(),
-        )
-        side = _conv_out(_conv_out(_conv_out(frame_size, 8, 4), 4, 2), 3, 1)
-
-        def mlp(outputs: int) -> nn.Sequential:
-            return nn.Sequential(nn.Linear(64 * side * side, 512), nn.ReLU(inplace=True), nn.Linear(512, outputs))
-
-        if dueling:
-            self.value, self.advantage = mlp(1), mlp(num_actions)
-        else:
-            self.head = mlp(num_actions)
-        for module in self.modules():
-            if isinstance(module, (nn.Conv2d, nn.Linear)):
-                nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        if obs.dim() == 3:  # [B, H, W]: single frames (a 2-D obs spec with stack 1) are one channel
-            obs = obs.unsqueeze(1)
-        x = self.features(obs.float() / 255.0)
-        with torch.autocast(x.device.type, enabled=False):  # the head and the Q-values in fp32, always
-            x = x.float()
-            if not self.dueling:
-                return self.head(x)
-            advantage = self.advantage(x)
-            return self.value(x) + advantage - advantage.mean(dim=1, keepdim=True)
-
-
-def is_dueling(state_dict: dict) -> bool:
-    """Whether a saved state dict (plain or ``torch.compile``'d keys) holds a dueling head."""
-    return any(k.removeprefix("_orig_mod.").startswith("advantage.") for k in state_dict)
-
-
-# --- Networks for any env with a declared spec (issue 11) --------------------------------------
+# --- Building blocks shared by every family (QNetwork and the networks for other env specs) ---
 #
 # Every family below follows QNetwork's conventions: no bias before a BatchNorm, ReLUs in place,
 # He (Kaiming) initialisation for ReLU of every Conv2d/Linear (biases zero), streams named
@@ -114,7 +64,7 @@ def _stream(in_features: int, hidden: int, outputs: int) -> nn.Sequential:
 
 
 class _DuelingHead(nn.Module):
-    """Base of the flat-feature families: ``features`` then QNetwork's head (fp32, dueling or plain)."""
+    """Base of the flat-feature families (QNetwork included): ``features`` then the head (fp32, dueling or plain)."""
 
     dueling: bool
     features: nn.Module
@@ -133,6 +83,38 @@ class _DuelingHead(nn.Module):
                 return self.head(x)
             advantage = self.advantage(x)
             return self.value(x) + advantage - advantage.mean(dim=1, keepdim=True)
+
+
+class QNetwork(_DuelingHead):
+    """Maps uint8 stacks [B, C, H, W] to Q-values [B, num_actions]."""
+
+    def __init__(self, in_channels: int, num_actions: int, frame_size: int = 84, dueling: bool = True):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, 32, kernel_size=8, stride=4, bias=False),
+            nn.BatchNorm2d(32),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(32, 64, kernel_size=4, stride=2, bias=False),
+            nn.BatchNorm2d(64),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(64, 64, kernel_size=3, stride=1, bias=False),
+            nn.BatchNorm2d(64),
+            nn.ReLU(inplace=True),
+            nn.Flatten(),
+        )
+        side = _conv_out(_conv_out(_conv_out(frame_size, 8, 4), 4, 2), 3, 1)
+        self._make_head(64 * side * side, 512, num_actions, dueling)
+        _he_init(self)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if obs.dim() == 3:  # [B, H, W]: single frames (a 2-D obs spec with stack 1) are one channel
+            obs = obs.unsqueeze(1)
+        return self._head(self.features(obs.float() / 255.0))
+
+
+def is_dueling(state_dict: dict) -> bool:
+    """Whether a saved state dict (plain or ``torch.compile``'d keys) holds a dueling head."""
+    return any(k.removeprefix("_orig_mod.").startswith("advantage.") for k in state_dict)
 
 
 class MLPQNetwork(_DuelingHead):
