@@ -34,6 +34,8 @@ class EnvConfig:
     """Side of the square grayscale observation, in pixels."""
     stack: int = 4
     """Frames per stacked observation given to the network."""
+    jump_release: bool = True
+    """Mario: a frame that asks for A while A was held on the frame before and Mario stands on the ground sends the buttons without A, so the next frame jumps again (SMB jumps only when A goes down; shared/env.py). Without it a greedy policy that keeps choosing right+A+B against a pipe holds A and never jumps: every greedy policy of the hours without it ended so. False: the raw buttons."""
     max_episode_steps: int = 4500
     """Agent steps after which an episode is truncated (0: never). Truncation bootstraps; termination does not."""
 

@@ -28,6 +28,13 @@ elementwise max of the last two frames emulated in this step (a single frame whe
 was), resized to ``frame_size`` x ``frame_size`` with ``INTER_AREA``, uint8. The reset frame is
 the gray, resized reset screen. The emulator is built inside the calling process, never pickled.
 
+Jump release (``env.jump_release``, on by default): SMB starts a jump only on the frame A goes
+down, so an agent that keeps choosing a jump action while standing (against a pipe, after
+landing) would hold A and never jump again; the 84x84 frame stack cannot show that A is held.
+With jump release, a frame that asks for A while A was held on the frame before and Mario is on
+the ground (RAM 0x1D == 0) sends the same buttons without A: the next frame presses A again and
+jumps. Holding A in the air still gives the full-height jump.
+
 The inner env may speak the old Gym API (``reset() -> obs``; ``step -> (obs, r, done, info)``,
 nes-py 8 / gym-super-mario-bros 7) or the Gymnasium API (``reset() -> (obs, info)``;
 ``step -> (obs, r, terminated, truncated, info)``, gym-super-mario-bros 9); the shape of
@@ -307,6 +314,38 @@ def _import_mario() -> tuple[Any, Any]:
     return SuperMarioBrosEnv, JoypadSpace
 
 
+class _JumpReleasePad:
+    """Action index -> NES button byte, releasing A for one frame when it would be held on the ground.
+
+    Wraps a nes-py ``JoypadSpace`` and steps the raw emulator with the byte itself (module
+    docstring, "Jump release").
+    """
+
+    A = 0b00000001  # nes-py's JoypadSpace bit for the A button
+    ON_GROUND_ADDR = 0x1D  # Player_FloatState: 0 on the ground
+
+    def __init__(self, joypad: Any, raw: Any) -> None:
+        self._joypad = joypad
+        self._raw_step = joypad.env.step
+        self._ram = raw.ram
+        self._bytes = [int(joypad._action_map[i]) for i in range(len(joypad._action_map))]
+        self._held = 0
+
+    def reset(self) -> Any:
+        self._held = 0
+        return self._joypad.reset()
+
+    def step(self, action: int) -> Any:
+        byte = self._bytes[action]
+        if byte & self._held & self.A and self._ram[self.ON_GROUND_ADDR] == 0:
+            byte &= ~self.A
+        self._held = byte
+        return self._raw_step(byte)
+
+    def close(self) -> None:
+        self._joypad.close()
+
+
 class MarioEnv(_Preprocess):
     """Super Mario Bros (nes-py), built in this process, with the standard preprocessing.
 
@@ -323,6 +362,8 @@ class MarioEnv(_Preprocess):
             warnings.simplefilter("ignore", DeprecationWarning)
             raw = SuperMarioBrosEnv(rom_mode="vanilla", lost_levels=False, target=target)
             inner = JoypadSpace(raw, buttons)
+        if cfg.jump_release:
+            inner = _JumpReleasePad(inner, raw)
         self.raw = raw
         super().__init__(inner, len(buttons), cfg.frame_skip, cfg.frame_size, cfg.max_episode_steps,
                          seed=seed, seed_fn=getattr(raw, "seed", None))
