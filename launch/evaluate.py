@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", default=None, metavar="PATH", help="checkpoint file to load instead of RUN_DIR/checkpoint.pt")
     p.add_argument("--env", default=None, help="mario, catch or fake; only without RUN_DIR (random policy)")
     p.add_argument("--max-episode-steps", type=int, default=None, help="override the env's time limit (0: none)")
+    p.add_argument("--jump-release", default=None, choices=("on", "off"),
+                   help="Mario's jump release (env.jump_release; default: the run's setting, on without RUN_DIR)")
     p.add_argument("--video", default=None, metavar="PATH", help="record the best episode to PATH.mp4 or PATH.gif")
     p.add_argument("--video-episode", default="best", choices=("best", "greedy"),
                    help="which episode --video records: the best of the epsilon run (default) or the pure-greedy one")
@@ -152,6 +154,8 @@ def resolve(args: argparse.Namespace) -> dict:
         changes["stage"] = args.stage
     if args.max_episode_steps is not None:
         changes["max_episode_steps"] = args.max_episode_steps
+    if args.jump_release is not None:
+        changes["jump_release"] = args.jump_release == "on"
     env = dataclasses.replace(env, **changes)
     try:
         env.validate()

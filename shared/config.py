@@ -35,7 +35,7 @@ class EnvConfig:
     stack: int = 4
     """Frames per stacked observation given to the network."""
     jump_release: bool = True
-    """Mario: a frame that asks for A while A was held on the frame before and Mario stands on the ground sends the buttons without A, so the next frame jumps again (SMB jumps only when A goes down; shared/env.py). Without it a greedy policy that keeps choosing right+A+B against a pipe holds A and never jumps: every greedy policy of the hours without it ended so. False: the raw buttons."""
+    """Mario: a frame that asks for A while A was sent on the two frames before and Mario stands on the ground sends the buttons without A, so the next frame jumps again (SMB jumps only when A goes down; shared/env.py). Without it a greedy policy that keeps choosing right+A+B against a pipe holds A and never jumps: every greedy policy of the hours without it ended so. False: the raw buttons."""
     max_episode_steps: int = 4500
     """Agent steps after which an episode is truncated (0: never). Truncation bootstraps; termination does not."""
 
@@ -407,7 +407,18 @@ class RunConfig:
 
     @classmethod
     def from_json(cls, text: str) -> "RunConfig":
-        return from_dict(cls, json.loads(text))
+        """Parse a saved config; a field older runs did not save takes the value their code used (LEGACY_VALUES)."""
+        data = json.loads(text)
+        if isinstance(data, dict):
+            for section, fields in LEGACY_VALUES.items():
+                if isinstance(data.get(section), dict):
+                    for key, value in fields.items():
+                        data[section].setdefault(key, value)
+        return from_dict(cls, data)
+
+
+LEGACY_VALUES: dict[str, dict[str, Any]] = {"env": {"jump_release": False}}
+"""Fields whose default changed after runs were saved without them: section -> field -> the old behaviour."""
 
 
 class ConfigError(ValueError):

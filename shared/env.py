@@ -31,9 +31,10 @@ the gray, resized reset screen. The emulator is built inside the calling process
 Jump release (``env.jump_release``, on by default): SMB starts a jump only on the frame A goes
 down, so an agent that keeps choosing a jump action while standing (against a pipe, after
 landing) would hold A and never jump again; the 84x84 frame stack cannot show that A is held.
-With jump release, a frame that asks for A while A was held on the frame before and Mario is on
-the ground (RAM 0x1D == 0) sends the same buttons without A: the next frame presses A again and
-jumps. Holding A in the air still gives the full-height jump.
+With jump release, a frame that asks for A while A was sent on each of the two frames before and
+Mario is on the ground (RAM 0x1D == 0) sends the same buttons without A: the next frame presses A
+again and jumps (two frames, not one: the game acts on a press one frame late, so Mario still reads
+as on the ground on the frame after A went down, and releasing then would cut the jump short). Holding A in the air still gives the full-height jump.
 
 The inner env may speak the old Gym API (``reset() -> obs``; ``step -> (obs, r, done, info)``,
 nes-py 8 / gym-super-mario-bros 7) or the Gymnasium API (``reset() -> (obs, info)``;
@@ -329,17 +330,19 @@ class _JumpReleasePad:
         self._raw_step = joypad.env.step
         self._ram = raw.ram
         self._bytes = [int(joypad._action_map[i]) for i in range(len(joypad._action_map))]
-        self._held = 0
+        self._held = self._held_before = 0  # bytes sent on the last frame and the one before
 
     def reset(self) -> Any:
-        self._held = 0
+        self._held = self._held_before = 0
         return self._joypad.reset()
 
     def step(self, action: int) -> Any:
         byte = self._bytes[action]
-        if byte & self._held & self.A and self._ram[self.ON_GROUND_ADDR] == 0:
+        # The game acts on a press one frame late (Mario still reads as on the ground on the frame
+        # after A went down), so A must have been sent on both of the last two frames.
+        if byte & self._held & self._held_before & self.A and self._ram[self.ON_GROUND_ADDR] == 0:
             byte &= ~self.A
-        self._held = byte
+        self._held_before, self._held = self._held, byte
         return self._raw_step(byte)
 
     def close(self) -> None:

@@ -181,6 +181,56 @@ def test_mario_action_sets_and_time_limit():
     assert num_actions_for(EnvConfig(actions="right_only")) == 5
 
 
+def _jumps_while_holding(jump_release: bool, action: int, steps: int) -> tuple[int, int]:
+    """Take-offs (RAM 0x1D going 0 -> 1, checked every emulator frame) and final x while holding one action."""
+    env = MarioEnv(EnvConfig(name="mario", stage="1-1", actions="simple", jump_release=jump_release), 0)
+    try:
+        env.reset()
+        inner_step, ram = env.inner.step, env.raw.ram
+        take_offs, before = 0, int(ram[0x1D])
+
+        def counting_step(a):
+            nonlocal take_offs, before
+            out = inner_step(a)
+            now = int(ram[0x1D])
+            take_offs += before == 0 and now == 1
+            before = now
+            return out
+
+        env.inner.step = counting_step
+        x = 0
+        for _ in range(steps):
+            _, _, terminated, truncated, info = env.step(action)
+            x = info["x_pos"]
+            if terminated or truncated:
+                break
+        return take_offs, x
+    finally:
+        env.close()
+
+
+def test_jump_release_rejumps_while_a_is_held():
+    right_a_b = ACTION_SETS["simple"].index(["right", "A", "B"])
+    held, x_held = _jumps_while_holding(False, right_a_b, 150)
+    released, x_released = _jumps_while_holding(True, right_a_b, 150)
+    assert held == 1  # SMB jumps only when A goes down: holding it gives one jump
+    assert released >= 4, released  # released for one frame on landing: it jumps again, and again
+    assert x_released > x_held + 200, (x_held, x_released)  # and clears the pipe the held run walks into
+    right = ACTION_SETS["simple"].index(["right"])
+    assert _jumps_while_holding(True, right, 60)[0] == 0  # no A asked, none pressed
+
+
+def test_legacy_config_keeps_raw_buttons():
+    import json
+
+    from shared.config import RunConfig
+
+    data = json.loads(RunConfig().to_json())
+    assert data["env"]["jump_release"] is True  # the default now
+    del data["env"]["jump_release"]  # a run saved before the field existed played the raw buttons
+    assert RunConfig.from_json(json.dumps(data)).env.jump_release is False
+
+
 def test_action_sets_match_package():
     from gym_super_mario_bros import actions
 
