@@ -182,7 +182,8 @@ def test_mario_action_sets_and_time_limit():
 
 
 def _jumps_while_holding(jump_release: bool, action: int, steps: int) -> tuple[int, int]:
-    """Take-offs (RAM 0x1D going 0 -> 1, checked every emulator frame) and final x while holding one action."""
+    """Take-offs (RAM 0x1D going 0 -> 1 while Mario is not dying, RAM 0x0E != 0x0B; checked every emulator frame)
+    and final x while holding one action."""
     env = MarioEnv(EnvConfig(name="mario", stage="1-1", actions="simple", jump_release=jump_release), 0)
     try:
         env.reset()
@@ -193,7 +194,7 @@ def _jumps_while_holding(jump_release: bool, action: int, steps: int) -> tuple[i
             nonlocal take_offs, before
             out = inner_step(a)
             now = int(ram[0x1D])
-            take_offs += before == 0 and now == 1
+            take_offs += before == 0 and now == 1 and ram[0x0E] != 0x0B  # a death also sets 0x1D
             before = now
             return out
 
