@@ -230,11 +230,12 @@ def episode_record(e: Episode) -> dict:
 def _emulator_frames(env_cfg: EnvConfig, actions: np.ndarray, track: dict) -> Iterator[np.ndarray]:
     """Replay ``actions`` on a fresh Mario env, yielding the reset screen and then every emulator frame.
 
-    Each agent action is sent ``frame_skip`` times straight to ``env.inner`` (the JoypadSpace, or the
-    jump-release pad around it), stopping early when the episode ends, exactly as the preprocessing does. Frames are the inner
-    env's RGB observation (nes-py's ``raw.screen``, one buffer rewritten every frame): the consumer
-    must use or copy each one before asking for the next. ``track`` receives x_pos (max over agent
-    steps), steps replayed and whether the episode ended.
+    Each agent action is sent ``frame_skip`` times straight to ``env.inner`` (the JoypadSpace, or
+    the jump-release pad around it), stopping early when the episode ends, exactly as the
+    preprocessing does. Frames are the inner env's RGB observation (nes-py's ``raw.screen``, one
+    buffer rewritten every frame): the consumer must use or copy each one before asking for the
+    next. ``track`` receives x_pos (max over agent steps), steps replayed and whether the episode
+    ended.
     """
     env = make_env(dataclasses.replace(env_cfg, max_episode_steps=0), 0)
     try:

@@ -34,7 +34,8 @@ landing) would hold A and never jump again; the 84x84 frame stack cannot show th
 With jump release, a frame that asks for A while A was sent on each of the two frames before and
 Mario is on the ground (RAM 0x1D == 0) sends the same buttons without A: the next frame presses A
 again and jumps (two frames, not one: the game acts on a press one frame late, so Mario still reads
-as on the ground on the frame after A went down, and releasing then would cut the jump short). Holding A in the air still gives the full-height jump.
+as on the ground on the frame after A went down, and releasing then would cut the jump short).
+Holding A in the air still gives the full-height jump.
 
 The inner env may speak the old Gym API (``reset() -> obs``; ``step -> (obs, r, done, info)``,
 nes-py 8 / gym-super-mario-bros 7) or the Gymnasium API (``reset() -> (obs, info)``;
