@@ -6,9 +6,12 @@
     python -m launch.evaluate --policy random --stage 1-1 --episodes 20      # the random baseline
 
 RUN_DIR is a folder made by ``python -m launch.local``: its ``config.json`` gives the env (stage,
-action set, frame skip, frame size, stack, time limit) and its ``checkpoint.pt`` the network
-(``--checkpoint FILE`` reads another checkpoint file instead; without RUN_DIR the config is the
-one saved inside that checkpoint). The run's env is used as it was trained, except ``--stage``
+action set, frame skip, frame size, stack, time limit) and its ``best.pt`` the network: the
+weights that scored highest in the evaluation during training (on the seeds of ``--eval.seed``,
+not this command's), which is what a run hands over, since the last weights of a DQN run are one
+draw from a curve that swings between evaluations. ``--net online`` plays the last checkpoint
+(``checkpoint.pt``) instead, as does a run folder without ``best.pt``; ``--checkpoint FILE``
+reads another checkpoint file (without RUN_DIR the config is the one saved inside it). The run's env is used as it was trained, except ``--stage``
 and ``--max-episode-steps`` when given.
 
 ``--policy greedy`` (default) plays ``--episodes`` episodes epsilon-greedy at ``--epsilon`` and
@@ -65,10 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stage", default=None, help="Mario 'W-S' or 'all' (default: the run's stage, else 1-1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the env and of the exploration (default 0)")
     p.add_argument("--policy", default="greedy", help="greedy (epsilon-greedy on the network) or random")
-    p.add_argument("--net", default="online", choices=("online", "ema", "best"),
-                   help="which network plays: the checkpoint's online net (default), its moving average "
-                        "(--learner.ema-decay), or best: the weights that scored highest in the evaluation during "
-                        "training (RUN_DIR/best.pt)")
+    p.add_argument("--net", default="auto", choices=("auto", "best", "online", "ema"),
+                   help="which network plays: best = the weights that scored highest in the evaluation during "
+                        "training (RUN_DIR/best.pt, chosen on the in-training seeds); online = the last checkpoint's "
+                        "online net; ema = its moving average (--learner.ema-decay); auto (default) = best when "
+                        "RUN_DIR holds best.pt and no --checkpoint is given, else online")
     p.add_argument("--checkpoint", default=None, metavar="PATH", help="checkpoint file to load instead of RUN_DIR/checkpoint.pt")
     p.add_argument("--env", default=None, help="mario, catch or fake; only without RUN_DIR (random policy)")
     p.add_argument("--max-episode-steps", type=int, default=None, help="override the env's time limit (0: none)")
@@ -126,6 +130,9 @@ def resolve(args: argparse.Namespace) -> dict:
             except (ValueError, TypeError, OSError) as exc:
                 raise UsageError(f"config {config_path!r} is not readable: {exc}") from None
     if greedy:
+        if args.net == "auto":  # a run hands over its validated snapshot; an explicit file is played as it is
+            best_there = ckpt_path is None and run_dir is not None and os.path.isfile(os.path.join(run_dir, BEST_NAME))
+            args.net = "best" if best_there else "online"
         if ckpt_path is None:
             if run_dir is None:
                 raise UsageError("RUN_DIR (or --checkpoint) is required unless --policy random")

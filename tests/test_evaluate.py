@@ -10,7 +10,7 @@ import torch
 from actors.evaluator import (Episode, action_names_for, best_episode, build_network, play_episodes,
                               summarize)
 from launch.evaluate import main
-from learner.checkpoint import save_checkpoint
+from learner.checkpoint import save_best, save_checkpoint
 from shared.config import EnvConfig, RunConfig
 
 
@@ -72,6 +72,27 @@ def test_checkpoint_option_and_json_path(tmp_path):
     data = json.loads(out.read_text())
     assert data["checkpoint"] == str(copy) and data["run_dir"] is None
     assert data["env"]["name"] == "catch" and data["summary"]["episodes"] == 2
+
+
+def test_run_folder_plays_best_pt_unless_told_otherwise(tmp_path):
+    run = tmp_path / "run"
+    make_run(run, updates=7, inserted=1234)
+    assert main([str(run), "--episodes", "1", "--json", str(tmp_path / "no-best.json")]) == 0
+    played = json.loads((tmp_path / "no-best.json").read_text())  # no best.pt yet: the last checkpoint
+    assert played["net"] == "online" and played["checkpoint"] == str(run / "checkpoint.pt")
+    state = torch.load(run / "checkpoint.pt", weights_only=True)
+    state["counters"] = {**state["counters"], "updates": 3, "inserted": 555}
+    save_best(str(run), state)
+    assert main([str(run), "--episodes", "1", "--json", str(tmp_path / "auto.json")]) == 0
+    played = json.loads((tmp_path / "auto.json").read_text())
+    assert played["net"] == "best" and played["checkpoint"] == str(run / "best.pt")
+    assert played["updates"] == 3 and played["env_steps"] == 555
+    assert main([str(run), "--episodes", "1", "--net", "online", "--json", str(tmp_path / "last.json")]) == 0
+    played = json.loads((tmp_path / "last.json").read_text())
+    assert played["net"] == "online" and played["updates"] == 7 and played["env_steps"] == 1234
+    # an explicit checkpoint file is played as it is, even beside a best.pt
+    assert main(["--checkpoint", str(run / "checkpoint.pt"), "--episodes", "1", "--json", str(tmp_path / "f.json")]) == 0
+    assert json.loads((tmp_path / "f.json").read_text())["checkpoint"] == str(run / "checkpoint.pt")
 
 
 def test_play_episodes_policies():

@@ -136,14 +136,15 @@ def test_training_run_logs_env_steps_wall_clock_and_evaluations_in_plain_lines(t
     assert last["actor/episodes"] > 0 and last["actor/distance"] > 0  # FakeEnv x_pos = 3 * step: max x_pos > 0
     assert 0 <= last["actor/flag_rate"] <= 1 and 0 < last["actor/epsilon"] <= 1
     assert all(r["eval/episodes"] == 2 and r["eval/epsilon"] == 0.05 and r["eval/x_pos"] > 0 for r in evals)
-    # the best-scoring evaluated weights are kept as best.pt, and launch.evaluate plays them with --net best
+    # the best-scoring evaluated weights are kept as best.pt, and launch.evaluate RUN_DIR plays them
     best = torch.load(run_dir / "best.pt", weights_only=True)
     top = max(evals, key=lambda r: (r["eval/flag_rate"], r["eval/x_pos"]))
     assert best["eval"]["x_pos_mean"] == top["eval/x_pos"] and best["eval"]["flag_rate"] == top["eval/flag_rate"]
     assert best["counters"]["weights_version"] == top["eval/weights_version"]
     assert set(best["learner"]["online"]) == set(torch.load(run_dir / "checkpoint.pt", weights_only=True)["learner"]["online"])
     assert out.count("[MAIN] best evaluation so far") >= 1
-    played = subprocess.run([sys.executable, "-m", "launch.evaluate", str(run_dir), "--net", "best", "--episodes", "2",
+    played = subprocess.run([sys.executable, "-m", "launch.evaluate", str(run_dir), "--episodes", "2",
                              "--json", str(tmp_path / "best.json")], capture_output=True, text=True, timeout=120)
     assert played.returncode == 0, played.stdout + played.stderr
-    assert json.loads((tmp_path / "best.json").read_text())["checkpoint"].endswith("best.pt")
+    result = json.loads((tmp_path / "best.json").read_text())
+    assert result["net"] == "best" and result["checkpoint"].endswith("best.pt")
