@@ -30,6 +30,7 @@ from tqdm import tqdm
 from actors.collector import actor_main
 from actors.eval_actor import eval_process_main
 from launch.processes import ActorPool, spawn_context, start_process, stop_processes
+from learner.checkpoint import BEST_NAME
 from learner.loop import Learner, load_resume_state
 from shared.config import ConfigError, RunConfig, from_dict
 from shared.exploration import epsilon_floors
@@ -210,6 +211,9 @@ def run(cfg: RunConfig) -> int:
     print(f"[MAIN] stopped after {time.monotonic() - start:.1f}s: epoch {c.epoch}, {c.updates} updates, "
           f"weights v{c.weights_version}, actor weights versions {versions} (lag {lags}), actor exit codes {codes}"
           + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else ""), flush=True)
+    if os.path.isfile(os.path.join(run_dir, BEST_NAME)):
+        print(f"[MAIN] play the best evaluated weights: python -m launch.evaluate {run_dir} "
+              f"(the last checkpoint: add --net online)", flush=True)
     return 0
 
 

@@ -143,6 +143,7 @@ def test_training_run_logs_env_steps_wall_clock_and_evaluations_in_plain_lines(t
     assert best["counters"]["weights_version"] == top["eval/weights_version"]
     assert set(best["learner"]["online"]) == set(torch.load(run_dir / "checkpoint.pt", weights_only=True)["learner"]["online"])
     assert out.count("[MAIN] best evaluation so far") >= 1
+    assert f"[MAIN] play the best evaluated weights: python -m launch.evaluate {run_dir} " in out
     played = subprocess.run([sys.executable, "-m", "launch.evaluate", str(run_dir), "--episodes", "2",
                              "--json", str(tmp_path / "best.json")], capture_output=True, text=True, timeout=120)
     assert played.returncode == 0, played.stdout + played.stderr
