@@ -43,7 +43,7 @@ import zmq
 
 from actors.collector import actor_main
 from launch.original import OriginalLearner, OriginalSettings, original_collector_main
-from launch.processes import spawn_context, start_process, stop_processes
+from launch.processes import orphan_check, spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
 from learner.prioritized_replay import PrioritizedReplay
 from learner.replay import FrameReplay
@@ -217,7 +217,8 @@ def _synthetic_sender(cfg: RunConfig, slot: int, stop, batch: int) -> None:
     sock.connect(f"tcp://{cfg.transport.host}:{cfg.transport.base_port + slot}")
     stats = {k: 0.0 for k in protocol.STAT_KEYS}
     seq = 0
-    while not stop.is_set():
+    orphaned = orphan_check()
+    while not stop.is_set() and not orphaned():
         parts = protocol.encode_batch(slot, 1, seq, 0, *arrays, stats=stats)
         try:
             sock.send_multipart(parts, copy=False, flags=zmq.NOBLOCK)

@@ -29,6 +29,7 @@ import torch
 
 from actors.collector import Collector
 from actors.weights_client import WeightClient
+from launch.processes import orphan_check
 from learner.replay import FrameReplay
 from learner.trainer import DQNLearner
 from learner.weights import WeightServer
@@ -63,12 +64,13 @@ def original_collector_main(cfg: RunConfig, actor_id: int, stop_event: Any, shar
     lock_wait = blocked = 0.0
     puts = seq = 0
     started = time.perf_counter()
-    while not stop_event.is_set():
+    orphaned = orphan_check()
+    while not stop_event.is_set() and not orphaned():
         batch = collector.collect(chunk_steps, seq, weights.poll)
         t0 = time.perf_counter()
         with lock:
             t1 = time.perf_counter()
-            while not stop_event.is_set():
+            while not stop_event.is_set() and not orphaned():
                 try:
                     shared_queue.put((actor_id, batch.arrays), timeout=0.1)
                     break

@@ -36,6 +36,13 @@ def start_process(ctx: Any, target: Callable, args: tuple, name: str) -> Any:
     return proc
 
 
+def orphan_check() -> Callable[[], bool]:
+    """In a child process: a function that is True once the parent has died (the child was re-parented), so a
+    worker whose launcher was SIGKILLed stops instead of spinning on forever."""
+    parent = os.getppid()
+    return lambda: os.getppid() != parent
+
+
 def stop_processes(procs: list, stop_event: Any, timeout: float = 10.0) -> list[int | None]:
     """Set ``stop_event``, join every process within ``timeout``, then SIGTERM, then SIGKILL; exit codes."""
     stop_event.set()

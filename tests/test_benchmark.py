@@ -81,3 +81,31 @@ def test_readme_documents_every_system_key():
         readme = fh.read()
     for key in SYSTEM_KEYS | {"machine", "env_ceiling", "collection", "transport", "replay", "learner", "system"}:
         assert key in readme, key
+
+
+def test_a_sigkilled_benchmark_leaves_no_sender_running(tmp_path):
+    """The transport stage's synthetic senders stop by themselves once the benchmark process is gone."""
+    import signal
+    import time
+
+    import psutil
+
+    base = free_base_port(4) + 2
+    cmd = [sys.executable, "-m", "launch.benchmark", "--stages", "transport", "--transport-seconds", "60",
+           "--transport-senders", "2", "--run.transport.base-port", str(base), "--json", str(tmp_path / "b.json")]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, senders = time.monotonic() + 60, []
+        while time.monotonic() < deadline and len(senders) < 2:  # the two senders (the spawn tracker is not one)
+            time.sleep(0.5)
+            senders = [c for c in psutil.Process(proc.pid).children(recursive=True)
+                       if "multiprocessing-fork" in " ".join(c.cmdline())]
+        assert len(senders) == 2, [c.cmdline() for c in senders]
+        time.sleep(2.0)  # well inside the 3 s warm-up + 60 s window: the senders are pushing
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        gone, alive = psutil.wait_procs(senders, timeout=10)
+        assert not alive, [p.pid for p in alive]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
