@@ -84,9 +84,13 @@ class DataPlane:
         return self
 
     def drain(self, timeout: float = 0.0, max_batches: int = 1 << 30) -> int:
-        """Write queued batches into replay; wait up to ``timeout`` s for the first. Returns batches written."""
-        written = 0
-        while written < max_batches:
+        """Write the batches queued when it is called into replay (at most ``max_batches``), waiting up to
+        ``timeout`` s for a first one when none is; returns batches written. Batches that arrive meanwhile wait
+        for the next call: when they come faster than replay takes them (synthetic senders, a slow prioritized
+        insert), an open-ended drain never returned and its caller's clock never ran (the benchmark's transport
+        stage hung)."""
+        written, limit = 0, min(max_batches, max(1, self.queue.qsize()))
+        while written < limit:
             try:
                 batch = self.queue.get(timeout=timeout) if written == 0 and timeout > 0 else self.queue.get_nowait()
             except queue.Empty:
