@@ -11,8 +11,8 @@ weights that scored highest in the evaluation during training (on the seeds of `
 not this command's), which is what a run hands over, since the last weights of a DQN run are one
 draw from a curve that swings between evaluations. ``--net online`` plays the last checkpoint
 (``checkpoint.pt``) instead, as does a run folder without ``best.pt``; ``--checkpoint FILE``
-reads another checkpoint file (without RUN_DIR the config is the one saved inside it). The run's env is used as it was trained, except ``--stage``
-and ``--max-episode-steps`` when given.
+reads another checkpoint file (without RUN_DIR the config is the one saved inside it). The run's
+env is used as it was trained, except ``--stage`` and ``--max-episode-steps`` when given.
 
 ``--policy greedy`` (default) plays ``--episodes`` episodes epsilon-greedy at ``--epsilon`` and
 one more at epsilon 0 (Mario is deterministic given the actions, so one pure-greedy episode is all

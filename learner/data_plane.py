@@ -86,9 +86,9 @@ class DataPlane:
     def drain(self, timeout: float = 0.0, max_batches: int = 1 << 30) -> int:
         """Write the batches queued when it is called into replay (at most ``max_batches``), waiting up to
         ``timeout`` s for a first one when none is; returns batches written. Batches that arrive meanwhile wait
-        for the next call: when they come faster than replay takes them (synthetic senders, a slow prioritized
-        insert), an open-ended drain never returned and its caller's clock never ran (the benchmark's transport
-        stage hung)."""
+        for the next call: when they come as fast as replay takes them (synthetic senders against a prioritized
+        insert), an open-ended drain ran far past its caller's clock (the benchmark's transport stage took 60 s
+        of wall-clock for a 2 s window)."""
         written, limit = 0, min(max_batches, max(1, self.queue.qsize()))
         while written < limit:
             try:

@@ -109,4 +109,3 @@ def test_a_sigkilled_benchmark_leaves_no_sender_running(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-
