@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -22,8 +23,8 @@ from typing import Any, Literal
 class EnvConfig:
     """The game and its preprocessing (identical in actors, benchmark and tests)."""
 
-    name: Literal["mario", "catch", "fake"] = "mario"
-    """Environment: 'mario' (nes-py Super Mario Bros), 'catch' (tiny pixel game DQN solves in minutes) or 'fake' (synthetic frames for plumbing tests)."""
+    name: Literal["mario", "catch", "fake", "snake", "fuelbreak"] = "mario"
+    """Environment: 'mario' (nes-py Super Mario Bros), 'catch' (tiny pixel game DQN solves in minutes), 'fake' (synthetic frames for plumbing tests), 'snake' (numpy-vectorized Snake, shared/snake.py) or 'fuelbreak' (fuel-break placement against a wildfire CA, with action masks, shared/fuelbreak.py). The frame options (frame_skip, frame_size, stack, stage, actions, jump_release) apply to mario, catch and fake only."""
     stage: str = "1-1"
     """Mario world-stage 'W-S' (e.g. 1-1, 4-2); 'all' plays the whole game, ending at game over."""
     actions: Literal["right_only", "simple", "complex"] = "simple"
@@ -37,10 +38,24 @@ class EnvConfig:
     jump_release: bool = True
     """Mario: a frame that asks for A while A was sent on the two frames before and Mario stands on the ground sends the buttons without A, so the next frame jumps again (SMB jumps only when A goes down; shared/env.py). Without it a greedy policy that keeps choosing right+A+B against a pipe holds A and never jumps: every greedy policy of the hours without it ended so. False: the raw buttons."""
     max_episode_steps: int = 4500
-    """Agent steps after which an episode is truncated (0: never). Truncation bootstraps; termination does not."""
+    """Agent steps after which an episode is truncated (0: never). Truncation bootstraps; termination does not. Snake: its max_steps; fuel breaks end at their budget and ignore it."""
+    snake_size: int = 10
+    """Snake: side of the square grid, in cells (>= 4)."""
+    snake_obs: Literal["features", "grid"] = "features"
+    """Snake: 'features' (float32 (14,): danger, food direction, heading and three flood-fill region sizes; an MLP Q-network) or 'grid' (uint8 (3, H, W) planes body, head, food; a small conv net)."""
+    snake_hunger: int = 0
+    """Snake: steps in a row without eating after which an episode is truncated; 0: the number of cells (a snake following a Hamiltonian cycle never starves)."""
+    snake_flood: bool = True
+    """Snake: the three flood-fill features (reachable free cells straight, left, right, over H*W) in the 'features' observation."""
+    fuelbreak_size: int = 32
+    """Fuel breaks: side of the square landscape in cells (>= 8); one action per cell."""
+    fuelbreak_budget: int = 16
+    """Fuel breaks: breaks placed per episode (one per step); the fire burns when the budget is spent."""
+    fuelbreak_ignitions: int = 3
+    """Fuel breaks: most ignition points per episode (each episode draws 1..this many)."""
 
     def validate(self) -> None:
-        _check(self.name in ("mario", "catch", "fake"), "env.name", self.name, "must be 'mario', 'catch' or 'fake'")
+        _check(self.name in ENV_NAMES, "env.name", self.name, f"must be one of {', '.join(map(repr, ENV_NAMES))}")
         _check(self.actions in ("right_only", "simple", "complex"), "env.actions", self.actions,
                "must be 'right_only', 'simple' or 'complex'")
         _check(self.frame_skip >= 1, "env.frame_skip", self.frame_skip, "must be >= 1")
@@ -49,6 +64,25 @@ class EnvConfig:
         _check(self.max_episode_steps >= 0, "env.max_episode_steps", self.max_episode_steps, "must be >= 0")
         if self.name == "mario":
             _check(_stage_ok(self.stage), "env.stage", self.stage, "must be 'W-S' with W in 1..8 and S in 1..4, or 'all'")
+        _check(_is_int(self.snake_size) and 4 <= self.snake_size <= 256, "env.snake_size", self.snake_size,
+               "must be an integer in [4, 256]")
+        _check(self.snake_obs in ("features", "grid"), "env.snake_obs", self.snake_obs, "must be 'features' or 'grid'")
+        _check(_is_int(self.snake_hunger) and self.snake_hunger >= 0, "env.snake_hunger", self.snake_hunger,
+               "must be an integer >= 0 (0: the number of cells)")
+        _check(_is_int(self.fuelbreak_size) and 8 <= self.fuelbreak_size <= 256, "env.fuelbreak_size",
+               self.fuelbreak_size, "must be an integer in [8, 256]")
+        _check(_is_int(self.fuelbreak_ignitions) and self.fuelbreak_ignitions >= 1, "env.fuelbreak_ignitions",
+               self.fuelbreak_ignitions, "must be an integer >= 1")
+        cells = self.fuelbreak_size ** 2 if _is_int(self.fuelbreak_size) else 0
+        room = cells - math.ceil(0.30 * cells) - self.fuelbreak_ignitions  # as shared/fuelbreak.py: always-free cells
+        _check(_is_int(self.fuelbreak_budget) and 1 <= self.fuelbreak_budget <= room, "env.fuelbreak_budget",
+               self.fuelbreak_budget, f"must be an integer in [1, {room}] on a {self.fuelbreak_size}x"
+               f"{self.fuelbreak_size} landscape with {self.fuelbreak_ignitions} ignitions")
+
+
+ENV_NAMES = ("mario", "catch", "fake", "snake", "fuelbreak")
+VECTOR_ENVS = ("snake", "fuelbreak")
+"""Envs that are vector envs themselves (shared/spec.py); the others are single frame envs stepped side by side."""
 
 
 @dataclass
@@ -90,7 +124,7 @@ class ActorConfig:
         _check(0 <= self.nice <= 19, "actor.nice", self.nice, "must be in [0, 19]")
         _check(self.weights_timeout >= 0, "actor.weights_timeout", self.weights_timeout, "must be >= 0")
         _check(self.slot_wait >= 0, "actor.slot_wait", self.slot_wait, "must be >= 0 (0: wait forever)")
-        _check(1 <= self.envs_per_actor <= 64, "actor.envs_per_actor", self.envs_per_actor, "must be in [1, 64]")
+        _check(1 <= self.envs_per_actor <= 4096, "actor.envs_per_actor", self.envs_per_actor, "must be in [1, 4096]")
         _check(1 <= self.batch_steps <= 4096, "actor.batch_steps", self.batch_steps, "must be in [1, 4096]")
         _check(self.epsilon <= 1.0, "actor.epsilon", self.epsilon, "must be <= 1 (negative: Ape-X schedule)")
         _check(0.0 < self.eps_base < 1.0, "actor.eps_base", self.eps_base, "must be in (0, 1)")
@@ -233,7 +267,7 @@ class LearnerConfig:
     accum_steps: int = 0
     """Micro-steps accumulated per optimizer update (effective batch = micro_batch * accum_steps); 0: auto, 1 (with samples_per_insert 8: one update per 8 transitions on CPU, per 64 on CUDA; seed 003's x4 made it one per 256)."""
     reward_scale: float = 0.0
-    """Rewards are multiplied by this in the TD target (replay and logged returns stay in game units); 0: auto, 1/15 for Mario (its per-frame reward clip, so one frame's reward is in [-1, 1]), 1 otherwise."""
+    """Rewards are multiplied by this in the TD target (replay and logged returns stay in game units); 0: auto, 1/15 for Mario (its per-frame reward clip, so one frame's reward is in [-1, 1]), 1/10 for Snake (food and death are +-10), 1 otherwise."""
     batchnorm: Literal["joint", "split", "eval"] = "eval"
     """BatchNorm in the TD update: 'eval' uses running statistics for Q(s, a), the argmax and the target, i.e. the function the actors play (they run eval mode), moved by a no-grad train-mode pass over obs; 'joint' runs obs and next_obs through the online net in one train-mode forward (the target net on batch statistics too); 'split' uses batch statistics for Q(s, a) and running statistics for the bootstrap."""
     lr: float = 2.5e-4
@@ -307,7 +341,11 @@ class LearnerConfig:
         cuda = device_type == "cuda"
         return dataclasses.replace(self, micro_batch=self.micro_batch or (512 if cuda else 64),
                                    accum_steps=self.accum_steps or 1,
-                                   reward_scale=self.reward_scale or (1 / 15 if env_name == "mario" else 1.0))
+                                   reward_scale=self.reward_scale or AUTO_REWARD_SCALE.get(env_name, 1.0))
+
+
+AUTO_REWARD_SCALE = {"mario": 1 / 15, "snake": 0.1}
+"""learner.reward_scale 0 (auto): Mario's per-frame reward clip is 15; Snake's food and death are +-10. Others: 1."""
 
 
 @dataclass
@@ -428,6 +466,10 @@ class ConfigError(ValueError):
 def _check(ok: bool, name: str, value: Any, rule: str) -> None:
     if not ok:
         raise ConfigError(f"{name}={value!r} {rule}")
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def _stage_ok(stage: str) -> bool:
