@@ -22,6 +22,7 @@ from learner.prioritized_replay import PrioritizedReplay
 from learner.replay import FrameReplay
 from shared import curve, protocol
 from shared.config import RunConfig
+from shared.vec_env import env_spec
 
 # Decoded arrays are read-only views on received ZeroMQ frames; replay only reads them.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -57,14 +58,15 @@ def make_replay(cfg: RunConfig, device: torch.device) -> FrameReplay:
 class DataPlane:
     def __init__(self, cfg: RunConfig, num_actions: int, device: torch.device):
         self.cfg = cfg
-        size = cfg.env.frame_size
         self.envs_per_actor = cfg.actor.envs_per_actor
         self.replay = make_replay(cfg, device)
         self.queue: queue.Queue = queue.Queue(maxsize=cfg.transport.consolidated_queue)
-        limits = protocol.Limits(frame_shape=(size, size), num_actions=num_actions,
-                                 max_envs=cfg.transport.max_env_per_message,
-                                 max_steps=cfg.transport.max_steps_per_message,
-                                 max_message_bytes=cfg.transport.max_message_bytes)
+        spec = env_spec(cfg.env)
+        if spec.num_actions != num_actions:
+            raise ValueError(f"num_actions {num_actions!r} differs from the env's {spec.num_actions}")
+        limits = protocol.Limits.for_spec(spec, max_envs=cfg.transport.max_env_per_message,
+                                          max_steps=cfg.transport.max_steps_per_message,
+                                          max_message_bytes=cfg.transport.max_message_bytes)
         self._release_auth = curve.start_authenticator(cfg.transport)  # the allow-list runs before any socket binds
         try:
             self.consolidator = Consolidator(cfg.transport, cfg.actors, self.envs_per_actor, limits, self.queue)

@@ -10,27 +10,39 @@ and the values of the small arrays; any failure raises :class:`ProtocolError`
 with a short ``reason`` that the learner counts. A batch is accepted whole or
 not at all.
 
-BATCH (actor -> learner), protocol version 3. E envs, T steps, H x W frames, K episodes::
+BATCH (actor -> learner), protocol version 4. E envs, T steps, observations of shape S (the env's
+``EnvSpec.obs_shape``: (H, W) frames, (F,) features, (C, H, W) grids), A actions, K episodes::
 
-    frame  content      dtype    shape          meaning
-    0      header       msgpack  map            see HEADER_KEYS below
-    1      frames       uint8    [E, T, H, W]   f_k: observation at which a_k was chosen; each frame once
-    2      actions      uint8    [E, T]         a_k
-    3      rewards      float32  [E, T]         r_k, reward of the step from f_k (finite)
-    4      terminated   uint8    [E, T]         1: the step from f_k ended the episode by termination
-    5      first        uint8    [E, T]         1: f_k is an episode's first (reset) frame
-    6      episodes     float32  [K, 3]         one row per episode finished in this batch, any env:
-                                                return (game units, finite), max x_pos (>= 0), flag (0 or 1)
-    7      priorities   float32  [E, T] or [0]  initial replay priorities (|n-step TD error| of each slot by the
-                                                actor's network, finite, >= 0) when header P = 1; empty when P = 0
+    frame  content      dtype     shape            meaning
+    0      header       msgpack   map              see HEADER_KEYS below
+    1      frames       OBS       [E, T, *S]       f_k: observation at which a_k was chosen; each one once
+                                                   (OBS: the spec's dtype, one of OBS_DTYPES)
+    2      actions      u1 | u2   [E, T]           a_k < A; uint8 when A <= 256, else uint16 (fuel breaks on
+                                                   32x32 have 1024 actions)
+    3      rewards      float32   [E, T]           r_k, reward of the step from f_k (finite)
+    4      terminated   uint8     [E, T]           1: the step from f_k ended the episode by termination
+    5      first        uint8     [E, T]           1: f_k is an episode's first (reset) frame
+    6      masks        uint8     [E, T, ceil(A/8)] when header M = 1 (masked envs), empty when M = 0:
+                                  or [0]           np.packbits(mask, axis=-1, bitorder="little") of the bool
+                                                   action mask at f_k (bit a of slot k: action a valid);
+                                                   every slot has a valid action, a_k is valid, and the
+                                                   padding bits past A are 0
+    7      episodes     float32   [K, 3]           one row per episode finished in this batch, any env:
+                                                   return (game units, finite), score (>= 0: Mario's max
+                                                   x_pos, Snake's food eaten, fuel breaks' cells saved),
+                                                   success (0 or 1: Mario's flag)
+    8      priorities   float32   [E, T] or [0]    initial replay priorities (|n-step TD error| of each slot by the
+                                                   actor's network, finite, >= 0) when header P = 1; empty when P = 0
 
 Header map (all keys required, no others): ``v`` protocol version; ``kind``
 "batch"; ``actor`` slot id; ``inc`` incarnation (random per actor process
 start); ``seq`` message counter of this incarnation, from 0; ``wv`` weights
-version the batch's first step was played with (the oldest in the batch); ``E``, ``T``, ``H``, ``W`` the dimensions;
-``K`` the finished episodes (0 <= K <= E * T); ``P`` 1 when frame 7 carries priorities, else 0; ``dtypes`` the
-five array dtypes in frame order; ``stats`` a map of
-numbers (see STAT_KEYS) describing the actor at the time of sending.
+version the batch's first step was played with (the oldest in the batch); ``E``, ``T`` the dimensions;
+``shape`` the observation shape S (a list of 1 to 4 ints); ``K`` the finished episodes (0 <= K <= E * T);
+``P`` 1 when frame 8 carries priorities, else 0; ``M`` 1 when frame 6 carries masks, else 0; ``dtypes``
+the five array dtypes of frames 1-5 in order (numpy ``dtype.str``); ``stats`` a map of
+numbers (see STAT_KEYS) describing the actor at the time of sending. The receiver checks shape,
+dtypes and M against the spec it expects (:class:`Limits`).
 
 WEIGHTS (learner -> actors, PUB on base_port-1, and as the reply to a request)::
 
@@ -62,7 +74,7 @@ from typing import Any, Sequence
 import msgpack
 import numpy as np
 
-VERSION = 3
+VERSION = 4
 KIND_BATCH = "batch"
 KIND_WEIGHTS = "weights"
 KIND_WEIGHTS_REQUEST = "weights_request"
@@ -73,14 +85,19 @@ WEIGHT_DTYPES = frozenset({"<f4", "<i8"})
 
 ARRAY_NAMES = ("frames", "actions", "rewards", "terminated", "first")
 ARRAY_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.uint8), np.dtype(np.uint8))
-EPISODE_FIELDS = ("return", "x_pos", "flag")  # the columns of the episodes frame
-HEADER_KEYS = frozenset({"v", "kind", "actor", "inc", "seq", "wv", "E", "T", "H", "W", "K", "P", "dtypes", "stats"})
+"""Mario's dtypes (frames uint8, actions uint8); other specs change the first two (:func:`batch_dtypes`)."""
+OBS_DTYPES = {name: np.dtype(name) for name in ("uint8", "int8", "float16", "float32")}  # shared/spec.py's
+EPISODE_FIELDS = ("return", "score", "success")  # the columns of the episodes frame
+HEADER_KEYS = frozenset({"v", "kind", "actor", "inc", "seq", "wv", "E", "T", "shape", "K", "P", "M", "dtypes",
+                         "stats"})
+MAX_OBS_DIMS = 4
+NUM_FRAMES = 9  # header + frames, actions, rewards, terminated, first + masks, episodes, priorities
 STAT_KEYS = frozenset({
     "steps",        # env steps taken by this incarnation
     "episodes",     # episodes finished by this incarnation
     "last_return",  # return of the last finished episode
-    "last_x",       # x_pos at the end of the last finished episode
-    "flags",        # episodes that reached the flag
+    "last_x",       # score of the last finished episode (Mario: its max x_pos)
+    "flags",        # episodes that succeeded (Mario: reached the flag)
     "fps",          # env steps per second over the last batch
     "dropped",      # batches dropped from the actor's staging queue so far
     "sent",         # transitions in messages handed to the socket so far, this one included
@@ -100,13 +117,38 @@ class ProtocolError(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    """What the receiver accepts; everything else is rejected."""
+    """What the receiver accepts (the env spec it expects and the bounds); everything else is rejected."""
 
-    frame_shape: tuple[int, int]
+    obs_shape: tuple[int, ...]
     num_actions: int
     max_envs: int = 64
     max_steps: int = 4096
     max_message_bytes: int = 64 << 20
+    obs_dtype: str = "uint8"
+    masked: bool = False
+
+    @classmethod
+    def for_spec(cls, spec: Any, **bounds: int) -> "Limits":
+        """Limits for an :class:`shared.spec.EnvSpec` and the transport's bounds."""
+        return cls(obs_shape=tuple(spec.obs_shape), num_actions=spec.num_actions, obs_dtype=spec.obs_dtype,
+                   masked=spec.masked, **bounds)
+
+
+def action_dtype(num_actions: int) -> np.dtype:
+    """uint8 actions up to 256 actions, uint16 up to 65,536."""
+    if not 1 <= num_actions <= 1 << 16:
+        raise ValueError(f"num_actions {num_actions!r} must be in [1, 65536]")
+    return np.dtype(np.uint8) if num_actions <= 256 else np.dtype("<u2")
+
+
+def batch_dtypes(obs_dtype: str, num_actions: int) -> tuple[np.dtype, ...]:
+    """The dtypes of frames, actions, rewards, terminated, first for a spec."""
+    return (np.dtype(obs_dtype), action_dtype(num_actions)) + ARRAY_DTYPES[2:]
+
+
+def mask_bytes(num_actions: int) -> int:
+    """Bytes of one packed action mask."""
+    return (num_actions + 7) // 8
 
 
 @dataclass
@@ -123,8 +165,9 @@ class Batch:
     terminated: np.ndarray
     first: np.ndarray
     stats: dict[str, float]
-    episodes: np.ndarray  # float32 [K, 3]: return, max x_pos, flag of each episode finished in the batch
+    episodes: np.ndarray  # float32 [K, 3]: return, score, success of each episode finished in the batch
     priorities: np.ndarray | None = None  # float32 [E, T]: the actor's initial replay priorities, if it sent them
+    masks: np.ndarray | None = None  # uint8 [E, T, ceil(A/8)]: packed action masks (little bit order), masked envs
 
     @property
     def num_transitions(self) -> int:
@@ -134,38 +177,57 @@ class Batch:
 def encode_batch(actor: int, incarnation: int, seq: int, weights_version: int, frames: np.ndarray,
                  actions: np.ndarray, rewards: np.ndarray, terminated: np.ndarray, first: np.ndarray,
                  stats: dict[str, float], episodes: np.ndarray | None = None,
-                 priorities: np.ndarray | None = None) -> list:
+                 priorities: np.ndarray | None = None, masks: np.ndarray | None = None) -> list:
     """Return the frames of a BATCH message (header bytes + the arrays themselves, not copied).
 
-    ``episodes`` is float32 [K, 3] (see EPISODE_FIELDS); None sends K = 0. ``priorities`` is float32
-    [E, T] or None (P = 0, an empty frame)."""
+    ``frames`` [E, T, *S] of an OBS_DTYPES dtype; ``actions`` uint8 or uint16 [E, T]. ``episodes`` is
+    float32 [K, 3] (see EPISODE_FIELDS); None sends K = 0. ``priorities`` is float32 [E, T] or None
+    (P = 0, an empty frame). ``masks`` is the packed uint8 [E, T, ceil(A/8)] or None (M = 0)."""
     arrays = (frames, actions, rewards, terminated, first)
-    for name, arr, dtype in zip(ARRAY_NAMES, arrays, ARRAY_DTYPES):
-        if arr.dtype != dtype or not arr.flags.c_contiguous:
-            raise ValueError(f"{name} must be C-contiguous {dtype}, got {arr.dtype} contiguous={arr.flags.c_contiguous}")
+    if frames.ndim < 3 or frames.ndim > 2 + MAX_OBS_DIMS:
+        raise ValueError(f"frames must be [E, T, *obs_shape] with 1 to {MAX_OBS_DIMS} obs dims, got {frames.shape}")
+    wanted = (None, None) + ARRAY_DTYPES[2:]
+    for name, arr, dtype in zip(ARRAY_NAMES, arrays, wanted):
+        if not arr.flags.c_contiguous:
+            raise ValueError(f"{name} must be C-contiguous")
+        if dtype is not None and arr.dtype != dtype:
+            raise ValueError(f"{name} must be {dtype}, got {arr.dtype}")
+    if frames.dtype.name not in OBS_DTYPES or frames.dtype.byteorder == ">":
+        raise ValueError(f"frames dtype {frames.dtype} is not one of {sorted(OBS_DTYPES)}")
+    if actions.dtype not in (np.dtype(np.uint8), np.dtype("<u2")):
+        raise ValueError(f"actions must be uint8 or uint16, got {actions.dtype}")
     if episodes is None:
         episodes = _NO_EPISODES
     if episodes.dtype != np.float32 or episodes.ndim != 2 or episodes.shape[1] != len(EPISODE_FIELDS) \
             or not episodes.flags.c_contiguous:
         raise ValueError(f"episodes must be C-contiguous float32 [K, {len(EPISODE_FIELDS)}], "
                          f"got {episodes.dtype} {episodes.shape}")
-    n_env, n_steps, height, width = frames.shape
+    n_env, n_steps = frames.shape[:2]
+    if actions.shape != (n_env, n_steps):
+        raise ValueError(f"actions must be [{n_env}, {n_steps}], got {actions.shape}")
     if priorities is None:
         priorities = _NO_PRIORITIES
     elif priorities.dtype != np.float32 or priorities.shape != (n_env, n_steps) or not priorities.flags.c_contiguous:
         raise ValueError(f"priorities must be C-contiguous float32 [{n_env}, {n_steps}], "
                          f"got {priorities.dtype} {priorities.shape}")
+    if masks is None:
+        masks = _NO_MASKS
+    elif masks.dtype != np.uint8 or masks.ndim != 3 or masks.shape[:2] != (n_env, n_steps) \
+            or not masks.flags.c_contiguous:
+        raise ValueError(f"masks must be C-contiguous packed uint8 [{n_env}, {n_steps}, ceil(A/8)], "
+                         f"got {masks.dtype} {masks.shape}")
     header = {
         "v": VERSION, "kind": KIND_BATCH, "actor": int(actor), "inc": int(incarnation), "seq": int(seq),
-        "wv": int(weights_version), "E": n_env, "T": n_steps, "H": height, "W": width, "K": int(episodes.shape[0]),
-        "P": int(priorities.size > 0),
-        "dtypes": [d.str for d in ARRAY_DTYPES], "stats": {k: float(stats[k]) for k in STAT_KEYS},
+        "wv": int(weights_version), "E": n_env, "T": n_steps, "shape": [int(d) for d in frames.shape[2:]],
+        "K": int(episodes.shape[0]), "P": int(priorities.size > 0), "M": int(masks.size > 0),
+        "dtypes": [a.dtype.str for a in arrays], "stats": {k: float(stats[k]) for k in STAT_KEYS},
     }
-    return [msgpack.packb(header, use_bin_type=True), *arrays, episodes, priorities]
+    return [msgpack.packb(header, use_bin_type=True), *arrays, masks, episodes, priorities]
 
 
 _NO_EPISODES = np.zeros((0, len(EPISODE_FIELDS)), np.float32)
 _NO_PRIORITIES = np.zeros(0, np.float32)
+_NO_MASKS = np.zeros(0, np.uint8)
 
 
 def _unpack_header(raw: Any) -> dict:
@@ -191,8 +253,8 @@ def _int_field(header: dict, key: str, low: int, high: int) -> int:
 
 def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     """Decode and validate a BATCH; ``parts`` are bytes, memoryviews or zmq.Frame objects."""
-    if len(parts) != 3 + len(ARRAY_NAMES):
-        raise ProtocolError("frame_count", f"{len(parts)} frames, expected {3 + len(ARRAY_NAMES)}")
+    if len(parts) != NUM_FRAMES:
+        raise ProtocolError("frame_count", f"{len(parts)} frames, expected {NUM_FRAMES}")
     total = sum(memoryview(p).nbytes for p in parts)
     if total > limits.max_message_bytes:
         raise ProtocolError("oversized", f"message of {total} bytes exceeds {limits.max_message_bytes}")
@@ -209,26 +271,33 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     weights_version = _int_field(header, "wv", 0, _INT64_MAX)
     n_env = _int_field(header, "E", 1, limits.max_envs)
     n_steps = _int_field(header, "T", 1, limits.max_steps)
-    height, width = _int_field(header, "H", 1, 4096), _int_field(header, "W", 1, 4096)
     n_episodes = _int_field(header, "K", 0, n_env * n_steps)
     has_priorities = _int_field(header, "P", 0, 1)
-    if (height, width) != tuple(limits.frame_shape):
-        raise ProtocolError("shape", f"frame shape {(height, width)} != expected {tuple(limits.frame_shape)}")
-    if header["dtypes"] != [d.str for d in ARRAY_DTYPES]:
-        raise ProtocolError("dtype", f"dtypes {header['dtypes']!r} != {[d.str for d in ARRAY_DTYPES]}")
+    has_masks = _int_field(header, "M", 0, 1)
+    shape = header["shape"]
+    if not (isinstance(shape, list) and 1 <= len(shape) <= MAX_OBS_DIMS
+            and all(type(d) is int and 1 <= d <= 1 << 16 for d in shape)):
+        raise ProtocolError("field", f"shape={shape!r} not a list of 1 to {MAX_OBS_DIMS} ints in [1, 65536]")
+    if tuple(shape) != tuple(limits.obs_shape):
+        raise ProtocolError("shape", f"observation shape {tuple(shape)} != expected {tuple(limits.obs_shape)}")
+    dtypes = batch_dtypes(limits.obs_dtype, limits.num_actions)
+    if header["dtypes"] != [d.str for d in dtypes]:
+        raise ProtocolError("dtype", f"dtypes {header['dtypes']!r} != {[d.str for d in dtypes]}")
+    if has_masks != int(limits.masked):
+        raise ProtocolError("field", f"M={has_masks} but this env is {'masked' if limits.masked else 'unmasked'}")
     stats = header["stats"]
     if not isinstance(stats, dict) or set(stats) != STAT_KEYS or not all(
             type(v) in (int, float) and np.isfinite(v) for v in stats.values()):
         raise ProtocolError("stats", f"stats must map exactly {sorted(STAT_KEYS)} to finite numbers")
 
-    shapes = ((n_env, n_steps, height, width),) + ((n_env, n_steps),) * 4
+    shapes = ((n_env, n_steps, *shape),) + ((n_env, n_steps),) * 4
     arrays = []
-    for name, part, dtype, shape in zip(ARRAY_NAMES, parts[1:-2], ARRAY_DTYPES, shapes):
+    for name, part, dtype, want in zip(ARRAY_NAMES, parts[1:6], dtypes, shapes):
         buf = memoryview(part)
-        expected = int(np.prod(shape)) * dtype.itemsize
+        expected = int(np.prod(want)) * dtype.itemsize
         if buf.nbytes != expected:
-            raise ProtocolError("size", f"{name}: {buf.nbytes} bytes, expected {expected} for {shape} {dtype}")
-        arrays.append(np.frombuffer(buf, dtype=dtype).reshape(shape))
+            raise ProtocolError("size", f"{name}: {buf.nbytes} bytes, expected {expected} for {want} {dtype}")
+        arrays.append(np.frombuffer(buf, dtype=dtype).reshape(want))
     frames, actions, rewards, terminated, first = arrays
     if int(actions.max()) >= limits.num_actions:
         raise ProtocolError("values", f"action {int(actions.max())} >= num_actions {limits.num_actions}")
@@ -236,15 +305,18 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
         raise ProtocolError("values", "terminated/first flags must be 0 or 1")
     if not np.isfinite(rewards).all():
         raise ProtocolError("values", "non-finite reward")
-    buf = memoryview(parts[-2])
+    if frames.dtype.kind == "f" and not np.isfinite(frames).all():
+        raise ProtocolError("values", "non-finite observation")
+    masks = _decode_masks(parts[6], has_masks, n_env, n_steps, actions, limits.num_actions)
+    buf = memoryview(parts[7])
     if buf.nbytes != n_episodes * len(EPISODE_FIELDS) * 4:
         raise ProtocolError("size", f"episodes: {buf.nbytes} bytes, expected {n_episodes * len(EPISODE_FIELDS) * 4} "
                                     f"for [{n_episodes}, {len(EPISODE_FIELDS)}] float32")
     episodes = np.frombuffer(buf, dtype=np.float32).reshape(n_episodes, len(EPISODE_FIELDS))
     if n_episodes and not (np.isfinite(episodes).all() and (episodes[:, 1] >= 0).all()
                            and np.isin(episodes[:, 2], (0.0, 1.0)).all()):
-        raise ProtocolError("values", "episodes must be finite, with x_pos >= 0 and flag 0 or 1")
-    buf = memoryview(parts[-1])
+        raise ProtocolError("values", "episodes must be finite, with score >= 0 and success 0 or 1")
+    buf = memoryview(parts[8])
     expected = n_env * n_steps * 4 if has_priorities else 0
     if buf.nbytes != expected:
         raise ProtocolError("size", f"priorities: {buf.nbytes} bytes, expected {expected} (P={has_priorities})")
@@ -254,7 +326,30 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
         if not (np.isfinite(priorities).all() and (priorities >= 0).all()):
             raise ProtocolError("values", "priorities must be finite and >= 0")
     return Batch(actor, incarnation, seq, weights_version, frames, actions, rewards, terminated, first,
-                 {k: float(v) for k, v in stats.items()}, episodes, priorities)
+                 {k: float(v) for k, v in stats.items()}, episodes, priorities, masks)
+
+
+def _decode_masks(part: Any, has_masks: int, n_env: int, n_steps: int, actions: np.ndarray,
+                  num_actions: int) -> np.ndarray | None:
+    """The packed masks frame: its size, no bits past A, a valid action in every slot, the taken one valid."""
+    buf = memoryview(part)
+    width = mask_bytes(num_actions)
+    expected = n_env * n_steps * width if has_masks else 0
+    if buf.nbytes != expected:
+        raise ProtocolError("size", f"masks: {buf.nbytes} bytes, expected {expected} (M={has_masks})")
+    if not has_masks:
+        return None
+    masks = np.frombuffer(buf, dtype=np.uint8).reshape(n_env, n_steps, width)
+    spare = num_actions % 8
+    if spare and (masks[:, :, -1] >> spare).any():
+        raise ProtocolError("values", f"mask bits set past action {num_actions - 1}")
+    if not masks.any(axis=2).all():
+        raise ProtocolError("values", "a slot's action mask has no valid action")
+    a = actions.astype(np.intp)
+    taken = np.take_along_axis(masks, (a >> 3)[..., None], axis=2)[..., 0] >> (a & 7).astype(np.uint8)
+    if not (taken & 1).all():
+        raise ProtocolError("values", "an action the mask of its slot marks invalid")
+    return masks
 
 
 def encode_weights(weights_version: int, state: dict[str, np.ndarray]) -> list:

@@ -23,16 +23,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from shared.config import ConfigError, EnvConfig
+from shared.protocol import action_dtype
 from shared.spec import EnvSpec, VectorEnv
 
 __all__ = ["FrameVectorEnv", "env_spec", "make_vector_env", "action_dtype"]
-
-
-def action_dtype(num_actions: int) -> np.dtype:
-    """The dtype actions travel and are stored in: uint8 up to 256 actions, uint16 up to 65,536."""
-    if not 1 <= num_actions <= 1 << 16:
-        raise ValueError(f"num_actions {num_actions!r} must be in [1, 65536]")
-    return np.dtype(np.uint8) if num_actions <= 256 else np.dtype("<u2")
 
 
 def _snake_kwargs(cfg: EnvConfig) -> dict[str, Any]:

@@ -95,10 +95,10 @@ def hostile_messages(cfg):
         ("size", good[:1] + [good[1][:-1000]] + good[2:]),                  # truncated frames
         ("frame_count", good[:3]),                                         # truncated message
         ("version", with_header(v=7)),
-        ("shape", with_header(H=size + 1)),
+        ("shape", with_header(shape=[size + 1, size])),
         ("size", with_header(T=cfg.actor.batch_steps + 1)),                 # header says more than sent
         ("dtype", with_header(dtypes=["<f4"] * 5)),
-        ("oversized", [good[0]] + [b"\0" * third] * 7),                     # each frame fits, the whole does not
+        ("oversized", [good[0]] + [b"\0" * third] * 8),                     # each frame fits, the whole does not
         ("values", with_header(P=1)[:-1] + [np.full(shape, np.nan, np.float32).tobytes()]),  # NaN priorities
         ("values", with_header(P=1)[:-1] + [np.full(shape, -1.0, np.float32).tobytes()]),    # negative priorities
     ]

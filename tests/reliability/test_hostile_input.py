@@ -56,14 +56,14 @@ def hostile_kinds(cfg, rng):
     third = cfg.transport.max_message_bytes // 3 + 1
     big = b"\0" * third
     return {
-        "random_frames": ("frame_count", lambda i: [junk(rng.integers(0, 64)) for _ in range([1, 2, 3, 4, 5, 6, 7, 9][i % 8])]),
+        "random_frames": ("frame_count", lambda i: [junk(rng.integers(0, 64)) for _ in range([1, 2, 3, 4, 5, 6, 7, 8, 10][i % 9])]),
         "random_header": ("header_msgpack", lambda i: [b"\xc1" + junk(rng.integers(0, 200)), *arrays]),
         "truncated_msgpack": ("header_msgpack", lambda i: [good[0][:1 + i % (len(good[0]) - 1)], *arrays]),
         "wrong_frame_count": ("frame_count", lambda i: good[:1 + i % 5] if i % 6 else good + [b"extra"]),
         "array_of_2**32": ("header_msgpack", lambda i: [(b"\xdd", b"\xdf")[i % 2] + b"\xff\xff\xff\xff" + junk(8), *arrays]),
         "E=2**32": ("field", lambda i: with_header(E=1 << 32)),
         "size_mismatch": ("size", lambda i: with_header(T=cfg.actor.batch_steps + 1 + i % 7)),
-        "shape_mismatch": ("shape", lambda i: with_header(H=cfg.env.frame_size + 1 + i % 7)),
+        "shape_mismatch": ("shape", lambda i: with_header(shape=[cfg.env.frame_size + 1 + i % 7, cfg.env.frame_size])),
         "bad_dtype": ("dtype", lambda i: with_header(dtypes=["<f4", "|u1", "<f8", "|u1", "|u1"])),
         "wrong_version": ("version", lambda i: with_header(v=protocol.VERSION + 1 + i)),
         "non_utf8": ("header_msgpack", lambda i: [msgpack.packb({"v": 1, "kind": b"\xff\xfe" + junk(4)}, use_bin_type=False),
@@ -73,7 +73,7 @@ def hostile_kinds(cfg, rng):
         "ext_type": ("header_msgpack", lambda i: [msgpack.packb(dict(header, stats=msgpack.ExtType(i % 128, b"xyz"))),
                                                   *arrays]),
         "bad_values": ("values", lambda i: [good[0], good[1], bad_actions, *good[3:]]),
-        "whole_too_big": ("oversized", lambda i: [good[0]] + [big] * 7),  # each frame fits MAXMSGSIZE
+        "whole_too_big": ("oversized", lambda i: [good[0]] + [big] * 8),  # each frame fits MAXMSGSIZE
         "replayed": ("replayed_seq", None),
     }
 
