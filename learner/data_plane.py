@@ -47,9 +47,10 @@ class DataPlaneStats:
 
 def make_replay(cfg: RunConfig, device: torch.device) -> FrameReplay:
     """The run's replay: one stream per actor env; PrioritizedReplay when ``replay.prioritized``."""
-    r, size = cfg.replay, cfg.env.frame_size
-    kwargs = dict(num_streams=cfg.actors * cfg.actor.envs_per_actor, capacity=r.capacity, frame_shape=(size, size),
-                  stack=cfg.env.stack, n_step=r.n_step, gamma=r.gamma, device=device)
+    r, spec = cfg.replay, env_spec(cfg.env)
+    kwargs = dict(num_streams=cfg.actors * cfg.actor.envs_per_actor, capacity=r.capacity,
+                  frame_shape=tuple(spec.obs_shape), stack=spec.stack, n_step=r.n_step, gamma=r.gamma, device=device,
+                  obs_dtype=spec.obs_dtype, num_actions=spec.num_actions, masked=spec.masked)
     if r.prioritized:
         return PrioritizedReplay(**kwargs, alpha=r.priority_alpha, eps=r.priority_eps)
     return FrameReplay(**kwargs)
@@ -98,7 +99,7 @@ class DataPlane:
             except queue.Empty:
                 break
             self.replay.add(batch.actor * self.envs_per_actor, batch.frames, batch.actions, batch.rewards,
-                            batch.terminated.view(np.bool_), batch.first.view(np.bool_), batch.priorities)
+                            batch.terminated.view(np.bool_), batch.first.view(np.bool_), batch.priorities, batch.masks)
             self.processed += batch.num_transitions
             self.batches += 1
             if len(batch.episodes):

@@ -92,7 +92,7 @@ class PrioritizedReplay(FrameReplay):
     # ------------------------------------------------------------------ writing, and FrameReplay's hooks
 
     def add(self, stream0: int, frames: Any, actions: Any, rewards: Any, terminated: Any, first: Any,
-            priorities: Any = None) -> None:
+            priorities: Any = None, masks: Any = None) -> None:
         if priorities is not None:  # checked before anything is written
             priorities = _numpy(priorities).astype(np.float64)
             shape = tuple(actions.shape)
@@ -100,7 +100,7 @@ class PrioritizedReplay(FrameReplay):
                 raise ValueError(f"priorities shape {priorities.shape} must equal the actions' {shape}")
             if not (np.isfinite(priorities).all() and (priorities >= 0).all()):
                 raise ValueError("priorities must be finite and >= 0")
-        super().add(stream0, frames, actions, rewards, terminated, first, priorities)
+        super().add(stream0, frames, actions, rewards, terminated, first, priorities, masks)
 
     def _written_hook(self, stream0: int, E: int, head: int, T: int, priorities: Any) -> None:
         """Under the lock: the new slots' priorities into the tree (an expired stream's come back)."""

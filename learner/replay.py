@@ -1,9 +1,13 @@
-"""FrameReplay: a pre-allocated uint8 frame ring on a torch device.
+"""FrameReplay: a pre-allocated observation ring on a torch device.
 
 Slot contract. Experience arrives as streams, one per (actor slot, env index); a stream is a
 sequence of slots, and slot k holds:
-  frame[k]       uint8 [H, W]: the observation at which action[k] was chosen (stored once)
-  action[k]      int in [0, 256)
+  frame[k]       [*obs_shape] of the env spec's dtype (Mario: uint8 [H, W]; Snake's features:
+                 float32 [14]; fuel breaks: uint8 [8, H, W]): the observation at which action[k]
+                 was chosen (stored once)
+  action[k]      int in [0, num_actions): stored as uint8 up to 256 actions, else int16/int32
+  mask[k]        only for masked envs: the action mask at frame k, stored packed (ceil(A/8) bytes,
+                 np.packbits little bit order, as it travels)
   reward[k]      float32: reward of the step from frame k
   terminated[k]  bool: the step from frame k ended the episode by termination (no bootstrap)
   first[k]       bool: frame k is an episode's first (reset) frame
@@ -14,13 +18,15 @@ returns stop before it. Absolute slot 0 of a stream counts as first whatever its
 
 Stack rule. The stack of slot k is [f(k-s+1), ..., f(k)] (s = stack), where every slot before the
 episode's first slot is replaced by that first slot's frame (gym FrameStack after reset). Walk
-back: cur = k; for each older position, cur stays if first[cur] else becomes cur - 1.
+back: cur = k; for each older position, cur stays if first[cur] else becomes cur - 1. With
+stack 1 there is no stacking: the network's input is f(k) itself, [*obs_shape].
 
 n-step rule. For a sample at slot i, for k = 0..n-1 and j = i + k: stop if the step from j has no
 successor (terminated[j] = 0 and first[j+1] = 1); else add gamma**k * reward[j], and stop after it
 if terminated[j]. L = steps added; L = 0 makes the draw invalid (it is redrawn).
 reward = the sum, discount = 0 if it stopped on a termination else gamma**L, next_obs = stack of
-slot i + L (meaningless, and masked by discount 0, after a termination).
+slot i + L (meaningless, and masked by discount 0, after a termination); for masked envs
+next_mask = bool [A] mask of slot i + L (the valid actions of the bootstrap's argmax).
 
 Ring. Per-stream capacity C = capacity // num_streams (S * C slots in all); a stream's head h
 counts the slots ever written to it, and absolute slot a lives at a % C. Slot i is sampleable iff
@@ -36,7 +42,9 @@ than a single FIFO of the same capacity would still hold): it is no longer sampl
 actor (or a restarted one on the same slot) writes again. ``live_streams()`` counts the others.
 
 Memory per transition: H*W + 7 bytes (frame, action u8, reward f32, terminated, first):
-7063 bytes at 84x84. Frame stacks are rebuilt by index, never stored.
+7063 bytes at 84x84. Frame stacks are rebuilt by index, never stored. Other specs: the
+observation's bytes + 6 + the action's bytes (+ ceil(A/8) when masked): Snake's features
+63 bytes, fuel breaks on 32x32 8,328 (8,192 observation + 128 mask + 2 action).
 
 Threads: one writer (add) and one sampler (sample) may share an instance; a lock serialises their
 reads and writes of the ring. All device work is enqueued on the current CUDA stream.
@@ -51,6 +59,20 @@ import numpy as np
 import torch
 
 _MAX_RESAMPLE_ROUNDS = 32
+OBS_DTYPES = {"uint8": torch.uint8, "int8": torch.int8, "float16": torch.float16, "float32": torch.float32}
+MAX_OBS_DIMS = 4
+
+
+def action_storage(num_actions: int) -> torch.dtype:
+    """uint8 up to 256 actions (Mario: 1 byte, as before), int16 up to 32,768, else int32."""
+    return torch.uint8 if num_actions <= 256 else torch.int16 if num_actions <= 1 << 15 else torch.int32
+
+
+def unpack_masks(packed: torch.Tensor, num_actions: int) -> torch.Tensor:
+    """bool [..., A] from packed uint8 [..., ceil(A/8)] (np.packbits little bit order)."""
+    bits = torch.arange(8, dtype=torch.uint8, device=packed.device)
+    out = (packed.unsqueeze(-1) >> bits).bitwise_and_(1).bool()
+    return out.flatten(-2)[..., :num_actions]
 
 
 def _check(ok: bool, message: str) -> None:
@@ -73,18 +95,25 @@ def _as_tensor(name: str, x: Any) -> torch.Tensor:
 
 
 class FrameReplay:
-    """Uniform n-step replay over per-stream uint8 frame rings; see the module docstring."""
+    """Uniform n-step replay over per-stream observation rings; see the module docstring.
 
-    def __init__(self, num_streams: int, capacity: int, frame_shape: tuple[int, int] = (84, 84),
-                 stack: int = 4, n_step: int = 3, gamma: float = 0.99, device: str | torch.device = "cpu"):
+    ``frame_shape`` is the spec's ``obs_shape`` (1 to 4 dims), ``obs_dtype`` its dtype name;
+    ``num_actions`` sets the action storage; ``masked``: every slot carries an action mask."""
+
+    def __init__(self, num_streams: int, capacity: int, frame_shape: tuple[int, ...] = (84, 84),
+                 stack: int = 4, n_step: int = 3, gamma: float = 0.99, device: str | torch.device = "cpu",
+                 obs_dtype: str = "uint8", num_actions: int = 256, masked: bool = False):
         _check(_is_int(num_streams) and num_streams >= 1, f"num_streams={num_streams!r} must be an int >= 1")
         _check(_is_int(capacity) and capacity >= 1, f"capacity={capacity!r} must be an int >= 1")
         _check(_is_int(stack) and stack >= 1, f"stack={stack!r} must be an int >= 1")
         _check(_is_int(n_step) and n_step >= 1, f"n_step={n_step!r} must be an int >= 1")
         _check(isinstance(gamma, (int, float)) and 0.0 < gamma <= 1.0, f"gamma={gamma!r} must be in (0, 1]")
-        shape_ok = isinstance(frame_shape, (tuple, list)) and len(frame_shape) == 2
+        shape_ok = isinstance(frame_shape, (tuple, list)) and 1 <= len(frame_shape) <= MAX_OBS_DIMS
         _check(shape_ok and all(_is_int(v) and v >= 1 for v in frame_shape),
-               f"frame_shape={frame_shape!r} must be two ints >= 1 (H, W)")
+               f"frame_shape={frame_shape!r} must be 1 to {MAX_OBS_DIMS} ints >= 1 (the observation's shape)")
+        _check(obs_dtype in OBS_DTYPES, f"obs_dtype={obs_dtype!r} must be one of {sorted(OBS_DTYPES)}")
+        _check(_is_int(num_actions) and 1 <= num_actions <= 1 << 16,
+               f"num_actions={num_actions!r} must be an int in [1, 65536]")
         per_stream = capacity // num_streams
         _check(per_stream >= stack + n_step + 1,
                f"capacity={capacity} over num_streams={num_streams} gives {per_stream} slots per stream; "
@@ -93,15 +122,20 @@ class FrameReplay:
         self.num_streams = int(num_streams)
         self.stream_capacity = int(per_stream)
         self.capacity = self.num_streams * self.stream_capacity
-        self.frame_shape = (int(frame_shape[0]), int(frame_shape[1]))
+        self.frame_shape = tuple(int(v) for v in frame_shape)
+        self.obs_dtype = OBS_DTYPES[obs_dtype]
+        self.num_actions = int(num_actions)
+        self.masked = bool(masked)
+        self.mask_bytes = (self.num_actions + 7) // 8 if self.masked else 0
         self.stack = int(stack)
         self.n_step = int(n_step)
         self.gamma = float(gamma)
         self.device = torch.device(device)
 
-        S, C, (H, W), dev = self.num_streams, self.stream_capacity, self.frame_shape, self.device
-        self._frames = torch.zeros((S, C, H, W), dtype=torch.uint8, device=dev)
-        self._actions = torch.zeros((S, C), dtype=torch.uint8, device=dev)
+        S, C, dev = self.num_streams, self.stream_capacity, self.device
+        self._frames = torch.zeros((S, C, *self.frame_shape), dtype=self.obs_dtype, device=dev)
+        self._actions = torch.zeros((S, C), dtype=action_storage(self.num_actions), device=dev)
+        self._masks = torch.zeros((S, C, self.mask_bytes), dtype=torch.uint8, device=dev) if self.masked else None
         self._rewards = torch.zeros((S, C), dtype=torch.float32, device=dev)
         self._terminated = torch.zeros((S, C), dtype=torch.bool, device=dev)
         self._first = torch.zeros((S, C), dtype=torch.bool, device=dev)
@@ -115,20 +149,23 @@ class FrameReplay:
     # ------------------------------------------------------------------ writing
 
     def add(self, stream0: int, frames: Any, actions: Any, rewards: Any, terminated: Any, first: Any,
-            priorities: Any = None) -> None:
-        """Append T slots to streams stream0..stream0+E-1 (frames [E, T, H, W] uint8, the rest [E, T]).
+            priorities: Any = None, masks: Any = None) -> None:
+        """Append T slots to streams stream0..stream0+E-1 (frames [E, T, *obs_shape] of the obs dtype, the
+        rest [E, T]; masked replay: ``masks`` packed uint8 [E, T, ceil(A/8)] or bool [E, T, A]).
 
         ``priorities`` (float [E, T], finite, >= 0) are initial priorities for :class:`PrioritizedReplay`;
         uniform replay ignores them."""
         S, C = self.num_streams, self.stream_capacity
         frames = _as_tensor("frames", frames)
+        if isinstance(actions, np.ndarray) and actions.dtype == np.uint16:  # torch has few uint16 kernels
+            actions = actions.astype(np.int32)
         actions = _as_tensor("actions", actions)
         rewards = _as_tensor("rewards", rewards)
         terminated = _as_tensor("terminated", terminated)
         first = _as_tensor("first", first)
 
-        _check(frames.dim() == 4 and tuple(frames.shape[2:]) == self.frame_shape,
-               f"frames shape {tuple(frames.shape)} must be [E, T, {self.frame_shape[0]}, {self.frame_shape[1]}]")
+        _check(frames.dim() == 2 + len(self.frame_shape) and tuple(frames.shape[2:]) == self.frame_shape,
+               f"frames shape {tuple(frames.shape)} must be [E, T, {', '.join(map(str, self.frame_shape))}]")
         E, T = int(frames.shape[0]), int(frames.shape[1])
         _check(E >= 1 and T >= 1, f"frames shape {tuple(frames.shape)} must have E >= 1 and T >= 1")
         _check(T <= C, f"T={T} exceeds the per-stream capacity C={C}")
@@ -136,25 +173,39 @@ class FrameReplay:
                f"stream0={stream0!r} with E={E} streams is out of range for num_streams={S}")
         for name, x in (("actions", actions), ("rewards", rewards), ("terminated", terminated), ("first", first)):
             _check(tuple(x.shape) == (E, T), f"{name} shape {tuple(x.shape)} must be [E, T] = [{E}, {T}]")
-        _check(frames.dtype == torch.uint8, f"frames dtype {frames.dtype} must be uint8")
+        _check(frames.dtype == self.obs_dtype, f"frames dtype {frames.dtype} must be {self.obs_dtype}")
         int_action = not (actions.is_floating_point() or actions.is_complex() or actions.dtype == torch.bool)
         _check(int_action, f"actions dtype {actions.dtype} must be an integer type")
         _check(rewards.is_floating_point(), f"rewards dtype {rewards.dtype} must be floating point")
         _check(terminated.dtype == torch.bool, f"terminated dtype {terminated.dtype} must be bool")
         _check(first.dtype == torch.bool, f"first dtype {first.dtype} must be bool")
-        if actions.dtype != torch.uint8:
+        if actions.dtype != torch.uint8 or self.num_actions < 256:
             a_min, a_max = int(actions.min()), int(actions.max())
-            _check(a_min >= 0 and a_max < 256, f"actions must be in [0, 256), got min={a_min} max={a_max}")
+            _check(a_min >= 0 and a_max < self.num_actions,
+                   f"actions must be in [0, {self.num_actions}), got min={a_min} max={a_max}")
+        if self.masked:
+            _check(masks is not None, "masks are required: this replay's env is masked")
+            if isinstance(masks, np.ndarray) and masks.dtype == np.bool_:
+                _check(masks.shape == (E, T, self.num_actions),
+                       f"masks shape {masks.shape} must be [E, T, A] = [{E}, {T}, {self.num_actions}]")
+                masks = np.packbits(masks, axis=-1, bitorder="little")
+            masks = _as_tensor("masks", masks)
+            _check(masks.dtype == torch.uint8 and tuple(masks.shape) == (E, T, self.mask_bytes),
+                   f"masks {masks.dtype} {tuple(masks.shape)} must be packed uint8 [{E}, {T}, {self.mask_bytes}]")
+        else:
+            _check(masks is None, "masks given, but this replay's env is not masked")
 
         # Host-to-device transfers and casts happen outside the lock (no-ops on a CPU replay).
         dev = self.device
         fields = (
             (self._frames, frames.to(dev)),
-            (self._actions, actions.to(dev, torch.uint8)),
+            (self._actions, actions.to(dev, self._actions.dtype)),
             (self._rewards, rewards.to(dev, torch.float32)),
             (self._terminated, terminated.to(dev)),
             (self._first, first.to(dev)),
         )
+        if self.masked:
+            fields += ((self._masks, masks.to(dev)),)
         rows = slice(stream0, stream0 + E)
         with self._lock:
             heads = self._head[rows]
@@ -180,7 +231,7 @@ class FrameReplay:
 
         ``beta`` is the importance-sampling exponent of :class:`PrioritizedReplay`; uniform draws ignore it."""
         _check(_is_int(batch_size) and batch_size >= 1, f"batch_size={batch_size!r} must be an int >= 1")
-        B, C, (H, W) = int(batch_size), self.stream_capacity, self.frame_shape
+        B, C, shape = int(batch_size), self.stream_capacity, self.frame_shape
         with self._lock:
             lo, counts = self._ranges(self._head)
             total = int(counts.sum())
@@ -205,8 +256,14 @@ class FrameReplay:
             both_stream = torch.cat([stream, stream])
             stack_idx = self._stack_indices(both_stream, torch.cat([slot, slot + steps]))
             flat = both_stream[:, None] * C + stack_idx % C
-            frames = self._frames.view(-1, H, W).index_select(0, flat.view(-1)).view(2 * B, self.stack, H, W)
+            frames = self._frames.view(-1, *shape).index_select(0, flat.view(-1))
+            frames = frames.view(2 * B, *shape) if self.stack == 1 else frames.view(2 * B, self.stack, *shape)
             action = self._actions.view(-1)[stream * C + slot % C]
+            if self.masked:  # the mask of the bootstrap's slot i + L
+                packed = self._masks.view(-1, self.mask_bytes).index_select(0, flat[B:, -1])
+                extra_mask = {"next_mask": unpack_masks(packed, self.num_actions)}
+            else:
+                extra_mask = {}
             extra = self._sampled(stream, slot, counts, beta)
 
         n = self.n_step
@@ -221,11 +278,13 @@ class FrameReplay:
             "next_obs": frames[B:],
             "stream": stream,
             "slot": slot,
+            **extra_mask,
             **extra,
         }
 
     def stack_at(self, stream: int, abs_slot: int) -> torch.Tensor:
-        """The uint8 [stack, H, W] stack of a retained slot; ValueError if it needs an overwritten slot."""
+        """The network input of a retained slot, [stack, *obs_shape] ([*obs_shape] at stack 1); ValueError if it
+        needs an overwritten slot."""
         _check(_is_int(stream) and 0 <= stream < self.num_streams,
                f"stream={stream!r} is out of range for num_streams={self.num_streams}")
         _check(_is_int(abs_slot), f"abs_slot={abs_slot!r} must be an int")
@@ -240,7 +299,8 @@ class FrameReplay:
             need = int(idx.min())
             _check(need >= oldest, f"abs_slot={abs_slot}: its stack needs slot {need} of stream {stream}, "
                                    f"already overwritten (oldest retained: {oldest})")
-            return self._frames[stream, idx % C]
+            out = self._frames[stream, idx % C]
+            return out[0] if self.stack == 1 else out
 
     def slot_data(self, stream: int, abs_slot: int) -> dict[str, Any]:
         """The stored fields of one retained slot, as Python values (for tests and debugging)."""
@@ -249,9 +309,12 @@ class FrameReplay:
             h = int(self._head[stream])
             _check(max(0, h - C) <= abs_slot < h, f"abs_slot={abs_slot} is not retained in stream {stream}")
             k = abs_slot % C
-            return {"frame": self._frames[stream, k].clone(), "action": int(self._actions[stream, k]),
-                    "reward": float(self._rewards[stream, k]), "terminated": bool(self._terminated[stream, k]),
-                    "first": bool(self._first[stream, k])}
+            out = {"frame": self._frames[stream, k].clone(), "action": int(self._actions[stream, k]),
+                   "reward": float(self._rewards[stream, k]), "terminated": bool(self._terminated[stream, k]),
+                   "first": bool(self._first[stream, k])}
+            if self.masked:
+                out["mask"] = unpack_masks(self._masks[stream, k], self.num_actions).clone()
+            return out
 
     # ------------------------------------------------------------------ sizes
 
@@ -274,6 +337,8 @@ class FrameReplay:
     @property
     def nbytes(self) -> int:
         tensors = (self._frames, self._actions, self._rewards, self._terminated, self._first)
+        if self.masked:
+            tensors += (self._masks,)
         return sum(t.numel() * t.element_size() for t in tensors)
 
     @property

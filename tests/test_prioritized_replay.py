@@ -195,3 +195,22 @@ def test_actor_priorities_match_the_per_transition_reference(n):
     want = reference_priorities(q, actions, rewards, terminated, first, next_first, n, 0.9, 1 / 15)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert got[1, -1] == 0.0  # a truncation slot
+
+
+def test_masked_prioritized_replay_samples_weights_and_next_masks():
+    """Issue 11: PrioritizedReplay takes the spec's shape, dtype and masks like FrameReplay."""
+    rng = np.random.default_rng(2)
+    A, T = 300, 32
+    replay = PrioritizedReplay(1, 64, frame_shape=(5,), stack=1, n_step=1, gamma=0.9, obs_dtype="float32",
+                               num_actions=A, masked=True, alpha=1.0)
+    mask = rng.random((1, T, A)) < 0.5
+    actions = np.where(mask, rng.random(mask.shape), -1).argmax(2).astype(np.uint16)
+    first = np.zeros((1, T), bool)
+    first[0, 0] = True
+    replay.add(0, rng.random((1, T, 5)).astype(np.float32), actions, np.ones((1, T), np.float32),
+               np.zeros((1, T), bool), first, priorities=np.arange(T, dtype=np.float32)[None], masks=mask)
+    batch = replay.sample(64, generator=torch.Generator().manual_seed(0), beta=0.5)
+    assert batch["weight"].shape == (64,) and batch["next_mask"].shape == (64, A)
+    slots = batch["slot"].numpy()
+    assert np.array_equal(batch["next_mask"].numpy(), mask[0, slots + 1])
+    assert np.array_equal(batch["action"].numpy(), actions[0, slots])

@@ -321,7 +321,10 @@ def _with(index, value, E=1, T=4):
     (dict(num_streams=1, capacity=100, stack=0), "stack=0"),
     (dict(num_streams=1, capacity=100, n_step=0), "n_step=0"),
     (dict(num_streams=1, capacity=100, gamma=1.5), "gamma=1.5"),
-    (dict(num_streams=1, capacity=100, frame_shape=(84,)), "frame_shape=(84,)"),
+    (dict(num_streams=1, capacity=100, frame_shape=(84, 0)), "frame_shape=(84, 0)"),
+    (dict(num_streams=1, capacity=100, frame_shape=(2, 2, 2, 2, 2)), "frame_shape=(2, 2, 2, 2, 2)"),
+    (dict(num_streams=1, capacity=100, obs_dtype="float64"), "obs_dtype='float64'"),
+    (dict(num_streams=1, capacity=100, num_actions=0), "num_actions=0"),
 ])
 def test_constructor_rejects_bad_values(kwargs, needle):
     with pytest.raises(ValueError) as err:
@@ -363,3 +366,94 @@ def test_lockstep_violation_and_bad_lookups_raise():
         replay.stack_at(9, 0)
     with pytest.raises(ValueError, match="batch_size=0"):
         replay.sample(0)
+
+
+# --- other env specs (issue 11): any observation shape and dtype, stack 1, action masks ---------------
+
+
+def test_mario_memory_per_transition_is_unchanged():
+    assert FrameReplay(2, 64, frame_shape=(84, 84), stack=4, num_actions=7).bytes_per_transition == 84 * 84 + 7
+
+
+@pytest.mark.parametrize("shape,dtype,stack", [((14,), "float32", 1), ((3, 6, 5), "uint8", 1), ((4, 3), "float16", 2),
+                                               ((2, 3, 4), "int8", 3)])
+def test_any_shape_and_dtype_round_trips_exactly(shape, dtype, stack):
+    """Stacks (or single observations at stack 1) and n-step returns equal the plain-Python reference."""
+    rng = np.random.default_rng(7)
+    S, C, n, gamma = 3, 40, 2, 0.9
+    refs = [RefStream(rng, s, C, stack) for s in range(S)]
+    obs = [np.stack([(rng.random(shape) * 100 - 50).astype(dtype) for _ in range(C)]) for _ in range(S)]
+    replay = FrameReplay(S, S * C, frame_shape=shape, stack=stack, n_step=n, gamma=gamma, obs_dtype=dtype)
+    for s, ref in enumerate(refs):
+        replay.add(s, obs[s][None], np.array([ref.action[:C]], np.uint8), np.array([ref.reward[:C]], np.float32),
+                   np.array([ref.terminated[:C]]), np.array([ref.first[:C]]))
+    for s, ref in enumerate(refs):
+        for k in range(C):
+            window, cur = [], k
+            for _ in range(stack):
+                window.append(obs[s][cur])
+                if not (ref.first[cur] or cur == 0):
+                    cur -= 1
+            want = np.stack(window[::-1]) if stack > 1 else obs[s][k]
+            got = replay.stack_at(s, k).numpy()
+            assert got.dtype == np.dtype(dtype) and np.array_equal(got, want), (s, k)
+    batch = replay.sample(256, generator=torch.Generator().manual_seed(0))
+    want_shape = (256, *shape) if stack == 1 else (256, stack, *shape)
+    assert tuple(batch["obs"].shape) == want_shape == tuple(batch["next_obs"].shape)
+    assert "next_mask" not in batch
+    for b in range(256):
+        s, i = int(batch["stream"][b]), int(batch["slot"][b])
+        reward, discount, steps, _ = refs[s].nstep(i, n, gamma)
+        assert float(batch["reward"][b]) == pytest.approx(reward, rel=1e-5, abs=1e-5)
+        assert float(batch["discount"][b]) == pytest.approx(discount, rel=1e-6)
+        assert np.array_equal(batch["next_obs"][b].numpy(), replay.stack_at(s, i + steps).numpy())
+
+
+def test_masks_are_stored_per_slot_and_sampled_for_the_bootstrap():
+    rng = np.random.default_rng(5)
+    S, C, A, n = 2, 48, 1024, 3
+    shape = (2, 32, 32)
+    replay = FrameReplay(S, S * C, frame_shape=shape, stack=1, n_step=n, gamma=0.9, num_actions=A, masked=True)
+    assert replay.bytes_per_transition == 2 * 32 * 32 + 4 + 2 + 2 + A // 8
+    refs, masks = [], []
+    for s in range(S):
+        ref = RefStream(rng, s, 2 * C, 1)
+        mask = rng.random((2 * C, A)) < 0.3
+        actions = np.where(mask, rng.random(mask.shape), -1).argmax(1).astype(np.uint16)
+        frames = rng.integers(0, 256, (2 * C, *shape), dtype=np.uint8)
+        for half in range(2):  # the second add wraps the ring; packed masks once, bool masks once
+            sl = slice(half * C, (half + 1) * C)
+            m = mask[None, sl] if half else np.packbits(mask[None, sl], axis=-1, bitorder="little")
+            replay.add(s, frames[None, sl], actions[None, sl], np.array([ref.reward[sl]], np.float32),
+                       np.array([ref.terminated[sl]]), np.array([ref.first[sl]]), masks=m)
+        refs.append((ref, actions))
+        masks.append(mask)
+    for s in range(S):
+        for k in range(C, 2 * C):
+            data = replay.slot_data(s, k)
+            assert np.array_equal(data["mask"].numpy(), masks[s][k]) and data["action"] == refs[s][1][k]
+    batch = replay.sample(128, generator=torch.Generator().manual_seed(1))
+    assert batch["next_mask"].dtype == torch.bool and tuple(batch["next_mask"].shape) == (128, A)
+    assert batch["action"].max() >= 256  # int16 storage keeps actions past 255
+    for b in range(128):
+        s, i = int(batch["stream"][b]), int(batch["slot"][b])
+        _, _, steps, _ = refs[s][0].nstep(i, n, 0.9)
+        assert np.array_equal(batch["next_mask"][b].numpy(), masks[s][i + steps])
+        assert int(batch["action"][b]) == refs[s][1][i]
+
+
+def test_masked_replay_refuses_missing_or_wrong_masks():
+    replay = FrameReplay(1, 64, frame_shape=(4,), stack=1, n_step=1, obs_dtype="float32", num_actions=10, masked=True)
+    frames, flags = np.zeros((1, 4, 4), np.float32), np.zeros((1, 4), bool)
+    args = (frames, np.zeros((1, 4), np.uint8), np.zeros((1, 4), np.float32), flags, flags)
+    with pytest.raises(ValueError, match="masks are required"):
+        replay.add(0, *args)
+    with pytest.raises(ValueError, match="must be packed uint8"):
+        replay.add(0, *args, masks=np.zeros((1, 4, 1), np.uint8))
+    with pytest.raises(ValueError, match=r"actions must be in \[0, 10\)"):
+        replay.add(0, frames, np.full((1, 4), 10, np.uint8), *args[2:], masks=np.ones((1, 4, 10), bool))
+    with pytest.raises(ValueError, match="frames dtype torch.float64"):
+        replay.add(0, frames.astype(np.float64), *args[1:], masks=np.ones((1, 4, 10), bool))
+    plain = FrameReplay(1, 64, frame_shape=(4,), stack=1, n_step=1, obs_dtype="float32")
+    with pytest.raises(ValueError, match="not masked"):
+        plain.add(0, *args, masks=np.ones((1, 4, 10), bool))
