@@ -1,14 +1,20 @@
 """A collector process: plays its envs epsilon-greedily and streams batches to the learner.
 
 Runs inside its own process (``actor_main``): the envs are built there, never
-pickled; torch uses one thread; the network is a local CPU copy in eval mode
-under ``torch.inference_mode``. Each tick steps every env once; the forward
-pass is batched over the envs and skipped when every env explores (unless the
-actor computes replay priorities: then every tick's Q is kept, and one more
-forward at the end of the batch gives the bootstrap for its last slots; see
-shared/priorities.py). Every T ticks the batch (each new frame once, see
-shared/protocol.py) goes to the learner over this actor's own socket,
-``tcp://HOST:BASE_PORT+actor_id``.
+pickled; torch uses one thread; the network (built from the env's spec,
+shared/network.py ``build_q_network``) is a local CPU copy in eval mode under
+``torch.inference_mode``. The E envs are one vector env (shared/vec_env.py):
+each tick is one ``step(actions[E])`` (Snake and fuel breaks: one numpy call;
+Mario, Catch, fake: the single envs side by side), with same-step auto-reset.
+The forward pass is batched over the envs and skipped when every env explores
+(unless the actor computes replay priorities: then every tick's Q is kept, and
+one more forward at the end of the batch gives the bootstrap for its last
+slots; see shared/priorities.py). Masked envs (fuel breaks): an exploring env
+draws a fresh uniformly random *valid* action every step (a held cell would be
+invalid once it holds a break), a greedy one the argmax over valid actions, and
+each slot's mask travels with the batch. Every T ticks the batch (each new
+observation once, see shared/protocol.py) goes to the learner over this
+actor's own socket, ``tcp://HOST:BASE_PORT+actor_id``.
 """
 
 from __future__ import annotations
@@ -27,11 +33,12 @@ from actors.sender import BatchSender, StagedBatch
 from actors.slot_client import lease_slot
 from actors.weights_client import WeightClient
 from shared.config import RunConfig
-from shared.env import make_env
 from shared.health import Heartbeat
 from shared.exploration import ExplorationHolds, epsilons
-from shared.network import QNetwork
+from shared.network import build_q_network
 from shared.priorities import n_step_priorities
+from shared.protocol import action_dtype
+from shared.vec_env import env_spec, make_vector_env
 
 # Received weight arrays are read-only views on ZeroMQ frames; load_state_dict only copies from them.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -53,27 +60,32 @@ class Collector:
         self.cfg = cfg
         self.actor_id = actor_id
         self.incarnation = incarnation
-        n_env, stack, size = cfg.actor.envs_per_actor, cfg.env.stack, cfg.env.frame_size
+        n_env = cfg.actor.envs_per_actor
+        self.spec = spec = env_spec(cfg.env)
         self.rng = np.random.default_rng([cfg.actor.seed, actor_id, incarnation & 0xFFFFFFFF])
-        self.envs = [make_env(cfg.env, seed=env_seed(cfg.actor.seed, actor_id, e)) for e in range(n_env)]
-        self.num_actions = self.envs[0].num_actions
+        self.env = make_vector_env(cfg.env, [env_seed(cfg.actor.seed, actor_id, e) for e in range(n_env)])
+        self.num_actions = spec.num_actions
+        self.masked = spec.masked
         self.env_steps = 0  # steps of each env (they advance in lockstep): the exploration schedule's clock
         self.epsilon = epsilons(cfg.actor, cfg.actors, actor_id, 0)
         self.holds = ExplorationHolds(cfg.actor, n_env, self.num_actions, self.rng)
-        self.net = QNetwork(stack, self.num_actions, size, dueling=cfg.net.dueling).eval()
+        self.net = build_q_network(spec, dueling=cfg.net.dueling).eval()
         self.actor_priorities = cfg.replay.prioritized and cfg.replay.initial_priority == "actor"
         self.reward_scale = cfg.learner.resolved("cpu", cfg.env.name).reward_scale  # the learner's TD-error units
         self.weights_version = 0
         self.first_action_weights_version = -1  # the weights the very first action used (tests check it)
-        self.stacks = np.empty((n_env, stack, size, size), dtype=np.uint8)
         self.first = np.ones(n_env, dtype=np.uint8)
         self.episode_return = np.zeros(n_env)
-        self.episode_max_x = np.zeros(n_env, dtype=np.int64)
-        self.finished: list[tuple[float, float, float]] = []  # (return, max x_pos, flag) since the last batch
+        self.finished: list[np.ndarray] = []  # float32 [k, 3] (return, score, success) since the last batch
         self.stats: dict[str, float] = dict(steps=0, episodes=0, last_return=0.0, last_x=0, flags=0, fps=0.0,
                                             epsilon=float(self.epsilon.mean()))
-        for e, env in enumerate(self.envs):
-            self.stacks[e] = env.reset()
+        self.obs = self.env.reset()  # [E, *obs_shape]: the observation each env's next action is chosen at
+        if spec.stack > 1:  # the network's input: the last `stack` observations (the reset one repeated)
+            self.stacks = np.empty((n_env, spec.stack, *spec.obs_shape), dtype=spec.obs_dtype)
+            self.stacks[:] = self.obs[:, None]
+        else:
+            self.stacks = self.obs
+        self.mask = self.env.action_mask() if self.masked else None
 
     def load_weights(self, version: int, arrays: dict[str, np.ndarray]) -> None:
         self.net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
@@ -90,11 +102,15 @@ class Collector:
             self.first_action_weights_version = self.weights_version
         explore = self.holds.step(self.epsilon)
         actions = self.holds.action.copy()
+        if self.masked and explore.any():  # a fresh valid action: a held one may no longer be valid
+            rows = np.flatnonzero(explore)
+            actions[rows] = np.where(self.mask[rows], self.rng.random((len(rows), self.num_actions)), -1.0).argmax(1)
         if q_out is not None or not explore.all():
             q = self.q_values()
             if q_out is not None:
                 q_out[:] = q
-            actions = np.where(explore, actions, q.argmax(axis=1))
+            greedy = q.argmax(axis=1) if not self.masked else np.where(self.mask, q, -np.inf).argmax(axis=1)
+            actions = np.where(explore, actions, greedy)
         return actions
 
     def collect(self, n_steps: int, seq: int, refresh: Callable[[int], Any] | None = None) -> StagedBatch:
@@ -102,14 +118,15 @@ class Collector:
 
         ``refresh(have)`` is asked between ticks for newer weights (version, arrays) or None.
         """
-        n_env = len(self.envs)
-        size = self.cfg.env.frame_size
-        frames = np.empty((n_env, n_steps, size, size), dtype=np.uint8)
-        actions = np.empty((n_env, n_steps), dtype=np.uint8)
+        n_env, spec = self.env.num_envs, self.spec
+        frames = np.empty((n_env, n_steps, *spec.obs_shape), dtype=spec.obs_dtype)
+        actions = np.empty((n_env, n_steps), dtype=action_dtype(self.num_actions))
         rewards = np.empty((n_env, n_steps), dtype=np.float32)
         terminated = np.zeros((n_env, n_steps), dtype=np.uint8)
         first = np.empty((n_env, n_steps), dtype=np.uint8)
+        masks = np.empty((n_env, n_steps + 1, self.num_actions), bool) if self.masked else None  # + the one after
         q = np.empty((n_env, n_steps + 1, self.num_actions), np.float32) if self.actor_priorities else None
+        stacked = spec.stack > 1
         start = time.perf_counter()
         batch_version = -1  # the weights of the batch's first step: the oldest it was played with
         for t in range(n_steps):
@@ -120,52 +137,63 @@ class Collector:
             if t == 0:
                 batch_version = self.weights_version
             self.epsilon = epsilons(self.cfg.actor, self.cfg.actors, self.actor_id, self.env_steps)
-            frames[:, t] = self.stacks[:, -1]
+            frames[:, t] = self.obs
             first[:, t] = self.first
+            if masks is not None:
+                masks[:, t] = self.mask
             actions[:, t] = self.act(None if q is None else q[:, t])
-            for e, env in enumerate(self.envs):
-                frame, reward, term, trunc, info = env.step(int(actions[e, t]))
-                rewards[e, t] = reward
-                self.episode_return[e] += reward
-                if info["x_pos"] > self.episode_max_x[e]:
-                    self.episode_max_x[e] = info["x_pos"]
-                if term or trunc:
-                    terminated[e, t] = term
-                    self._end_episode(e, info)
-                    self.stacks[e] = env.reset()
-                    self.first[e] = 1
-                else:
-                    self.stacks[e, :-1] = self.stacks[e, 1:]
-                    self.stacks[e, -1] = frame
-                    self.first[e] = 0
+            obs, reward, term, trunc, info = self.env.step(actions[:, t])
+            rewards[:, t] = reward
+            terminated[:, t] = term
+            self.episode_return += reward
+            done = term | trunc
+            if stacked:
+                self.stacks[:, :-1] = self.stacks[:, 1:]
+                self.stacks[:, -1] = obs
+            else:
+                self.stacks = obs
+            self.obs = obs
+            self.first = done.astype(np.uint8)
+            if done.any():
+                ended = np.flatnonzero(done)
+                if stacked:  # a new episode's stack is its reset observation repeated
+                    self.stacks[ended] = obs[ended, None]
+                self._end_episodes(ended, info)
+            if self.masked:
+                self.mask = self.env.action_mask()
             self.env_steps += 1
         self.stats["steps"] += n_steps * n_env
         self.stats["fps"] = n_steps * n_env / max(time.perf_counter() - start, 1e-9)
         self.stats["epsilon"] = float(self.epsilon.mean())
-        episodes = np.array(self.finished, dtype=np.float32).reshape(-1, 3)
+        episodes = np.concatenate(self.finished) if self.finished else np.zeros((0, 3), np.float32)
         self.finished.clear()
+        packed = None
+        if masks is not None:
+            masks[:, n_steps] = self.mask
+            packed = np.packbits(masks[:, :n_steps], axis=-1, bitorder="little")
         priorities = None
         if q is not None:  # Ape-X: initial priorities from this actor's own n-step TD errors
             q[:, n_steps] = self.q_values()
             r = self.cfg.replay
             priorities = n_step_priorities(q, actions, rewards, terminated, first, self.first, r.n_step, r.gamma,
-                                           self.reward_scale)
-        return StagedBatch(seq, batch_version, (frames, actions, rewards, terminated, first), episodes, priorities)
+                                           self.reward_scale, masks)
+        return StagedBatch(seq, batch_version, (frames, actions, rewards, terminated, first), episodes, priorities,
+                           packed)
 
-    def _end_episode(self, e: int, info: dict[str, Any]) -> None:
-        flag = bool(info.get("flag_get", False))
-        self.stats["episodes"] += 1
-        self.stats["last_return"] = float(self.episode_return[e])
-        self.stats["last_x"] = float(self.episode_max_x[e])
-        self.stats["flags"] += int(flag)
-        self.finished.append((float(self.episode_return[e]), float(self.episode_max_x[e]), float(flag)))
-        self.episode_return[e] = 0.0
-        self.episode_max_x[e] = 0
-        self.holds.clear(e)
+    def _end_episodes(self, ended: np.ndarray, info: dict[str, Any]) -> None:
+        """Record the episodes of envs ``ended`` (return, score, success); ``info`` was read before their reset."""
+        returns = self.episode_return[ended]
+        score, success = info["score"][ended], info["success"][ended]
+        self.stats["episodes"] += len(ended)
+        self.stats["last_return"] = float(returns[-1])
+        self.stats["last_x"] = float(score[-1])
+        self.stats["flags"] += int(success.sum())
+        self.finished.append(np.stack([returns, score, success], 1).astype(np.float32))
+        self.episode_return[ended] = 0.0
+        self.holds.left[ended] = 0
 
     def close(self) -> None:
-        for env in self.envs:
-            env.close()
+        self.env.close()
 
 
 def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any = None,

@@ -29,6 +29,7 @@ class StagedBatch:
     arrays: tuple[np.ndarray, ...]  # frames, actions, rewards, terminated, first
     episodes: np.ndarray | None = None  # float32 [K, 3]: return, max x_pos, flag of episodes finished in the batch
     priorities: np.ndarray | None = None  # float32 [E, T]: initial replay priorities (prioritized replay, actor source)
+    masks: np.ndarray | None = None  # uint8 [E, T, ceil(A/8)]: packed action masks (masked envs)
 
 
 class BatchSender:
@@ -69,7 +70,7 @@ class BatchSender:
             stats = dict(stats, dropped=self.dropped_batches, sent=self.sent_transitions + transitions)
             parts = protocol.encode_batch(self.actor_id, self.incarnation, batch.seq, batch.weights_version,
                                           *batch.arrays, stats=stats, episodes=batch.episodes,
-                                          priorities=batch.priorities)
+                                          priorities=batch.priorities, masks=batch.masks)
             try:
                 self._socket.send_multipart(parts, flags=zmq.NOBLOCK, copy=False)
             except zmq.Again:

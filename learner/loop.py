@@ -36,8 +36,8 @@ from learner.metrics import MetricsLog
 from learner.trainer import DQNLearner
 from learner.weights import WeightServer
 from shared.config import RunConfig
-from shared.env import num_actions_for
 from shared.exploration import mean_floor
+from shared.vec_env import env_spec
 
 IDLE_NOTICE_EVERY = 10.0  # seconds without new experience before the loop says it waits, and between such lines
 
@@ -82,7 +82,8 @@ class Learner:
         self.run_dir = run_dir
         self.device = device
         self.train = not cfg.collect_only
-        self.num_actions = num_actions_for(cfg.env)
+        self.spec = env_spec(cfg.env)
+        self.num_actions = self.spec.num_actions
         learner_cfg = cfg.learner.resolved(device.type, cfg.env.name)
         if not self.train:
             learner_cfg = dataclasses.replace(learner_cfg, compile=False)
@@ -91,7 +92,7 @@ class Learner:
             print("[MAIN] no C++ compiler on PATH: torch.compile needs one on CPU, so the learner runs eager", flush=True)
             learner_cfg = dataclasses.replace(learner_cfg, compile=False)
         self.dqn = DQNLearner(learner_cfg, cfg.env.stack, self.num_actions, cfg.env.frame_size, device,
-                              env_name=cfg.env.name, dueling=cfg.net.dueling)
+                              env_name=cfg.env.name, dueling=cfg.net.dueling, spec=self.spec)
         self.counters = Counters()
         if resume_state is not None:
             self.dqn.load_state_dict(resume_state["learner"])
@@ -329,11 +330,19 @@ class _SyntheticReplay:
         self.cfg, self.device = cfg, device
 
     def sample(self, batch: int) -> dict[str, torch.Tensor]:
-        size, stack, dev = self.cfg.env.frame_size, self.cfg.env.stack, self.device
-        obs = torch.randint(0, 256, (batch, stack, size, size), dtype=torch.uint8, device=dev)
-        return {"obs": obs, "next_obs": obs.clone(),
-                "action": torch.randint(0, num_actions_for(self.cfg.env), (batch,), device=dev),
-                "reward": torch.zeros(batch, device=dev), "discount": torch.full((batch,), 0.99, device=dev)}
+        spec, dev = env_spec(self.cfg.env), self.device
+        shape = (batch, *spec.input_shape)
+        if spec.obs_dtype == "uint8":
+            obs = torch.randint(0, 256, shape, dtype=torch.uint8, device=dev)
+        else:
+            obs = torch.rand(shape, device=dev).to(getattr(torch, spec.obs_dtype))
+        out = {"obs": obs, "next_obs": obs.clone(),
+               "action": torch.randint(0, spec.num_actions, (batch,), device=dev),
+               "reward": torch.zeros(batch, device=dev), "discount": torch.full((batch,), 0.99, device=dev)}
+        if spec.masked:
+            out["next_mask"] = torch.rand((batch, spec.num_actions), device=dev) < 0.5
+            out["next_mask"][:, 0] = True
+        return out
 
 
 def load_resume_state(run_dir: str, device: torch.device) -> dict:

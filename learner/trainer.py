@@ -10,7 +10,10 @@ argmax, the target and the loss are fp32 (shared/network.py).
 
 Target: ``reward_scale * R_n + discount * Q_target(s', argmax_a Q_online(s', a))`` where ``R_n``
 is the n-step return in game units from replay; the scale (auto: 1/15 on Mario) keeps Q near
-unit size for the Huber loss and Adam, while logged returns stay in game units.
+unit size for the Huber loss and Adam, while logged returns stay in game units. Masked envs (the
+sample carries ``next_mask``): the argmax is over the valid actions of s' only
+(shared/network.py ``masked_argmax``). The network is built from the env's spec when one is given
+(``build_q_network``: Nature CNN for frame stacks, MLP for features, one Q per cell for fuel breaks).
 
 BatchNorm (``learner.batchnorm``):
 - 'eval' (default): Q(s, a), the Double-DQN argmax at s' and the target net all use running
@@ -50,7 +53,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from learner.replay import FrameReplay
 from shared.config import LearnerConfig
-from shared.network import QNetwork
+from shared.network import QNetwork, build_q_network, masked_argmax
 
 
 def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
@@ -84,12 +87,16 @@ class UpdateStats:
 
 class DQNLearner:
     def __init__(self, cfg: LearnerConfig, in_channels: int, num_actions: int, frame_size: int,
-                 device: torch.device, batchnorm_batch_stats: bool = True, env_name: str = "", dueling: bool = True):
+                 device: torch.device, batchnorm_batch_stats: bool = True, env_name: str = "", dueling: bool = True,
+                 spec=None):
         cfg = cfg.resolved(device.type, env_name)
         self.cfg = cfg
         self.device = device
         torch.manual_seed(cfg.seed)
-        self.online = QNetwork(in_channels, num_actions, frame_size, dueling=dueling).to(device)
+        if spec is not None:  # shared/spec.py EnvSpec: the family it calls for (Mario: the same QNetwork)
+            self.online = build_q_network(spec, dueling=dueling).to(device)
+        else:
+            self.online = QNetwork(in_channels, num_actions, frame_size, dueling=dueling).to(device)
         self.target = copy.deepcopy(self.online).eval()
         for p in self.target.parameters():
             p.requires_grad_(False)
@@ -122,6 +129,7 @@ class DQNLearner:
         joint, running = self.cfg.batchnorm == "joint", self.cfg.batchnorm == "eval"
         batch_stats = self.batchnorm_batch_stats
         obs, next_obs, action = batch["obs"], batch["next_obs"], batch["action"].unsqueeze(1)
+        next_mask = batch.get("next_mask")  # masked envs: the valid actions at s'; None: all
         if self.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()
         with torch.no_grad(), self._autocast():  # the target net first; clone: a later graph replay may reuse its memory
@@ -132,12 +140,12 @@ class DQNLearner:
                 self.online_fn(obs)
             if not joint:
                 self.online.eval()
-                best = self.online_fn(next_obs).argmax(dim=1, keepdim=True).clone()
+                best = masked_argmax(self.online_fn(next_obs), next_mask).clone()
         self.online.train(batch_stats and not running)
         with self._autocast():
             if joint:  # one forward: both sides normalised with the same batch statistics
                 q_all = self.online_fn(torch.cat([obs, next_obs])).float()
-                q_taken, best = q_all[:obs.shape[0]], q_all[obs.shape[0]:].detach().argmax(dim=1, keepdim=True)
+                q_taken, best = q_all[:obs.shape[0]], masked_argmax(q_all[obs.shape[0]:].detach(), next_mask)
             else:
                 q_taken = self.online_fn(obs).float()
         q = q_taken.gather(1, action).squeeze(1)

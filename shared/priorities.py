@@ -21,12 +21,14 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 def n_step_priorities(q: np.ndarray, actions: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
                       first: np.ndarray, next_first: np.ndarray, n_step: int, gamma: float,
-                      reward_scale: float) -> np.ndarray:
+                      reward_scale: float, masks: np.ndarray | None = None) -> np.ndarray:
     """|n-step TD errors| float32 [E, T].
 
     q           float [E, T+1, A]: Q of the observation at each slot, and of the observation after the last step
     actions     int [E, T]; rewards float [E, T] (game units); terminated, first bool/0-1 [E, T]
     next_first  bool/0-1 [E]: whether the observation after the batch starts a new episode
+    masks       bool [E, T+1, A] or None: the valid actions at each observation of ``q`` (masked envs);
+                the bootstrap's max is then over valid actions only
     """
     E, T = rewards.shape
     n = int(n_step)
@@ -46,7 +48,10 @@ def n_step_priorities(q: np.ndarray, actions: np.ndarray, rewards: np.ndarray, t
     ret = (rew_w * include * powers[:n]).sum(2)
     done = (include & term_w).any(2)
     rows = np.arange(E)[:, None]
-    boot = q[rows, np.arange(T)[None, :] + steps].max(2).astype(np.float64)
+    boot_q = q[rows, np.arange(T)[None, :] + steps]
+    if masks is not None:
+        boot_q = np.where(masks[rows, np.arange(T)[None, :] + steps], boot_q, -np.inf)
+    boot = boot_q.max(2).astype(np.float64)
     target = reward_scale * ret + np.where(done, 0.0, powers[steps] * boot)
     taken = q[rows, np.arange(T)[None, :], actions.astype(np.int64)].astype(np.float64)
     return np.where(steps > 0, np.abs(target - taken), 0.0).astype(np.float32)

@@ -206,3 +206,33 @@ def test_update_writes_the_new_td_errors_back_as_priorities():
     leaf = (stream * replay.stream_capacity + slot % replay.stream_capacity).numpy()
     last = {int(k): float(v) for k, v in zip(leaf, td)}  # a slot drawn twice keeps its last TD error
     np.testing.assert_allclose(replay._prio[list(last)], np.array(list(last.values())) + 1e-3, rtol=1e-6)
+
+
+@pytest.mark.parametrize("batchnorm", ["eval", "joint", "split"])
+def test_masked_double_dqn_target_takes_the_best_valid_action(batchnorm):
+    """Issue 11: with next_mask the Double-DQN argmax is over s''s valid actions only (fuel-break spec, one Q per cell)."""
+    from shared.network import CellQNetwork
+    from shared.spec import EnvSpec
+
+    spec = EnvSpec((3, 8, 8), "uint8", 1, 64, masked=True)
+    cfg = LearnerConfig(micro_batch=8, accum_steps=1, compile=False, amp="off", batchnorm=batchnorm)
+    dqn = DQNLearner(cfg, 1, 64, 8, CPU, spec=spec, batchnorm_batch_stats=False)
+    assert isinstance(dqn.online, CellQNetwork)
+    g = torch.Generator().manual_seed(0)
+    batch = {"obs": torch.randint(0, 256, (8, 3, 8, 8), dtype=torch.uint8, generator=g),
+             "next_obs": torch.randint(0, 256, (8, 3, 8, 8), dtype=torch.uint8, generator=g),
+             "action": torch.randint(0, 64, (8,), generator=g), "reward": torch.zeros(8),
+             "discount": torch.ones(8)}
+    dqn.online.eval()
+    with torch.no_grad():
+        q_online, q_target = dqn.online(batch["next_obs"]), dqn.target(batch["next_obs"])
+    mask = torch.ones(8, 64, dtype=torch.bool)
+    mask[torch.arange(8), q_online.argmax(1)] = False  # the unmasked argmax is invalid in every row
+    mask[:, 5] = False
+    want_action = q_online.masked_fill(~mask, float("-inf")).argmax(1)
+    assert not torch.equal(want_action, q_online.argmax(1))
+    loss, td, q = dqn.micro_loss(dict(batch, next_mask=mask))
+    target = q_target.gather(1, want_action[:, None]).squeeze(1)
+    assert torch.allclose(td, (q - target).abs(), atol=1e-5)
+    _, td_unmasked, _ = dqn.micro_loss(batch)
+    assert not torch.allclose(td, td_unmasked)
