@@ -5,7 +5,8 @@ waits for a request on ``requests`` (a dict with the ``updates``, ``env_steps`` 
 at which the launcher asked, and ``weights``: the learner's last published (version, arrays)), plays
 ``eval.episodes`` episodes at ``eval.epsilon`` on ``eval.stage`` (default: the training stage) and
 puts the request back on ``results`` with ``weights_version``, ``epsilon``, ``seconds``, the
-``summary`` of actors/evaluator.py and ``state``, the weights it played (numpy arrays by name; the
+``summary`` of actors/evaluator.py, ``env``, ``random`` (Snake and fuel breaks: the summary of a uniformly
+random (valid) policy on the same seeds, else None) and ``state``, the weights it played (numpy arrays by name; the
 learner keeps the best-scoring ones as ``best.pt``). Training and collection never wait for it:
 the launcher skips a request while the previous one still runs. It ignores SIGINT and stops on
 ``stop_event``, SIGTERM or the launcher's death.
@@ -26,7 +27,7 @@ from typing import Any
 import torch
 
 from actors.evaluator import action_names_for, build_network, play_episodes, summarize
-from shared.config import RunConfig
+from shared.config import VECTOR_ENVS, RunConfig
 
 
 def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: Any) -> None:
@@ -58,7 +59,12 @@ def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: A
         net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
         start = time.perf_counter()
         episodes = play_episodes(net, env_cfg, cfg.eval.episodes, cfg.eval.epsilon, cfg.eval.seed + rounds)
+        baseline = None
+        if env_cfg.name in VECTOR_ENVS:  # the random policy on the same seeds, to read the score against
+            baseline = summarize(play_episodes(None, env_cfg, cfg.eval.episodes, 1.0, cfg.eval.seed + rounds,
+                                               policy="random"), len(names), names)
+            baseline.pop("action_counts"), baseline.pop("action_fractions")
         rounds += 1
         results.put(dict(request, weights_version=version, epsilon=cfg.eval.epsilon, stage=env_cfg.stage,
-                         seconds=time.perf_counter() - start,
+                         seconds=time.perf_counter() - start, env=env_cfg.name, random=baseline,
                          summary=summarize(episodes, len(names), names), state=arrays))

@@ -11,6 +11,10 @@ Used by ``python -m launch.evaluate`` and usable from an evaluation process duri
     baseline a trained agent must beat). All randomness comes from ``np.random.default_rng(seed)``;
     the env is built with ``seed`` too. Mario itself is deterministic given the actions, so a
     pure-greedy Mario episode is the same every time.
+    Snake and fuel breaks (vector envs): ``episodes`` envs of one vector env play one episode each
+    (one batched forward per step; greedy and random actions over the valid ones when masked);
+    an episode's ``x_pos`` field then holds the env's score (food eaten; cells saved against the
+    fire without breaks) and ``flag`` its success (grid filled; any cell saved).
 ``summarize(episodes, num_actions, action_names)``
     Plain dict (JSON-ready): x_pos mean/median/max/min, flag rate, return and length means and the
     action histogram keyed by readable names (:func:`action_names_for`, e.g. ``"right+A+B"``).
@@ -32,9 +36,10 @@ from typing import Iterable, Iterator
 import numpy as np
 import torch
 
-from shared.config import EnvConfig
-from shared.env import ACTION_SETS, FrameStacker, make_env, num_actions_for
-from shared.network import QNetwork, is_dueling
+from shared.config import VECTOR_ENVS, EnvConfig
+from shared.env import ACTION_SETS, FrameStacker, make_env
+from shared.network import build_q_network, is_dueling
+from shared.vec_env import env_spec, make_vector_env
 
 __all__ = [
     "Episode",
@@ -50,6 +55,7 @@ __all__ = [
 
 POLICIES = ("greedy", "random")
 CATCH_ACTION_NAMES = ["left", "stay", "right"]
+SNAKE_ACTION_NAMES = ["straight", "left", "right"]
 GIF_EVERY = 4
 """A GIF keeps every 4th emulator frame (15 fps at 60): a quarter of the size, same duration."""
 MACRO_BLOCK = 16
@@ -67,15 +73,15 @@ class Episode:
     """
 
     x_pos: int
-    """Max x_pos over the episode (game pixels from the stage's start)."""
+    """Max x_pos over the episode (game pixels from the stage's start); Snake and fuel breaks: the score."""
     flag: bool
-    """The flag was reached (stage cleared)."""
+    """The flag was reached (stage cleared); Snake and fuel breaks: info["success"]."""
     ret: float
     """Return: the sum of rewards in game units (no clipping, no discount)."""
     length: int
     """Agent steps (each ``frame_skip`` emulator frames, fewer on the last one)."""
     actions: np.ndarray
-    """uint8 [length]: the action taken at each agent step, in order (replay it with record_video)."""
+    """uint8 [length] (uint16 past 256 actions): the action taken at each agent step, in order (replay it with record_video)."""
 
 
 @dataclass
@@ -97,15 +103,16 @@ class VideoInfo:
 # --------------------------------------------------------------------------- network
 
 
-def build_network(env_cfg: EnvConfig, state_dict: dict | None = None, dueling: bool = True) -> QNetwork:
-    """A CPU :class:`QNetwork` shaped for ``env_cfg`` in eval() mode, loaded with ``state_dict`` if given.
+def build_network(env_cfg: EnvConfig, state_dict: dict | None = None, dueling: bool = True) -> torch.nn.Module:
+    """A CPU Q-network for ``env_cfg``'s spec (``build_q_network``: Mario's QNetwork) in eval() mode, loaded
+    with ``state_dict`` if given.
 
     With a ``state_dict`` its keys say whether the head is dueling (so runs saved before the option
     load as they were); keys of a ``torch.compile``-wrapped module (``_orig_mod.`` prefix) are accepted.
     """
     if state_dict is not None:
         dueling = is_dueling(state_dict)
-    net = QNetwork(env_cfg.stack, num_actions_for(env_cfg), env_cfg.frame_size, dueling=dueling)
+    net = build_q_network(env_spec(env_cfg), dueling=dueling)
     if state_dict is not None:
         state = {k.removeprefix("_orig_mod."): v for k, v in state_dict.items()}
         net.load_state_dict(state)
@@ -116,6 +123,11 @@ def action_names_for(env_cfg: EnvConfig) -> list[str]:
     """Readable action names: Mario button lists joined with '+' (``"right+A+B"``, ``"NOOP"``), Catch's moves."""
     if env_cfg.name == "catch":
         return list(CATCH_ACTION_NAMES)
+    if env_cfg.name == "snake":
+        return list(SNAKE_ACTION_NAMES)
+    if env_cfg.name == "fuelbreak":
+        side = env_cfg.fuelbreak_size
+        return [f"{y},{x}" for y in range(side) for x in range(side)]
     return ["+".join(buttons) for buttons in ACTION_SETS[env_cfg.actions]]
 
 
@@ -142,9 +154,11 @@ def play_episodes(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int
         raise ValueError("policy='greedy' needs a network")
     if greedy:
         net.eval()
+    if env_cfg.name in VECTOR_ENVS:
+        return _play_vector(net if greedy else None, env_cfg, episodes, float(epsilon) if greedy else 1.0, seed)
     rng = np.random.default_rng(seed)
     eps = float(epsilon) if greedy else 1.0
-    num_actions = num_actions_for(env_cfg)
+    num_actions = env_spec(env_cfg).num_actions
     env = make_env(env_cfg, seed)
     stacker = FrameStacker(env_cfg.stack, env.frame_shape)
     obs_t = torch.from_numpy(stacker.array).unsqueeze(0)  # shares memory: follows every push
@@ -177,6 +191,44 @@ def play_episodes(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int
     return out
 
 
+def _play_vector(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int, eps: float,
+                 seed: int) -> list[Episode]:
+    """One episode in each of ``episodes`` envs of one vector env, stepped together; env i's episode is the
+    first it finishes. Exploring steps (all of them when ``net`` is None) take a uniformly random valid action."""
+    spec = env_spec(env_cfg)
+    env = make_vector_env(env_cfg, [seed] * episodes)
+    rng = np.random.default_rng(seed)
+    n = episodes
+    ret, length = np.zeros(n), np.zeros(n, np.int64)
+    score, success = np.zeros(n), np.zeros(n, bool)
+    active = np.ones(n, bool)
+    taken: list[np.ndarray] = []
+    mask = np.ones((n, spec.num_actions), bool)
+    try:
+        obs = env.reset()
+        with torch.inference_mode():
+            while active.any():
+                if spec.masked:
+                    mask = env.action_mask()
+                actions = np.where(mask, rng.random(mask.shape), -1.0).argmax(axis=1)
+                explore = rng.random(n) < eps
+                if net is not None and not explore.all():
+                    q = net(torch.from_numpy(obs)).numpy()
+                    actions = np.where(explore, actions, np.where(mask, q, -np.inf).argmax(axis=1))
+                obs, reward, terminated, truncated, info = env.step(actions)
+                taken.append(actions)
+                ret[active] += reward[active]
+                length[active] += 1
+                done = (terminated | truncated) & active
+                score[done], success[done] = info["score"][done], info["success"][done]
+                active &= ~done
+    finally:
+        env.close()
+    played = np.stack(taken).astype(np.uint8 if spec.num_actions <= 256 else np.uint16)  # [steps, n]
+    return [Episode(int(round(score[i])), bool(success[i]), float(ret[i]), int(length[i]),
+                    np.ascontiguousarray(played[:length[i], i])) for i in range(n)]
+
+
 def best_episode(episodes: list[Episode]) -> Episode:
     """The episode with the highest x_pos, ties broken by the higher return (then the earlier one)."""
     return max(episodes, key=lambda e: (e.x_pos, e.ret))
@@ -186,7 +238,8 @@ def summarize(episodes: list[Episode], num_actions: int, action_names: list[str]
     """A JSON-ready summary of ``episodes``.
 
     Keys: episodes, steps (total agent steps), x_pos_mean / x_pos_median / x_pos_max / x_pos_min
-    (of each episode's max x_pos), flags (episodes that reached the flag), flag_rate (0..1),
+    (of each episode's max x_pos), flags (episodes that reached the flag), flag_rate (0..1), the same figures
+    as score_mean / score_median / score_max / score_min and success_rate (their names for Snake and fuel breaks),
     return_mean / return_min / return_max, length_mean, action_counts and action_fractions
     ({name: value} in action order; counts sum to steps, fractions to 1).
     """
@@ -210,6 +263,11 @@ def summarize(episodes: list[Episode], num_actions: int, action_names: list[str]
         "x_pos_min": int(min(xs)),
         "flags": int(flags),
         "flag_rate": flags / len(episodes),
+        "score_mean": float(statistics.fmean(xs)),  # the env's own name for it: Snake's food, fuel breaks' cells saved
+        "score_median": float(statistics.median(xs)),
+        "score_max": int(max(xs)),
+        "score_min": int(min(xs)),
+        "success_rate": flags / len(episodes),
         "return_mean": float(statistics.fmean(rets)),
         "return_min": float(min(rets)),
         "return_max": float(max(rets)),

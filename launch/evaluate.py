@@ -21,6 +21,11 @@ random actions: no network, no checkpoint, and RUN_DIR may be omitted (then the 
 ``EnvConfig``, i.e. Mario with the 'simple' action set, frame skip 4, 4500-step limit, on
 ``--stage``, and ``--env`` may pick another game).
 
+Snake and fuel breaks (``--env snake|fuelbreak`` or a run trained on them): the table's columns are the
+score (food eaten; cells saved against the same fire without breaks) and success (grid filled; any cell
+saved), and a greedy evaluation adds a row for a uniformly random (valid) policy on the same seeds
+(``random`` in the JSON file).
+
 Printed: x_pos mean/median/max (each episode's furthest x_pos), flag rate, mean return and length,
 and the action histogram. Written (``--json``; default ``RUN_DIR/eval-STAGE-eps0.05.json``, or
 ``eval-STAGE-random.json`` in RUN_DIR or the current folder): run_dir, checkpoint, updates and
@@ -45,8 +50,9 @@ import torch
 from actors.evaluator import (POLICIES, action_names_for, best_episode, build_network, episode_record,
                               play_episodes, record_video, summarize)
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
-from shared.config import ConfigError, EnvConfig, RunConfig
-from shared.env import num_actions_for, parse_stage
+from shared.config import ENV_NAMES, VECTOR_ENVS, ConfigError, EnvConfig, RunConfig
+from shared.env import parse_stage
+from shared.vec_env import env_spec
 
 
 class UsageError(Exception):
@@ -74,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "online net; ema = its moving average (--learner.ema-decay); auto (default) = best when "
                         "RUN_DIR holds best.pt and no --checkpoint is given, else online")
     p.add_argument("--checkpoint", default=None, metavar="PATH", help="checkpoint file to load instead of RUN_DIR/checkpoint.pt")
-    p.add_argument("--env", default=None, help="mario, catch or fake; only without RUN_DIR (random policy)")
+    p.add_argument("--env", default=None, help="mario, catch, fake, snake or fuelbreak; only without RUN_DIR "
+                                               "(random policy, the env's default options)")
     p.add_argument("--max-episode-steps", type=int, default=None, help="override the env's time limit (0: none)")
     p.add_argument("--jump-release", default=None, choices=("on", "off"),
                    help="Mario's jump release (env.jump_release; default: the run's setting, on without RUN_DIR)")
@@ -112,8 +119,8 @@ def resolve(args: argparse.Namespace) -> dict:
         raise UsageError(f"--max-episode-steps={args.max_episode_steps!r} must be >= 0")
     if args.video is not None and os.path.splitext(args.video)[1].lower() not in (".mp4", ".gif"):
         raise UsageError(f"--video={args.video!r} must end in .mp4 or .gif")
-    if args.env is not None and args.env not in ("mario", "catch", "fake"):
-        raise UsageError(f"--env={args.env!r} must be mario, catch or fake")
+    if args.env is not None and args.env not in ENV_NAMES:
+        raise UsageError(f"--env={args.env!r} must be one of {', '.join(ENV_NAMES)}")
     greedy = args.policy == "greedy"
     run_dir, ckpt_path, cfg, state = args.run_dir, args.checkpoint, None, None
 
@@ -184,7 +191,7 @@ def resolve(args: argparse.Namespace) -> dict:
         except (RuntimeError, KeyError, TypeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UsageError(f"checkpoint {ckpt_path!r} does not fit the network of env {env.name} "
-                             f"(stack {env.stack}, {num_actions_for(env)} actions, {env.frame_size}px): {first}") from None
+                             f"({env_spec(env)}): {first}") from None
     counters = (state or {}).get("counters") or {}
     label = env.stage if env.name == "mario" else env.name
     tag = "random" if not greedy else f"eps{args.epsilon:g}" + (f"-{args.net}" if args.net != "online" else "")
@@ -199,14 +206,23 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def format_table(rows: list[tuple[str, dict]], names: list[str]) -> str:
-    """The console table: one line per summary, then each one's action histogram."""
-    head = f"{'':<16}{'episodes':>9}{'x mean':>9}{'x median':>10}{'x max':>7}{'x min':>7}{'flag':>8}{'return':>9}{'length':>9}"
+def format_table(rows: list[tuple[str, dict]], names: list[str], score: bool = False) -> str:
+    """The console table: one line per summary, then each one's action histogram (up to 32 actions).
+    ``score``: Snake and fuel breaks, whose x_pos columns hold the score and flag the success."""
+    x, flag = ("score", "success") if score else ("x", "flag")
+    head = (f"{'':<16}{'episodes':>9}{x + ' mean':>11}{x + ' median':>13}{x + ' max':>10}{x + ' min':>10}{flag:>8}"
+            f"{'return':>9}{'length':>9}") if score else \
+        f"{'':<16}{'episodes':>9}{'x mean':>9}{'x median':>10}{'x max':>7}{'x min':>7}{'flag':>8}{'return':>9}{'length':>9}"
     lines = [head]
     for title, s in rows:
+        if score:
+            lines.append(f"{title:<16}{s['episodes']:>9}{s['x_pos_mean']:>11.2f}{s['x_pos_median']:>13.1f}"
+                         f"{s['x_pos_max']:>10}{s['x_pos_min']:>10}{_pct(s['flag_rate']):>8}{s['return_mean']:>9.2f}"
+                         f"{s['length_mean']:>9.1f}")
+            continue
         lines.append(f"{title:<16}{s['episodes']:>9}{s['x_pos_mean']:>9.1f}{s['x_pos_median']:>10.1f}{s['x_pos_max']:>7}"
                      f"{s['x_pos_min']:>7}{_pct(s['flag_rate']):>8}{s['return_mean']:>9.1f}{s['length_mean']:>9.1f}")
-    for title, s in rows:
+    for title, s in rows if len(names) <= 32 else ():
         hist = "  ".join(f"{n} {_pct(s['action_fractions'][n])}" for n in names)
         lines.append(f"actions {title}: {hist}")
     return "\n".join(lines)
@@ -230,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
 def _evaluate(args: argparse.Namespace, job: dict) -> int:
     env, net, greedy = job["env"], job["net"], args.policy == "greedy"
     names = action_names_for(env)
-    num_actions = num_actions_for(env)
+    num_actions = env_spec(env).num_actions
     where = job["checkpoint"] or "(no network)"
     print(f"[EVAL] {job['run_dir'] or '-'}: checkpoint {where}"
           + (f", updates {job['updates']:,}" if isinstance(job["updates"], int) else "")
@@ -253,7 +269,12 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
     if greedy_ep is not None:
         greedy_summary = summarize([greedy_ep], num_actions, names)
         rows.append(("greedy (eps 0)", greedy_summary))
-    print(format_table(rows, names))
+    vector, random_summary = env.name in VECTOR_ENVS, None
+    if vector and greedy:  # Snake and fuel breaks: the random policy on the same seeds, to read the score against
+        random_summary = summarize(play_episodes(None, env, args.episodes, 1.0, args.seed, policy="random"),
+                                   num_actions, names)
+        rows.append(("random", random_summary))
+    print(format_table(rows, names, score=vector))
     print(f"[EVAL] {steps:,} agent steps in {seconds:.1f} s ({steps / max(seconds, 1e-9):,.0f} steps/s)", flush=True)
 
     video = None
@@ -284,6 +305,7 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
         "env": dataclasses.asdict(env),
         "summary": summary,
         "greedy": None if greedy_ep is None else {**greedy_summary, "episode": episode_record(greedy_ep)},
+        "random": random_summary,
         "episodes": [episode_record(e) for e in episodes],
         "video": video,
         "eval_seconds": seconds,

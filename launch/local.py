@@ -35,11 +35,20 @@ from learner.loop import Learner, load_resume_state
 from shared.config import ConfigError, RunConfig, from_dict
 from shared.exploration import epsilon_floors
 from shared.health import Heartbeat
+from shared.network import network_family
+from shared.vec_env import env_spec
 
 SILENT_SLOT_NOTICE = 60.0  # seconds after start when a slot that has sent nothing is reported (its replay share is idle)
 
 # Options a resumed run takes from the command line; everything else comes from the run folder.
 RESUME_OVERRIDES = ("duration", "log_every", "progress", "resume", "spawn_actors")
+
+
+def spec_line(cfg: RunConfig) -> str:
+    """The env's spec in a few words: observation, stack, actions, mask, network family."""
+    spec = env_spec(cfg.env)
+    return (f"obs {spec.obs_dtype} {'x'.join(map(str, spec.obs_shape))}, stack {spec.stack}, "
+            f"{spec.num_actions} actions{', masked' if spec.masked else ''}, {network_family(spec)} net")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -107,7 +116,8 @@ def run(cfg: RunConfig) -> int:
         f"compile: {lc.compile}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s), " \
         f"{'dueling' if cfg.net.dueling else 'Nature-DQN'} head)"
     print(f"[MAIN] run folder {run_dir}, device {device}, {cfg.actors} actors x {cfg.actor.envs_per_actor} env(s) "
-          f"on {cfg.env.name} {cfg.env.stage}, {mode}", flush=True)
+          f"on {cfg.env.name}{' ' + cfg.env.stage if cfg.env.name == 'mario' else ''} ({spec_line(cfg)}), {mode}",
+          flush=True)
     hold = (f"each random action held Zipf({cfg.actor.explore_repeat:g}) steps up to {cfg.actor.explore_repeat_max}"
             if cfg.actor.explore_repeat else "random actions for one step")
     if cfg.actor.epsilon >= 0:

@@ -260,6 +260,10 @@ class Learner:
                    "eval/return": s["return_mean"], "eval/length": s["length_mean"],
                    "eval/episodes": s["episodes"], "eval/epsilon": result["epsilon"],
                    "eval/weights_version": result["weights_version"], "eval/seconds": result["seconds"]}
+        if result.get("random") is not None:  # Snake and fuel breaks: the score, and a random policy's
+            figures.update({"eval/score": s["score_mean"], "eval/success_rate": s["success_rate"],
+                            "eval/random_score": result["random"]["score_mean"],
+                            "eval/random_return": result["random"]["return_mean"]})
         if self.metrics is not None:
             self.metrics.write(result["updates"], result["env_steps"], result["wall_seconds"], figures)
         self.echo(format_eval_line(result))
@@ -273,7 +277,9 @@ class Learner:
                                            "return_mean", "episodes")} | {"epsilon": result["epsilon"]},
                 "config": self.cfg.to_json(),
             })
-            self.echo(f"[MAIN] best evaluation so far (flags {s['flag_rate']:.0%}, x_pos mean {s['x_pos_mean']:.0f}): "
+            what = (f"flags {s['flag_rate']:.0%}, x_pos mean {s['x_pos_mean']:.0f}" if result.get("random") is None
+                    else f"success {s['success_rate']:.0%}, score mean {s['score_mean']:.2f}")
+            self.echo(f"[MAIN] best evaluation so far ({what}): "
                       f"weights v{result['weights_version']} saved to {os.path.join(self.run_dir, 'best.pt')}")
 
     def checkpoint(self) -> str:
@@ -306,6 +312,13 @@ class Learner:
 def format_eval_line(result: dict) -> str:
     """The [MAIN] line of an evaluation during training."""
     s = result["summary"]
+    if result.get("random") is not None:  # Snake (score: food eaten), fuel breaks (cells saved against no breaks)
+        r = result["random"]
+        return (f"[MAIN] Eval at {result['env_steps']:,} env steps (weights v{result['weights_version']}, "
+                f"eps {result['epsilon']:g}, {s['episodes']} episodes): score mean {s['score_mean']:.2f}, "
+                f"median {s['score_median']:.1f}, max {s['score_max']}, success {s['success_rate']:.0%}, "
+                f"return {s['return_mean']:.2f}, length {s['length_mean']:.0f}; random policy: score mean "
+                f"{r['score_mean']:.2f}, return {r['return_mean']:.2f}; took {result['seconds']:.1f}s")
     return (f"[MAIN] Eval at {result['env_steps']:,} env steps (weights v{result['weights_version']}, "
             f"eps {result['epsilon']:g}, {s['episodes']} episodes): x_pos mean {s['x_pos_mean']:.0f}, "
             f"median {s['x_pos_median']:.0f}, max {s['x_pos_max']:.0f}, flags {s['flag_rate']:.0%}, "
