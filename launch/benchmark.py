@@ -3,7 +3,9 @@
     python -m launch.benchmark --actors 2 --seconds 20 --json bench.json
 
 Stages (``--stages``):
-  env_ceiling  K bare Mario processes, same preprocessing, random actions: steps/s
+  env_ceiling  K bare Mario processes, same preprocessing, random actions: steps/s (Snake and fuel breaks,
+               ``--run.env.name snake|fuelbreak``: K processes each stepping one vector env of
+               ``--run.actor.envs-per-actor`` envs with random valid actions: transitions/s)
   collection   K real actors -> sockets -> consolidation -> replay, no training: transitions/s,
                and efficiency = collection / env_ceiling (with random actions, and with Ape-X
                epsilon-greedy inference)
@@ -49,9 +51,10 @@ from learner.prioritized_replay import PrioritizedReplay
 from learner.replay import FrameReplay
 from learner.weights import WeightServer
 from shared import protocol
-from shared.config import RunConfig
+from shared.config import VECTOR_ENVS, RunConfig
 from shared.env import make_env, num_actions_for
-from shared.network import QNetwork
+from shared.network import QNetwork, build_q_network
+from shared.vec_env import env_spec, make_vector_env
 
 
 @dataclass
@@ -124,6 +127,8 @@ def _bare_env_worker(cfg: RunConfig, index: int, go, seconds: float, out) -> Non
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
+    if cfg.env.name in VECTOR_ENVS:
+        return _bare_vector_worker(cfg, index, go, seconds, out)
     env = make_env(cfg.env, seed=index)
     rng = np.random.default_rng(index)
     env.reset()
@@ -138,6 +143,28 @@ def _bare_env_worker(cfg: RunConfig, index: int, go, seconds: float, out) -> Non
         steps += 1
         if term or trunc:
             env.reset()
+    out.put((steps, time.process_time() - cpu0))
+
+
+def _bare_vector_worker(cfg: RunConfig, index: int, go, seconds: float, out) -> None:
+    """The same for a vector env (Snake, fuel breaks): one step(actions[E]) per tick, random valid actions."""
+    n = cfg.actor.envs_per_actor
+    env = make_vector_env(cfg.env, [index * 4096 + e for e in range(n)])
+    rng = np.random.default_rng(index)
+    env.reset()
+
+    def tick() -> None:
+        mask = env.action_mask()
+        env.step(np.where(mask, rng.random(mask.shape), -1.0).argmax(axis=1))
+
+    for _ in range(20):  # warm-up
+        tick()
+    out.put("ready")
+    go.wait()
+    steps, end, cpu0 = 0, time.monotonic() + seconds, time.process_time()
+    while time.monotonic() < end:
+        tick()
+        steps += n
     out.put((steps, time.process_time() - cpu0))
 
 
@@ -171,9 +198,10 @@ def _cpu_seconds(procs: list) -> float:
 def collection(cfg: RunConfig, seconds: float) -> dict:
     """Real actors into a real DataPlane; rate of transitions arriving in replay over the timed window."""
     device = torch.device("cpu")
-    plane = DataPlane(cfg, num_actions_for(cfg.env), device).start()
+    spec = env_spec(cfg.env)
+    plane = DataPlane(cfg, spec.num_actions, device).start()
     server = WeightServer(cfg.transport)
-    server.publish(0, QNetwork(cfg.env.stack, num_actions_for(cfg.env), cfg.env.frame_size, dueling=cfg.net.dueling))
+    server.publish(0, build_q_network(spec, dueling=cfg.net.dueling))
     server.start()
     ctx = spawn_context()
     stop = ctx.Event()
