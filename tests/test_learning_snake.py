@@ -3,7 +3,10 @@ processes, real sockets, weight broadcast, prioritized replay with actor priorit
 features, the learner. Only the duration is set (and the run folder and ports); the grid is the default 10x10.
 
 The final checkpoint's greedy policy (epsilon 0) then plays 100 episodes, one per env of one vector env, and a
-uniformly random policy 100 more on the same seeds: food eaten per episode. The bar is recorded in SNAKE_BAR.
+uniformly random policy 100 more on the same seeds: food eaten per episode. Measured here (2 cores shared with
+another session's test suite, load about 5): after 30 s, 619 updates and 34,368 transitions, greedy 5.96 food per
+episode against random 0.11; after 45 s (1,024 updates), 8.70 against 0.11. The bar: greedy at least 2 food above
+random and at least 4x random, which a pipeline that does not learn (random: about 0.1) cannot reach.
 """
 
 import glob
@@ -19,9 +22,9 @@ from shared.config import RunConfig
 from tests.conftest import free_base_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DURATION = 45  # seconds of training after the learner's compile warm-up
+DURATION = 30  # seconds of training after the learner's compile warm-up
 EPISODES = 100
-SNAKE_BAR = (1.0, 4.0)  # greedy mean food must beat random by at least 1.0 food and by 4x
+SNAKE_BAR = (2.0, 4.0)  # greedy mean food must beat random by at least 2 food and by 4x
 
 
 def mean_food(net, env_cfg, policy: str) -> float:
