@@ -179,7 +179,10 @@ class FrameReplay:
         _check(rewards.is_floating_point(), f"rewards dtype {rewards.dtype} must be floating point")
         _check(terminated.dtype == torch.bool, f"terminated dtype {terminated.dtype} must be bool")
         _check(first.dtype == torch.bool, f"first dtype {first.dtype} must be bool")
-        if actions.dtype != torch.uint8 or self.num_actions < 256:
+        if actions.dtype == torch.uint8:  # never negative: one reduction (Mario's path)
+            a_max = int(actions.max()) if self.num_actions < 256 else 0
+            _check(a_max < self.num_actions, f"actions must be in [0, {self.num_actions}), got max={a_max}")
+        else:
             a_min, a_max = int(actions.min()), int(actions.max())
             _check(a_min >= 0 and a_max < self.num_actions,
                    f"actions must be in [0, {self.num_actions}), got min={a_min} max={a_max}")

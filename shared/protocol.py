@@ -127,6 +127,11 @@ class Limits:
     obs_dtype: str = "uint8"
     masked: bool = False
 
+    def __post_init__(self) -> None:  # computed once, not per message: decode_batch is the learner's hot path
+        object.__setattr__(self, "dtypes", batch_dtypes(self.obs_dtype, self.num_actions))
+        object.__setattr__(self, "dtype_strs", [d.str for d in self.dtypes])
+        object.__setattr__(self, "shape_list", [int(d) for d in self.obs_shape])
+
     @classmethod
     def for_spec(cls, spec: Any, **bounds: int) -> "Limits":
         """Limits for an :class:`shared.spec.EnvSpec` and the transport's bounds."""
@@ -275,14 +280,14 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     has_priorities = _int_field(header, "P", 0, 1)
     has_masks = _int_field(header, "M", 0, 1)
     shape = header["shape"]
-    if not (isinstance(shape, list) and 1 <= len(shape) <= MAX_OBS_DIMS
-            and all(type(d) is int and 1 <= d <= 1 << 16 for d in shape)):
-        raise ProtocolError("field", f"shape={shape!r} not a list of 1 to {MAX_OBS_DIMS} ints in [1, 65536]")
-    if tuple(shape) != tuple(limits.obs_shape):
+    if shape != limits.shape_list or not all(type(d) is int for d in shape):  # type: 1.0 == 1 and True == 1
+        if not (isinstance(shape, list) and 1 <= len(shape) <= MAX_OBS_DIMS
+                and all(type(d) is int and 1 <= d <= 1 << 16 for d in shape)):
+            raise ProtocolError("field", f"shape={shape!r} not a list of 1 to {MAX_OBS_DIMS} ints in [1, 65536]")
         raise ProtocolError("shape", f"observation shape {tuple(shape)} != expected {tuple(limits.obs_shape)}")
-    dtypes = batch_dtypes(limits.obs_dtype, limits.num_actions)
-    if header["dtypes"] != [d.str for d in dtypes]:
-        raise ProtocolError("dtype", f"dtypes {header['dtypes']!r} != {[d.str for d in dtypes]}")
+    dtypes = limits.dtypes
+    if header["dtypes"] != limits.dtype_strs:
+        raise ProtocolError("dtype", f"dtypes {header['dtypes']!r} != {limits.dtype_strs}")
     if has_masks != int(limits.masked):
         raise ProtocolError("field", f"M={has_masks} but this env is {'masked' if limits.masked else 'unmasked'}")
     stats = header["stats"]
