@@ -51,6 +51,7 @@ from learner.prioritized_replay import PrioritizedReplay
 from learner.replay import FrameReplay
 from learner.weights import WeightServer
 from shared import protocol
+from shared.protocol import action_dtype
 from shared.config import VECTOR_ENVS, RunConfig
 from shared.env import make_env, num_actions_for
 from shared.network import QNetwork, build_q_network
@@ -101,6 +102,8 @@ class BenchConfig:
     """Short windows (every option still at its default is shrunk): the whole run in under 3 minutes on 2 cores."""
     json: str = ""
     """Write every figure here as JSON."""
+    env: str = ""
+    """Shorthand for --run.env.name (mario, catch, fake, snake, fuelbreak); empty: --run.env.name's value."""
     run: RunConfig = field(default_factory=RunConfig)
     """Run configuration used by the stages (env, actor, replay, transport)."""
 
@@ -388,17 +391,28 @@ def render_priority_table(p: dict) -> str:
 # ----------------------------------------------------------------------------- learner
 
 def _filled_replay(cfg: RunConfig, device: torch.device, streams: int = 8, per_stream: int = 4096) -> FrameReplay:
-    size = cfg.env.frame_size
-    replay = FrameReplay(streams, streams * per_stream, (size, size), cfg.env.stack, cfg.replay.n_step,
-                         cfg.replay.gamma, device)
+    """A replay of the run's env spec (shape, dtype, stack, masks) filled with random 200-step episodes."""
+    spec = env_spec(cfg.env)
+    replay = FrameReplay(streams, streams * per_stream, tuple(spec.obs_shape), spec.stack, cfg.replay.n_step,
+                         cfg.replay.gamma, device, obs_dtype=spec.obs_dtype, num_actions=spec.num_actions,
+                         masked=spec.masked)
     rng = np.random.default_rng(0)
-    frames = rng.integers(0, 256, (streams, per_stream, size, size), dtype=np.uint8)
-    actions = rng.integers(0, num_actions_for(cfg.env), (streams, per_stream), dtype=np.uint8)
+    shape = (streams, per_stream, *spec.obs_shape)
+    if spec.obs_dtype == "uint8":
+        frames = rng.integers(0, 256, shape, dtype=np.uint8)
+    else:
+        frames = rng.random(shape, dtype=np.float32).astype(spec.obs_dtype)
+    actions = rng.integers(0, spec.num_actions, (streams, per_stream)).astype(action_dtype(spec.num_actions))
+    masks = None
+    if spec.masked:  # three quarters of the actions valid, the taken one always
+        valid = rng.random((streams, per_stream, spec.num_actions)) < 0.75
+        np.put_along_axis(valid, actions.astype(np.intp)[..., None], True, axis=2)
+        masks = np.packbits(valid, axis=-1, bitorder="little")
     rewards = rng.normal(size=(streams, per_stream)).astype(np.float32)
     first = np.zeros((streams, per_stream), bool)
     first[:, ::200] = True  # 200-step episodes
     terminated = np.roll(first, -1, axis=1)
-    replay.add(0, frames, actions, rewards, terminated, first)
+    replay.add(0, frames, actions, rewards, terminated, first, masks=masks)
     return replay
 
 
@@ -413,7 +427,8 @@ def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, 
     for name, amp_mode, compiled in variants:
         for accum in (1, 4):
             lc = dataclasses.replace(base, accum_steps=accum, amp=amp_mode, compile=compiled)
-            dqn = DQNLearner(lc, cfg.env.stack, num_actions_for(cfg.env), cfg.env.frame_size, device, dueling=cfg.net.dueling)
+            dqn = DQNLearner(lc, cfg.env.stack, env_spec(cfg.env).num_actions, cfg.env.frame_size, device,
+                             env_name=cfg.env.name, dueling=cfg.net.dueling, spec=env_spec(cfg.env))
             compile_s = dqn.warm_up(replay) if compiled else 0.0
             if not compiled:
                 dqn.warm_up(replay)  # eager warm-up too: allocator, kernels, the optimizer's first step
@@ -661,6 +676,8 @@ def main(bench: BenchConfig) -> dict:
     if bench.quick:
         apply_quick(bench)
     cfg = bench.run
+    if bench.env:
+        cfg.env.name = bench.env  # validate() below names a bad value and gives the auto fields this env's values
     cfg.actors = bench.actors
     cfg.collect_only = True
     cfg.validate()

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+import psutil
 import torch
 
 from learner.checkpoint import (best_score, discard_partial, load_best, load_checkpoint, read_published,
@@ -194,7 +195,7 @@ class Learner:
             c.weights_version += 1
             self._publish(c.weights_version)
         figures = self.epoch_figures(acc, seconds)
-        self.echo(format_epoch_line(c.epoch, figures))
+        self.echo(format_epoch_line(c.epoch, figures, self.cfg.env.name))
         self.metrics.write(c.updates, c.inserted, self.elapsed(), figures)
         if c.epoch % cfg.checkpoint_every == 0:
             self.checkpoint()
@@ -224,6 +225,7 @@ class Learner:
             "actor/flags": self.plane.flags_total,
             "actor/epsilon": epsilon,
             "actor/weights_lag_max": max(lags) if lags else 0.0,
+            "learner/rss_mb": psutil.Process().memory_info().rss / 2**20,  # this process: replay, nets, queue
             "replay/size": stats.buffer,
             "replay/live_streams": self.plane.replay.live_streams(),
             "replay/drops": stats.drops,
@@ -325,15 +327,19 @@ def format_eval_line(result: dict) -> str:
             f"return {s['return_mean']:.1f}, length {s['length_mean']:.0f}, took {result['seconds']:.1f}s")
 
 
-def format_epoch_line(epoch: int, f: dict[str, float]) -> str:
-    """The seed's [MAIN] line, plus throughput. Reward, Distance and Flags are the behaviour policy's means over
-    the last 100 finished episodes (all actors); Distance is the episode's max x_pos."""
+def format_epoch_line(epoch: int, f: dict[str, float], env_name: str = "mario") -> str:
+    """The seed's [MAIN] line, plus throughput and the learner's resident memory. Reward, Distance and Flags are
+    the behaviour policy's means over the last 100 finished episodes (all actors); Distance is the episode's max
+    x_pos. Other envs than Mario, Catch and fake say Score (Snake: food eaten, fuel breaks: cells saved) and
+    Success."""
+    score, success = ("Distance", "Flags") if env_name in ("mario", "catch", "fake") else ("Score", "Success")
     return (f"[MAIN] Epoch {epoch} - Loss: {f['learner/loss']:.4f}, TD Error: {f['learner/td_error']:.4f}, "
-            f"Reward: {f['actor/return']:.2f}, Distance: {f['actor/distance']:.1f}, Flags: {f['actor/flag_rate']:.0%}, "
+            f"Reward: {f['actor/return']:.2f}, {score}: {f['actor/distance']:.1f}, {success}: {f['actor/flag_rate']:.0%}, "
             f"Epsilon: {f['actor/epsilon']:.3f}, Buffer: {int(f['replay/size']):,}, "
             f"Updates/s: {f['learner/updates_per_s']:.2f}, Samples/s: {f['learner/samples_per_s']:,.0f}, "
             f"Experiences/s: {f['actor/experiences_per_s']:,.1f}, Replay ratio: {f['learner/replay_ratio']:.2f}, "
-            f"Weights: v{int(f['learner/weights_version'])} (max lag {int(f['actor/weights_lag_max'])})")
+            f"Weights: v{int(f['learner/weights_version'])} (max lag {int(f['actor/weights_lag_max'])}), "
+            f"RSS: {f['learner/rss_mb']:,.0f} MB")
 
 
 class _SyntheticReplay:

@@ -89,8 +89,8 @@ VECTOR_ENVS = ("snake", "fuelbreak")
 class ActorConfig:
     """A collector process: its envs, exploration and how it batches and sends."""
 
-    envs_per_actor: int = 1
-    """Envs stepped by one actor process; their inference is batched into one forward pass."""
+    envs_per_actor: int = 0
+    """Envs stepped by one actor process as one vector env; their inference is batched into one forward pass. 0: auto, set when the config is built: 32 for fuelbreak (its fire runs for all envs of an actor at once, bit-packed, and its per-cell network's forward is batched: one actor made 1,330 transitions/s on one core with 16 envs, 2,120 with 32), 1 otherwise."""
     batch_steps: int = 64
     """T: steps per env gathered into one message (each new frame is sent once)."""
     epsilon: float = -1.0
@@ -101,8 +101,8 @@ class ActorConfig:
     """Ape-X epsilon exponent spread over the N envs of the run."""
     eps_min: float = 0.05
     """Lowest floor of any env: with few envs Ape-X's spread would leave some envs nearly greedy on a deterministic game (4 envs: 0.40, 0.05, 0.05, 0.05). 0.05 because two runs on Mario 1-1 with it (55 and 60 minutes) evaluated at mean x_pos 1,164 and 947, against 901 for an hour with 0.01; runs differ by about 200 (README)."""
-    eps_anneal_steps: int = 25_000
-    """Steps of each env over which its epsilon falls linearly from 1.0 to its floor (4 envs: the run's first 100K transitions); 0: start at the floor."""
+    eps_anneal_steps: int = -1
+    """Steps of each env over which its epsilon falls linearly from 1.0 to its floor; 0: start at the floor; negative: auto, set when the config is built: 25,000 (Mario's 4 envs: the run's first 100K transitions), 1,000 for fuelbreak (its 128 envs: the first 128K transitions, 8,000 episodes of 16 breaks)."""
     explore_repeat: float = 0.0
     """Temporally extended exploration (ez-greedy, Dabney et al. 2021): an env that explores holds one random action for n steps, n ~ Zipf(explore_repeat) capped at explore_repeat_max (P(n=1) = 0.61 at 2.0), so a random jump is held long enough to be a jump; 0 (default): plain epsilon-greedy (n = 1). Off by default: an hour on Mario 1-1 with 2.0 (and lr decay, right_only, replay 300K) evaluated at mean x_pos 1,071, no better than the default hour's 1,158 (README)."""
     explore_repeat_max: int = 10
@@ -124,13 +124,15 @@ class ActorConfig:
         _check(0 <= self.nice <= 19, "actor.nice", self.nice, "must be in [0, 19]")
         _check(self.weights_timeout >= 0, "actor.weights_timeout", self.weights_timeout, "must be >= 0")
         _check(self.slot_wait >= 0, "actor.slot_wait", self.slot_wait, "must be >= 0 (0: wait forever)")
-        _check(1 <= self.envs_per_actor <= 4096, "actor.envs_per_actor", self.envs_per_actor, "must be in [1, 4096]")
+        _check(1 <= self.envs_per_actor <= 4096, "actor.envs_per_actor", self.envs_per_actor,
+               "must be in [1, 4096] (0, auto, is resolved when the RunConfig is built)")
         _check(1 <= self.batch_steps <= 4096, "actor.batch_steps", self.batch_steps, "must be in [1, 4096]")
         _check(self.epsilon <= 1.0, "actor.epsilon", self.epsilon, "must be <= 1 (negative: Ape-X schedule)")
         _check(0.0 < self.eps_base < 1.0, "actor.eps_base", self.eps_base, "must be in (0, 1)")
         _check(self.eps_alpha >= 0, "actor.eps_alpha", self.eps_alpha, "must be >= 0")
         _check(0.0 <= self.eps_min <= 1.0, "actor.eps_min", self.eps_min, "must be in [0, 1]")
-        _check(self.eps_anneal_steps >= 0, "actor.eps_anneal_steps", self.eps_anneal_steps, "must be >= 0")
+        _check(self.eps_anneal_steps >= 0, "actor.eps_anneal_steps", self.eps_anneal_steps,
+               "must be >= 0 (negative, auto, is resolved when the RunConfig is built)")
         _check(self.explore_repeat == 0 or self.explore_repeat > 1, "actor.explore_repeat", self.explore_repeat,
                "must be 0 (off) or > 1 (the Zipf exponent)")
         _check(1 <= self.explore_repeat_max <= 10_000, "actor.explore_repeat_max", self.explore_repeat_max,
@@ -267,7 +269,7 @@ class LearnerConfig:
     accum_steps: int = 0
     """Micro-steps accumulated per optimizer update (effective batch = micro_batch * accum_steps); 0: auto, 1 (with samples_per_insert 8: one update per 8 transitions on CPU, per 64 on CUDA; seed 003's x4 made it one per 256)."""
     reward_scale: float = 0.0
-    """Rewards are multiplied by this in the TD target (replay and logged returns stay in game units); 0: auto, 1/15 for Mario (its per-frame reward clip, so one frame's reward is in [-1, 1]), 1/10 for Snake (food and death are +-10), 1 otherwise."""
+    """Rewards are multiplied by this in the TD target (replay and logged returns stay in game units); 0: auto, 1/15 for Mario (its per-frame reward clip, so one frame's reward is in [-1, 1]), 1/10 for Snake (food and death are +-10), 100 for fuel breaks (rewards in percent of the landscape), 1 otherwise."""
     batchnorm: Literal["joint", "split", "eval"] = "eval"
     """BatchNorm in the TD update: 'eval' uses running statistics for Q(s, a), the argmax and the target, i.e. the function the actors play (they run eval mode), moved by a no-grad train-mode pass over obs; 'joint' runs obs and next_obs through the online net in one train-mode forward (the target net on batch statistics too); 'split' uses batch statistics for Q(s, a) and running statistics for the bootstrap."""
     lr: float = 2.5e-4
@@ -344,8 +346,15 @@ class LearnerConfig:
                                    reward_scale=self.reward_scale or AUTO_REWARD_SCALE.get(env_name, 1.0))
 
 
-AUTO_REWARD_SCALE = {"mario": 1 / 15, "snake": 0.1}
-"""learner.reward_scale 0 (auto): Mario's per-frame reward clip is 15; Snake's food and death are +-10. Others: 1."""
+AUTO_REWARD_SCALE = {"mario": 1 / 15, "snake": 0.1, "fuelbreak": 100.0}
+"""learner.reward_scale 0 (auto): Mario's per-frame reward clip is 15; Snake's food and death are +-10; fuel breaks'
+rewards are fractions of the landscape (a break saving 10 of 1,024 cells: 0.0098), scaled to percent. Others: 1."""
+AUTO_ENVS_PER_ACTOR = {"fuelbreak": 32}
+"""actor.envs_per_actor 0 (auto), resolved when a RunConfig is built; others: 1."""
+AUTO_EPS_ANNEAL_STEPS = {"fuelbreak": 1_000}
+"""actor.eps_anneal_steps negative (auto), resolved when a RunConfig is built; others: 25,000."""
+_AUTO_FIELDS = (("envs_per_actor", lambda v: v == 0, AUTO_ENVS_PER_ACTOR, 1),
+                ("eps_anneal_steps", lambda v: v < 0, AUTO_EPS_ANNEAL_STEPS, 25_000))
 
 
 @dataclass
@@ -411,7 +420,24 @@ class RunConfig:
     spawn_actors: bool = True
     """Start the N actor processes here; --no-spawn-actors (= python -m launch.learner) binds the N slots and waits for external actors (python -m launch.actor --learner HOST:PORT)."""
 
+    def __post_init__(self) -> None:
+        self.resolve_auto()
+
+    def resolve_auto(self) -> None:
+        """Give the auto fields (actor.envs_per_actor 0, actor.eps_anneal_steps < 0) their values for env.name.
+
+        Runs when the config is built and again in validate(): a field resolved here follows a later change of
+        env.name until it is set to something else, so a saved config holds the numbers the run used."""
+        resolved = self.__dict__.setdefault("_auto_resolved", {})
+        for key, is_auto, table, default in _AUTO_FIELDS:
+            value = getattr(self.actor, key)
+            if is_auto(value) or resolved.get(key) == value:
+                resolved[key] = table.get(self.env.name, default)
+                setattr(self.actor, key, resolved[key])
+
     def validate(self) -> "RunConfig":
+        """Check every field (ConfigError names the first bad one) after resolving the auto fields; returns self."""
+        self.resolve_auto()
         _check(1 <= self.actors <= 256, "actors", self.actors, "must be in [1, 256]")
         _check(self.duration >= 0, "duration", self.duration, "must be >= 0")
         _check(self.log_every > 0, "log_every", self.log_every, "must be > 0")

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from shared.config import ConfigError, RunConfig
+from shared.config import ActorConfig, ConfigError, EnvConfig, RunConfig
 
 
 @pytest.mark.parametrize("path,value,needle", [
@@ -72,3 +72,19 @@ def test_readme_configuration_reference_lists_every_option():
     reference = readme.split("## Configuration reference", 1)[1].split("\n## ", 1)[0]
     missing = [name for name in options(RunConfig) if f"`{name}`" not in reference]
     assert not missing, missing
+
+
+def test_auto_fields_follow_the_env_until_set_and_are_saved_resolved():
+    cfg = RunConfig()
+    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps) == (1, 25_000)  # Mario
+    cfg.env.name = "fuelbreak"
+    cfg.validate()
+    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps) == (32, 1_000)
+    saved = RunConfig.from_json(cfg.to_json())
+    assert (saved.actor.envs_per_actor, saved.actor.eps_anneal_steps) == (32, 1_000)
+    cfg.actor.envs_per_actor = 4  # set by hand: no longer auto
+    cfg.env.name = "mario"
+    cfg.validate()
+    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps) == (4, 25_000)
+    explicit = RunConfig(env=EnvConfig(name="fuelbreak"), actor=ActorConfig(envs_per_actor=2, eps_anneal_steps=0))
+    assert (explicit.actor.envs_per_actor, explicit.actor.eps_anneal_steps) == (2, 0)

@@ -115,8 +115,8 @@ def test_cell_dilations():
     assert cell_dilations(4, 10, 10) == (1, 2, 4, 4)
     assert cell_dilations(4, 3, 3) == (1, 1, 1, 1)
     assert cell_dilations(4, 32, 32, dilated=False) == (1, 1, 1, 1)
-    assert CellQNetwork(8, 32, 32).receptive_field == 31
-    assert CellQNetwork(8, 32, 32, dilated=False).receptive_field == 9
+    assert CellQNetwork(8, 32, 32).receptive_field == 7  # the default: 3 undilated blocks
+    assert CellQNetwork(8, 32, 32, blocks=4, dilated=True).receptive_field == 31
 
 
 @pytest.mark.parametrize("dilated", [True, False])
