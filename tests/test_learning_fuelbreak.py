@@ -22,7 +22,7 @@ from shared.config import RunConfig
 from tests.conftest import free_base_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DURATION = 90  # seconds of training after the learner's compile warm-up
+DURATION = 60  # seconds of training after the learner's compile warm-up
 EPISODES = 100
 HELD_OUT_SEED = 777
 BAR = (10.0, 1.5)  # greedy mean cells saved must beat random by at least 10 cells and by 1.5x
