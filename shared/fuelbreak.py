@@ -48,7 +48,7 @@ import time
 
 import numpy as np
 
-from shared.spec import EnvSpec
+from shared.spec import EnvSpec, checked_actions
 
 P_H, C1, C2, A_SLOPE = 0.58, 0.045, 0.131, 0.078  # Alexandridis et al. 2008
 P_VEG = np.array([-0.3, 0.0, 0.4])  # agricultural, shrubs, pine
@@ -270,12 +270,8 @@ class FuelBreakVectorEnv:
         return self._observe()
 
     def step(self, actions):
-        if not self._started:
-            raise RuntimeError("step() before reset()")
         e, cells = self.num_envs, self.height * self.width
-        actions = np.asarray(actions)
-        if actions.shape != (e,) or not np.issubdtype(actions.dtype, np.integer):
-            raise ValueError(f"actions must be an integer array of shape ({e},), got {actions.dtype} {actions.shape}")
+        actions = checked_actions(self._started, actions, e)
         rows = np.arange(e)
         inside = (actions >= 0) & (actions < cells)
         valid = inside & self.action_mask()[rows, np.where(inside, actions, 0)]

@@ -191,15 +191,15 @@ def encode_batch(actor: int, incarnation: int, seq: int, weights_version: int, f
     arrays = (frames, actions, rewards, terminated, first)
     if frames.ndim < 3 or frames.ndim > 2 + MAX_OBS_DIMS:
         raise ValueError(f"frames must be [E, T, *obs_shape] with 1 to {MAX_OBS_DIMS} obs dims, got {frames.shape}")
-    wanted = (None, None) + ARRAY_DTYPES[2:]
-    for name, arr, dtype in zip(ARRAY_NAMES, arrays, wanted):
+    for name, arr, dtype in zip(ARRAY_NAMES, arrays, _WANTED_DTYPES):
         if not arr.flags.c_contiguous:
             raise ValueError(f"{name} must be C-contiguous")
         if dtype is not None and arr.dtype != dtype:
             raise ValueError(f"{name} must be {dtype}, got {arr.dtype}")
-    if frames.dtype.name not in OBS_DTYPES or frames.dtype.byteorder == ">":
-        raise ValueError(f"frames dtype {frames.dtype} is not one of {sorted(OBS_DTYPES)}")
-    if actions.dtype not in (np.dtype(np.uint8), np.dtype("<u2")):
+    dtype_strs = _DTYPE_STRS.get((frames.dtype, actions.dtype))  # None: not a whitelisted pair
+    if dtype_strs is None:
+        if frames.dtype.name not in OBS_DTYPES or frames.dtype.byteorder == ">":
+            raise ValueError(f"frames dtype {frames.dtype} is not one of {sorted(OBS_DTYPES)}")
         raise ValueError(f"actions must be uint8 or uint16, got {actions.dtype}")
     if episodes is None:
         episodes = _NO_EPISODES
@@ -225,11 +225,15 @@ def encode_batch(actor: int, incarnation: int, seq: int, weights_version: int, f
         "v": VERSION, "kind": KIND_BATCH, "actor": int(actor), "inc": int(incarnation), "seq": int(seq),
         "wv": int(weights_version), "E": n_env, "T": n_steps, "shape": [int(d) for d in frames.shape[2:]],
         "K": int(episodes.shape[0]), "P": int(priorities.size > 0), "M": int(masks.size > 0),
-        "dtypes": [a.dtype.str for a in arrays], "stats": {k: float(stats[k]) for k in STAT_KEYS},
+        "dtypes": dtype_strs, "stats": {k: float(stats[k]) for k in STAT_KEYS},
     }
     return [msgpack.packb(header, use_bin_type=True), *arrays, masks, episodes, priorities]
 
 
+_WANTED_DTYPES = (None, None) + ARRAY_DTYPES[2:]  # frames and actions: checked against _DTYPE_STRS
+_DTYPE_STRS = {(np.dtype(o), np.dtype(a)): [np.dtype(o).str, np.dtype(a).str] + [d.str for d in ARRAY_DTYPES[2:]]
+               for o in OBS_DTYPES.values() for a in (np.uint8, "<u2")}
+"""The header's ``dtypes`` of every whitelisted (observation, action) dtype pair, built once (the actors' send path)."""
 _NO_EPISODES = np.zeros((0, len(EPISODE_FIELDS)), np.float32)
 _NO_PRIORITIES = np.zeros(0, np.float32)
 _NO_MASKS = np.zeros(0, np.uint8)

@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.spec import EnvSpec
+from shared.spec import EnvSpec, checked_actions
 
 NUM_ACTIONS = 3  # 0 straight, 1 turn left, 2 turn right
 FOOD_REWARD = 10.0
@@ -250,11 +250,7 @@ class SnakeVectorEnv:
         return self._observe()
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        if not self._started:
-            raise RuntimeError("step() before reset()")
-        a = np.asarray(actions)
-        if a.shape != (self.num_envs,) or not np.issubdtype(a.dtype, np.integer):
-            raise ValueError(f"actions must be an integer array of shape ({self.num_envs},), got {a.dtype} {a.shape}")
+        a = checked_actions(self._started, actions, self.num_envs)
         bad = (a < 0) | (a >= NUM_ACTIONS)
         if bad.any():
             raise ValueError(f"action {a[bad][0]!r} out of range [0, {NUM_ACTIONS})")

@@ -83,3 +83,14 @@ class VectorEnv(Protocol):
     def action_mask(self) -> np.ndarray: ...
 
     def close(self) -> None: ...
+
+
+def checked_actions(started: bool, actions: Any, num_envs: int) -> np.ndarray:
+    """The contract's checks at the top of every ``step``: ``reset()`` came first (RuntimeError) and
+    ``actions`` is an integer array of shape ``(num_envs,)`` (ValueError naming what it got)."""
+    if not started:
+        raise RuntimeError("step() before reset()")
+    a = np.asarray(actions)
+    if a.shape != (num_envs,) or not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"actions must be an integer array of shape ({num_envs},), got {a.dtype} {a.shape}")
+    return a

@@ -24,7 +24,7 @@ import numpy as np
 
 from shared.config import ConfigError, EnvConfig
 from shared.protocol import action_dtype
-from shared.spec import EnvSpec, VectorEnv
+from shared.spec import EnvSpec, VectorEnv, checked_actions
 
 __all__ = ["FrameVectorEnv", "env_spec", "make_vector_env", "action_dtype"]
 
@@ -96,11 +96,7 @@ class FrameVectorEnv:
         return obs
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        if not self._started:
-            raise RuntimeError("step() before reset()")
-        a = np.asarray(actions)
-        if a.shape != (self.num_envs,) or not np.issubdtype(a.dtype, np.integer):
-            raise ValueError(f"actions must be an integer array of shape ({self.num_envs},), got {a.dtype} {a.shape}")
+        a = checked_actions(self._started, actions, self.num_envs)
         n = self.num_envs
         obs = np.empty((n, *self._shape), np.uint8)
         reward = np.empty(n, np.float32)

@@ -45,16 +45,22 @@ def replay_matches_env(cfg, plane, batches):
     return ends, episodes
 
 
+def run_through_plane(cfg, batches: int) -> DataPlane:
+    """Real actor processes send ``batches`` batches each over real sockets into a DataPlane; its replay after."""
+    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    try:
+        reports = run_actors(cfg, plane, max_batches=batches)
+        assert plane.wait_for(reports[0]["sent_transitions"], timeout=30)
+    finally:
+        plane.close()
+    return plane
+
+
 @pytest.mark.timeout(180)
 def test_snake_transitions_arrive_exactly(make_config):
     cfg = make_config(actors=1, envs=16, steps=32, env="snake", capacity=16 * 320, snake_size=6)
     cfg.replay.prioritized = True  # actor priorities travel too
-    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
-    try:
-        reports = run_actors(cfg, plane, max_batches=8)
-        assert plane.wait_for(reports[0]["sent_transitions"], timeout=30)
-    finally:
-        plane.close()
+    plane = run_through_plane(cfg, 8)
     assert plane.replay.obs_dtype == torch.float32 and plane.replay.frame_shape == (14,)
     ends, episodes = replay_matches_env(cfg, plane, 8)
     assert ends >= 16 and plane.episodes_total == ends  # episodes cross batch boundaries, all were reported
@@ -66,12 +72,7 @@ def test_snake_transitions_arrive_exactly(make_config):
 def test_fuelbreak_transitions_and_masks_arrive_exactly(make_config):
     cfg = make_config(actors=1, envs=4, steps=8, env="fuelbreak", capacity=4 * 64, fuelbreak_size=16,
                       fuelbreak_budget=5)
-    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
-    try:
-        reports = run_actors(cfg, plane, max_batches=6)
-        assert plane.wait_for(reports[0]["sent_transitions"], timeout=30)
-    finally:
-        plane.close()
+    plane = run_through_plane(cfg, 6)
     assert plane.replay.masked and plane.replay.num_actions == 256
     ends, episodes = replay_matches_env(cfg, plane, 6)
     assert ends == 4 * (48 // 5)  # every episode ends at its budget
@@ -83,12 +84,7 @@ def test_fuelbreak_transitions_and_masks_arrive_exactly(make_config):
 def test_fuelbreak_with_1024_actions_sends_uint16_actions(make_config):
     """The default 32x32 landscape: 1,024 actions travel as uint16 and stay exact in replay."""
     cfg = make_config(actors=1, envs=2, steps=8, env="fuelbreak", capacity=2 * 40, fuelbreak_budget=6)
-    plane = DataPlane(cfg, 1024, torch.device("cpu")).start()
-    try:
-        reports = run_actors(cfg, plane, max_batches=2)
-        assert plane.wait_for(reports[0]["sent_transitions"], timeout=30)
-    finally:
-        plane.close()
+    plane = run_through_plane(cfg, 2)
     assert plane.replay._actions.dtype == torch.int16
     ends, _ = replay_matches_env(cfg, plane, 2)
     assert ends == 2 * (16 // 6)
