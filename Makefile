@@ -26,11 +26,11 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 run: install
 	$(PY) -m launch.local --actors $(ACTORS)
 
-test: install-dev
-	$(PY) -m pytest -q --durations=15
+test: install-dev  # 2 workers (pytest-xdist); the learning tests share one (xdist_group "learning")
+	$(PY) -m pytest -q --durations=15 -n 2 --dist loadgroup
 
 test-all: install-dev  # also the extended tests (e.g. Catch on uniform replay), about 4 minutes more
-	$(PY) -m pytest -q --durations=15 -m ""
+	$(PY) -m pytest -q --durations=15 -n 2 --dist loadgroup -m ""
 
 bench: install
 	$(PY) -m launch.benchmark

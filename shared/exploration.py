@@ -30,11 +30,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.config import ActorConfig
+from shared.config import ActorConfig, ConfigError
+
+
+def _require_resolved(name: str, value: int, lowest: int) -> None:
+    """An ActorConfig's auto fields (0 envs per actor, negative anneal steps) mean nothing until a RunConfig
+    resolves them for its env; used raw they would play no envs or skip the anneal without a word."""
+    if value < lowest:
+        raise ConfigError(f"actor.{name}={value!r} is auto: build the ActorConfig inside a RunConfig, which "
+                          "resolves it for its env (or set it)")
 
 
 def epsilon_floors(cfg: ActorConfig, num_actors: int, actor_id: int) -> np.ndarray:
     """The floor of each env of actor ``actor_id`` (float64 [envs_per_actor])."""
+    _require_resolved("envs_per_actor", cfg.envs_per_actor, 1)
     per = cfg.envs_per_actor
     total = num_actors * per
     index = actor_id * per + np.arange(per)
@@ -47,9 +56,11 @@ def epsilon_floors(cfg: ActorConfig, num_actors: int, actor_id: int) -> np.ndarr
 
 def epsilons(cfg: ActorConfig, num_actors: int, actor_id: int, env_steps: int) -> np.ndarray:
     """Each env's epsilon after ``env_steps`` steps of that env (float64 [envs_per_actor])."""
+    _require_resolved("envs_per_actor", cfg.envs_per_actor, 1)
     if cfg.epsilon >= 0:
         return np.full(cfg.envs_per_actor, cfg.epsilon)
     floors = epsilon_floors(cfg, num_actors, actor_id)
+    _require_resolved("eps_anneal_steps", cfg.eps_anneal_steps, 0)
     if cfg.eps_anneal_steps <= 0:
         return floors
     left = max(0.0, 1.0 - env_steps / cfg.eps_anneal_steps)

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from shared.config import ActorConfig, ConfigError, EnvConfig, RunConfig
+from shared.exploration import epsilons
 
 
 @pytest.mark.parametrize("path,value,needle", [
@@ -88,3 +89,9 @@ def test_auto_fields_follow_the_env_until_set_and_are_saved_resolved():
     assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps) == (4, 25_000)
     explicit = RunConfig(env=EnvConfig(name="fuelbreak"), actor=ActorConfig(envs_per_actor=2, eps_anneal_steps=0))
     assert (explicit.actor.envs_per_actor, explicit.actor.eps_anneal_steps) == (2, 0)
+    alone = ActorConfig()  # outside a RunConfig nothing resolves it, and using it says so
+    assert (alone.envs_per_actor, alone.eps_anneal_steps) == (0, -1)
+    with pytest.raises(ConfigError, match="actor.envs_per_actor=0"):
+        epsilons(alone, 4, 0, 0)
+    built = RunConfig(env=EnvConfig(name="fuelbreak"), actor=ActorConfig())
+    assert (built.actor.envs_per_actor, built.actor.eps_anneal_steps) == (32, 1_000)

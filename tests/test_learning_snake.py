@@ -32,6 +32,7 @@ def mean_food(net, env_cfg, policy: str) -> float:
     return sum(e.x_pos for e in episodes) / len(episodes)
 
 
+@pytest.mark.xdist_group("learning")  # one worker runs the learning tests one after the other
 @pytest.mark.timeout(300)
 def test_snake_learns_end_to_end_on_defaults(tmp_path):
     base = free_base_port(6) + 2
