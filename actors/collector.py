@@ -36,6 +36,7 @@ from shared.config import RunConfig
 from shared.health import Heartbeat
 from shared.exploration import ExplorationHolds, epsilons
 from shared.network import build_q_network
+from shared.parent import orphan_check
 from shared.priorities import n_step_priorities
 from shared.protocol import action_dtype
 from shared.vec_env import env_spec, make_vector_env
@@ -211,8 +212,7 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
     terminate = []
     signal.signal(signal.SIGINT, (lambda *_: terminate.append(True)) if standalone else signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: terminate.append(True))
-    parent = os.getppid()
-    orphaned = (lambda: False) if standalone else (lambda: os.getppid() != parent)  # re-parented: the launcher died
+    orphaned = (lambda: False) if standalone else orphan_check()  # re-parented: the launcher died
     torch.set_num_threads(1)
     if cfg.actor.nice:
         os.nice(cfg.actor.nice)

@@ -28,13 +28,14 @@ import torch
 
 from actors.evaluator import action_names_for, build_network, play_episodes, summarize
 from shared.config import VECTOR_ENVS, RunConfig
+from shared.parent import orphan_check
 
 
 def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     terminate: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: terminate.append(True))
-    parent = os.getppid()
+    orphaned = orphan_check()
     torch.set_num_threads(1)
     if cfg.actor.nice:
         os.nice(cfg.actor.nice)
@@ -45,7 +46,7 @@ def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: A
     results.cancel_join_thread()  # a result (with its weights) the launcher never read must not hold up our exit
 
     def stopping() -> bool:
-        return stop_event.is_set() or bool(terminate) or os.getppid() != parent
+        return stop_event.is_set() or bool(terminate) or orphaned()
 
     while not stopping():
         try:

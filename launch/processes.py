@@ -13,6 +13,8 @@ import os
 import time
 from typing import Any, Callable
 
+from shared.parent import orphan_check  # noqa: F401  (the launchers' children import it from here)
+
 _SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
@@ -34,13 +36,6 @@ def start_process(ctx: Any, target: Callable, args: tuple, name: str) -> Any:
             else:
                 os.environ[key] = value
     return proc
-
-
-def orphan_check() -> Callable[[], bool]:
-    """In a child process: a function that is True once the parent has died (the child was re-parented), so a
-    worker whose launcher was SIGKILLed stops instead of spinning on forever."""
-    parent = os.getppid()
-    return lambda: os.getppid() != parent
 
 
 def stop_processes(procs: list, stop_event: Any, timeout: float = 10.0) -> list[int | None]:
