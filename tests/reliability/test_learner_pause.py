@@ -33,7 +33,7 @@ def test_actors_survive_a_30s_learner_pause_within_their_staging_bound_and_throu
         actors = run.actors()
         assert len(actors) == 2, run.output
         steady = run.wait_for(r"\[PROCESSOR\]", timeout=30, after=time.monotonic(), count=4)[-1][0]
-        rates = [rate for t, _, rate, _ in processor_lines(run) if t <= steady][-3:]  # whole intervals, both sending
+        window = [(t, processed) for t, processed, _, _ in processor_lines(run) if t <= steady][-4:]  # both sending
         seen |= run.descendants()
         before = {p.pid: p.memory_info().rss for p in actors}
         drops_before = _drops(run)
@@ -59,8 +59,10 @@ def test_actors_survive_a_30s_learner_pause_within_their_staging_bound_and_throu
         assert sorted(p.pid for p in run.actors()) == sorted(before), "an actor was replaced during the pause"
         assert all(peak[pid] - before[pid] <= RSS_BOUND for pid in before), growth
 
-        # Throughput is back: a [PROCESSOR] line over a whole interval after SIGCONT at >= 1/4 of the pre-pause rate.
-        pre = sorted(rates)[len(rates) // 2]
+        # Throughput is back: a [PROCESSOR] line over a whole interval after SIGCONT at >= 1/4 of the pre-pause rate,
+        # the pre-pause rate taken over the last three whole intervals together (a message holds 128 transitions, so
+        # on a loaded machine one interval may see none: the median of single intervals was once 0 here).
+        pre = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
         assert pre > 0, run.output
         recovered_at = None
         deadline = time.monotonic() + 60
