@@ -1,7 +1,11 @@
 """Shared test helpers: free loopback ports and small run configurations."""
 
+import glob
+import os
 import random
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -44,3 +48,16 @@ def small_config(actors=2, envs=2, steps=16, env="fake", capacity=8192, **env_ov
 @pytest.fixture
 def make_config():
     return small_config
+
+
+def train_on_defaults(tmp_path, env_name: str, duration: float, timeout: float) -> tuple[str, str]:
+    """``python -m launch.local --env.name ENV --duration D`` on the shipped defaults (only the run folder, ports and
+    log interval set); asserts exit 0 and returns (console output, run folder)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    base = free_base_port(6) + 2
+    cmd = [sys.executable, "-m", "launch.local", "--env.name", env_name, "--duration", str(duration),
+           "--log-every", "10", "--transport.base-port", str(base), "--run-dir", str(tmp_path), "--no-progress"]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    return out, glob.glob(os.path.join(str(tmp_path), "*"))[0]

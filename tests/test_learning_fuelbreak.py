@@ -9,19 +9,14 @@ random valid placements do the same on the same 100 episodes: cells saved agains
 The bar: greedy saves at least 1.5x the cells random placements save, and at least 10 cells more per episode.
 """
 
-import glob
-import os
-import subprocess
-import sys
 
 import pytest
 
 from actors.evaluator import build_network, play_episodes
 from learner.checkpoint import load_checkpoint
 from shared.config import RunConfig
-from tests.conftest import free_base_port
+from tests.conftest import train_on_defaults
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DURATION = 60  # seconds of training after the learner's compile warm-up
 EPISODES = 100
 HELD_OUT_SEED = 777
@@ -36,15 +31,9 @@ def mean_saved(net, env_cfg, policy: str) -> float:
 @pytest.mark.xdist_group("learning")  # one worker runs the learning tests one after the other
 @pytest.mark.timeout(400)
 def test_fuel_breaks_are_learned_end_to_end_on_defaults(tmp_path):
-    base = free_base_port(6) + 2
-    cmd = [sys.executable, "-m", "launch.local", "--env.name", "fuelbreak", "--duration", str(DURATION),
-           "--log-every", "10", "--transport.base-port", str(base), "--run-dir", str(tmp_path), "--no-progress"]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=330)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out
+    out, run = train_on_defaults(tmp_path, "fuelbreak", DURATION, timeout=330)
     assert "4 actors x 32 env(s) on fuelbreak (obs uint8 8x32x32, stack 1, 1024 actions, masked, cell net)" in out, \
         out[:2000]
-    run = glob.glob(os.path.join(str(tmp_path), "*"))[0]
     state = load_checkpoint(run)
     cfg = RunConfig.from_json(state["config"])
     assert (cfg.env.fuelbreak_size, cfg.env.fuelbreak_budget) == (32, 16) and state["counters"]["updates"] > 0

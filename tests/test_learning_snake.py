@@ -9,19 +9,14 @@ episode against random 0.11; after 45 s (1,024 updates), 8.70 against 0.11. The 
 random and at least 4x random, which a pipeline that does not learn (random: about 0.1) cannot reach.
 """
 
-import glob
-import os
-import subprocess
-import sys
 
 import pytest
 
 from actors.evaluator import build_network, play_episodes
 from learner.checkpoint import load_checkpoint
 from shared.config import RunConfig
-from tests.conftest import free_base_port
+from tests.conftest import train_on_defaults
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DURATION = 30  # seconds of training after the learner's compile warm-up
 EPISODES = 100
 SNAKE_BAR = (2.0, 4.0)  # greedy mean food must beat random by at least 2 food and by 4x
@@ -35,14 +30,8 @@ def mean_food(net, env_cfg, policy: str) -> float:
 @pytest.mark.xdist_group("learning")  # one worker runs the learning tests one after the other
 @pytest.mark.timeout(300)
 def test_snake_learns_end_to_end_on_defaults(tmp_path):
-    base = free_base_port(6) + 2
-    cmd = [sys.executable, "-m", "launch.local", "--env.name", "snake", "--duration", str(DURATION),
-           "--log-every", "10", "--transport.base-port", str(base), "--run-dir", str(tmp_path)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out
+    out, run = train_on_defaults(tmp_path, "snake", DURATION, timeout=240)
     assert "on snake (obs float32 14, stack 1, 3 actions, mlp net)" in out, out[:2000]
-    run = glob.glob(os.path.join(str(tmp_path), "*"))[0]
     state = load_checkpoint(run)
     cfg = RunConfig.from_json(state["config"])
     assert cfg.env.snake_size == 10 and state["counters"]["updates"] > 0
