@@ -86,14 +86,15 @@ class DataPlane:
         self.consolidator.start()
         return self
 
-    def drain(self, timeout: float = 0.0, max_batches: int = 1 << 30) -> int:
-        """Write the batches queued when it is called into replay (at most ``max_batches``), waiting up to
-        ``timeout`` s for a first one when none is; returns batches written. Batches that arrive meanwhile wait
+    def drain(self, timeout: float = 0.0, max_batches: int = 1 << 30, max_transitions: int = 1 << 62) -> int:
+        """Write the batches queued when it is called into replay (at most ``max_batches``, and none after the
+        one that brings the transitions written to ``max_transitions``), waiting up to ``timeout`` s for a first
+        one when none is; returns batches written. Batches that arrive meanwhile wait
         for the next call: when they come as fast as replay takes them (synthetic senders against a prioritized
         insert), an open-ended drain ran far past its caller's clock (the benchmark's transport stage took 60 s
         of wall-clock for a 2 s window)."""
-        written, limit = 0, min(max_batches, max(1, self.queue.qsize()))
-        while written < limit:
+        written, limit, transitions = 0, min(max_batches, max(1, self.queue.qsize())), 0
+        while written < limit and transitions < max_transitions:
             try:
                 batch = self.queue.get(timeout=timeout) if written == 0 and timeout > 0 else self.queue.get_nowait()
             except queue.Empty:
@@ -101,6 +102,7 @@ class DataPlane:
             self.replay.add(batch.actor * self.envs_per_actor, batch.frames, batch.actions, batch.rewards,
                             batch.terminated.view(np.bool_), batch.first.view(np.bool_), batch.priorities, batch.masks)
             self.processed += batch.num_transitions
+            transitions += batch.num_transitions
             self.batches += 1
             if len(batch.episodes):
                 self.episodes.extend(batch.episodes.tolist())

@@ -5,7 +5,9 @@ replay holds ``min_replay`` transitions and the replay-ratio limiter allows it (
 ``samples_per_insert`` samples trained per transition inserted), do one update; every
 ``updates_per_epoch`` updates close an epoch (console line, metrics.jsonl, TensorBoard); every
 ``broadcast_every`` epochs publish the weights with a new ``weights_version``; every
-``checkpoint_every`` epochs, and at exit, write a checkpoint. Collectors are never blocked by a
+``checkpoint_every`` epochs, and at exit, write a checkpoint. ``run`` returns why it ended (``STOP_REASONS``):
+``stop()`` was called, the deadline passed, ``learner.steps`` updates were made, or ``total_env_steps``
+transitions were inserted (a drain then writes no more than the budget needs, so it ends within one batch of it). Collectors are never blocked by a
 slow learner: they stage and drop on their side (see actors/sender.py). When no experience has
 arrived for ``IDLE_NOTICE_EVERY`` seconds (every actor dead or restarting) the loop keeps waiting
 and says so, at most once per ``IDLE_NOTICE_EVERY`` seconds.
@@ -22,6 +24,7 @@ import dataclasses
 import os
 import statistics
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -41,6 +44,9 @@ from shared.exploration import mean_floor
 from shared.vec_env import env_spec
 
 IDLE_NOTICE_EVERY = 10.0  # seconds without new experience before the loop says it waits, and between such lines
+
+STOP_REASONS = ("stopped", "duration", "updates", "env_steps")
+"""What ``Learner.run`` returns: ``stop()`` (a signal), the deadline, ``learner.steps``, ``total_env_steps``."""
 
 
 EPOCH_RATES_KEPT = 10_000  # the latest epochs' updates/s kept for the first-epoch ratio (bounded: runs last days)
@@ -78,7 +84,10 @@ class EpochAccumulator:
 class Learner:
     """Owns the data plane, the DQN learner, the weight server, metrics and checkpoints."""
 
-    def __init__(self, cfg: RunConfig, run_dir: str, device: torch.device, resume_state: dict | None = None):
+    def __init__(self, cfg: RunConfig, run_dir: str, device: torch.device, resume_state: dict | None = None,
+                 stop_requested: threading.Event | None = None):
+        """``stop_requested``: an event the caller may set before or during ``run`` (a launcher's signal handler,
+        installed before the learner exists, so a Ctrl-C during start-up is not lost); ``stop()`` sets it."""
         self.cfg = cfg
         self.run_dir = run_dir
         self.device = device
@@ -106,7 +115,7 @@ class Learner:
         self.plane = DataPlane(cfg, self.num_actions, device)
         self.server = WeightServer(cfg.transport, slots=self.plane.consolidator.slots)
         self.metrics = MetricsLog(run_dir) if self.train else None
-        self._stop = False
+        self.stop_requested = stop_requested if stop_requested is not None else threading.Event()
         self.echo: Callable[[str], None] = lambda line: print(line, flush=True)  # the launcher routes it past its progress bar
         self._inserted_at_start = self.counters.inserted
         self._elapsed_at_start = self.counters.elapsed_seconds
@@ -130,7 +139,7 @@ class Learner:
         return self
 
     def stop(self) -> None:
-        self._stop = True
+        self.stop_requested.set()
 
     def close(self) -> None:
         if self.train and self.counters.updates > 0:
@@ -142,16 +151,30 @@ class Learner:
 
     # ------------------------------------------------------------------ the loop
 
-    def run(self, deadline: float = 0.0, on_tick: Callable[[], None] | None = None) -> None:
-        """Loop until ``stop()``, the monotonic ``deadline`` (if > 0), or ``learner.steps`` updates."""
+    def stop_reason(self, deadline: float = 0.0) -> str:
+        """Why the loop should end now (one of ``STOP_REASONS``), or '' while it should go on."""
+        c, total = self.counters, self.cfg.total_env_steps
+        if self.stop_requested.is_set():
+            return "stopped"
+        if deadline and time.monotonic() >= deadline:
+            return "duration"
+        if self.cfg.learner.steps and c.updates >= self.cfg.learner.steps:
+            return "updates"
+        if total and c.inserted >= total:
+            return "env_steps"
+        return ""
+
+    def run(self, deadline: float = 0.0, on_tick: Callable[[], None] | None = None) -> str:
+        """Loop until ``stop()``, the monotonic ``deadline`` (if > 0), ``learner.steps`` updates or
+        ``total_env_steps`` transitions inserted; returns which (``STOP_REASONS``)."""
         cfg, c = self.cfg.learner, self.counters
+        total = self.cfg.total_env_steps
         replay = self.plane.replay
         epoch = EpochAccumulator()
         last_tick = time.monotonic()
         heard = said = time.monotonic()  # when experience last arrived; when the loop last said it waits
         processed = self.plane.processed
-        while not self._stop and not (deadline and time.monotonic() >= deadline) \
-                and not (cfg.steps and c.updates >= cfg.steps):
+        while not (reason := self.stop_reason(deadline)):
             trained = False
             if self.train and len(replay) >= cfg.min_replay and replay.num_sampleable() > 0 and self._ratio_allows():
                 if epoch.updates == 0:  # an epoch's clock starts at its first update (not while replay fills)
@@ -165,7 +188,8 @@ class Learner:
                 if epoch.updates == cfg.updates_per_epoch:
                     self._end_epoch(epoch)
                     epoch = EpochAccumulator()
-            self.plane.drain(timeout=0.0 if trained else 0.02)
+            room = total - c.inserted if total else 1 << 62  # past the budget by at most the batch that reaches it
+            self.plane.drain(timeout=0.0 if trained else 0.02, max_transitions=room)
             c.inserted = self._inserted_at_start + self.plane.processed
             now = time.monotonic()
             if self.plane.processed != processed:
@@ -176,6 +200,7 @@ class Learner:
             if on_tick is not None and time.monotonic() - last_tick >= 0.25:
                 last_tick = time.monotonic()
                 on_tick()
+        return reason
 
     def _ratio_allows(self) -> bool:
         spi = self.cfg.learner.samples_per_insert

@@ -301,7 +301,7 @@ class LearnerConfig:
     compile: bool = True
     """torch.compile the network (mode reduce-overhead on CUDA); compiled and warmed up before the first epoch."""
     steps: int = 0
-    """Stop after this many updates in total, counting resumed ones (0: no limit)."""
+    """Stop after this many updates in total, counting resumed ones (0: no limit); the run ends as with --duration."""
     threads: int = 0
     """Torch intra-op threads of the learner; 0: auto, the cores local actors leave free (at least 1). Oversubscribing spin-waiting OpenMP threads cost 6.7x here."""
     seed: int = 0
@@ -399,7 +399,12 @@ class RunConfig:
     collect_only: bool = False
     """Collect experience into replay without training (the data plane alone)."""
     duration: float = 0.0
-    """Stop after this many seconds (0: run until Ctrl-C)."""
+    """Stop after this many seconds of this invocation (0: no time limit). A wall-clock limit: the work done in it
+    depends on the machine; compare runs by --total-env-steps or --learner.steps instead."""
+    total_env_steps: int = 0
+    """Stop once this many environment steps (transitions) were inserted into replay over the whole run, resumes
+    included (0: no limit); the run ends as with --duration: final checkpoint, every child stopped, exit 0. Also
+    honoured by --collect-only."""
     log_every: float = 5.0
     """Seconds between the console lines."""
     device: str = "auto"
@@ -416,7 +421,7 @@ class RunConfig:
     resume: str = ""
     """Run folder to resume (its config and last checkpoint); counters and weights_version continue. 'latest': the newest run under run_dir with a checkpoint, or a new run when there is none."""
     progress: bool = True
-    """Show a live progress bar with ETA when --duration or --learner.steps is set."""
+    """Show a live progress bar with ETA toward the budget that is set: --total-env-steps, else --learner.steps, else --duration."""
     spawn_actors: bool = True
     """Start the N actor processes here; --no-spawn-actors (= python -m launch.learner) binds the N slots and waits for external actors (python -m launch.actor --learner HOST:PORT)."""
 
@@ -439,7 +444,9 @@ class RunConfig:
         """Check every field (ConfigError names the first bad one) after resolving the auto fields; returns self."""
         self.resolve_auto()
         _check(1 <= self.actors <= 256, "actors", self.actors, "must be in [1, 256]")
-        _check(self.duration >= 0, "duration", self.duration, "must be >= 0")
+        _check(self.duration >= 0, "duration", self.duration, "must be >= 0 (0: no time limit)")
+        _check(_is_int(self.total_env_steps) and self.total_env_steps >= 0, "total_env_steps", self.total_env_steps,
+               "must be an integer >= 0 (0: no limit)")
         _check(self.log_every > 0, "log_every", self.log_every, "must be > 0")
         _check(self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"),
                "device", self.device, "must be 'auto', 'cpu' or 'cuda[:i]'")
