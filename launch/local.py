@@ -1,7 +1,9 @@
 """Run warppipe on one machine: the learner in this process, N actor processes beside it.
 
     python -m launch.local --actors 4                      # train Mario until Ctrl-C
-    python -m launch.local --actors 4 --duration 300       # ... for 5 minutes
+    python -m launch.local --actors 4 --total-env-steps 200000  # ... until 200K env steps are in replay
+    python -m launch.local --actors 4 --learner.steps 5000  # ... until 5,000 updates
+    python -m launch.local --actors 4 --duration 300       # ... for 5 minutes of wall-clock
     python -m launch.local --actors 2 --collect-only       # the data plane alone
     python -m launch.local --resume runs/20261121-...      # continue a run from its folder
     python -m launch.local --resume latest                 # ... the newest run under --run-dir (or a new one)
@@ -9,8 +11,10 @@
 
 Prints the seed's ``[PROCESSOR]`` line every ``--log-every`` seconds and a ``[MAIN] Epoch``
 line per epoch; every ``--eval.every`` epochs an evaluation process plays the current weights and
-a ``[MAIN] Eval`` line follows; restarts an actor that dies; on Ctrl-C, SIGTERM or the end of
-``--duration`` / ``--learner.steps`` it writes the final checkpoint, stops every child and exits 0.
+a ``[MAIN] Eval`` line follows; restarts an actor that dies; on Ctrl-C, SIGTERM or the end of a budget
+(``--total-env-steps``, ``--learner.steps``, ``--duration``) it writes the final checkpoint, stops every child,
+prints a last line that says what ended the run, and exits 0. The budgets in env steps and updates count the
+whole run, resumes included; ``--resume`` keeps the run's budgets unless the command line sets new ones.
 The progress bar shows only on a terminal: a redirected log gets plain lines.
 """
 
@@ -21,6 +25,7 @@ import os
 import queue
 import signal
 import sys
+import threading
 import time
 
 import torch
@@ -42,6 +47,8 @@ SILENT_SLOT_NOTICE = 60.0  # seconds after start when a slot that has sent nothi
 
 # Options a resumed run takes from the command line; everything else comes from the run folder.
 RESUME_OVERRIDES = ("duration", "log_every", "progress", "resume", "spawn_actors")
+# Budgets of the whole run: a resume keeps the saved one unless the command line sets one (non-zero).
+RESUME_BUDGETS = (("total_env_steps",), ("learner", "steps"))
 
 
 def spec_line(cfg: RunConfig) -> str:
@@ -75,8 +82,21 @@ def resumed_config(cli: RunConfig) -> RunConfig:
         saved.net.dueling = False
     for name in RESUME_OVERRIDES:
         setattr(saved, name, getattr(cli, name))
-    saved.learner.steps = cli.learner.steps
+    for *path, name in RESUME_BUDGETS:
+        cli_owner, saved_owner = cli, saved
+        for part in path:
+            cli_owner, saved_owner = getattr(cli_owner, part), getattr(saved_owner, part)
+        if getattr(cli_owner, name):
+            setattr(saved_owner, name, getattr(cli_owner, name))
     return saved
+
+
+def write_config(run_dir: str, cfg: RunConfig) -> None:
+    """``config.json``: the configuration of the run's latest start (written whole, then renamed into place)."""
+    path = os.path.join(run_dir, "config.json")
+    with open(path + ".tmp", "w") as fh:
+        fh.write(cfg.to_json())
+    os.replace(path + ".tmp", path)
 
 
 def latest_run(run_dir: str) -> str:
@@ -89,7 +109,34 @@ def latest_run(run_dir: str) -> str:
     return max(runs, key=lambda path: os.path.getmtime(os.path.join(path, "checkpoint.pt")), default="")
 
 
+def progress_budget(cfg: RunConfig) -> tuple[str, int] | None:
+    """The budget the progress bar follows (unit, total): env steps, else updates, else seconds; None: none set."""
+    if cfg.total_env_steps:
+        return "env steps", cfg.total_env_steps
+    if cfg.learner.steps and not cfg.collect_only:
+        return "updates", cfg.learner.steps
+    if cfg.duration > 0:
+        return "s", int(cfg.duration)
+    return None
+
+
+def stop_line(reason: str, cfg: RunConfig, inserted: int, updates: int) -> str:
+    """What ended the run, with the figure the budget counts (the launcher's last line)."""
+    if reason == "env_steps":
+        return f"env-step budget: {inserted:,} of --total-env-steps {cfg.total_env_steps:,} env steps inserted"
+    if reason == "updates":
+        return f"update budget: {updates:,} of --learner.steps {cfg.learner.steps:,} updates"
+    if reason == "duration":
+        return f"--duration {cfg.duration:g}s reached"
+    return "a stop signal (Ctrl-C or SIGTERM)"
+
+
 def run(cfg: RunConfig) -> int:
+    # A stop asked for at any time from here on is kept and ends the run cleanly, also while the run is still
+    # being built: a Ctrl-C during start-up is neither ignored nor raised through half-built sockets.
+    stopping = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     if cfg.resume == "latest":  # a restarted container continues its run; the first start begins one
         cfg.resume = latest_run(cfg.run_dir)
         print(f"[MAIN] --resume latest: " + (f"continuing {cfg.resume}" if cfg.resume else
@@ -102,15 +149,14 @@ def run(cfg: RunConfig) -> int:
         run_dir = cfg.resume
     else:
         run_dir = make_run_dir(cfg)
-        with open(os.path.join(run_dir, "config.json"), "w") as fh:
-            fh.write(cfg.to_json())
+    write_config(run_dir, cfg)  # on resume too: the next resume continues toward the budgets set now
     device = resolve_device(cfg.device)
     local_actors = cfg.actors if cfg.spawn_actors else 0  # launch.learner: the actors run elsewhere
     threads = cfg.learner.threads or max(1, (os.cpu_count() or 1) - local_actors)
     torch.set_num_threads(threads)  # actors each keep a core busy; spin-waiting extra threads only slow us down
     if cfg.resume:
         resume_state = load_resume_state(run_dir, device)
-    learner = Learner(cfg, run_dir, device, resume_state)
+    learner = Learner(cfg, run_dir, device, resume_state, stop_requested=stopping)
     lc = learner.dqn.cfg
     mode = "collecting only" if cfg.collect_only else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, " \
         f"compile: {lc.compile}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s), " \
@@ -135,25 +181,24 @@ def run(cfg: RunConfig) -> int:
     if compile_seconds:
         print(f"[MAIN] compiled and warmed up in {compile_seconds:.1f}s (not counted in any epoch)", flush=True)
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited through exec: children never see Ctrl-C
     learner.start()
     pool = ActorPool(actor_main, cfg, cfg.actors)
-    if cfg.spawn_actors:  # else external actors (python -m launch.actor) lease or take the N slots
+    if cfg.spawn_actors and not stopping.is_set():  # else external actors (launch.actor) lease or take the N slots
         pool.start()
-    evaluator = Evaluator(cfg, learner) if cfg.eval.every > 0 and not cfg.collect_only else None
-    signal.signal(signal.SIGINT, lambda *_: learner.stop())
-    signal.signal(signal.SIGTERM, lambda *_: learner.stop())
+    evaluator = Evaluator(cfg, learner) if cfg.eval.every > 0 and not cfg.collect_only \
+        and not stopping.is_set() else None
 
     start = time.monotonic()
     deadline = start + cfg.duration if cfg.duration > 0 else 0.0
     bar = None
+    budget = progress_budget(cfg)
     interactive = sys.stdout.isatty()  # a redirected log gets plain lines, not carriage-return redraws
-    if cfg.progress and interactive and (cfg.duration > 0 or cfg.learner.steps > 0) and not cfg.collect_only:
-        if cfg.learner.steps:
-            bar = tqdm(total=cfg.learner.steps, unit="upd", dynamic_ncols=True, mininterval=1.0)
-        else:
-            bar = tqdm(total=int(cfg.duration), dynamic_ncols=True, mininterval=1.0,
-                       bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}]")
+    if cfg.progress and interactive and budget is not None:
+        unit, total = budget
+        done = {"env steps": learner.counters.inserted, "updates": learner.counters.updates, "s": 0}[unit]
+        seconds = "{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}]" if unit == "s" else None
+        bar = tqdm(total=total, initial=min(done, total), unit=f" {unit}", unit_scale=unit != "s",
+                   dynamic_ncols=True, mininterval=1.0, bar_format=seconds)
         learner.echo = bar.write
     bound = range(cfg.transport.base_port - 2, cfg.transport.base_port + cfg.actors)  # weights, requests, slots
     heartbeat = Heartbeat("learner", cfg.transport.host, tuple(bound))  # for the container health check
@@ -165,7 +210,8 @@ def run(cfg: RunConfig) -> int:
         now = time.monotonic()
         heartbeat.beat()
         if bar is not None:
-            bar.n = learner.counters.updates if cfg.learner.steps else int(now - start)
+            c = learner.counters
+            bar.n = min(bar.total, {"env steps": c.inserted, "updates": c.updates, "s": int(now - start)}[budget[0]])
             bar.refresh()
         if now - log["at"] >= cfg.log_every:
             processed = learner.plane.processed
@@ -190,8 +236,9 @@ def run(cfg: RunConfig) -> int:
                                  f"(was {incarnations[slot]:#x})")
                 incarnations[slot] = track.incarnation
 
+    reason = "stopped"
     try:
-        learner.run(deadline=deadline, on_tick=on_tick)
+        reason = learner.run(deadline=deadline, on_tick=on_tick)
     finally:
         if bar is not None:
             bar.close()
@@ -218,12 +265,13 @@ def run(cfg: RunConfig) -> int:
     ratio = learner.first_epoch_ratio()
     if ratio is not None:
         print(f"[MAIN] first epoch after warm-up ran at {ratio:.0%} of the later epochs' updates/s", flush=True)
-    print(f"[MAIN] stopped after {time.monotonic() - start:.1f}s: epoch {c.epoch}, {c.updates} updates, "
-          f"weights v{c.weights_version}, actor weights versions {versions} (lag {lags}), actor exit codes {codes}"
-          + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else ""), flush=True)
     if os.path.isfile(os.path.join(run_dir, BEST_NAME)):
         print(f"[MAIN] play the best evaluated weights: python -m launch.evaluate {run_dir} "
               f"(the last checkpoint: add --net online)", flush=True)
+    print(f"[MAIN] stopped after {time.monotonic() - start:.1f}s by {stop_line(reason, cfg, c.inserted, c.updates)}: "
+          f"epoch {c.epoch}, {c.updates} updates, {c.inserted:,} env steps, weights v{c.weights_version}, "
+          f"actor weights versions {versions} (lag {lags}), actor exit codes {codes}"
+          + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else ""), flush=True)
     return 0
 
 

@@ -1,7 +1,10 @@
 """Actor process supervision: spawn, restart the dead, and stop every child for sure.
 
 Children are started with the 'spawn' method (no forked torch or sockets)
-and with OMP/MKL threads set to 1 in their environment. They ignore SIGINT;
+and with OMP/MKL threads set to 1 in their environment. They never see SIGINT: it is blocked while they are
+forked, and a blocked signal stays blocked through exec, so a Ctrl-C at the terminal during their start-up
+does not reach them either (their role code then ignores it); the launcher's own Ctrl-C stays pending and is
+handled once the child is started, never lost.
 ``stop_all`` sets the shared stop event, joins with a timeout, then sends
 SIGTERM and finally SIGKILL, so no child outlives the launcher.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import time
 from typing import Any, Callable
 
@@ -23,13 +27,16 @@ def spawn_context() -> Any:
 
 
 def start_process(ctx: Any, target: Callable, args: tuple, name: str) -> Any:
-    """Start ``target(*args)`` in a fresh process whose env pins math libraries to one thread."""
+    """Start ``target(*args)`` in a fresh process whose env pins math libraries to one thread and that has SIGINT
+    blocked from its first instruction (see the module docstring)."""
     saved = {k: os.environ.get(k) for k in _SINGLE_THREAD_ENV}
     os.environ.update(_SINGLE_THREAD_ENV)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # this thread's; the child inherits it
     try:
         proc = ctx.Process(target=target, args=args, name=name, daemon=False)
         proc.start()
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a SIGINT that came meanwhile is delivered now
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
