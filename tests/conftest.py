@@ -1,7 +1,9 @@
-"""Shared test helpers: free loopback ports and small run configurations."""
+"""Shared test helpers: free loopback ports, small run configurations, training on the shipped defaults; and the
+machine in pytest's header (CPU model, cores, native bf16), so a CI log tells which machine kind it ran on."""
 
 import glob
 import os
+import platform
 import random
 import socket
 import subprocess
@@ -10,6 +12,35 @@ import sys
 import pytest
 
 from shared.config import RunConfig
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), else what the platform module says."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked ``slow`` (minutes: the learning runs, the benchmark) go first: with ``make test``'s one test at a
+    time per worker (``--maxschedchunk 1``) the two workers then start on the long ones and even out on the short."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: collection order otherwise
+
+
+def pytest_report_header(config) -> list[str]:
+    import torch
+
+    from learner.trainer import cpu_has_native_bf16
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+    return [f"machine: CPU {cpu_model()}, {cores} core(s) usable of {os.cpu_count()}, native bf16: "
+            f"{'yes (AMP on CPU)' if cpu_has_native_bf16() else 'no (AMP off on CPU)'}, GPU: {gpu}; torch {torch.__version__}"]
 
 
 def free_base_port(count: int) -> int:
@@ -50,12 +81,13 @@ def make_config():
     return small_config
 
 
-def train_on_defaults(tmp_path, env_name: str, duration: float, timeout: float) -> tuple[str, str]:
-    """``python -m launch.local --env.name ENV --duration D`` on the shipped defaults (only the run folder, ports and
-    log interval set); asserts exit 0 and returns (console output, run folder)."""
+def train_on_defaults(tmp_path, env_name: str, *budget: str, timeout: float) -> tuple[str, str]:
+    """``python -m launch.local --env.name ENV BUDGET...`` on the shipped defaults (only the budget, e.g.
+    ``--learner.steps N``, the run folder, ports and log interval set); asserts exit 0 and returns (console output,
+    run folder). ``timeout`` only guards against a hang."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     base = free_base_port(6) + 2
-    cmd = [sys.executable, "-m", "launch.local", "--env.name", env_name, "--duration", str(duration),
+    cmd = [sys.executable, "-m", "launch.local", "--env.name", env_name, *budget,
            "--log-every", "10", "--transport.base-port", str(base), "--run-dir", str(tmp_path), "--no-progress"]
     proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout)
     out = proc.stdout + proc.stderr

@@ -1,18 +1,55 @@
-"""Helpers for the reliability tests: a launcher whose output is read live, with arrival times."""
+"""``python -m launch.local`` as a test runs it: a subprocess whose output is read live, with arrival times.
 
+Tests wait for events in that output ("both actors delivered", "an epoch was logged"), each with a generous
+deadline that only guards against a hang: nothing here depends on how much work fits into some seconds.
+"""
+
+import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 
 import psutil
 
-from tests.test_launch import start_launcher
+from tests.conftest import free_base_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HANG_GUARD_S = 180.0  # longest wait for an event: on a slow, loaded machine a start-up (torch, spawn) takes seconds
 
 # A small training run on the fake env: trains within seconds of the first batches on 2 CPU cores.
 # --eval.every 0: these tests count and kill actor processes; the evaluation process is tested in tests/test_launch.py
 TRAINING = ("--learner.no-compile", "--learner.micro-batch", "16", "--learner.min-replay", "300",
             "--learner.updates-per-epoch", "5", "--replay.capacity", "4096", "--eval.every", "0")
+
+
+def start_launcher(tmp_path, *args, collect_only=True):
+    """2 actors on the fake env, a console line every second, plain output on a pipe; ``args`` add or override."""
+    base = free_base_port(4) + 2
+    cmd = [sys.executable, "-m", "launch.local", "--actors", "2", "--log-every", "1", "--no-progress",
+           "--env.name", "fake", "--transport.base-port", str(base), "--run-dir", str(tmp_path), *args]
+    if collect_only:
+        cmd.append("--collect-only")
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def assert_all_gone(children, at_least: int = 2):
+    """Every process in ``children`` (``at_least`` of them: by default the two actors) has exited."""
+    assert len(children) >= at_least, children
+    deadline = time.monotonic() + 10  # the launcher has exited: its children are reaped or going
+    while time.monotonic() < deadline and any(_running(c) for c in children):
+        time.sleep(0.05)
+    alive = [c for c in children if _running(c)]
+    assert not alive, alive
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 class Launcher:
@@ -54,6 +91,24 @@ class Launcher:
                 return found[:count]
             time.sleep(0.05)
         raise AssertionError(f"no {count} line(s) matching {pattern!r} within {timeout}s:\n{self.output}")
+
+    def wait_for_delivery(self, slots: int, timeout: float = HANG_GUARD_S, after: float = 0.0) -> list[int]:
+        """Wait until a [PROCESSOR] line (since ``after``) shows every one of ``slots`` actors with transitions in
+        replay; returns its per-actor counts."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lines = processor_lines(self, after)
+            if lines and len(lines[-1][3]) == slots and min(lines[-1][3]) > 0:
+                return lines[-1][3]
+            assert self.proc.poll() is None, f"launcher exited ({self.proc.returncode}):\n{self.output}"
+            time.sleep(0.1)
+        raise AssertionError(f"not every one of {slots} actors delivered within {timeout}s:\n{self.output}")
+
+    def wait_exit(self, timeout: float = HANG_GUARD_S) -> str:
+        """Wait for the launcher to exit by itself (a hang guard); return the whole output."""
+        self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=10)
+        return self.output
 
     def actors(self) -> list[psutil.Process]:
         """The live actor processes (spawned children, not the resource tracker)."""

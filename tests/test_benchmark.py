@@ -25,7 +25,7 @@ def is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-@pytest.mark.xdist_group("learning")  # CPU-heavy: with the learning tests, one after the other on one worker
+@pytest.mark.slow  # minutes: scheduled first (tests/conftest.py)
 def test_benchmark_json_has_every_key_with_numbers(tmp_path):
     out = tmp_path / "bench.json"
     base = free_base_port(6) + 2

@@ -11,6 +11,9 @@ from shared.exploration import epsilons
 
 @pytest.mark.parametrize("path,value,needle", [
     ("actors", 0, "actors=0"),
+    ("total_env_steps", -1, "total_env_steps=-1"),
+    ("total_env_steps", 1.5, "total_env_steps=1.5"),
+    ("learner.steps", -1, "learner.steps=-1"),
     ("env.stage", "9-9", "env.stage='9-9'"),
     ("env.name", "pong", "env.name='pong'"),
     ("env.frame_skip", 0, "env.frame_skip=0"),

@@ -1,26 +1,30 @@
 """Fuel breaks are learned through the whole distributed pipeline on the shipped defaults: launch.local with its
 4 actor processes of 32 envs, real sockets, weight broadcast, prioritized replay, action masks on the wire and in
-the Double-DQN target, the one-Q-per-cell network. Only the duration is set (and the run folder and ports); the
-landscape is the default 32x32 with a budget of 16 breaks and 1 to 3 ignitions.
+the Double-DQN target, the one-Q-per-cell network. Only the budget (UPDATES learner updates) is set (and the run
+folder and ports); the landscape is the default 32x32 with a budget of 16 breaks and 1 to 3 ignitions. A budget in
+updates, not seconds: a slower machine takes longer, not fewer updates.
 
 The last checkpoint's greedy policy (epsilon 0, argmax over valid cells) then places its 16 breaks on 100
 held-out episodes (landscapes, winds and ignitions drawn from seed 777, which no actor env uses), and uniformly
 random valid placements do the same on the same 100 episodes: cells saved against the same fire without breaks.
-The bar: greedy saves at least 1.5x the cells random placements save, and at least 10 cells more per episode.
+The bar: greedy saves at least 2.5x the cells random placements save, and at least 20 cells more per episode. An
+untrained cell network already places breaks better than random (its local features see the fire: 6 to 44 cells
+for init seeds 0-5 against random's 16), so the bar is checked to fail for the network this run starts from
+(learner seed 0, the default). Measured figures: docs/testing.md.
 """
 
-
 import pytest
+import torch
 
 from actors.evaluator import build_network, play_episodes
 from learner.checkpoint import load_checkpoint
 from shared.config import RunConfig
 from tests.conftest import train_on_defaults
 
-DURATION = 60  # seconds of training after the learner's compile warm-up
+UPDATES = 1_500
 EPISODES = 100
 HELD_OUT_SEED = 777
-BAR = (10.0, 1.5)  # greedy mean cells saved must beat random by at least 10 cells and by 1.5x
+BAR = (20.0, 2.5)  # greedy mean cells saved must beat random by at least 20 cells and by 2.5x
 
 
 def mean_saved(net, env_cfg, policy: str) -> float:
@@ -28,20 +32,27 @@ def mean_saved(net, env_cfg, policy: str) -> float:
     return sum(e.x_pos for e in episodes) / len(episodes)
 
 
-@pytest.mark.xdist_group("learning")  # one worker runs the learning tests one after the other
-@pytest.mark.timeout(400)
+def clears_bar(greedy: float, random: float) -> bool:
+    low, ratio = BAR
+    return greedy >= random + low and greedy >= ratio * random
+
+
+@pytest.mark.slow  # minutes: scheduled first (tests/conftest.py)
+@pytest.mark.timeout(1500)  # a hang guard: the run ends on its update budget
 def test_fuel_breaks_are_learned_end_to_end_on_defaults(tmp_path):
-    out, run = train_on_defaults(tmp_path, "fuelbreak", DURATION, timeout=330)
+    out, run = train_on_defaults(tmp_path, "fuelbreak", "--learner.steps", str(UPDATES), timeout=1400)
     assert "4 actors x 32 env(s) on fuelbreak (obs uint8 8x32x32, stack 1, 1024 actions, masked, cell net)" in out, \
         out[:2000]
     state = load_checkpoint(run)
     cfg = RunConfig.from_json(state["config"])
-    assert (cfg.env.fuelbreak_size, cfg.env.fuelbreak_budget) == (32, 16) and state["counters"]["updates"] > 0
+    assert (cfg.env.fuelbreak_size, cfg.env.fuelbreak_budget) == (32, 16)
+    assert state["counters"]["updates"] == UPDATES
     net = build_network(cfg.env, state["learner"]["online"])
     greedy, random = mean_saved(net, cfg.env, "greedy"), mean_saved(None, cfg.env, "random")
+    torch.manual_seed(cfg.learner.seed)  # the learner's initial network (learner/trainer.py seeds it so)
+    untrained = mean_saved(build_network(cfg.env), cfg.env, "greedy")
     print(f"Fuel breaks 32x32, budget 16, after {state['counters']['updates']} updates, "
           f"{state['counters']['inserted']:,} transitions: greedy saves {greedy:.1f} cells per episode, "
-          f"random valid placements {random:.1f}")
-    low, ratio = BAR
-    assert greedy >= random + low and greedy >= ratio * random, \
-        f"greedy {greedy:.1f} vs random {random:.1f}\n{out[-3000:]}"
+          f"random valid placements {random:.1f}, the untrained network {untrained:.1f}")
+    assert not clears_bar(untrained, random), f"the bar does not tell learning: untrained {untrained:.1f}"
+    assert clears_bar(greedy, random), f"greedy {greedy:.1f} vs random {random:.1f}\n{out[-3000:]}"

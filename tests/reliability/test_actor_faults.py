@@ -14,8 +14,7 @@ from actors.collector import actor_main
 from launch.processes import ActorPool
 from learner.loop import IDLE_NOTICE_EVERY, Learner
 from tests.conftest import small_config
-from tests.reliability.live import EPOCH, TRAINING, Launcher, processor_lines
-from tests.test_launch import assert_all_gone
+from tests.launcher import EPOCH, TRAINING, Launcher, assert_all_gone, processor_lines
 
 RESTART_BOUND_S = 5.0  # the promise: a dead actor's slot is running again within 5 s
 

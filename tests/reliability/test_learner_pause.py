@@ -10,8 +10,7 @@ import time
 
 import psutil
 
-from tests.reliability.live import EPOCH, TRAINING, Launcher, processor_lines
-from tests.test_launch import assert_all_gone
+from tests.launcher import EPOCH, TRAINING, Launcher, assert_all_gone, processor_lines
 
 PAUSE_S = 30.0
 RECOVERY_BOUND_S = 10.0  # the promise: throughput is back within 10 s of SIGCONT
