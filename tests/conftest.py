@@ -32,6 +32,17 @@ def pytest_collection_modifyitems(config, items) -> None:
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: collection order otherwise
 
 
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The learning tests' figures (``record_property("figures", ...)``), passed or not, at the end of every run."""
+    figures = [value for reports in terminalreporter.stats.values() for report in reports
+               if getattr(report, "when", "") == "call"
+               for name, value in getattr(report, "user_properties", ()) if name == "figures"]
+    if figures:
+        terminalreporter.write_sep("-", "learning figures")
+        for line in figures:
+            terminalreporter.write_line(line)
+
+
 def pytest_report_header(config) -> list[str]:
     import torch
 

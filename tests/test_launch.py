@@ -38,6 +38,19 @@ def collect_until_exit(run: Launcher) -> tuple[str, set]:
     return run.wait_exit(), seen
 
 
+def run_to_the_end(tmp_path, *args, collect_only: bool) -> tuple[Launcher, str]:
+    """A run that must end by itself: exit 0, no traceback, every process it started gone; returns its output."""
+    run = Launcher(tmp_path, *args, collect_only=collect_only)
+    try:
+        out, seen = collect_until_exit(run)
+    finally:
+        run.kill()
+    assert run.proc.returncode == 0, out
+    assert "Traceback" not in out, out
+    assert_all_gone(seen)
+    return run, out
+
+
 def test_the_progress_bar_follows_the_budget_that_is_set():
     cfg = RunConfig()
     assert progress_budget(cfg) is None  # until Ctrl-C: no bar
@@ -52,43 +65,23 @@ def test_the_progress_bar_follows_the_budget_that_is_set():
 
 
 def test_duration_ends_the_run_with_exit_zero_and_no_children(tmp_path):
-    run = Launcher(tmp_path, "--duration", "8", collect_only=True)
-    try:
-        out, seen = collect_until_exit(run)
-    finally:
-        run.kill()
-    assert run.proc.returncode == 0, out
+    run, out = run_to_the_end(tmp_path, "--duration", "8", collect_only=True)
     assert re.match(STOPPED + r"--duration 8s reached: ", last_line(out)), out
     _, processed, _, per_actor = processor_lines(run)[-1]
     assert processed == sum(per_actor), out  # however much arrived in 8 s: each transition counted once
-    assert_all_gone(seen)
     assert len(list(tmp_path.glob("*/config.json"))) == 1
 
 
 def test_total_env_steps_ends_a_collect_only_run_within_one_batch_of_the_budget(tmp_path):
-    run = Launcher(tmp_path, "--total-env-steps", "3000", collect_only=True)
-    try:
-        out, seen = collect_until_exit(run)
-    finally:
-        run.kill()
-    assert run.proc.returncode == 0, out
+    _, out = run_to_the_end(tmp_path, "--total-env-steps", "3000", collect_only=True)
     m = re.match(STOPPED + r"env-step budget: ([\d,]+) of --total-env-steps 3,000 env steps inserted: ", last_line(out))
     assert m, out
     assert 3000 <= int(m[1].replace(",", "")) < 3000 + FAKE_BATCH, out
-    assert "Traceback" not in out, out
-    assert_all_gone(seen)
 
 
 def test_budgets_end_a_training_run_and_a_resume_continues_toward_the_same_budget(tmp_path):
     def train(*args) -> tuple[str, dict]:
-        run = Launcher(tmp_path, *args, collect_only=False)
-        try:
-            out, seen = collect_until_exit(run)
-        finally:
-            run.kill()
-        assert run.proc.returncode == 0, out
-        assert "Traceback" not in out, out
-        assert_all_gone(seen)
+        _, out = run_to_the_end(tmp_path, *args, collect_only=False)
         (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
         return out, torch.load(run_dir / "checkpoint.pt", weights_only=True)["counters"]
 

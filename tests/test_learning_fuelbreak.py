@@ -7,7 +7,7 @@ updates, not seconds: a slower machine takes longer, not fewer updates.
 The last checkpoint's greedy policy (epsilon 0, argmax over valid cells) then places its 16 breaks on 100
 held-out episodes (landscapes, winds and ignitions drawn from seed 777, which no actor env uses), and uniformly
 random valid placements do the same on the same 100 episodes: cells saved against the same fire without breaks.
-The bar: greedy saves at least 2.5x the cells random placements save, and at least 20 cells more per episode. An
+The bar: greedy saves at least 2.25x the cells random placements save, and at least 20 cells more per episode. An
 untrained cell network already places breaks better than random (its local features see the fire: 6 to 44 cells
 for init seeds 0-5 against random's 16), so the bar is checked to fail for the network this run starts from
 (learner seed 0, the default). Measured figures: docs/testing.md.
@@ -21,10 +21,10 @@ from learner.checkpoint import load_checkpoint
 from shared.config import RunConfig
 from tests.conftest import train_on_defaults
 
-UPDATES = 1_500
+UPDATES = 1_200
 EPISODES = 100
 HELD_OUT_SEED = 777
-BAR = (20.0, 2.5)  # greedy mean cells saved must beat random by at least 20 cells and by 2.5x
+BAR = (20.0, 2.25)  # greedy mean cells saved must beat random by at least 20 cells and by 2.25x
 
 
 def mean_saved(net, env_cfg, policy: str) -> float:
@@ -39,7 +39,7 @@ def clears_bar(greedy: float, random: float) -> bool:
 
 @pytest.mark.slow  # minutes: scheduled first (tests/conftest.py)
 @pytest.mark.timeout(1500)  # a hang guard: the run ends on its update budget
-def test_fuel_breaks_are_learned_end_to_end_on_defaults(tmp_path):
+def test_fuel_breaks_are_learned_end_to_end_on_defaults(tmp_path, record_property):
     out, run = train_on_defaults(tmp_path, "fuelbreak", "--learner.steps", str(UPDATES), timeout=1400)
     assert "4 actors x 32 env(s) on fuelbreak (obs uint8 8x32x32, stack 1, 1024 actions, masked, cell net)" in out, \
         out[:2000]
@@ -51,8 +51,9 @@ def test_fuel_breaks_are_learned_end_to_end_on_defaults(tmp_path):
     greedy, random = mean_saved(net, cfg.env, "greedy"), mean_saved(None, cfg.env, "random")
     torch.manual_seed(cfg.learner.seed)  # the learner's initial network (learner/trainer.py seeds it so)
     untrained = mean_saved(build_network(cfg.env), cfg.env, "greedy")
-    print(f"Fuel breaks 32x32, budget 16, after {state['counters']['updates']} updates, "
-          f"{state['counters']['inserted']:,} transitions: greedy saves {greedy:.1f} cells per episode, "
-          f"random valid placements {random:.1f}, the untrained network {untrained:.1f}")
+    figures = (f"Fuel breaks 32x32, budget 16, after {state['counters']['updates']} updates, "
+               f"{state['counters']['inserted']:,} transitions: greedy saves {greedy:.1f} cells per episode, "
+               f"random valid placements {random:.1f}, the untrained network {untrained:.1f}")
+    record_property("figures", figures)  # printed at the end of every run (tests/conftest.py)
     assert not clears_bar(untrained, random), f"the bar does not tell learning: untrained {untrained:.1f}"
     assert clears_bar(greedy, random), f"greedy {greedy:.1f} vs random {random:.1f}\n{out[-3000:]}"

@@ -17,7 +17,7 @@ from learner.checkpoint import load_checkpoint
 from shared.config import RunConfig
 from tests.conftest import train_on_defaults
 
-UPDATES = 1_500
+UPDATES = 1_000
 EPISODES = 100
 SNAKE_BAR = (2.0, 4.0)  # greedy mean food must beat random by at least 2 food and by 4x
 
@@ -34,7 +34,7 @@ def clears_bar(greedy: float, random: float) -> bool:
 
 @pytest.mark.slow  # minutes: scheduled first (tests/conftest.py)
 @pytest.mark.timeout(1200)  # a hang guard: the run ends on its update budget
-def test_snake_learns_end_to_end_on_defaults(tmp_path):
+def test_snake_learns_end_to_end_on_defaults(tmp_path, record_property):
     out, run = train_on_defaults(tmp_path, "snake", "--learner.steps", str(UPDATES), timeout=1100)
     assert "on snake (obs float32 14, stack 1, 3 actions, mlp net)" in out, out[:2000]
     state = load_checkpoint(run)
@@ -44,7 +44,8 @@ def test_snake_learns_end_to_end_on_defaults(tmp_path):
     greedy, random = mean_food(net, cfg.env, "greedy"), mean_food(None, cfg.env, "random")
     torch.manual_seed(cfg.learner.seed)  # the learner's initial network (learner/trainer.py seeds it so)
     untrained = mean_food(build_network(cfg.env), cfg.env, "greedy")
-    print(f"Snake 10x10 after {state['counters']['updates']} updates, {state['counters']['inserted']:,} transitions: "
-          f"greedy {greedy:.2f} food per episode, random {random:.2f}, untrained network {untrained:.2f}")
+    figures = (f"Snake 10x10 after {state['counters']['updates']} updates, {state['counters']['inserted']:,} transitions: "
+               f"greedy {greedy:.2f} food per episode, random {random:.2f}, untrained network {untrained:.2f}")
+    record_property("figures", figures)  # printed at the end of every run (tests/conftest.py)
     assert not clears_bar(untrained, random), f"the bar does not tell learning: untrained {untrained:.2f}"
     assert clears_bar(greedy, random), f"greedy {greedy:.2f} vs random {random:.2f}\n{out[-3000:]}"
