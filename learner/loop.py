@@ -5,9 +5,10 @@ replay holds ``min_replay`` transitions and the replay-ratio limiter allows it (
 ``samples_per_insert`` samples trained per transition inserted), do one update; every
 ``updates_per_epoch`` updates close an epoch (console line, metrics.jsonl, TensorBoard); every
 ``broadcast_every`` epochs publish the weights with a new ``weights_version``; every
-``checkpoint_every`` epochs, and at exit, write a checkpoint. ``run`` returns why it ended (``STOP_REASONS``):
-``stop()`` was called, the deadline passed, ``learner.steps`` updates were made, or ``total_env_steps``
-transitions were inserted (a drain then writes no more than the budget needs, so it ends within one batch of it). Collectors are never blocked by a
+``checkpoint_every`` epochs, and at exit, write a checkpoint. ``run`` returns why it ended
+(``STOP_REASONS``): ``stop()`` was called, the deadline passed, ``learner.steps`` updates were made, or
+``total_env_steps`` transitions were inserted (no drain writes a batch past the one that reaches that
+budget, so a run ends within one batch of it). Collectors are never blocked by a
 slow learner: they stage and drop on their side (see actors/sender.py). When no experience has
 arrived for ``IDLE_NOTICE_EVERY`` seconds (every actor dead or restarting) the loop keeps waiting
 and says so, at most once per ``IDLE_NOTICE_EVERY`` seconds.
