@@ -17,7 +17,7 @@ from learner.checkpoint import load_checkpoint
 from shared.config import RunConfig
 from tests.conftest import train_on_defaults
 
-UPDATES = 1_000
+UPDATES = 3_000
 EPISODES = 100
 SNAKE_BAR = (2.0, 4.0)  # greedy mean food must beat random by at least 2 food and by 4x
 
