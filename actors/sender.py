@@ -22,6 +22,9 @@ from shared.links import link_options
 from shared.config import TransportConfig
 
 
+DROP_LINE_EVERY_S = 10.0  # a stalled learner is said at most this often per actor, not once per dropped batch
+
+
 @dataclass
 class StagedBatch:
     seq: int
@@ -50,6 +53,7 @@ class BatchSender:
         self.sent_batches = 0
         self.sent_transitions = 0
         self.dropped_batches = 0
+        self._said_full_at = float("-inf")  # when the last "staging full" line was printed
         self.submit_seconds = 0.0  # time the collector spent handing batches over (the benchmark's "blocked" time)
 
     def submit(self, batch: StagedBatch, stats: dict[str, float]) -> None:
@@ -59,6 +63,10 @@ class BatchSender:
         if len(self._staged) > self.max_staged:
             self._staged.popleft()
             self.dropped_batches += 1
+            if start - self._said_full_at >= DROP_LINE_EVERY_S:
+                self._said_full_at = start
+                print(f"[ACTOR {self.actor_id}] staging full ({self.max_staged} batches), the learner is not reading: "
+                      f"dropped the oldest batch ({self.dropped_batches:,} dropped so far)", flush=True)
         self.flush(stats)
         self.submit_seconds += time.perf_counter() - start
 
