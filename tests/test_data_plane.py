@@ -125,7 +125,7 @@ def test_bad_messages_are_rejected_and_counted_while_good_data_lands(make_config
             attack()
         total = sum(r["sent_transitions"] for r in reports)
         assert plane.wait_for(total, timeout=30)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # a hang guard
         while plane.consolidator.received < 60 + len(bad) and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
