@@ -57,13 +57,16 @@ def experience_endpoint(cfg: RunConfig, actor_id: int) -> str:
 class Collector:
     """Steps E envs, batches T ticks, hands batches to a BatchSender."""
 
-    def __init__(self, cfg: RunConfig, actor_id: int, incarnation: int):
+    def __init__(self, cfg: RunConfig, actor_id: int, incarnation: int, generation: int = -1):
+        """``generation``: which start of this slot this is (0 first), the key of its exploration stream; -1 (an
+        actor started on its own, which does not know) keys it by the random incarnation instead."""
         self.cfg = cfg
         self.actor_id = actor_id
         self.incarnation = incarnation
         n_env = cfg.actor.envs_per_actor
         self.spec = spec = env_spec(cfg.env)
-        self.rng = np.random.default_rng([cfg.actor.seed, actor_id, incarnation & 0xFFFFFFFF])
+        stream = generation if generation >= 0 else (incarnation & 0xFFFFFFFF) | (1 << 32)  # never a generation
+        self.rng = np.random.default_rng([cfg.actor.seed, actor_id, stream])
         self.env = make_vector_env(cfg.env, [env_seed(cfg.actor.seed, actor_id, e) for e in range(n_env)])
         self.num_actions = spec.num_actions
         self.masked = spec.masked
@@ -198,7 +201,7 @@ class Collector:
 
 
 def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any = None,
-               max_batches: int = 0, standalone: bool = False) -> dict:
+               max_batches: int = 0, standalone: bool = False, generation: int = -1) -> dict:
     """Process entry: collect and send until ``stop_event`` is set (or ``max_batches`` sent, if > 0).
 
     ``actor_id`` < 0: ask the learner for a free slot first (actors/slot_client.py); the slot count
@@ -207,7 +210,8 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
 
     Spawned by a launcher (``standalone`` False) it ignores SIGINT and stops when its parent dies, so a
     SIGKILLed launcher leaves no orphans. Standalone (launch/actor.py) it outlives any learner and stops
-    on SIGINT or SIGTERM. Returns the report it also puts on ``report_queue``.
+    on SIGINT or SIGTERM. ``generation``: the slot's restarts so far, from the launcher (see ``Collector``).
+    Returns the report it also puts on ``report_queue``.
     """
     terminate = []
     signal.signal(signal.SIGINT, (lambda *_: terminate.append(True)) if standalone else signal.SIG_IGN)
@@ -229,7 +233,7 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
         actor_id, cfg = lease["slot"], dataclasses.replace(cfg, actors=lease["slots"])
         print(f"[ACTOR] slot {actor_id} of {lease['slots']} (lease {lease['lease']:g} s), incarnation {incarnation:#x}",
               flush=True)
-    collector = Collector(cfg, actor_id, incarnation)
+    collector = Collector(cfg, actor_id, incarnation, generation)
     sender = BatchSender(experience_endpoint(cfg, actor_id), actor_id, incarnation,
                          cfg.actor.max_staged_batches, cfg.actor.send_hwm, transport=cfg.transport)
     weights = WeightClient(cfg.transport, actor_id, incarnation, collector.net)

@@ -18,7 +18,6 @@ it works the same when the learner binds 0.0.0.0 with CURVE (it would need a cli
 from __future__ import annotations
 
 import dataclasses
-import os
 import queue
 import signal
 import time
@@ -29,6 +28,7 @@ import torch
 from actors.evaluator import action_names_for, build_network, play_episodes, summarize
 from shared.config import VECTOR_ENVS, RunConfig
 from shared.parent import orphan_check
+from shared.seeding import EVAL_ROUND, stream_seed
 
 
 def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: Any) -> None:
@@ -36,9 +36,7 @@ def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: A
     terminate: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: terminate.append(True))
     orphaned = orphan_check()
-    torch.set_num_threads(1)
-    if cfg.actor.nice:
-        os.nice(cfg.actor.nice)
+    torch.set_num_threads(1)  # not niced like the collectors: an evaluation must report on schedule
     env_cfg = dataclasses.replace(cfg.env, stage=cfg.eval.stage or cfg.env.stage)
     net = build_network(env_cfg, dueling=cfg.net.dueling)
     names = action_names_for(env_cfg)
@@ -59,11 +57,12 @@ def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: A
         version, arrays = got
         net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
         start = time.perf_counter()
-        episodes = play_episodes(net, env_cfg, cfg.eval.episodes, cfg.eval.epsilon, cfg.eval.seed + rounds)
+        seed = stream_seed(cfg.eval.seed, EVAL_ROUND, rounds)  # a stream of its own per round (shared/seeding.py)
+        episodes = play_episodes(net, env_cfg, cfg.eval.episodes, cfg.eval.epsilon, seed)
         baseline = None
         if env_cfg.name in VECTOR_ENVS:  # the random policy on the same seeds, to read the score against
-            baseline = summarize(play_episodes(None, env_cfg, cfg.eval.episodes, 1.0, cfg.eval.seed + rounds,
-                                               policy="random"), len(names), names)
+            baseline = summarize(play_episodes(None, env_cfg, cfg.eval.episodes, 1.0, seed, policy="random"),
+                                 len(names), names)
             baseline.pop("action_counts"), baseline.pop("action_fractions")
         rounds += 1
         results.put(dict(request, weights_version=version, epsilon=cfg.eval.epsilon, stage=env_cfg.stage,

@@ -4,16 +4,19 @@
     python -m launch.local --actors 4 --total-env-steps 200000  # ... until 200K env steps are in replay
     python -m launch.local --actors 4 --learner.steps 5000  # ... until 5,000 updates
     python -m launch.local --actors 4 --duration 300       # ... for 5 minutes of wall-clock
+    python -m launch.local --actors 4 --seed 7             # repeat run seed 7 (default: a fresh seed, printed)
     python -m launch.local --actors 2 --collect-only       # the data plane alone
     python -m launch.local --resume runs/20261121-...      # continue a run from its folder
     python -m launch.local --resume latest                 # ... the newest run under --run-dir (or a new one)
     python -m launch.local --actors 2 --no-spawn-actors    # learner only (= launch.learner); actors: launch.actor
 
-Prints the seed's ``[PROCESSOR]`` line every ``--log-every`` seconds and a ``[MAIN] Epoch``
+Prints a ``[PROCESSOR]`` line every ``--log-every`` seconds and a ``[MAIN] Epoch``
 line per epoch; every ``--eval.every`` epochs an evaluation process plays the current weights and
 a ``[MAIN] Eval`` line follows; restarts an actor that dies; on Ctrl-C, SIGTERM or the end of a budget
 (``--total-env-steps``, ``--learner.steps``, ``--duration``) it writes the final checkpoint, stops every child,
-prints a last line that says what ended the run, and exits 0. The budgets in env steps and updates count the
+plays the final evaluation (launch/final_eval.py: best.pt chosen among the best snapshots on fresh episodes,
+then it and the last weights on ``--eval.final-episodes`` more), prints a last line that says what ended the run,
+and exits 0. The budgets in env steps and updates count the
 whole run, resumes included; ``--resume`` keeps the run's budgets unless the command line sets new ones.
 The progress bar shows only on a terminal: a redirected log gets plain lines.
 """
@@ -34,12 +37,15 @@ from tqdm import tqdm
 
 from actors.collector import actor_main
 from actors.eval_actor import eval_process_main
+from launch.final_eval import final_evaluation
+from launch.machine import record_machine
 from launch.processes import ActorPool, spawn_context, start_process, stop_processes
 from learner.checkpoint import BEST_NAME
 from learner.loop import Learner, load_resume_state
 from shared.config import ConfigError, RunConfig, from_dict
 from shared.exploration import epsilon_floors
 from shared.health import Heartbeat
+from shared.seeding import draw_seed
 from shared.network import network_family
 from shared.vec_env import env_spec
 
@@ -134,9 +140,9 @@ def stop_line(reason: str, cfg: RunConfig, inserted: int, updates: int) -> str:
 def run(cfg: RunConfig) -> int:
     # A stop asked for at any time from here on is kept and ends the run cleanly, also while the run is still
     # being built: a Ctrl-C during start-up is neither ignored nor raised through half-built sockets.
-    stopping = threading.Event()
+    stopping, terminated = threading.Event(), threading.Event()  # terminated: SIGTERM, a supervisor's stop
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGTERM, lambda *_: (terminated.set(), stopping.set()))
     if cfg.resume == "latest":  # a restarted container continues its run; the first start begins one
         cfg.resume = latest_run(cfg.run_dir)
         print(f"[MAIN] --resume latest: " + (f"continuing {cfg.resume}" if cfg.resume else
@@ -148,8 +154,12 @@ def run(cfg: RunConfig) -> int:
         cfg = resumed_config(cfg).validate()
         run_dir = cfg.resume
     else:
+        if cfg.seed < 0:  # a fresh seed per run, saved in config.json: no two runs share one by accident
+            cfg.seed = draw_seed()
+            cfg.validate()  # the components' seeds left at -1 follow it
         run_dir = make_run_dir(cfg)
     write_config(run_dir, cfg)  # on resume too: the next resume continues toward the budgets set now
+    record_machine(run_dir)  # which machine the run's figures came from (launch.report shows it)
     device = resolve_device(cfg.device)
     local_actors = cfg.actors if cfg.spawn_actors else 0  # launch.learner: the actors run elsewhere
     threads = cfg.learner.threads or max(1, (os.cpu_count() or 1) - local_actors)
@@ -161,6 +171,9 @@ def run(cfg: RunConfig) -> int:
     mode = "collecting only" if cfg.collect_only else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, " \
         f"compile: {lc.compile}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s), " \
         f"{'dueling' if cfg.net.dueling else 'Nature-DQN'} head)"
+    seeds = "" if (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (cfg.seed,) * 3 else \
+        f" (actors {cfg.actor.seed}, learner {cfg.learner.seed}, evaluations {cfg.eval.seed})"
+    print(f"[MAIN] seed {cfg.seed if cfg.seed >= 0 else 'not saved (an older run)'}{seeds}", flush=True)
     print(f"[MAIN] run folder {run_dir}, device {device}, {cfg.actors} actors x {cfg.actor.envs_per_actor} env(s) "
           f"on {cfg.env.name}{' ' + cfg.env.stage if cfg.env.name == 'mario' else ''} ({spec_line(cfg)}), {mode}",
           flush=True)
@@ -174,6 +187,13 @@ def run(cfg: RunConfig) -> int:
               f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}), {hold}; replay ratio at most "
               f"{cfg.learner.samples_per_insert:g} samples per transition, reward scale {lc.reward_scale:.4g}, "
               f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, BatchNorm {lc.batchnorm}", flush=True)
+    if not cfg.collect_only:
+        ev = cfg.eval
+        during = (f"every {ev.every} epochs ({ev.every * lc.updates_per_epoch:,} updates), {ev.episodes} episodes at "
+                  f"epsilon {ev.epsilon:g}" if ev.every else "none during training")
+        end = (f"the best of {ev.keep_snapshots} snapshots on {ev.select_episodes} fresh episodes becomes best.pt, then "
+               f"it and the last weights play {ev.final_episodes} more each" if ev.final_episodes else "none")
+        print(f"[MAIN] evaluation: {during}; at the end: {end} (seed {ev.seed})", flush=True)
     if resume_state is not None:
         c = learner.counters
         print(f"[MAIN] resumed at epoch {c.epoch}, {c.updates} updates, weights v{c.weights_version}", flush=True)
@@ -265,14 +285,39 @@ def run(cfg: RunConfig) -> int:
     ratio = learner.first_epoch_ratio()
     if ratio is not None:
         print(f"[MAIN] first epoch after warm-up ran at {ratio:.0%} of the later epochs' updates/s", flush=True)
+    elapsed = time.monotonic() - start
+    if not cfg.collect_only and c.updates and cfg.eval.final_episodes:
+        if terminated.is_set():  # a container or job being stopped has seconds left, not minutes
+            print(f"[MAIN] SIGTERM: no final evaluation (python -m launch.final_eval {run_dir} runs it)", flush=True)
+        else:
+            final_evaluation_or_skip(run_dir, stopping)
     if os.path.isfile(os.path.join(run_dir, BEST_NAME)):
         print(f"[MAIN] play the best evaluated weights: python -m launch.evaluate {run_dir} "
               f"(the last checkpoint: add --net online)", flush=True)
-    print(f"[MAIN] stopped after {time.monotonic() - start:.1f}s by {stop_line(reason, cfg, c.inserted, c.updates)}: "
+    print(f"[MAIN] stopped after {elapsed:.1f}s by {stop_line(reason, cfg, c.inserted, c.updates)}: "
           f"epoch {c.epoch}, {c.updates} updates, {c.inserted:,} env steps, weights v{c.weights_version}, "
           f"actor weights versions {versions} (lag {lags}), actor exit codes {codes}"
           + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else ""), flush=True)
     return 0
+
+
+def final_evaluation_or_skip(run_dir: str, stopping: threading.Event) -> None:
+    """launch/final_eval.py on the finished run; a (further) Ctrl-C or SIGTERM skips it, and says how to run it."""
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    later = f"python -m launch.final_eval {run_dir}"
+    if stopping.is_set():
+        print(f"[MAIN] the final evaluation follows; Ctrl-C again skips it ({later} runs it later)", flush=True)
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        final_evaluation(run_dir, echo=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        print(f"[MAIN] final evaluation skipped; the checkpoint and snapshots are kept: {later}", flush=True)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run is over: only the last lines are left to print
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 class Evaluator:

@@ -26,14 +26,14 @@ def spawn_context() -> Any:
     return mp.get_context("spawn")
 
 
-def start_process(ctx: Any, target: Callable, args: tuple, name: str) -> Any:
-    """Start ``target(*args)`` in a fresh process whose env pins math libraries to one thread and that has SIGINT
+def start_process(ctx: Any, target: Callable, args: tuple, name: str, kwargs: dict | None = None) -> Any:
+    """Start ``target(*args, **kwargs)`` in a fresh process whose env pins math libraries to one thread and that has SIGINT
     blocked from its first instruction (see the module docstring)."""
     saved = {k: os.environ.get(k) for k in _SINGLE_THREAD_ENV}
     os.environ.update(_SINGLE_THREAD_ENV)
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # this thread's; the child inherits it
     try:
-        proc = ctx.Process(target=target, args=args, name=name, daemon=False)
+        proc = ctx.Process(target=target, args=args, kwargs=kwargs or {}, name=name, daemon=False)
         proc.start()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a SIGINT that came meanwhile is delivered now
@@ -63,7 +63,8 @@ def stop_processes(procs: list, stop_event: Any, timeout: float = 10.0) -> list[
 
 
 class ActorPool:
-    """N actor slots, each a process running ``target(cfg, slot, stop_event, report_queue)``."""
+    """N actor slots, each a process running ``target(cfg, slot, stop_event, report_queue, generation=G)``, G the
+    slot's restarts so far (its exploration stream: a run repeated with the same seed explores the same way)."""
 
     def __init__(self, target: Callable, cfg: Any, num_actors: int, report_queue: Any = None):
         self.ctx = spawn_context()
@@ -81,7 +82,7 @@ class ActorPool:
 
     def _start(self, slot: int) -> None:
         self.procs[slot] = start_process(self.ctx, self.target, (self.cfg, slot, self.stop_event, self.report_queue),
-                                         name=f"actor-{slot}")
+                                         name=f"actor-{slot}", kwargs={"generation": self.restarts[slot]})
 
     def restart_dead(self, before_start: Callable[[int], None] | None = None) -> list[int]:
         """Restart every slot whose process has exited (``before_start(slot)`` first); returns the restarted slots."""

@@ -16,6 +16,11 @@ during training: ``learner.online`` (the evaluated state dict, BatchNorm statist
 ``counters`` (updates, inserted = env steps, weights_version, wall_seconds at the request),
 ``eval`` (the summary it scored, ranked by flag rate, then mean x_pos) and ``config``. It has the
 checkpoint's layout, so ``launch.evaluate`` plays it like one (``--net best``).
+
+``snapshots/v{weights_version}.pt`` (same layout and atomic write) hold the ``eval.keep_snapshots``
+best-scoring evaluated weights of the run. An in-training score is the best of many noisy estimates, so
+at the end of a run (launch/final_eval.py) they play fresh episodes and the best of those becomes
+``best.pt``, with the fresh score in its ``eval``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import torch
 CHECKPOINT_NAME = "checkpoint.pt"
 BEST_NAME = "best.pt"
 PUBLISHED_NAME = "weights_version"
+SNAPSHOT_DIR = "snapshots"
 
 
 def _save_atomic(path: str, state: dict) -> str:
@@ -58,6 +64,29 @@ def load_best(run_dir: str) -> dict | None:
         return None
 
 
+def snapshot_path(run_dir: str, weights_version: int) -> str:
+    return os.path.join(run_dir, SNAPSHOT_DIR, f"v{int(weights_version)}.pt")
+
+
+def save_snapshot(run_dir: str, state: dict) -> str:
+    """Write an evaluated snapshot (``best.pt``'s layout) named by its ``counters.weights_version``."""
+    os.makedirs(os.path.join(run_dir, SNAPSHOT_DIR), exist_ok=True)
+    return _save_atomic(snapshot_path(run_dir, state["counters"]["weights_version"]), state)
+
+
+def load_snapshots(run_dir: str) -> list[dict]:
+    """Every readable snapshot of ``run_dir``, best in-training score first (``best_score`` of its ``eval``)."""
+    found = []
+    for path in glob.glob(os.path.join(glob.escape(run_dir), SNAPSHOT_DIR, "v*.pt")):
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception:  # a foreign or damaged file is not a candidate
+            continue
+        if isinstance(state, dict) and "eval" in state:
+            found.append(state | {"path": path})
+    return sorted(found, key=lambda st: best_score(st["eval"]), reverse=True)
+
+
 def best_score(summary: dict) -> tuple[float, float]:
     """How evaluation summaries rank for ``best.pt``: flag rate first, then mean x_pos."""
     return float(summary["flag_rate"]), float(summary["x_pos_mean"])
@@ -72,8 +101,10 @@ def load_checkpoint(run_dir: str, map_location: str | torch.device = "cpu") -> d
 
 def discard_partial(run_dir: str) -> list[str]:
     """Remove temporary files a crashed save left behind; returns their paths."""
-    leftovers = sorted(name for base in (CHECKPOINT_NAME, BEST_NAME, PUBLISHED_NAME)
-                       for name in glob.glob(os.path.join(glob.escape(run_dir), f"{base}.tmp-*")))
+    folder = glob.escape(run_dir)
+    leftovers = sorted([name for base in (CHECKPOINT_NAME, BEST_NAME, PUBLISHED_NAME)
+                        for name in glob.glob(os.path.join(folder, f"{base}.tmp-*"))]
+                       + glob.glob(os.path.join(folder, SNAPSHOT_DIR, "*.pt.tmp-*")))
     for path in leftovers:
         os.remove(path)
     return leftovers

@@ -21,6 +21,7 @@ the two, so it stays strictly increasing for actors that never stopped.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import os
 import statistics
@@ -34,8 +35,9 @@ import numpy as np
 import psutil
 import torch
 
-from learner.checkpoint import (best_score, discard_partial, load_best, load_checkpoint, read_published,
-                                record_published, save_best, save_checkpoint)
+from learner.checkpoint import (best_score, discard_partial, load_best, load_checkpoint, load_snapshots,
+                                read_published, record_published, save_best, save_checkpoint, save_snapshot,
+                                snapshot_path)
 from learner.data_plane import DataPlane, format_processor_line
 from learner.metrics import MetricsLog
 from learner.trainer import DQNLearner
@@ -112,6 +114,10 @@ class Learner:
             self.counters.weights_version = max(self.counters.weights_version, read_published(run_dir)) + 1
         best = load_best(run_dir) if resume_state is not None else None
         self.best: tuple[float, float] | None = best_score(best["eval"]) if best and "eval" in best else None
+        # (in-training score, weights_version) of the kept snapshots, best first (learner/checkpoint.py)
+        self.snapshots: list[tuple[tuple[float, float], int]] = [
+            (best_score(st["eval"]), int(st["counters"]["weights_version"]))
+            for st in (load_snapshots(run_dir) if resume_state is not None else [])]
         self.final_epsilon = mean_floor(cfg.actor, cfg.actors)  # the mean once annealing is over
         self.plane = DataPlane(cfg, self.num_actions, device)
         self.server = WeightServer(cfg.transport, slots=self.plane.consolidator.slots)
@@ -295,16 +301,29 @@ class Learner:
         if self.metrics is not None:
             self.metrics.write(result["updates"], result["env_steps"], result["wall_seconds"], figures)
         self.echo(format_eval_line(result))
-        if state is not None and self.train and (self.best is None or best_score(s) > self.best):
-            self.best = best_score(s)
-            save_best(self.run_dir, {
-                "learner": {"online": {k: torch.as_tensor(v) for k, v in state.items()}},  # no copy: ours already
-                "counters": {"updates": result["updates"], "inserted": result["env_steps"],
-                             "weights_version": result["weights_version"], "wall_seconds": result["wall_seconds"]},
-                "eval": {k: s[k] for k in ("x_pos_mean", "x_pos_median", "x_pos_max", "flag_rate",
-                                           "return_mean", "episodes")} | {"epsilon": result["epsilon"]},
-                "config": self.cfg.to_json(),
-            })
+        if state is None or not self.train:
+            return
+        snapshot = {
+            "learner": {"online": {k: torch.as_tensor(v) for k, v in state.items()}},  # no copy: ours already
+            "counters": {"updates": result["updates"], "inserted": result["env_steps"],
+                         "weights_version": result["weights_version"], "wall_seconds": result["wall_seconds"]},
+            "eval": {k: s[k] for k in ("x_pos_mean", "x_pos_median", "x_pos_max", "flag_rate",
+                                       "return_mean", "episodes")} | {"epsilon": result["epsilon"]},
+            "config": self.cfg.to_json(),
+        }
+        score, keep = best_score(s), self.cfg.eval.keep_snapshots
+        version = result["weights_version"]
+        kept = any(v == version for _, v in self.snapshots)  # the same weights evaluated twice: one file
+        if keep and not kept and (len(self.snapshots) < keep or score > self.snapshots[-1][0]):  # end-of-run candidates
+            save_snapshot(self.run_dir, snapshot)
+            self.snapshots = sorted(self.snapshots + [(score, version)], reverse=True)
+            for _, version in self.snapshots[keep:]:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(snapshot_path(self.run_dir, version))
+            del self.snapshots[keep:]
+        if self.best is None or score > self.best:
+            self.best = score
+            save_best(self.run_dir, snapshot)
             what = (f"flags {s['flag_rate']:.0%}, x_pos mean {s['x_pos_mean']:.0f}" if result.get("random") is None
                     else f"success {s['success_rate']:.0%}, score mean {s['score_mean']:.2f}")
             self.echo(f"[MAIN] best evaluation so far ({what}): "

@@ -39,6 +39,10 @@ class EnvConfig:
     """Mario: a frame that asks for A while A was sent on the two frames before and Mario stands on the ground sends the buttons without A, so the next frame jumps again (SMB jumps only when A goes down; shared/env.py). Without it a greedy policy that keeps choosing right+A+B against a pipe holds A and never jumps: every greedy policy of the hours without it ended so. False: the raw buttons."""
     max_episode_steps: int = 4500
     """Agent steps after which an episode is truncated (0: never). Truncation bootstraps; termination does not. Snake: its max_steps; fuel breaks end at their budget and ignore it."""
+    no_progress_steps: int = 250
+    """Mario: agent steps without a new furthest x_pos after which an episode is truncated (0: never), in training
+    and evaluation alike. 250 steps are about 17 s of game time: a policy standing at a pipe ends its episode there
+    instead of playing out the game clock (about 2,000 steps at frame skip 4)."""
     snake_size: int = 10
     """Snake: side of the square grid, in cells (>= 4)."""
     snake_obs: Literal["features", "grid"] = "features"
@@ -62,6 +66,8 @@ class EnvConfig:
         _check(36 <= self.frame_size <= 256, "env.frame_size", self.frame_size, "must be in [36, 256] (the conv stack)")
         _check(1 <= self.stack <= 16, "env.stack", self.stack, "must be in [1, 16]")
         _check(self.max_episode_steps >= 0, "env.max_episode_steps", self.max_episode_steps, "must be >= 0")
+        _check(_is_int(self.no_progress_steps) and self.no_progress_steps >= 0, "env.no_progress_steps",
+               self.no_progress_steps, "must be an integer >= 0 (0: never)")
         if self.name == "mario":
             _check(_stage_ok(self.stage), "env.stage", self.stage, "must be 'W-S' with W in 1..8 and S in 1..4, or 'all'")
         _check(_is_int(self.snake_size) and 4 <= self.snake_size <= 256, "env.snake_size", self.snake_size,
@@ -111,8 +117,9 @@ class ActorConfig:
     """Batches an actor holds when the learner does not take them; beyond it the oldest is dropped and counted."""
     send_hwm: int = 4
     """ZeroMQ send high-water mark (messages queued in the socket before the actor stages locally)."""
-    seed: int = 0
-    """Base random seed; actor slot, env index and incarnation are mixed in."""
+    seed: int = -1
+    """Seed of the actors' envs and exploration (actor slot, env index and incarnation are mixed in); -1: the
+    run's --seed."""
     nice: int = 10
     """Niceness added to actor processes: the learner wins the CPU when it is below its replay ratio (learner.samples_per_insert), and actors take what it leaves. 0 shares the CPU evenly, and on a machine with fewer free cores than actors the learner then trains far less than the ratio allows."""
     weights_timeout: float = 60.0
@@ -304,8 +311,8 @@ class LearnerConfig:
     """Stop after this many updates in total, counting resumed ones (0: no limit); the run ends as with --duration."""
     threads: int = 0
     """Torch intra-op threads of the learner; 0: auto, the cores local actors leave free (at least 1). Oversubscribing spin-waiting OpenMP threads cost 6.7x here."""
-    seed: int = 0
-    """Seed of network initialisation and sampling."""
+    seed: int = -1
+    """Seed of network initialisation and sampling; -1: the run's --seed."""
     max_weights_lag: int = 8
     """Batches whose first step used weights more than this many versions behind the learner's current ones are dropped and counted (stale_weights); 0: no limit. 8 broadcasts is far beyond the 1-2 of a healthy actor, so only an actor cut off from the weights loses data."""
 
@@ -353,6 +360,7 @@ AUTO_ENVS_PER_ACTOR = {"fuelbreak": 32}
 """actor.envs_per_actor 0 (auto), resolved when a RunConfig is built; others: 1."""
 AUTO_EPS_ANNEAL_STEPS = {"fuelbreak": 1_000}
 """actor.eps_anneal_steps negative (auto), resolved when a RunConfig is built; others: 25,000."""
+SEEDED_SECTIONS = ("actor", "learner", "eval")  # each has a seed; -1 takes RunConfig.seed
 _AUTO_FIELDS = (("envs_per_actor", lambda v: v == 0, AUTO_ENVS_PER_ACTOR, 1),
                 ("eps_anneal_steps", lambda v: v < 0, AUTO_EPS_ANNEAL_STEPS, 25_000))
 
@@ -381,13 +389,28 @@ class EvalConfig:
     """Exploration during evaluation (the emulator is deterministic: at 0 every episode is the same one)."""
     stage: str = ""
     """Mario stage to evaluate on; empty: the training stage."""
-    seed: int = 12345
-    """Seed of the evaluation's exploration."""
+    keep_snapshots: int = 3
+    """The best-scoring evaluated weights kept as snapshots/v*.pt; at the end of the run they play
+    select_episodes fresh episodes each and the best of those becomes best.pt (0: best.pt is the in-training best)."""
+    select_episodes: int = 20
+    """Episodes each kept snapshot plays at the end of the run to choose best.pt (not the ones it is scored on)."""
+    final_episodes: int = 50
+    """Episodes the last weights and best.pt each play at the end of the run, at --eval.epsilon on seeds no
+    in-training evaluation used, plus one greedy episode; eval_final.json (0: no final evaluation)."""
+    seed: int = -1
+    """Seed of the evaluations' exploration and envs (each round, the end-of-run selection and the final
+    evaluation draw their own stream from it: shared/seeding.py); -1: the run's --seed."""
 
     def validate(self) -> None:
         _check(self.every >= 0, "eval.every", self.every, "must be >= 0 (0: off)")
         _check(1 <= self.episodes <= 1000, "eval.episodes", self.episodes, "must be in [1, 1000]")
         _check(0.0 <= self.epsilon <= 1.0, "eval.epsilon", self.epsilon, "must be in [0, 1]")
+        _check(_is_int(self.keep_snapshots) and 0 <= self.keep_snapshots <= 20, "eval.keep_snapshots",
+               self.keep_snapshots, "must be an integer in [0, 20]")
+        _check(_is_int(self.select_episodes) and 1 <= self.select_episodes <= 1000, "eval.select_episodes",
+               self.select_episodes, "must be an integer in [1, 1000]")
+        _check(_is_int(self.final_episodes) and 0 <= self.final_episodes <= 1000, "eval.final_episodes",
+               self.final_episodes, "must be an integer in [0, 1000] (0: no final evaluation)")
 
 
 @dataclass
@@ -401,6 +424,12 @@ class RunConfig:
     duration: float = 0.0
     """Stop after this many seconds of this invocation (0: no time limit). A wall-clock limit: the work done in it
     depends on the machine; compare runs by --total-env-steps or --learner.steps instead."""
+    label: str = ""
+    """A name for the group of runs this one belongs to (e.g. 'lr1e-4'): launch.report groups runs by it."""
+    seed: int = -1
+    """The run's seed: the learner's initialisation, the actors' envs and exploration and the evaluations derive
+    theirs from it. -1: the launcher draws a fresh one, prints it in the run header and saves it in config.json;
+    --seed N repeats a run as far as process timing allows."""
     total_env_steps: int = 0
     """Stop once this many environment steps (transitions) were inserted into replay over the whole run, resumes
     included (0: no limit); the run ends as with --duration: final checkpoint, every child stopped, exit 0. Also
@@ -429,7 +458,8 @@ class RunConfig:
         self.resolve_auto()
 
     def resolve_auto(self) -> None:
-        """Give the auto fields (actor.envs_per_actor 0, actor.eps_anneal_steps < 0) their values for env.name.
+        """Give the auto fields their values: actor.envs_per_actor 0 and actor.eps_anneal_steps < 0 for env.name,
+        the components' seeds -1 the run's seed.
 
         Runs when the config is built and again in validate(): a field resolved here follows a later change of
         env.name until it is set to something else, so a saved config holds the numbers the run used."""
@@ -439,12 +469,22 @@ class RunConfig:
             if is_auto(value) or resolved.get(key) == value:
                 resolved[key] = table.get(self.env.name, default)
                 setattr(self.actor, key, resolved[key])
+        for section in SEEDED_SECTIONS:  # -1: the run's seed (0 until a launcher has drawn one)
+            owner, key = getattr(self, section), f"{section}.seed"
+            if owner.seed < 0 or resolved.get(key) == owner.seed:
+                resolved[key] = max(self.seed, 0)
+                owner.seed = resolved[key]
 
     def validate(self) -> "RunConfig":
         """Check every field (ConfigError names the first bad one) after resolving the auto fields; returns self."""
         self.resolve_auto()
         _check(1 <= self.actors <= 256, "actors", self.actors, "must be in [1, 256]")
         _check(self.duration >= 0, "duration", self.duration, "must be >= 0 (0: no time limit)")
+        _check(_is_int(self.seed) and -1 <= self.seed < 2**31, "seed", self.seed,
+               "must be an integer in [0, 2**31) (-1: draw one)")
+        for section in SEEDED_SECTIONS:
+            value = getattr(self, section).seed
+            _check(_is_int(value) and 0 <= value < 2**31, f"{section}.seed", value, "must be an integer in [0, 2**31)")
         _check(_is_int(self.total_env_steps) and self.total_env_steps >= 0, "total_env_steps", self.total_env_steps,
                "must be an integer >= 0 (0: no limit)")
         _check(self.log_every > 0, "log_every", self.log_every, "must be > 0")

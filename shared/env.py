@@ -194,7 +194,7 @@ class _Preprocess:
 
     def __init__(self, inner: Any, num_actions: int, frame_skip: int, frame_size: int,
                  max_episode_steps: int, seed: int | None = None,
-                 seed_fn: Callable[[int], Any] | None = None) -> None:
+                 seed_fn: Callable[[int], Any] | None = None, no_progress_steps: int = 0) -> None:
         if frame_skip < 1:
             raise ConfigError(f"env.frame_skip={frame_skip!r} must be >= 1")
         self.inner = inner
@@ -203,6 +203,8 @@ class _Preprocess:
         self._skip = int(frame_skip)
         self._size = (int(frame_size), int(frame_size))  # cv2 wants (width, height); square anyway
         self._limit = int(max_episode_steps)
+        self._stall_limit = int(no_progress_steps)  # steps without a new furthest x_pos that truncate (0: off)
+        self._furthest, self._stalled = -1, 0
         self._seed_fn = seed_fn
         try:
             self._reset_takes_seed = "seed" in inspect.signature(inner.reset).parameters
@@ -251,6 +253,7 @@ class _Preprocess:
         if self._gray is None or self._gray[0].shape != hw:
             self._gray = [np.empty(hw, np.uint8), np.empty(hw, np.uint8)]
         self._t = 0
+        self._furthest, self._stalled = -1, 0
         self._needs_reset = False
         return self._out(self._to_gray(frame, self._gray[0]))
 
@@ -287,9 +290,15 @@ class _Preprocess:
         truncated = bool(truncated) and not terminated
         if not terminated and self._limit and self._t >= self._limit:
             truncated = True
-        self._needs_reset = terminated or truncated
         info = dict(info)
-        info["x_pos"] = int(info.get("x_pos", 0))
+        info["x_pos"] = x = int(info.get("x_pos", 0))
+        if x > self._furthest:
+            self._furthest, self._stalled = x, 0
+        else:
+            self._stalled += 1
+            if self._stall_limit and self._stalled >= self._stall_limit and not terminated:
+                truncated = True  # stuck (at a pipe, against a wall): bootstraps, as any truncation
+        self._needs_reset = terminated or truncated
         info["flag_get"] = bool(info.get("flag_get", False))
         return obs, float(total), terminated, truncated, info
 
@@ -370,7 +379,7 @@ class MarioEnv(_Preprocess):
             inner = _JumpReleasePad(inner, raw)
         self.raw = raw
         super().__init__(inner, len(buttons), cfg.frame_skip, cfg.frame_size, cfg.max_episode_steps,
-                         seed=seed, seed_fn=getattr(raw, "seed", None))
+                         seed=seed, seed_fn=getattr(raw, "seed", None), no_progress_steps=cfg.no_progress_steps)
 
 
 # --------------------------------------------------------------------------- fake

@@ -3,7 +3,6 @@ machine in pytest's header (CPU model, cores, native bf16), so a CI log tells wh
 
 import glob
 import os
-import platform
 import random
 import socket
 import subprocess
@@ -12,18 +11,6 @@ import sys
 import pytest
 
 from shared.config import RunConfig
-
-
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo on Linux), else what the platform module says."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -44,14 +31,9 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 
 def pytest_report_header(config) -> list[str]:
-    import torch
+    from launch.machine import describe_machine, machine_line
 
-    from learner.trainer import cpu_has_native_bf16
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
-    return [f"machine: CPU {cpu_model()}, {cores} core(s) usable of {os.cpu_count()}, native bf16: "
-            f"{'yes (AMP on CPU)' if cpu_has_native_bf16() else 'no (AMP off on CPU)'}, GPU: {gpu}; torch {torch.__version__}"]
+    return [f"machine: {machine_line(describe_machine())}"]
 
 
 def free_base_port(count: int) -> int:
@@ -83,6 +65,7 @@ def small_config(actors=2, envs=2, steps=16, env="fake", capacity=8192, **env_ov
     cfg.replay.capacity = capacity
     cfg.actor.weights_timeout = 0.0  # data-plane tests run no weight server
     cfg.actor.nice = 0  # exact-count plumbing tests: actors flush on close at full priority (the default is 10)
+    cfg.eval.final_episodes = 0  # the end-of-run evaluation has its own tests (tests/test_final_eval.py)
     cfg.transport.base_port = free_base_port(actors + 2) + 2  # weights sockets sit at base_port - 1 and - 2
     return cfg.validate()
 
@@ -92,14 +75,29 @@ def make_config():
     return small_config
 
 
+def mean_score(net, env_cfg, policy: str, episodes: int, seed: int) -> float:
+    """Mean score (x_pos field: Snake's food, fuel breaks' cells saved) of ``episodes`` episodes at epsilon 0."""
+    from actors.evaluator import play_episodes
+
+    played = play_episodes(net, env_cfg, episodes, 0.0, seed=seed, policy=policy)
+    return sum(e.x_pos for e in played) / len(played)
+
+
+def clears_bar(greedy: float, random: float, bar: tuple[float, float]) -> bool:
+    """``greedy`` beats ``random`` by at least ``bar[0]`` and by at least ``bar[1]`` times."""
+    margin, ratio = bar
+    return greedy >= random + margin and greedy >= ratio * random
+
+
 def train_on_defaults(tmp_path, env_name: str, *budget: str, timeout: float) -> tuple[str, str]:
     """``python -m launch.local --env.name ENV BUDGET...`` on the shipped defaults (only the budget, e.g.
-    ``--learner.steps N``, the run folder, ports and log interval set); asserts exit 0 and returns (console output,
-    run folder). ``timeout`` only guards against a hang."""
+    ``--learner.steps N``, the run folder, ports and log interval set, ``--seed 0``: the seed the measured
+    figures in docs/testing.md used, and no end-of-run evaluation: the tests play their own); asserts exit 0 and
+    returns (console output, run folder). ``timeout`` only guards against a hang."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     base = free_base_port(6) + 2
-    cmd = [sys.executable, "-m", "launch.local", "--env.name", env_name, *budget,
-           "--log-every", "10", "--transport.base-port", str(base), "--run-dir", str(tmp_path), "--no-progress"]
+    cmd = [sys.executable, "-m", "launch.local", "--env.name", env_name, "--seed", "0", "--eval.final-episodes", "0",
+           *budget, "--log-every", "10", "--transport.base-port", str(base), "--run-dir", str(tmp_path), "--no-progress"]
     proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out

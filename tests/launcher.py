@@ -20,9 +20,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HANG_GUARD_S = 180.0  # longest wait for an event: on a slow, loaded machine a start-up (torch, spawn) takes seconds
 
 # A small training run on the fake env: trains within seconds of the first batches on 2 CPU cores.
-# --eval.every 0: these tests count and kill actor processes; the evaluation process is tested in tests/test_launch.py
+# --eval.every 0: these tests count and kill actor processes; the evaluation process is tested in tests/test_launch.py,
+# the end-of-run evaluation (--eval.final-episodes) in tests/test_final_eval.py
 TRAINING = ("--learner.no-compile", "--learner.micro-batch", "16", "--learner.min-replay", "300",
-            "--learner.updates-per-epoch", "5", "--replay.capacity", "4096", "--eval.every", "0")
+            "--learner.updates-per-epoch", "5", "--replay.capacity", "4096", "--eval.every", "0",
+            "--eval.final-episodes", "0")
 
 
 def start_launcher(tmp_path, *args, collect_only=True):

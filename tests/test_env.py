@@ -529,3 +529,31 @@ def test_parse_stage():
         parse_stage("0-1")
     with pytest.raises(ConfigError, match="mario-stage"):
         MarioEnv(EnvConfig(name="fake", stage="mario-stage"), 0)  # checked even when name is not mario
+
+
+class StallingInner(FakeInner):
+    """FakeInner whose ``x_pos`` on inner step j is ``xs[j - 1]``."""
+
+    def __init__(self, xs, **kw):
+        frames, rewards = scripted(n=len(xs) + 1)
+        super().__init__(frames, rewards, **kw)
+        self.xs = xs
+
+    def step(self, action):
+        obs, r, end, info = super().step(action)
+        return obs, r, end, dict(info, x_pos=self.xs[self.j - 1])
+
+
+@pytest.mark.parametrize("limit,truncated_at", [(3, 6), (4, 11), (0, None)])
+def test_an_episode_without_a_new_furthest_x_pos_for_that_many_steps_is_truncated(limit, truncated_at):
+    xs = [10, 20, 30, 30, 25, 30, 31, 31, 31, 31, 31]  # steps 4-6 make no progress, 7 does, 8-11 do not
+    env = wrap(StallingInner(xs), frame_skip=1, no_progress_steps=limit)
+    env.reset()
+    ends = []
+    for step in range(1, len(xs) + 1):
+        _, _, terminated, truncated, info = env.step(0)
+        assert not terminated and info["x_pos"] == xs[step - 1]
+        if truncated:
+            ends.append(step)
+            break
+    assert ends == ([truncated_at] if truncated_at else [])

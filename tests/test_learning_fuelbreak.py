@@ -16,25 +16,15 @@ for init seeds 0-5 against random's 16), so the bar is checked to fail for the n
 import pytest
 import torch
 
-from actors.evaluator import build_network, play_episodes
+from actors.evaluator import build_network
 from learner.checkpoint import load_checkpoint
 from shared.config import RunConfig
-from tests.conftest import train_on_defaults
+from tests.conftest import clears_bar, mean_score, train_on_defaults
 
 UPDATES = 1_800
 EPISODES = 100
 HELD_OUT_SEED = 777
 BAR = (20.0, 2.25)  # greedy mean cells saved must beat random by at least 20 cells and by 2.25x
-
-
-def mean_saved(net, env_cfg, policy: str) -> float:
-    episodes = play_episodes(net, env_cfg, EPISODES, 0.0, seed=HELD_OUT_SEED, policy=policy)
-    return sum(e.x_pos for e in episodes) / len(episodes)
-
-
-def clears_bar(greedy: float, random: float) -> bool:
-    low, ratio = BAR
-    return greedy >= random + low and greedy >= ratio * random
 
 
 @pytest.mark.slow  # minutes: scheduled first (tests/conftest.py)
@@ -48,12 +38,13 @@ def test_fuel_breaks_are_learned_end_to_end_on_defaults(tmp_path, record_propert
     assert (cfg.env.fuelbreak_size, cfg.env.fuelbreak_budget) == (32, 16)
     assert state["counters"]["updates"] == UPDATES
     net = build_network(cfg.env, state["learner"]["online"])
-    greedy, random = mean_saved(net, cfg.env, "greedy"), mean_saved(None, cfg.env, "random")
+    greedy, random = (mean_score(n, cfg.env, policy, EPISODES, HELD_OUT_SEED)
+                      for n, policy in ((net, "greedy"), (None, "random")))
     torch.manual_seed(cfg.learner.seed)  # the learner's initial network (learner/trainer.py seeds it so)
-    untrained = mean_saved(build_network(cfg.env), cfg.env, "greedy")
+    untrained = mean_score(build_network(cfg.env), cfg.env, "greedy", EPISODES, HELD_OUT_SEED)
     figures = (f"Fuel breaks 32x32, budget 16, after {state['counters']['updates']} updates, "
                f"{state['counters']['inserted']:,} transitions: greedy saves {greedy:.1f} cells per episode, "
                f"random valid placements {random:.1f}, the untrained network {untrained:.1f}")
     record_property("figures", figures)  # printed at the end of every run (tests/conftest.py)
-    assert not clears_bar(untrained, random), f"the bar does not tell learning: untrained {untrained:.1f}"
-    assert clears_bar(greedy, random), f"greedy {greedy:.1f} vs random {random:.1f}\n{out[-3000:]}"
+    assert not clears_bar(untrained, random, BAR), f"the bar does not tell learning: untrained {untrained:.1f}"
+    assert clears_bar(greedy, random, BAR), f"greedy {greedy:.1f} vs random {random:.1f}\n{out[-3000:]}"

@@ -12,24 +12,15 @@ for the untrained network. Measured figures: docs/testing.md.
 import pytest
 import torch
 
-from actors.evaluator import build_network, play_episodes
+from actors.evaluator import build_network
 from learner.checkpoint import load_checkpoint
 from shared.config import RunConfig
-from tests.conftest import train_on_defaults
+from tests.conftest import clears_bar, mean_score, train_on_defaults
 
 UPDATES = 3_000
 EPISODES = 100
+SEED = 777  # the 100 episodes' seed, the same for greedy, random and untrained
 SNAKE_BAR = (2.0, 4.0)  # greedy mean food must beat random by at least 2 food and by 4x
-
-
-def mean_food(net, env_cfg, policy: str) -> float:
-    episodes = play_episodes(net, env_cfg, EPISODES, 0.0, seed=777, policy=policy)
-    return sum(e.x_pos for e in episodes) / len(episodes)
-
-
-def clears_bar(greedy: float, random: float) -> bool:
-    low, ratio = SNAKE_BAR
-    return greedy >= random + low and greedy >= ratio * random
 
 
 @pytest.mark.slow  # minutes: scheduled first (tests/conftest.py)
@@ -41,11 +32,12 @@ def test_snake_learns_end_to_end_on_defaults(tmp_path, record_property):
     cfg = RunConfig.from_json(state["config"])
     assert cfg.env.snake_size == 10 and state["counters"]["updates"] == UPDATES
     net = build_network(cfg.env, state["learner"]["online"])
-    greedy, random = mean_food(net, cfg.env, "greedy"), mean_food(None, cfg.env, "random")
+    greedy, random = (mean_score(n, cfg.env, policy, EPISODES, SEED)
+                      for n, policy in ((net, "greedy"), (None, "random")))
     torch.manual_seed(cfg.learner.seed)  # the learner's initial network (learner/trainer.py seeds it so)
-    untrained = mean_food(build_network(cfg.env), cfg.env, "greedy")
+    untrained = mean_score(build_network(cfg.env), cfg.env, "greedy", EPISODES, SEED)
     figures = (f"Snake 10x10 after {state['counters']['updates']} updates, {state['counters']['inserted']:,} transitions: "
                f"greedy {greedy:.2f} food per episode, random {random:.2f}, untrained network {untrained:.2f}")
     record_property("figures", figures)  # printed at the end of every run (tests/conftest.py)
-    assert not clears_bar(untrained, random), f"the bar does not tell learning: untrained {untrained:.2f}"
-    assert clears_bar(greedy, random), f"greedy {greedy:.2f} vs random {random:.2f}\n{out[-3000:]}"
+    assert not clears_bar(untrained, random, SNAKE_BAR), f"the bar does not tell learning: untrained {untrained:.2f}"
+    assert clears_bar(greedy, random, SNAKE_BAR), f"greedy {greedy:.2f} vs random {random:.2f}\n{out[-3000:]}"

@@ -35,7 +35,7 @@ def test_resume_continues_weights_and_counters(tmp_path):
     launch("--actors", "2", "--env.name", "fake", "--run-dir", str(tmp_path), "--learner.no-compile",
            "--learner.micro-batch", "16", "--learner.accum-steps", "1", "--learner.min-replay", "300",
            "--learner.updates-per-epoch", "10", "--learner.broadcast-every", "1", "--learner.steps", "30",
-           "--replay.capacity", "4096")
+           "--replay.capacity", "4096", "--eval.final-episodes", "0")
     (run_dir,) = glob.glob(os.path.join(str(tmp_path), "*"))
     first = load_checkpoint(run_dir)
     assert first["counters"]["updates"] == 30 and first["counters"]["epoch"] == 3

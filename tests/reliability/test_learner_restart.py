@@ -52,7 +52,8 @@ def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path):
     learner_args = ["launch.local", "--no-spawn-actors", "--no-progress", "--log-every", "1",
                     "--run-dir", str(tmp_path / "runs"), *common, "--learner.no-compile",
                     "--learner.micro-batch", "16", "--learner.min-replay", "300", "--learner.updates-per-epoch", "5",
-                    "--learner.broadcast-every", "1", "--learner.checkpoint-every", "1", "--replay.capacity", "4096"]
+                    "--learner.broadcast-every", "1", "--learner.checkpoint-every", "1", "--replay.capacity", "4096",
+                    "--eval.final-episodes", "0"]
     logs = {name: str(tmp_path / f"{name}.log") for name in ("learner", "resumed", "actor0", "actor1")}
     learner = start(learner_args, logs["learner"])
     actors = [start(["launch.actor", "--actor-id", str(i), *common], logs[f"actor{i}"]) for i in range(2)]

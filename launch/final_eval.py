@@ -1,0 +1,211 @@
+"""The end-of-run evaluation: a ``best.pt`` without a winner's curse, and final figures on fresh episodes.
+
+    python -m launch.final_eval runs/RUN            # what launch.local runs as a run ends (again, or later)
+
+An in-training evaluation is 10 noisy episodes; ``best.pt`` as the maximum of many of them is biased
+upwards (the winner's curse). So at the end of a run:
+
+1. **Selection.** The kept snapshots (``eval.keep_snapshots`` best in-training scores, ``snapshots/``)
+   each play ``eval.select_episodes`` episodes at ``eval.epsilon`` on a stream no in-training evaluation
+   used; the best of them (flag rate, then mean x_pos) becomes ``best.pt``, its ``eval`` now the fresh score.
+2. **Final evaluation.** The last weights (``checkpoint.pt``) and ``best.pt`` each play
+   ``eval.final_episodes`` episodes at ``eval.epsilon`` on a third stream, the same episodes for both,
+   plus one greedy episode (epsilon 0). The selection's episodes are not reused, so these figures are
+   unbiased estimates for both.
+
+Seeds come from the run's ``eval.seed`` (shared/seeding.py). The games are played in parallel worker
+processes, one per core. Results: ``eval_final.json`` (layout in ``write_results``), one ``final/`` row in
+``metrics.jsonl`` and TensorBoard at the run's last env step, and ``[FINAL]`` lines on the console. A second
+Ctrl-C stops it; the run's checkpoint and snapshots are untouched, so it can be run again later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from scipy import stats
+
+from actors.evaluator import build_network, episode_record, play_episodes
+from learner.checkpoint import CHECKPOINT_NAME, best_score, load_best, load_checkpoint, load_snapshots, save_best
+from learner.metrics import MetricsLog
+from launch.processes import spawn_context
+from shared.config import VECTOR_ENVS, ConfigError, RunConfig
+from shared.seeding import EVAL_FINAL, EVAL_SELECT, stream_seed
+
+RESULT_NAME = "eval_final.json"
+CONFIDENCE = 0.95
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher decides; it terminates the pool on a second Ctrl-C
+
+
+def play_job(job: dict) -> dict:
+    """Worker: play ``job['episodes']`` episodes (and one greedy one if asked) with the given weights."""
+    torch.set_num_threads(1)  # batch-1 forwards: one core per worker
+    net = build_network(job["env"], job["weights"])
+    episodes = play_episodes(net, job["env"], job["episodes"], job["epsilon"], job["seed"])
+    greedy = play_episodes(net, job["env"], 1, 0.0, job["seed"])[0] if job["greedy"] else None
+    return {"episodes": [episode_record(e) for e in episodes],
+            "greedy": None if greedy is None else episode_record(greedy)}
+
+
+def describe(records: list[dict]) -> dict:
+    """Mean x_pos (the score, for Snake and fuel breaks) with a 95% bootstrap interval, flag rate with a Wilson
+    interval, mean return and length."""
+    xs = np.array([r["x_pos"] for r in records], dtype=np.float64)
+    flags = int(sum(bool(r["flag"]) for r in records))
+    if len(xs) > 1 and np.ptp(xs) > 0:
+        ci = stats.bootstrap((xs,), np.mean, confidence_level=CONFIDENCE, n_resamples=9999, method="BCa",
+                             random_state=0).confidence_interval
+        x_ci = [float(ci.low), float(ci.high)]
+    else:  # one episode, or all alike (a deterministic policy): no spread to resample
+        x_ci = [float(xs.mean()), float(xs.mean())]
+    flag_ci = stats.binomtest(flags, len(records)).proportion_ci(CONFIDENCE, method="wilson")
+    return {"episodes": len(records), "x_pos_mean": float(xs.mean()), "x_pos_ci": x_ci,
+            "x_pos_median": float(np.median(xs)), "flags": flags, "flag_rate": flags / len(records),
+            "flag_rate_ci": [float(flag_ci.low), float(flag_ci.high)],
+            "return_mean": float(np.mean([r["return"] for r in records])),
+            "length_mean": float(np.mean([r["length"] for r in records]))}
+
+
+def run_jobs(jobs: list[dict], processes: int) -> list[dict]:
+    """``play_job`` over ``jobs`` in a spawn pool of ``processes`` workers, results in job order."""
+    if processes <= 1 or len(jobs) == 1:
+        return [play_job(job) for job in jobs]
+    with spawn_context().Pool(min(processes, len(jobs)), initializer=_ignore_sigint) as pool:
+        pending = pool.map_async(play_job, jobs, chunksize=1)
+        while not pending.ready():  # wait in slices, so a KeyboardInterrupt is seen here
+            pending.wait(0.5)
+        return pending.get()
+
+
+def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], None] = print) -> dict | None:
+    """Select ``best.pt`` among the run's snapshots, then evaluate it and the last weights (module docstring).
+    Returns what ``eval_final.json`` holds, or None when the run has no trained checkpoint or
+    ``eval.final_episodes`` is 0."""
+    checkpoint = load_checkpoint(run_dir)
+    cfg = RunConfig.from_json(checkpoint["config"])
+    ev = cfg.eval
+    if ev.final_episodes == 0 or not checkpoint.get("counters", {}).get("updates"):
+        return None
+    processes = processes or os.cpu_count() or 1
+    env = dataclasses.replace(cfg.env, stage=ev.stage or cfg.env.stage)  # as the in-training evaluations play
+    started = time.perf_counter()
+    what = "score" if env.name in VECTOR_ENVS else "x_pos"
+
+    selection = []
+    snapshots = load_snapshots(run_dir)[:ev.keep_snapshots] if ev.keep_snapshots else []
+    if len(snapshots) > 1:
+        seed = stream_seed(ev.seed, EVAL_SELECT)
+        echo(f"[FINAL] choosing best.pt: {len(snapshots)} snapshots play {ev.select_episodes} fresh episodes each "
+             f"at epsilon {ev.epsilon:g}")
+        played = run_jobs([dict(env=env, weights=st["learner"]["online"], episodes=ev.select_episodes,
+                                epsilon=ev.epsilon, seed=seed, greedy=False) for st in snapshots], processes)
+        for st, got in zip(snapshots, played):
+            fresh = describe(got["episodes"])
+            selection.append({"weights_version": int(st["counters"]["weights_version"]),
+                              "env_steps": int(st["counters"]["inserted"]),
+                              "in_training": {"x_pos_mean": st["eval"]["x_pos_mean"],
+                                              "flag_rate": st["eval"]["flag_rate"],
+                                              "episodes": st["eval"]["episodes"]},
+                              "fresh": fresh})
+            echo(f"[FINAL]   v{selection[-1]['weights_version']} ({selection[-1]['env_steps']:,} env steps): "
+                 f"in training {what} {st['eval']['x_pos_mean']:,.1f}, flags {st['eval']['flag_rate']:.0%}; "
+                 f"fresh {what} {fresh['x_pos_mean']:,.1f}, flags {fresh['flag_rate']:.0%}")
+        chosen = max(range(len(snapshots)), key=lambda i: best_score(selection[i]["fresh"]))
+        best = snapshots[chosen]
+        best.pop("path")
+        best["eval"] = {k: selection[chosen]["fresh"][k] for k in ("x_pos_mean", "x_pos_median", "flag_rate",
+                                                                     "return_mean", "episodes")} | {
+            "epsilon": ev.epsilon, "chosen_from": [s["weights_version"] for s in selection]}
+        save_best(run_dir, best)
+    elif snapshots:
+        best = snapshots[0]
+    else:  # no snapshots kept (--eval.keep-snapshots 0): best.pt as training left it, if any
+        best = load_best(run_dir)
+
+    seed = stream_seed(ev.seed, EVAL_FINAL)
+    contenders = [("last", checkpoint["learner"]["online"], checkpoint["counters"])]
+    if best is not None:
+        contenders.append(("best", best["learner"]["online"], best["counters"]))
+    echo(f"[FINAL] final evaluation: {', '.join(name for name, *_ in contenders)} weights play {ev.final_episodes} "
+         f"fresh episodes each at epsilon {ev.epsilon:g}, and one greedy episode")
+    played = run_jobs([dict(env=env, weights=weights, episodes=ev.final_episodes, epsilon=ev.epsilon, seed=seed,
+                            greedy=True) for _, weights, _ in contenders], processes)
+    result: dict[str, Any] = {
+        "run_dir": run_dir, "seed": cfg.seed, "eval_seed": ev.seed, "stream_seed": seed, "epsilon": ev.epsilon,
+        "env": env.name, "stage": env.stage if env.name == "mario" else None,
+        "env_steps": int(checkpoint["counters"]["inserted"]), "updates": int(checkpoint["counters"]["updates"]),
+        "wall_seconds": float(checkpoint["counters"].get("elapsed_seconds", 0.0)),
+        "selection": selection, "seconds": 0.0}
+    for (name, _, counters), got in zip(contenders, played):
+        result[name] = {"weights_version": int(counters["weights_version"]), "env_steps": int(counters["inserted"]),
+                        "summary": describe(got["episodes"]), "greedy": got["greedy"], "episodes": got["episodes"]}
+    result.setdefault("best", None)
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    write_results(run_dir, result)
+    for name, _, _ in contenders:
+        r = result[name]
+        s, g = r["summary"], r["greedy"]
+        echo(f"[FINAL] {name:<4} (v{r['weights_version']}, {r['env_steps']:,} env steps): {what} mean "
+             f"{s['x_pos_mean']:,.1f} [{s['x_pos_ci'][0]:,.1f}, {s['x_pos_ci'][1]:,.1f}], flags {s['flags']}/"
+             f"{s['episodes']} = {s['flag_rate']:.0%} [{s['flag_rate_ci'][0]:.0%}, {s['flag_rate_ci'][1]:.0%}] "
+             f"(95% intervals); greedy episode {what} {g['x_pos']:,}{', flag' if g['flag'] else ''}")
+    echo(f"[FINAL] wrote {os.path.join(run_dir, RESULT_NAME)} in {result['seconds']:.0f}s")
+    return result
+
+
+def write_results(run_dir: str, result: dict) -> None:
+    """``eval_final.json`` (run_dir, seed, eval_seed, stream_seed, epsilon, env, stage, env_steps, updates, wall_seconds,
+    selection: per snapshot its in-training and fresh scores, last and best: weights_version, env_steps, summary
+    (``describe``), greedy and episodes (x_pos, flag, return, length each); best is null without snapshots), and
+    one ``final/`` metrics row at the run's last env step."""
+    path = os.path.join(run_dir, RESULT_NAME)
+    with open(path + ".tmp", "w", encoding="utf-8") as fh:
+        json.dump(result, fh, indent=2)
+        fh.write("\n")
+    os.replace(path + ".tmp", path)
+    figures = {}
+    for name in ("last", "best"):
+        if result.get(name):
+            s = result[name]["summary"]
+            figures.update({f"final/{name}_x_pos": s["x_pos_mean"], f"final/{name}_flag_rate": s["flag_rate"],
+                            f"final/{name}_return": s["return_mean"],
+                            f"final/{name}_greedy_x_pos": result[name]["greedy"]["x_pos"]})
+    metrics = MetricsLog(run_dir)
+    try:
+        metrics.write(result["updates"], result["env_steps"], result["wall_seconds"], figures)
+    finally:
+        metrics.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m launch.final_eval", description=__doc__.split("\n")[0])
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder made by launch.local")
+    p.add_argument("--processes", type=int, default=0, help="worker processes (default: one per core)")
+    args = p.parse_args(argv)
+    if not os.path.isfile(os.path.join(args.run_dir, CHECKPOINT_NAME)):
+        print(f"error: run_dir={args.run_dir!r} has no {CHECKPOINT_NAME}", file=sys.stderr)
+        return 2
+    try:
+        result = final_evaluation(args.run_dir, args.processes)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if result is None:
+        print(f"[FINAL] nothing to evaluate: no updates in {args.run_dir!r}, or eval.final_episodes 0")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

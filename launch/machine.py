@@ -1,0 +1,53 @@
+"""What machine a figure came from: CPU model, usable cores, native bf16 (AMP on CPU), GPU, torch version.
+
+The project's machines differ about 2x in learner speed (bf16 or not), so every run folder keeps this
+(``machine.json``, written by launch.local) and every test log prints it (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+
+import torch
+
+from learner.trainer import cpu_has_native_bf16
+
+MACHINE_NAME = "machine.json"
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), else what the platform module says."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def describe_machine() -> dict:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu": cpu_model(), "cores": cores, "cores_total": os.cpu_count(), "native_bf16": cpu_has_native_bf16(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "torch": torch.__version__}
+
+
+def machine_line(m: dict) -> str:
+    return (f"CPU {m['cpu']}, {m['cores']} core(s) usable of {m['cores_total']}, native bf16: "
+            f"{'yes (AMP on CPU)' if m['native_bf16'] else 'no (AMP off on CPU)'}, GPU: {m['gpu'] or 'none'}; "
+            f"torch {m['torch']}")
+
+
+def record_machine(run_dir: str) -> dict:
+    """Write ``machine.json`` into a run folder unless it has one (a resumed run keeps its first machine's);
+    returns this machine's description."""
+    m = describe_machine()
+    path = os.path.join(run_dir, MACHINE_NAME)
+    if not os.path.exists(path):
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(m, fh, indent=2)
+            fh.write("\n")
+    return m
