@@ -53,7 +53,7 @@ __all__ = [
     "summarize",
 ]
 
-POLICIES = ("greedy", "random")
+POLICIES = ("greedy", "random", "constant")
 CATCH_ACTION_NAMES = ["left", "stay", "right"]
 SNAKE_ACTION_NAMES = ["straight", "left", "right"]
 GIF_EVERY = 4
@@ -135,12 +135,13 @@ def action_names_for(env_cfg: EnvConfig) -> list[str]:
 
 
 def play_episodes(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int, epsilon: float, seed: int,
-                  policy: str = "greedy") -> list[Episode]:
+                  policy: str = "greedy", action: int | None = None) -> list[Episode]:
     """Play ``episodes`` whole episodes on one env and return them (see the module docstring).
 
     ``policy="greedy"``: epsilon-greedy on ``net`` (a random action with probability ``epsilon``,
     else the argmax of Q; ties go to the lowest action). ``policy="random"``: uniformly random
-    actions, ``net`` unused. Episodes end at termination or truncation (``max_episode_steps``).
+    actions, ``net`` unused. ``policy="constant"``: ``action`` on every step but a random one with probability
+    ``epsilon`` (the baseline "hold right+A"; Mario only). Episodes end at termination or truncation.
     The network is put in eval() mode (BatchNorm running statistics) and left there.
     """
     if policy not in POLICIES:
@@ -152,13 +153,17 @@ def play_episodes(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int
     greedy = policy == "greedy"
     if greedy and net is None:
         raise ValueError("policy='greedy' needs a network")
+    constant = policy == "constant"
+    num_actions = env_spec(env_cfg).num_actions
+    if constant and (env_cfg.name in VECTOR_ENVS or not (isinstance(action, int) and 0 <= action < num_actions)):
+        raise ValueError(f"policy='constant' needs action in [0, {num_actions}) on a single env, got action={action!r} "
+                         f"on env.name={env_cfg.name!r}")
     if greedy:
         net.eval()
     if env_cfg.name in VECTOR_ENVS:
         return _play_vector(net if greedy else None, env_cfg, episodes, float(epsilon) if greedy else 1.0, seed)
     rng = np.random.default_rng(seed)
-    eps = float(epsilon) if greedy else 1.0
-    num_actions = env_spec(env_cfg).num_actions
+    eps = float(epsilon) if greedy or constant else 1.0
     env = make_env(env_cfg, seed)
     stacker = FrameStacker(env_cfg.stack, env.frame_shape)
     obs_t = torch.from_numpy(stacker.array).unsqueeze(0)  # shares memory: follows every push
@@ -173,6 +178,8 @@ def play_episodes(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int
                 while not done:
                     if eps >= 1.0 or (eps > 0.0 and draw() < eps):
                         a = int(pick(num_actions))
+                    elif constant:
+                        a = action
                     else:
                         a = int(net(obs_t).argmax(dim=1))
                     frame, reward, terminated, truncated, info = step(a)

@@ -4,6 +4,7 @@
     python -m launch.evaluate runs/RUN --episodes 50 --epsilon 0.05 --stage 1-2 --video best.mp4
     python -m launch.evaluate runs/RUN --checkpoint backup/checkpoint-100k.pt --json eval-100k.json
     python -m launch.evaluate --policy random --stage 1-1 --episodes 20      # the random baseline
+    python -m launch.evaluate --policy constant --action right+A --episodes 50  # hold right+A at epsilon 0.05
 
 RUN_DIR is a folder made by ``python -m launch.local``: its ``config.json`` gives the env (stage,
 action set, frame skip, frame size, stack, time limit) and its ``best.pt`` the network: the
@@ -16,8 +17,10 @@ env is used as it was trained, except ``--stage`` and ``--max-episode-steps`` wh
 
 ``--policy greedy`` (default) plays ``--episodes`` episodes epsilon-greedy at ``--epsilon`` and
 one more at epsilon 0 (Mario is deterministic given the actions, so one pure-greedy episode is all
-there is; with ``--epsilon 0`` it is the first of the N). ``--policy random`` plays uniformly
-random actions: no network, no checkpoint, and RUN_DIR may be omitted (then the env is the default
+there is; with ``--epsilon 0`` it is the first of the N). ``--policy constant --action NAME`` presses one
+action on every step, a random one with probability ``--epsilon``: the baseline a trained Mario must beat
+(holding right+A with jump release reaches the flag now and then). ``--policy random`` plays uniformly
+random actions. Neither needs a network or a checkpoint, and RUN_DIR may be omitted (then the env is the default
 ``EnvConfig``, i.e. Mario with the 'simple' action set, frame skip 4, 4500-step limit, on
 ``--stage``, and ``--env`` may pick another game).
 
@@ -68,12 +71,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m launch.evaluate", description=__doc__.split("\n\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", nargs="?", default=None, metavar="RUN_DIR",
-                   help="run folder (config.json, checkpoint.pt); optional with --policy random")
+                   help="run folder (config.json, checkpoint.pt); optional with --policy random or constant")
     p.add_argument("--episodes", type=int, default=20, help="episodes at --epsilon (default 20)")
     p.add_argument("--epsilon", type=float, default=0.05, help="exploration rate in [0, 1] (default 0.05)")
     p.add_argument("--stage", default=None, help="Mario 'W-S' or 'all' (default: the run's stage, else 1-1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the env and of the exploration (default 0)")
-    p.add_argument("--policy", default="greedy", help="greedy (epsilon-greedy on the network) or random")
+    p.add_argument("--policy", default="greedy", help="greedy (epsilon-greedy on the network), random, or constant "
+                                                      "(--action on every step, epsilon-greedy around it)")
+    p.add_argument("--action", default=None, metavar="NAME",
+                   help="the action --policy constant holds, by name (Mario: buttons joined by '+', e.g. right+A)")
     p.add_argument("--net", default="auto", choices=("auto", "best", "online", "ema"),
                    help="which network plays: best = the weights that scored highest in the evaluation during "
                         "training (RUN_DIR/best.pt, chosen on the in-training seeds); online = the last checkpoint's "
@@ -122,6 +128,9 @@ def resolve(args: argparse.Namespace) -> dict:
     if args.env is not None and args.env not in ENV_NAMES:
         raise UsageError(f"--env={args.env!r} must be one of {', '.join(ENV_NAMES)}")
     greedy = args.policy == "greedy"
+    if (args.action is not None) != (args.policy == "constant"):
+        raise UsageError(f"--action={args.action!r} goes with --policy constant (and it needs one), "
+                         f"not --policy {args.policy}")
     run_dir, ckpt_path, cfg, state = args.run_dir, args.checkpoint, None, None
 
     if run_dir is not None:
@@ -142,7 +151,7 @@ def resolve(args: argparse.Namespace) -> dict:
             args.net = "best" if best_there else "online"
         if ckpt_path is None:
             if run_dir is None:
-                raise UsageError("RUN_DIR (or --checkpoint) is required unless --policy random")
+                raise UsageError("RUN_DIR (or --checkpoint) is required unless --policy random or constant")
             name = BEST_NAME if args.net == "best" else CHECKPOINT_NAME
             ckpt_path = os.path.join(run_dir, name)
             if not os.path.isfile(ckpt_path):
@@ -177,6 +186,12 @@ def resolve(args: argparse.Namespace) -> dict:
             parse_stage(env.stage)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+    action = None
+    if args.action is not None:
+        names = action_names_for(env)
+        if args.action not in names or env.name in VECTOR_ENVS:
+            raise UsageError(f"--action={args.action!r} must be one action of env {env.name}: {', '.join(names[:16])}")
+        action = names.index(args.action)
     if args.video is not None and env.name != "mario":
         raise UsageError(f"--video={args.video!r} needs a Mario env, this one is env.name={env.name!r}")
 
@@ -194,12 +209,13 @@ def resolve(args: argparse.Namespace) -> dict:
                              f"({env_spec(env)}): {first}") from None
     counters = (state or {}).get("counters") or {}
     label = env.stage if env.name == "mario" else env.name
-    tag = "random" if not greedy else f"eps{args.epsilon:g}" + (f"-{args.net}" if args.net != "online" else "")
+    tag = (f"eps{args.epsilon:g}" + (f"-{args.net}" if args.net != "online" else "") if greedy else
+           "random" if args.policy == "random" else f"constant-{args.action}-eps{args.epsilon:g}")
     json_path = args.json or os.path.join(run_dir or ".", f"eval-{label}-{tag}.json")
     return {"env": env, "net": net, "run_dir": run_dir, "checkpoint": ckpt_path, "label": label,
             "updates": counters.get("updates", (state or {}).get("learner", {}).get("updates")),
             "env_steps": counters.get("inserted"), "wall_seconds": counters.get("wall_seconds"),
-            "json_path": json_path}
+            "json_path": json_path, "action": action}
 
 
 def _pct(x: float) -> str:
@@ -257,14 +273,15 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
           flush=True)
 
     start = time.perf_counter()
-    episodes = play_episodes(net, env, args.episodes, args.epsilon, args.seed, policy=args.policy)
+    episodes = play_episodes(net, env, args.episodes, args.epsilon, args.seed, policy=args.policy, action=job["action"])
     greedy_ep = None
     if greedy:
         greedy_ep = episodes[0] if args.epsilon == 0 else play_episodes(net, env, 1, 0.0, args.seed)[0]
     seconds = time.perf_counter() - start
     steps = sum(e.length for e in episodes) + (greedy_ep.length if greedy_ep is not None and args.epsilon != 0 else 0)
     summary = summarize(episodes, num_actions, names)
-    rows = [(f"eps {args.epsilon:g}" if greedy else "random", summary)]
+    rows = [(f"eps {args.epsilon:g}" if greedy else "random" if args.policy == "random" else
+             f"{args.action} eps {args.epsilon:g}", summary)]
     greedy_summary = None
     if greedy_ep is not None:
         greedy_summary = summarize([greedy_ep], num_actions, names)
@@ -298,7 +315,8 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
         "env_steps": job["env_steps"],
         "wall_seconds": job["wall_seconds"],
         "stage": env.stage if env.name == "mario" else None,
-        "epsilon": args.epsilon if greedy else 1.0,
+        "epsilon": 1.0 if args.policy == "random" else args.epsilon,
+        "action": args.action,
         "policy": args.policy,
         "net": args.net if args.policy == "greedy" else None,
         "seed": args.seed,

@@ -134,6 +134,9 @@ def test_best_episode_and_names():
     (["--episodes", "2"], "RUN_DIR"),
     (["--policy", "random", "--env", "chess"], "'chess'"),
     (["{run}", "--episodes", "many"], "'many'"),
+    (["--policy", "constant", "--env", "catch"], "--action=None"),  # constant needs an action
+    (["--policy", "random", "--action", "left"], "--action='left'"),  # ... and only constant takes one
+    (["--policy", "constant", "--action", "jump", "--env", "catch"], "--action='jump'"),
 ])
 def test_bad_input(tmp_path, capsys, args, needle):
     run, empty = tmp_path / "run", tmp_path / "empty"
@@ -147,6 +150,19 @@ def test_bad_input(tmp_path, capsys, args, needle):
     assert err.startswith("error: ") and "\n" not in err
     assert needle.format(**subst) in err
     assert not list(run.glob("eval-*.json"))
+
+
+def test_constant_policy_holds_its_action_but_where_epsilon_explores(tmp_path):
+    out = tmp_path / "right.json"
+    assert main(["--policy", "constant", "--action", "right", "--env", "catch", "--episodes", "20", "--epsilon", "0",
+                 "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert (data["policy"], data["action"], data["epsilon"], data["net"]) == ("constant", "right", 0.0, None)
+    assert data["summary"]["action_fractions"]["right"] == 1.0
+    assert main(["--policy", "constant", "--action", "right", "--env", "catch", "--episodes", "50", "--epsilon",
+                 "0.5", "--json", str(out)]) == 0
+    fractions = json.loads(out.read_text())["summary"]["action_fractions"]
+    assert 0.5 < fractions["right"] < 1.0 and fractions["left"] > 0  # half the steps random over 3 actions
 
 
 @pytest.mark.slow
