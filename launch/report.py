@@ -1,0 +1,273 @@
+"""Compare groups of runs on their final evaluations, with confidence intervals.
+
+    python -m launch.report runs/lr1e-4-* runs/baseline-*            # run folders (or folders of run folders)
+    python -m launch.report runs/ --baseline random.json --baseline right-A.json --out docs/experiments/1-1
+
+Runs are grouped by ``--label`` (given at launch) or, where no run has one, by the config values in which the
+runs differ (seeds, ports, folders and log options excepted). Per group: the number of runs, env steps, the
+machines, env steps/s, each run's final-evaluation mean x_pos and flag rate (``eval_final.json`` of
+launch/final_eval.py: the last weights, and best.pt), and over the runs the mean and the interquartile mean
+(IQM: the mean of the middle half, robust to one odd run) of the last weights' mean x_pos, each with a 95%
+bootstrap confidence interval over runs (scipy.stats.bootstrap, percentile method; none for a single run), and
+the mean flag rate with its interval. Baselines (``--baseline``: JSON files of ``launch.evaluate --policy
+random`` or ``--policy constant``) are rows of their own, their intervals over episodes.
+
+Printed as a Markdown table; ``--out PREFIX`` also writes PREFIX.md and PREFIX.json. ``--plot PNG`` draws each
+group's in-training evaluation curve (``eval/x_pos`` of metrics.jsonl, each run interpolated onto a common grid of
+env steps) as the mean over runs with a 95% bootstrap band, the baselines as horizontal lines. Bad input (a folder that
+is no run, a run without a final evaluation) is named on stderr; such runs are listed and left out of the
+statistics, and a folder that is neither a run nor holds any exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+from scipy import stats
+
+from launch.final_eval import RESULT_NAME, describe
+from launch.machine import MACHINE_NAME
+
+CONFIDENCE = 0.95
+# Config keys that never make two runs different treatments.
+IGNORED = ("seed", "actor.seed", "learner.seed", "eval.seed", "run_dir", "resume", "log_every", "progress",
+           "spawn_actors", "label", "device")
+IGNORED_PREFIXES = ("transport.",)
+
+
+class UsageError(Exception):
+    pass
+
+
+def find_runs(paths: list[str]) -> list[str]:
+    """Run folders (holding config.json) among ``paths`` and their direct sub-folders, sorted."""
+    runs = []
+    for path in paths:
+        if os.path.isfile(os.path.join(path, "config.json")):
+            runs.append(path)
+            continue
+        inside = sorted(os.path.join(path, name) for name in os.listdir(path)) if os.path.isdir(path) else []
+        found = [p for p in inside if os.path.isfile(os.path.join(p, "config.json"))]
+        if not found:
+            raise UsageError(f"{path!r} is not a run folder (no config.json) and holds none")
+        runs.extend(found)
+    return sorted(dict.fromkeys(runs))
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def load_run(path: str) -> dict:
+    """What the report needs of one run folder; ``final`` is None when it has no eval_final.json."""
+    with open(os.path.join(path, "config.json"), encoding="utf-8") as fh:
+        config = json.load(fh)
+    final = machine = None
+    if os.path.isfile(os.path.join(path, RESULT_NAME)):
+        with open(os.path.join(path, RESULT_NAME), encoding="utf-8") as fh:
+            final = json.load(fh)
+    if os.path.isfile(os.path.join(path, MACHINE_NAME)):
+        with open(os.path.join(path, MACHINE_NAME), encoding="utf-8") as fh:
+            machine = json.load(fh)
+    return {"path": path, "config": flatten(config), "final": final, "machine": machine}
+
+
+def group_runs(runs: list[dict]) -> dict[str, list[dict]]:
+    """Group name -> runs: by label where any run has one, else by the config values that differ."""
+    if any(r["config"].get("label") for r in runs):
+        groups: dict[str, list[dict]] = {}
+        for r in runs:
+            groups.setdefault(r["config"].get("label") or "(no label)", []).append(r)
+        return groups
+    keys = sorted({k for r in runs for k in r["config"]})
+    differing = [k for k in keys if k not in IGNORED and not k.startswith(IGNORED_PREFIXES)
+                 and len({json.dumps(r["config"].get(k)) for r in runs}) > 1]
+    groups = {}
+    for r in runs:
+        name = ", ".join(f"{k}={r['config'].get(k)}" for k in differing) or "all runs"
+        groups.setdefault(name, []).append(r)
+    return groups
+
+
+def interval(values: list[float], statistic) -> list[float] | None:
+    """95% percentile-bootstrap interval of ``statistic`` over ``values`` (None for fewer than two)."""
+    x = np.asarray(values, dtype=np.float64)
+    if len(x) < 2:
+        return None
+    if np.ptp(x) == 0:
+        return [float(x[0]), float(x[0])]
+    ci = stats.bootstrap((x,), statistic, confidence_level=CONFIDENCE, n_resamples=9999, method="percentile",
+                         random_state=0).confidence_interval
+    return [float(ci.low), float(ci.high)]
+
+
+def iqm(x, axis=-1):
+    """Interquartile mean: the mean of the middle 50% (scipy.stats.trim_mean, a quarter off each end)."""
+    return stats.trim_mean(x, 0.25, axis=axis)
+
+
+def summarize_group(name: str, runs: list[dict]) -> dict:
+    done = [r for r in runs if r["final"] is not None]
+    last = [r["final"]["last"]["summary"] for r in done]
+    best = [r["final"]["best"]["summary"] for r in done if r["final"].get("best")]
+    xs, flags = [s["x_pos_mean"] for s in last], [s["flag_rate"] for s in last]
+    per_run = []
+    for r in runs:
+        f, m = r["final"], r["machine"] or {}
+        wall = (f or {}).get("wall_seconds") or 0.0
+        per_run.append({"path": r["path"], "seed": r["config"].get("seed"), "cpu": m.get("cpu"),
+                        "env_steps": f["env_steps"] if f else None,
+                        "env_steps_per_s": (f["env_steps"] / wall) if f and wall else None,
+                        "last": f["last"]["summary"] if f else None,
+                        "best": f["best"]["summary"] if f and f.get("best") else None})
+    return {"group": name, "runs": len(runs), "evaluated": len(done), "per_run": per_run,
+            "env_steps": sorted({p["env_steps"] for p in per_run if p["env_steps"] is not None}),
+            "cpus": sorted({p["cpu"] for p in per_run if p["cpu"]}),
+            "x_pos_mean": float(np.mean(xs)) if xs else None, "x_pos_mean_ci": interval(xs, np.mean),
+            "x_pos_iqm": float(iqm(np.asarray(xs))) if xs else None, "x_pos_iqm_ci": interval(xs, iqm),
+            "flag_rate_mean": float(np.mean(flags)) if flags else None, "flag_rate_ci": interval(flags, np.mean),
+            "best_x_pos_mean": float(np.mean([s["x_pos_mean"] for s in best])) if best else None,
+            "best_flag_rate_mean": float(np.mean([s["flag_rate"] for s in best])) if best else None}
+
+
+def load_baseline(path: str) -> dict:
+    """A launch.evaluate JSON file as a report row: its episodes' mean x_pos and flag rate with intervals."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        records, policy = data["episodes"], data["policy"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--baseline={path!r} is not a launch.evaluate JSON file ({exc})") from None
+    d = describe(records)
+    name = policy if policy != "constant" else f"constant {data.get('action')}"
+    return {"group": f"baseline: {name}, epsilon {data['epsilon']:g}", "path": path, "episodes": d["episodes"],
+            "x_pos_mean": d["x_pos_mean"], "x_pos_mean_ci": d["x_pos_ci"], "flag_rate_mean": d["flag_rate"],
+            "flag_rate_ci": d["flag_rate_ci"], "stage": data.get("stage")}
+
+
+def _ci(v: list[float] | None, fmt: str) -> str:
+    return f" [{format(v[0], fmt)}, {format(v[1], fmt)}]" if v else ""
+
+
+def markdown(groups: list[dict], baselines: list[dict]) -> str:
+    lines = ["| group | runs | env steps | CPU | env steps/s | each run: last x_pos (flags) | x_pos mean [95% CI] "
+             "| x_pos IQM [95% CI] | flag rate [95% CI] | best.pt x_pos, flags |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for g in groups:
+        each = ", ".join(f"{p['last']['x_pos_mean']:,.0f} ({p['last']['flag_rate']:.0%})" if p["last"] else "no final eval"
+                         for p in g["per_run"])
+        rates = [p["env_steps_per_s"] for p in g["per_run"] if p["env_steps_per_s"]]
+        mean = "-" if g["x_pos_mean"] is None else f"{g['x_pos_mean']:,.0f}{_ci(g['x_pos_mean_ci'], ',.0f')}"
+        mid = "-" if g["x_pos_iqm"] is None else f"{g['x_pos_iqm']:,.0f}{_ci(g['x_pos_iqm_ci'], ',.0f')}"
+        flag = "-" if g["flag_rate_mean"] is None else f"{g['flag_rate_mean']:.0%}{_ci(g['flag_rate_ci'], '.0%')}"
+        best = "-" if g["best_x_pos_mean"] is None else f"{g['best_x_pos_mean']:,.0f}, {g['best_flag_rate_mean']:.0%}"
+        lines.append(f"| {g['group']} | {g['evaluated']}/{g['runs']} | {', '.join(f'{s:,}' for s in g['env_steps'])} "
+                     f"| {'; '.join(g['cpus']) or '?'} | {', '.join(f'{r:.0f}' for r in rates) or '-'} | {each} "
+                     f"| {mean} | {mid} | {flag} | {best} |")
+    for b in baselines:
+        lines.append(f"| {b['group']} | {b['episodes']} episodes | - | - | - | - "
+                     f"| {b['x_pos_mean']:,.0f}{_ci(b['x_pos_mean_ci'], ',.0f')} | - "
+                     f"| {b['flag_rate_mean']:.0%}{_ci(b['flag_rate_ci'], '.0%')} | - |")
+    return "\n".join(lines)
+
+
+def eval_curve(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """(env steps, mean x_pos) of a run's in-training evaluations (metrics.jsonl rows with eval/x_pos)."""
+    xs, ys = [], []
+    try:
+        with open(os.path.join(path, "metrics.jsonl"), encoding="utf-8") as fh:
+            for line in fh:
+                row = json.loads(line) if line.strip() else {}
+                if "eval/x_pos" in row:
+                    xs.append(row["env_steps"])
+                    ys.append(row["eval/x_pos"])
+    except OSError:
+        pass
+    order = np.argsort(xs, kind="stable")
+    return np.asarray(xs, np.float64)[order], np.asarray(ys, np.float64)[order]
+
+
+def plot_groups(groups: list[dict], baselines: list[dict], out: str, points: int = 40) -> None:
+    """Each group's mean evaluation curve over its runs with a 95% bootstrap band (module docstring)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 6), dpi=120)
+    ax = fig.add_subplot()
+    for g in groups:
+        curves = [c for c in (eval_curve(p["path"]) for p in g["per_run"]) if len(c[0])]
+        if not curves:
+            continue
+        # the env steps every run has evaluations around: from the latest first evaluation to the earliest last one
+        grid = np.linspace(max(c[0][0] for c in curves), max(min(c[0][-1] for c in curves),
+                                                             max(c[0][0] for c in curves)), points)
+        ys = np.stack([np.interp(grid, *c) for c in curves])  # [runs, points]
+        line, = ax.plot(grid, ys.mean(axis=0), label=f"{g['group']} ({len(curves)} run{'s' * (len(curves) > 1)})")
+        if len(curves) > 1:
+            band = np.array([interval(col.tolist(), np.mean) for col in ys.T])
+            ax.fill_between(grid, band[:, 0], band[:, 1], color=line.get_color(), alpha=0.2, linewidth=0)
+    for b in baselines:
+        ax.axhline(b["x_pos_mean"], linestyle="--", color="grey", linewidth=1)
+        ax.annotate(b["group"].removeprefix("baseline: "), (0, b["x_pos_mean"]), fontsize=8, color="grey",
+                    xytext=(2, 2), textcoords="offset points")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("evaluation mean x_pos (in training)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.savefig(out)
+
+
+def report(paths: list[str], baseline_paths: list[str]) -> tuple[list[dict], list[dict], list[str]]:
+    """(group summaries, baseline rows, warnings about runs left out of the statistics)."""
+    runs = [load_run(p) for p in find_runs(paths)]
+    warnings = [f"{r['path']}: no {RESULT_NAME} (run python -m launch.final_eval {r['path']}); left out"
+                for r in runs if r["final"] is None]
+    groups = [summarize_group(name, members) for name, members in group_runs(runs).items()]
+    return groups, [load_baseline(p) for p in baseline_paths], warnings
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m launch.report", description=__doc__.split("\n")[0])
+    p.add_argument("paths", nargs="+", metavar="RUN_DIR", help="run folders, or folders holding run folders")
+    p.add_argument("--baseline", action="append", default=[], metavar="JSON",
+                   help="a launch.evaluate result (--policy random or constant) to show as a row")
+    p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.md and PREFIX.json")
+    p.add_argument("--plot", default=None, metavar="PNG", help="draw the groups' evaluation curves with 95%% bands")
+    args = p.parse_args(argv)
+    try:
+        groups, baselines, warnings = report(args.paths, args.baseline)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    table = markdown(groups, baselines)
+    print(table)
+    if args.out:
+        folder = os.path.dirname(args.out)
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+        with open(args.out + ".md", "w", encoding="utf-8") as fh:
+            fh.write(table + "\n")
+        with open(args.out + ".json", "w", encoding="utf-8") as fh:
+            json.dump({"groups": groups, "baselines": baselines, "warnings": warnings}, fh, indent=2)
+            fh.write("\n")
+    if args.plot:
+        plot_groups(groups, baselines, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""launch.report on synthetic run folders whose answer is known: grouping, means, IQM, intervals, baselines."""
+
+import json
+
+import numpy as np
+import pytest
+
+from launch.report import main, report
+from shared.config import RunConfig
+
+
+def fake_run(folder, name, lr, seed, x_means, flags=0, label="", env_steps=200_000, wall=2_000.0):
+    """A run folder with config.json, machine.json and an eval_final.json whose last weights scored episodes
+    averaging ``x_means`` (a list: one value per episode)."""
+    path = folder / name
+    path.mkdir()
+    cfg = RunConfig(label=label, seed=seed)
+    cfg.learner.lr = lr
+    (path / "config.json").write_text(cfg.validate().to_json())
+    (path / "machine.json").write_text(json.dumps({"cpu": "AMD EPYC", "cores": 2}))
+    episodes = [{"x_pos": x, "flag": i < flags, "return": 1.0, "length": 100} for i, x in enumerate(x_means)]
+    summary = {"episodes": len(episodes), "x_pos_mean": float(np.mean(x_means)), "flag_rate": flags / len(episodes)}
+    (path / "eval_final.json").write_text(json.dumps({
+        "env_steps": env_steps, "wall_seconds": wall, "last": {"summary": summary, "episodes": episodes},
+        "best": {"summary": summary, "episodes": episodes}}))
+    return str(path)
+
+
+def test_runs_are_grouped_by_the_config_value_they_differ_in_with_known_statistics(tmp_path):
+    for seed, x in enumerate([1000, 2000, 3000, 10_000]):
+        fake_run(tmp_path, f"a{seed}", 1e-4, seed, [x] * 4, flags=1)
+    fake_run(tmp_path, "b0", 2.5e-4, 7, [500, 700])
+    groups, baselines, warnings = report([str(tmp_path)], [])
+    assert warnings == [] and baselines == []
+    by = {g["group"]: g for g in groups}
+    assert set(by) == {"learner.lr=0.0001", "learner.lr=0.00025"}  # seeds differ too, but never make a group
+    a, b = by["learner.lr=0.0001"], by["learner.lr=0.00025"]
+    assert (a["runs"], a["evaluated"], a["env_steps"], a["cpus"]) == (4, 4, [200_000], ["AMD EPYC"])
+    assert a["x_pos_mean"] == 4000.0 and a["x_pos_iqm"] == 2500.0  # IQM drops the 1,000 and the 10,000
+    assert a["flag_rate_mean"] == 0.25 and a["per_run"][0]["env_steps_per_s"] == 100.0
+    low, high = a["x_pos_mean_ci"]
+    assert 1000 <= low < 4000 < high <= 10_000
+    assert b["x_pos_mean"] == 600.0 and b["x_pos_mean_ci"] is None  # one run: no interval
+
+
+def test_labels_group_runs_and_runs_without_a_final_evaluation_are_named_and_left_out(tmp_path):
+    fake_run(tmp_path, "x", 1e-4, 1, [100], label="short")
+    fake_run(tmp_path, "y", 2.5e-4, 2, [300], label="short")
+    (tmp_path / "z").mkdir()
+    (tmp_path / "z" / "config.json").write_text(RunConfig(label="short", seed=3).validate().to_json())
+    groups, _, warnings = report([str(tmp_path)], [])
+    (g,) = groups
+    assert (g["group"], g["runs"], g["evaluated"], g["x_pos_mean"]) == ("short", 3, 2, 200.0)
+    assert len(warnings) == 1 and str(tmp_path / "z") in warnings[0]
+
+
+def test_baseline_rows_come_from_launch_evaluate_files_and_the_report_is_written(tmp_path, capsys):
+    run = fake_run(tmp_path, "r", 1e-4, 1, [2000, 2200], flags=1)
+    base = tmp_path / "right-A.json"
+    base.write_text(json.dumps({"policy": "constant", "action": "right+A", "epsilon": 0.05, "stage": "1-1",
+                                "episodes": [{"x_pos": x, "flag": x > 3000, "return": 0.0, "length": 1}
+                                             for x in (1000, 1500, 3200, 1700)]}))
+    assert main([run, "--baseline", str(base), "--out", str(tmp_path / "out" / "t")]) == 0
+    table = capsys.readouterr().out
+    assert "| baseline: constant right+A, epsilon 0.05 | 4 episodes |" in table and "1,850" in table
+    written = json.loads((tmp_path / "out" / "t.json").read_text())
+    assert written["baselines"][0]["x_pos_mean"] == 1850.0 and written["baselines"][0]["flag_rate_mean"] == 0.25
+    assert (tmp_path / "out" / "t.md").read_text().strip() == table.strip()
+
+
+@pytest.mark.parametrize("bad", ["folder", "baseline"])
+def test_bad_input_is_named(tmp_path, capsys, bad):
+    run = fake_run(tmp_path, "r", 1e-4, 1, [1])
+    (tmp_path / "empty").mkdir()
+    args = [str(tmp_path / "empty")] if bad == "folder" else [run, "--baseline", str(tmp_path / "none.json")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert (f"{str(tmp_path / 'empty')!r} is not a run folder" in err) if bad == "folder" else \
+        (f"--baseline={str(tmp_path / 'none.json')!r}" in err)
+
+
+def test_curves_of_a_group_are_drawn_from_the_runs_evaluations(tmp_path):
+    for seed in range(2):
+        run = fake_run(tmp_path, f"r{seed}", 1e-4, seed, [1000])
+        rows = [{"step": 1, "env_steps": s, "wall_seconds": 1.0, "eval/x_pos": 500.0 + s / 100 + seed}
+                for s in (30_000, 10_000, 20_000)] + [{"step": 1, "env_steps": 5, "wall_seconds": 1.0, "learner/loss": 1}]
+        (tmp_path / f"r{seed}" / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    from launch.report import eval_curve
+    steps, xs = eval_curve(run)
+    assert steps.tolist() == [10_000, 20_000, 30_000] and xs.tolist() == [601.0, 701.0, 801.0]
+    assert main([str(tmp_path), "--plot", str(tmp_path / "curves.png")]) == 0
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
