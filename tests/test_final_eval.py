@@ -1,6 +1,6 @@
 """The run's seed and the end-of-run evaluation (shared/seeding.py, launch/final_eval.py).
 
-End to end on the fake env: a training run that evaluated at least three times is stopped with Ctrl-C; it then
+End to end on the fake env: a training run that evaluated three times is stopped with Ctrl-C; it then
 chooses best.pt among its snapshots on fresh episodes and plays the last and the best weights on more, and
 ``python -m launch.final_eval`` on the same folder gives exactly the same figures again.
 """
@@ -79,7 +79,7 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
                    "--eval.keep-snapshots", str(KEEP), "--eval.select-episodes", str(SELECT),
                    "--eval.final-episodes", str(FINAL), collect_only=False)
     try:
-        run.wait_for(r"\[MAIN\] Eval at ", timeout=HANG_GUARD_S, count=4)
+        run.wait_for(r"\[MAIN\] Eval at ", timeout=HANG_GUARD_S, count=3)
         seen = run.descendants()
         out = run.stop(timeout=HANG_GUARD_S)  # Ctrl-C: the final evaluation follows, then the last line
     finally:

@@ -21,7 +21,7 @@ from learner.checkpoint import load_checkpoint
 from shared.config import RunConfig
 from tests.conftest import clears_bar, mean_score, train_on_defaults
 
-UPDATES = 1_800
+UPDATES = 1_500
 EPISODES = 100
 HELD_OUT_SEED = 777
 BAR = (20.0, 2.25)  # greedy mean cells saved must beat random by at least 20 cells and by 2.25x
