@@ -1,8 +1,8 @@
 """Fuel breaks are learned through the whole distributed pipeline on the shipped defaults: launch.local with its
 4 actor processes of 32 envs, real sockets, weight broadcast, prioritized replay, action masks on the wire and in
-the Double-DQN target, the one-Q-per-cell network. Only the budget (UPDATES learner updates) is set (and the run
-folder and ports); the landscape is the default 32x32 with a budget of 16 breaks and 1 to 3 ignitions. A budget in
-updates, not seconds: a slower machine takes longer, not fewer updates.
+the Double-DQN target, the one-Q-per-cell network. Only the budget (UPDATES learner updates) and the seed (0) are
+set (and the run folder and ports); the landscape is the default 32x32 with a budget of 16 breaks and 1 to 3
+ignitions. A budget in updates, not seconds: a slower machine takes longer, not fewer updates.
 
 The last checkpoint's greedy policy (epsilon 0, argmax over valid cells) then places its 16 breaks on 100
 held-out episodes (landscapes, winds and ignitions drawn from seed 777, which no actor env uses), and uniformly
@@ -10,7 +10,7 @@ random valid placements do the same on the same 100 episodes: cells saved agains
 The bar: greedy saves at least 2.25x the cells random placements save, and at least 20 cells more per episode. An
 untrained cell network already places breaks better than random (its local features see the fire: 6 to 44 cells
 for init seeds 0-5 against random's 16), so the bar is checked to fail for the network this run starts from
-(learner seed 0, the default). Measured figures: docs/testing.md.
+(--seed 0: learner seed 0). Measured figures: docs/testing.md.
 """
 
 import pytest

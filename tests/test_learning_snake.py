@@ -1,7 +1,8 @@
 """Snake learns through the whole distributed pipeline on the shipped defaults: launch.local with its 4 actor
 processes, real sockets, weight broadcast, prioritized replay with actor priorities, the MLP on flood-fill
-features, the learner. Only the budget (UPDATES learner updates) is set (and the run folder and ports); the grid is
-the default 10x10. A budget in updates, not seconds: a slower machine takes longer, not fewer updates.
+features, the learner. Only the budget (UPDATES learner updates) and the seed (0) are set (and the run folder and
+ports); the grid is the default 10x10. A budget in updates, not seconds: a slower machine takes longer, not fewer
+updates.
 
 The final checkpoint's greedy policy (epsilon 0) then plays 100 episodes, one per env of one vector env, and a
 uniformly random policy 100 more on the same seeds: food eaten per episode. The bar: greedy at least 2 food above
