@@ -22,6 +22,7 @@ statistics, and a folder that is neither a run nor holds any exits with 2.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -217,10 +218,8 @@ def plot_groups(groups: list[dict], baselines: list[dict], out: str, points: int
         if len(curves) > 1:
             band = np.array([interval(col.tolist(), np.mean) for col in ys.T])
             ax.fill_between(grid, band[:, 0], band[:, 1], color=line.get_color(), alpha=0.2, linewidth=0)
-    for b in baselines:
-        ax.axhline(b["x_pos_mean"], linestyle="--", color="grey", linewidth=1)
-        ax.annotate(b["group"].removeprefix("baseline: "), (0, b["x_pos_mean"]), fontsize=8, color="grey",
-                    xytext=(2, 2), textcoords="offset points")
+    for b, style in zip(baselines, itertools.cycle(("--", ":", "-."))):
+        ax.axhline(b["x_pos_mean"], linestyle=style, color="grey", linewidth=1, label=b["group"])
     ax.set_xlabel("environment steps")
     ax.set_ylabel("evaluation mean x_pos (in training)")
     ax.grid(alpha=0.3)
