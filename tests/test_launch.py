@@ -20,6 +20,7 @@ from tests.launcher import HANG_GUARD_S, ROOT, TRAINING, Launcher, assert_all_go
 
 FAKE_BATCH = 64  # transitions per fake-env message: 1 env x the default 64 steps
 STOPPED = r"\[MAIN\] stopped after [\d.]+s by "
+EPOCH_BUFFER = r"\[MAIN\] Epoch (\d+) .*Buffer: ([\d,]+)"  # the epoch number, transitions in replay
 
 
 def last_line(out: str) -> str:
@@ -176,7 +177,13 @@ def test_training_run_logs_env_steps_wall_clock_and_evaluations_in_plain_lines(t
     run = Launcher(tmp_path, *TRAINING, "--eval.every", "2", "--eval.episodes", "2", "--progress", collect_only=False)
     try:
         run.wait_for(r"\[MAIN\] best evaluation so far", timeout=HANG_GUARD_S)  # an evaluation, with best.pt saved
-        run.wait_for(r"\[MAIN\] Epoch 4 ", timeout=HANG_GUARD_S)
+        first = int(run.wait_for(EPOCH_BUFFER, timeout=HANG_GUARD_S)[0][1][2].replace(",", ""))
+        # an epoch from the 4th on whose replay grew since the first: on one core the learner may run several
+        # epochs on what it has (the replay ratio allows it) before the niced actors get the CPU
+        deadline = time.monotonic() + HANG_GUARD_S
+        while not any(int(m[1]) >= 4 and int(m[2].replace(",", "")) > first for _, m in run.matches(EPOCH_BUFFER)):
+            assert time.monotonic() < deadline and run.proc.poll() is None, run.output
+            time.sleep(0.1)
         out = run.stop(timeout=60)
     finally:
         run.kill()
