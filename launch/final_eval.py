@@ -98,7 +98,7 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
     ev = cfg.eval
     if ev.final_episodes == 0 or not checkpoint.get("counters", {}).get("updates"):
         return None
-    processes = processes or os.cpu_count() or 1
+    processes = processes or len(os.sched_getaffinity(0))  # the cores this process may use (taskset, containers)
     env = dataclasses.replace(cfg.env, stage=ev.stage or cfg.env.stage)  # as the in-training evaluations play
     started = time.perf_counter()
     what = "score" if env.name in VECTOR_ENVS else "x_pos"

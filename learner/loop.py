@@ -317,9 +317,9 @@ class Learner:
         if keep and not kept and (len(self.snapshots) < keep or score > self.snapshots[-1][0]):  # end-of-run candidates
             save_snapshot(self.run_dir, snapshot)
             self.snapshots = sorted(self.snapshots + [(score, version)], reverse=True)
-            for _, version in self.snapshots[keep:]:
+            for _, dropped in self.snapshots[keep:]:
                 with contextlib.suppress(FileNotFoundError):
-                    os.remove(snapshot_path(self.run_dir, version))
+                    os.remove(snapshot_path(self.run_dir, dropped))
             del self.snapshots[keep:]
         if self.best is None or score > self.best:
             self.best = score
