@@ -262,10 +262,11 @@ def run(cfg: RunConfig) -> int:
     finally:
         if bar is not None:
             bar.close()
-        codes = pool.stop_all(timeout=10.0)
+        # read while the actors exit: their last batches leave their sockets only while someone reads them
+        codes = pool.stop_all(timeout=10.0, while_waiting=lambda: learner.plane.drain(timeout=0.05))
         if evaluator is not None:
             evaluator.stop()
-        learner.plane.drain_until_quiet(quiet=0.5, timeout=5.0)  # what the actors flushed on their way out
+        learner.plane.drain_until_quiet(quiet=0.5, timeout=5.0)  # what is still in flight
         lags, versions = learner.weights_lag(), learner.actor_weights_versions()
         ledger, rejects = learner.plane.ledger(), dict(learner.plane.consolidator.rejects)
         learner.close()

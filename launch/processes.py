@@ -45,10 +45,17 @@ def start_process(ctx: Any, target: Callable, args: tuple, name: str, kwargs: di
     return proc
 
 
-def stop_processes(procs: list, stop_event: Any, timeout: float = 10.0) -> list[int | None]:
-    """Set ``stop_event``, join every process within ``timeout``, then SIGTERM, then SIGKILL; exit codes."""
+def stop_processes(procs: list, stop_event: Any, timeout: float = 10.0,
+                   while_waiting: Callable[[], Any] | None = None) -> list[int | None]:
+    """Set ``stop_event``, join every process within ``timeout``, then SIGTERM, then SIGKILL; exit codes.
+
+    ``while_waiting`` (called repeatedly until the processes exit; it should block for a short while itself) lets the
+    caller keep reading: an actor's last batches leave its socket only while the learner reads them."""
     stop_event.set()
     deadline = time.monotonic() + timeout
+    if while_waiting is not None:
+        while any(p is not None and p.is_alive() for p in procs) and time.monotonic() < deadline:
+            while_waiting()
     for p in procs:
         if p is not None:
             p.join(timeout=max(0.0, deadline - time.monotonic()))
@@ -97,6 +104,6 @@ class ActorPool:
             self._start(slot)
         return dead
 
-    def stop_all(self, timeout: float = 10.0) -> list[int | None]:
-        """Ask every child to stop, wait, escalate; returns the exit codes."""
-        return stop_processes(self.procs, self.stop_event, timeout)
+    def stop_all(self, timeout: float = 10.0, while_waiting: Callable[[], Any] | None = None) -> list[int | None]:
+        """Ask every child to stop, wait (calling ``while_waiting``, see stop_processes), escalate; the exit codes."""
+        return stop_processes(self.procs, self.stop_event, timeout, while_waiting)

@@ -58,6 +58,10 @@ def test_accepted_rejected_and_lost_add_up_to_what_each_incarnation_sent(make_co
                 by_slot[entry.slot] = entry
         return [by_slot.get(slot) for slot in range(cfg.actors)]
 
+    def own_ledger(report):
+        return next((e for e in plane.ledger() if (e.slot, e.incarnation) == (report["actor"], report["incarnation"])),
+                    None)
+
     phase, accepted_at_phase_2 = 0, None
     results = []
     deadline = time.monotonic() + 120
@@ -89,8 +93,17 @@ def test_accepted_rejected_and_lost_add_up_to_what_each_incarnation_sent(make_co
                     results.append(reports.get_nowait())
                 except queue.Empty:
                     pass
+        # An actor reports once its socket is closed; ZeroMQ still holds its last batches and delivers them only
+        # while the learner reads (within the actor's linger). So read until every batch each actor says it sent
+        # has been accepted or rejected (an event; the deadline only guards against a hang), then let them exit.
+        deadline = time.monotonic() + 60
+        while len(results) == cfg.actors and time.monotonic() < deadline and not all(
+                (e := own_ledger(r)) is not None and e.accepted_batches + e.rejected_batches >= r["sent_batches"]
+                for r in results):
+            plane.drain(timeout=0.02)
         codes = stop_processes(procs, stop, timeout=20)
-        plane.drain_until_quiet(quiet=1.0, timeout=10)
+        # what the consolidation thread accepted and queued reaches replay
+        plane.wait_for(sum(e.accepted_transitions for e in plane.ledger()), timeout=30)
     finally:
         stop.set()
         for sock in injectors:
