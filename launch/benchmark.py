@@ -82,6 +82,9 @@ class BenchConfig:
     """Timed window of each whole-system run (original, optimized), after replay holds system_min_replay."""
     system_min_replay: int = 2000
     """Transitions in replay before the whole-system runs start training (and their clocks)."""
+    system_min_epochs: int = 2
+    """Each whole-system run trains past system_seconds until it has this many epochs (a slow machine still gives
+    rates measured over whole epochs)."""
     system_updates_per_epoch: int = 5
     """Updates per epoch in both whole-system runs (the unit of epoch time and of the sync periods)."""
     optimized_micro_batch: int = 512
@@ -502,6 +505,15 @@ def _fill_replay(size_fn, drain_fn, target: int, timeout: float) -> None:
         drain_fn()
 
 
+def _train_past_deadline(epochs_fn, run_fn, target: int, timeout: float = 300.0) -> None:
+    """Call ``run_fn()`` (about a second of training each) until ``epochs_fn()`` reaches ``target``."""
+    deadline = time.monotonic() + timeout
+    while epochs_fn() < target:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {epochs_fn()} of system_min_epochs={target} epochs in {timeout:.0f}s")
+        run_fn()
+
+
 def _reports(report_queue, count: int) -> list[dict]:
     out = []
     for _ in range(count):
@@ -531,6 +543,7 @@ def _system_figures(*, transitions: int, updates: int, batch: int, elapsed: floa
         "collector_lock_wait_seconds": lock_wait_seconds,
         "collector_handoff_ms_per_1k_transitions": handoff_seconds * 1e6 / max(sent_transitions, 1),
         "collector_handoffs": handoffs,
+        "collector_sent_transitions": sent_transitions,
         "drops": drops,
         "replay_bytes_per_transition": bytes_per_transition,
         "learner_rss_mb_start": rss_start[0], "learner_rss_mb_end": rss_end[0],
@@ -565,6 +578,8 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
             rss_start, probe = _Probe.rss_mb(procs), _Probe(device).start()
             processed0, start = plane.processed, time.monotonic()
             learner.run(deadline=start + bench.system_seconds)
+            _train_past_deadline(lambda: learner.counters.epoch, lambda: learner.run(deadline=time.monotonic() + 1),
+                                 bench.system_min_epochs)
             elapsed, transitions = time.monotonic() - start, plane.processed - processed0
             rss_end, gpu = _Probe.rss_mb(procs), probe.gpu_utilization()
         finally:
@@ -602,6 +617,7 @@ def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) ->
         rss_start, probe = _Probe.rss_mb(procs), _Probe(device).start()
         processed0, start = learner.processed, time.monotonic()
         learner.run(bench.system_seconds)
+        _train_past_deadline(lambda: len(learner.epoch_seconds), lambda: learner.run(1.0), bench.system_min_epochs)
         elapsed, transitions = time.monotonic() - start, learner.processed - processed0
         rss_end, gpu = _Probe.rss_mb(procs), probe.gpu_utilization()
     finally:
