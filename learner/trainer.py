@@ -271,7 +271,12 @@ class DQNLearner:
             self.ema.module.load_state_dict(state.get("ema", state["online"]))
             self.ema.n_averaged.fill_(int(state.get("ema_averaged", 1)))
         self.target.load_state_dict(state["target"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        # The saved groups' settings replace ours on load, "fused" included, and decide where Adam's step goes
+        # (torch Optimizer.load_state_dict): keep this device's choice, so a CPU checkpoint resumed on CUDA runs
+        # fused with its step on the GPU, and a CUDA one resumed on the CPU runs as a CPU learner does.
+        saved = state["optimizer"]
+        groups = [dict(g, fused=own["fused"]) for g, own in zip(saved["param_groups"], self.optimizer.param_groups)]
+        self.optimizer.load_state_dict(dict(saved, param_groups=groups))
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
         self.updates = int(state["updates"])
