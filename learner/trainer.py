@@ -217,8 +217,6 @@ class DQNLearner:
             q_total += q.mean()
             if prioritized is not None and "slot" in batch:
                 sampled.append((batch["stream"], batch["slot"], td))
-        if sampled:  # one vectorized priority update per optimizer step
-            prioritized(*(torch.cat(parts) for parts in zip(*sampled)))
         self.scaler.unscale_(self.optimizer)
         if self.cfg.max_grad_norm > 0:
             grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.max_grad_norm)
@@ -231,7 +229,16 @@ class DQNLearner:
         self.updates += 1
         if self.updates % self.cfg.target_sync == 0:
             self.sync_target()
-        loss, td, q, norm = torch.stack([loss_total, td_total, q_total, grad_norm.float()]).tolist()  # one sync
+        # The update's one device-to-host copy (and, on a GPU, its one sync): the figures the loop logs and, for
+        # prioritized replay, the TD errors its host-side sum tree needs, with the (stream, slot) they belong to.
+        stats = torch.stack([loss_total, td_total, q_total, grad_norm.float()]).double()
+        if sampled:
+            stream, slot, td_all = (torch.cat(parts) for parts in zip(*sampled))
+            n = stream.numel()
+            host = torch.cat([stats, stream.double(), slot.double(), td_all.double()]).cpu()  # exact below 2**53
+            prioritized(host[4:4 + n].long(), host[4 + n:4 + 2 * n].long(), host[4 + 2 * n:])  # one vectorized call
+            stats = host[:4]
+        loss, td, q, norm = stats.tolist()
         return UpdateStats(loss / steps, td / steps, q / steps, norm)
 
     def set_lr(self, lr: float) -> None:
