@@ -419,6 +419,17 @@ def _filled_replay(cfg: RunConfig, device: torch.device, streams: int = 8, per_s
     return replay
 
 
+def reset_compiler() -> None:
+    """Forget every compiled graph of this process (Dynamo caches, CUDA-graph trees) before a new compiled learner.
+
+    Dynamo keys its cache on the code object (``QNetwork.forward``), shared by every learner the benchmark builds:
+    each one adds entries guarded on its own module instance, mode and shapes, and past
+    ``torch._dynamo.config.recompile_limit`` (8) entries a further guard failure runs that frame eager (one log
+    warning, no error), so a later variant would be timed uncompiled. Call it only when no earlier compiled learner
+    is used again."""
+    torch._dynamo.reset()
+
+
 def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, epochs: int) -> dict:
     """Learner alone on a filled replay: fp32 eager, AMP, AMP + compile, each without and with accumulation."""
     from learner.trainer import DQNLearner
@@ -430,6 +441,8 @@ def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, 
     for name, amp_mode, compiled in variants:
         for accum in (1, 4):
             lc = dataclasses.replace(base, accum_steps=accum, amp=amp_mode, compile=compiled)
+            if compiled:  # a fresh Dynamo state per compiled variant: see reset_compiler
+                reset_compiler()
             dqn = DQNLearner(lc, cfg.env.stack, env_spec(cfg.env).num_actions, cfg.env.frame_size, device,
                              env_name=cfg.env.name, dueling=cfg.net.dueling, spec=env_spec(cfg.env))
             compile_s = dqn.warm_up(replay) if compiled else 0.0
@@ -564,6 +577,7 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
         updates_per_epoch=bench.system_updates_per_epoch, samples_per_insert=0.0,
         min_replay=bench.system_min_replay, checkpoint_every=1 << 30)
     rc.validate()
+    reset_compiler()  # the learner stage may have compiled QNetwork.forward in this process already
     with tempfile.TemporaryDirectory(prefix="warppipe-bench-") as run_dir:
         learner = Learner(rc, run_dir, device)
         learner.echo = lambda line: None

@@ -165,7 +165,7 @@ def run(cfg: RunConfig) -> int:
     threads = cfg.learner.threads or max(1, (os.cpu_count() or 1) - local_actors)
     torch.set_num_threads(threads)  # actors each keep a core busy; spin-waiting extra threads only slow us down
     if cfg.resume:
-        resume_state = load_resume_state(run_dir, device)
+        resume_state = load_resume_state(run_dir)
     learner = Learner(cfg, run_dir, device, resume_state, stop_requested=stopping)
     lc = learner.dqn.cfg
     mode = "collecting only" if cfg.collect_only else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, " \

@@ -409,8 +409,14 @@ class _SyntheticReplay:
         return out
 
 
-def load_resume_state(run_dir: str, device: torch.device) -> dict:
-    """The run folder's last complete checkpoint; temporary files of a crashed save are removed."""
+def load_resume_state(run_dir: str) -> dict:
+    """The run folder's last complete checkpoint, on the CPU; temporary files of a crashed save are removed.
+
+    Loaded to the CPU whatever the learner's device: ``DQNLearner.load_state_dict`` copies the nets' tensors onto their
+    parameters' device, and ``Optimizer.load_state_dict`` moves Adam's moments there too but keeps ``step`` where
+    it was loaded unless the optimizer is fused or capturable (torch/optim/optimizer.py
+    ``_process_value_according_to_param_policy``). Loaded onto a GPU, a non-fused Adam's ``step`` would be a CUDA
+    tensor, and every update would read it back with ``.item()`` once per parameter."""
     for path in discard_partial(run_dir):
         print(f"[MAIN] removed {path}, left by a save that did not finish", flush=True)
-    return load_checkpoint(run_dir, map_location=device)
+    return load_checkpoint(run_dir, map_location="cpu")

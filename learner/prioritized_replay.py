@@ -130,7 +130,10 @@ class PrioritizedReplay(FrameReplay):
 
     def _sampled(self, stream: torch.Tensor, slot: torch.Tensor, counts: np.ndarray, beta: float) -> dict:
         C = self.stream_capacity
-        leaf = stream.cpu().numpy() * C + slot.cpu().numpy() % C
+        if stream.device.type == "cpu":
+            leaf = stream.numpy() * C + slot.numpy() % C
+        else:  # one copy back to the host-side tree, not two
+            leaf = (stream * C + slot % C).cpu().numpy()
         prob = self._tree.get(leaf) / self._tree.total
         weight = (float(counts.sum()) * prob) ** -float(beta)
         weight /= weight.max()
@@ -170,7 +173,10 @@ class _PriorityDraw:
             stream[todo[ok]], slot[todo[ok]] = s[ok], a[ok]
             todo = todo[~ok]
             if todo.size == 0:
-                return torch.from_numpy(stream).to(self.device), torch.from_numpy(slot).to(self.device)
+                if self.device.type == "cpu":
+                    return torch.from_numpy(stream), torch.from_numpy(slot)
+                both = torch.from_numpy(np.stack([stream, slot])).pin_memory().to(self.device, non_blocking=True)
+                return both[0], both[1]
         raise RuntimeError(f"prioritized sample: {todo.size} of {k} draws still outside the sampleable slots after "
                            f"{_MAX_REJECT_ROUNDS} rounds")
 

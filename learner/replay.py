@@ -245,6 +245,7 @@ class FrameReplay:
             first_w, term_w, rew_w = self._windows(stream, slot)
             include = self._include(first_w, term_w)
             for _ in range(_MAX_RESAMPLE_ROUNDS):
+                # a host sync on a GPU: the episode flags that decide validity live on the device with the frames
                 bad = (include.sum(1) == 0).nonzero().squeeze(1)
                 if bad.numel() == 0:
                     break
@@ -412,4 +413,7 @@ class _Draw:
         u = torch.randint(int(self.cum[-1]), (k,), generator=self.generator)
         stream = torch.searchsorted(self.cum, u, right=True)
         slot = self.lo[stream] + u - (self.cum[stream] - self.counts[stream])
-        return stream.to(self.device), slot.to(self.device)
+        if self.device.type == "cpu":
+            return stream, slot
+        both = torch.stack([stream, slot]).pin_memory().to(self.device, non_blocking=True)  # one async copy
+        return both[0], both[1]

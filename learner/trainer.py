@@ -36,7 +36,30 @@ micro-batch); with ``batchnorm_batch_stats=False`` they are, which the accumulat
 and target networks. Under CUDA graphs a compiled call may reuse the memory of the previous
 call's outputs, so each micro-step marks a new step, calls the target net first and clones what
 it keeps, and only then runs the online net, whose output is used by the loss and backward with
-no compiled call in between. ``warm_up()`` runs full updates (every graph, the optimizer's first
+no compiled call in between.
+
+Gradients live in buffers allocated once, outside any CUDA graph, and are zeroed in place
+(``zero_grad(set_to_none=False)``), on every device. Why: the compiled backward is itself a
+CUDA graph whose outputs (the parameters' gradients) sit in the graph pool. When ``.grad`` is
+None, autograd's AccumulateGrad *steals* the incoming gradient tensor as ``.grad`` instead of
+copying it; that tensor is a graph output, so the next micro-step's
+``cudagraph_mark_step_begin()`` + replay frees or overwrites it, and the next ``backward()``
+either raises "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent
+run" or accumulates into reused memory (pytorch/pytorch#169545, open in torch 2.13: a repro there
+shows the first micro-batch's gradient stolen, not cloned; pytorch/pytorch#184003 words the error
+as "a backward CUDAGraph output installed as a .grad buffer"). When ``.grad`` already exists,
+AccumulateGrad adds in place (``grad += new``), reading the graph output once while it is still
+valid. Compiling without CUDA graphs when accumulating would also avoid the crash but lose the
+launch-overhead saving exactly where micro-batches are small; the preallocated buffers keep one
+code path on CPU and CUDA (the CPU tests exercise it) for one in-place zero per update.
+
+On CUDA the learner also sets TF32 matmuls/convolutions and ``cudnn.benchmark`` (input shapes
+are fixed: ``micro_batch`` and the env spec), and uses fused Adam: one kernel for all
+parameters, its ``step`` on the device, and with a fp16 GradScaler it takes the scaler's
+``found_inf`` on the device instead of the per-update ``.item()`` that GradScaler's non-fused
+path does (``unscale_`` runs first for the clipping, so the scaler hands it no extra scale).
+
+``warm_up()`` runs full updates (every graph, the optimizer's first
 step) before the first timed epoch and reports that time apart, then restores all state, so
 warm-up changes nothing a checkpoint holds.
 """
@@ -67,6 +90,14 @@ def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
     if mode == "fp16":
         return torch.float16
     return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+def configure_cuda_backends() -> None:
+    """TF32 for fp32 matmuls and convolutions (the fp32 head and the eager fp32 path) and cuDNN autotuning, which
+    pays off because every call has the same shapes (micro_batch, the env spec). Process-wide settings."""
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cudnn.benchmark = True
 
 
 def cpu_has_native_bf16() -> bool:
@@ -100,7 +131,11 @@ class DQNLearner:
         self.target = copy.deepcopy(self.online).eval()
         for p in self.target.parameters():
             p.requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.lr, eps=cfg.adam_eps)
+        cuda = device.type == "cuda"
+        if cuda:
+            configure_cuda_backends()
+        # fused: one kernel, step kept on the device (torch supports it for float params on CUDA)
+        self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cuda or None)
         self.amp_dtype = resolve_amp(cfg.amp, device)
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp_dtype == torch.float16)
         self.batchnorm_batch_stats = batchnorm_batch_stats
@@ -113,6 +148,8 @@ class DQNLearner:
         self.ema = None  # Polyak average of the online net: what a user plays (launch.evaluate --net ema)
         if cfg.ema_decay > 0:
             self.ema = AveragedModel(self.online, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema_decay), use_buffers=True)
+        for p in self.online.parameters():  # allocated here, outside any CUDA graph; see the module docstring
+            p.grad = torch.zeros_like(p)
         self.updates = 0
         self.compile_seconds = 0.0
         self.is_beta = 1.0  # importance-sampling exponent passed to a prioritized replay (the loop anneals it)
@@ -160,7 +197,7 @@ class DQNLearner:
     def update(self, replay: FrameReplay, batches: list[dict] | None = None) -> UpdateStats:
         """One optimizer step over ``accum_steps`` micro-batches (sampled from replay unless given)."""
         steps = self.cfg.accum_steps if batches is None else len(batches)
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=False)  # in place: .grad never becomes a CUDA-graph output
         loss_total = torch.zeros((), device=self.device)
         td_total = torch.zeros((), device=self.device)
         q_total = torch.zeros((), device=self.device)
@@ -180,8 +217,6 @@ class DQNLearner:
             q_total += q.mean()
             if prioritized is not None and "slot" in batch:
                 sampled.append((batch["stream"], batch["slot"], td))
-        if sampled:  # one vectorized priority update per optimizer step
-            prioritized(*(torch.cat(parts) for parts in zip(*sampled)))
         self.scaler.unscale_(self.optimizer)
         if self.cfg.max_grad_norm > 0:
             grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.max_grad_norm)
@@ -194,7 +229,16 @@ class DQNLearner:
         self.updates += 1
         if self.updates % self.cfg.target_sync == 0:
             self.sync_target()
-        loss, td, q, norm = torch.stack([loss_total, td_total, q_total, grad_norm.float()]).tolist()  # one sync
+        # The update's one device-to-host copy (and, on a GPU, its one sync): the figures the loop logs and, for
+        # prioritized replay, the TD errors its host-side sum tree needs, with the (stream, slot) they belong to.
+        stats = torch.stack([loss_total, td_total, q_total, grad_norm.float()]).double()
+        if sampled:
+            stream, slot, td_all = (torch.cat(parts) for parts in zip(*sampled))
+            n = stream.numel()
+            host = torch.cat([stats, stream.double(), slot.double(), td_all.double()]).cpu()  # exact below 2**53
+            prioritized(host[4:4 + n].long(), host[4 + n:4 + 2 * n].long(), host[4 + 2 * n:])  # one vectorized call
+            stats = host[:4]
+        loss, td, q, norm = stats.tolist()
         return UpdateStats(loss / steps, td / steps, q / steps, norm)
 
     def set_lr(self, lr: float) -> None:
@@ -234,7 +278,12 @@ class DQNLearner:
             self.ema.module.load_state_dict(state.get("ema", state["online"]))
             self.ema.n_averaged.fill_(int(state.get("ema_averaged", 1)))
         self.target.load_state_dict(state["target"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        # The saved groups' settings replace ours on load, "fused" included, and decide where Adam's step goes
+        # (torch Optimizer.load_state_dict): keep this device's choice, so a CPU checkpoint resumed on CUDA runs
+        # fused with its step on the GPU, and a CUDA one resumed on the CPU runs as a CPU learner does.
+        saved = state["optimizer"]
+        groups = [dict(g, fused=own["fused"]) for g, own in zip(saved["param_groups"], self.optimizer.param_groups)]
+        self.optimizer.load_state_dict(dict(saved, param_groups=groups))
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
         self.updates = int(state["updates"])

@@ -92,22 +92,81 @@ def test_auto_amp_on_cpu_is_bf16_only_with_native_bf16():
 
 
 @pytest.mark.slow
-def test_compiled_update_matches_eager():
-    cfg = LearnerConfig(micro_batch=32, accum_steps=2, compile=True, amp="off", lr=1e-3)
+@pytest.mark.parametrize("accum", [1, 4])
+def test_compiled_update_matches_eager(accum):
+    torch._dynamo.reset()  # every learner compiles QNetwork.forward: stay clear of the recompile limit
+    cfg = LearnerConfig(micro_batch=16, accum_steps=accum, compile=True, amp="off", lr=1e-3)
     compiled = learner(cfg)
     eager = learner(dataclasses.replace(cfg, compile=False))
     eager.online.load_state_dict(compiled.online.state_dict())
     eager.target.load_state_dict(compiled.target.state_dict())
+    grads = [p.grad for p in compiled.online.parameters()]
     seconds = compiled.warm_up(_Sampler())
     assert seconds > 0
     assert all(torch.equal(a, b) for a, b in zip(compiled.online.state_dict().values(),
                                                   eager.online.state_dict().values()))  # warm-up changed nothing
     for i in range(2):
-        batches = split(synthetic_batch(64, seed=10 + i), 2)
+        batches = split(synthetic_batch(16 * accum, seed=10 + i), accum)
         s_c, s_e = compiled.update(None, batches), eager.update(None, batches)
         assert s_c.loss == pytest.approx(s_e.loss, rel=1e-3, abs=1e-5)
     for (name, a), b in zip(compiled.online.state_dict().items(), eager.online.state_dict().values(), strict=True):
         assert torch.allclose(a.float(), b.float(), rtol=1e-3, atol=1e-4), name
+    assert all(p.grad is g for p, g in zip(compiled.online.parameters(), grads, strict=True))  # the same buffers
+
+
+def test_gradients_live_in_buffers_allocated_once_and_zeroed_in_place():
+    """Each update accumulates into the .grad tensors allocated with the learner (under CUDA graphs a .grad left to
+    autograd would be a graph output, overwritten by the next micro-step), and starts them from zero."""
+    cfg = LearnerConfig(micro_batch=8, accum_steps=4, compile=False, amp="off", lr=1e-3, max_grad_norm=0)
+    dqn = learner(cfg, batchnorm_batch_stats=False)  # BN on running statistics: micro_loss has no side effects
+    params_ = list(dqn.online.parameters())
+    grads = [p.grad for p in params_]
+    assert all(g is not None and not g.any() for g in grads)
+    pointers = [g.data_ptr() for g in grads]
+    for i in range(3):
+        micro = split(synthetic_batch(32, seed=20 + i), 4)
+        want = torch.autograd.grad(sum(dqn.micro_loss(m)[0] for m in micro) / 4, params_)  # never touches .grad
+        dqn.update(None, micro)
+        for p, g, ptr, w in zip(params_, grads, pointers, want, strict=True):
+            assert p.grad is g and p.grad.data_ptr() == ptr
+            assert torch.allclose(p.grad, w, rtol=1e-4, atol=1e-7)  # not added to the previous update's
+
+
+def test_resume_reads_the_checkpoint_to_the_cpu(tmp_path, monkeypatch):
+    """On CUDA a checkpoint read onto the GPU would leave non-fused Adam's step there (one sync per parameter and
+    update); load_resume_state reads to the CPU and lets load_state_dict place each tensor."""
+    from learner.loop import load_resume_state
+    dqn = learner(LearnerConfig(micro_batch=16, accum_steps=1, compile=False))
+    dqn.update(None, [synthetic_batch(16)])
+    save_checkpoint(str(tmp_path), {"learner": dqn.state_dict(), "counters": {"epoch": 1}, "config": "{}"})
+    seen, real_load = [], torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **kw: seen.append(kw.get("map_location")) or real_load(*a, **kw))
+    state = load_resume_state(str(tmp_path))
+    assert seen == ["cpu"]
+    assert state["counters"]["epoch"] == 1
+
+
+@pytest.mark.parametrize("saved_fused", [True, None])
+def test_loading_keeps_this_devices_fused_adam_setting(saved_fused):
+    """A checkpoint's param groups say whether it came from a fused (CUDA) Adam; the loading learner keeps its own
+    choice, and Adam's step follows it (torch: on the parameter's device when fused, else as loaded)."""
+    source = learner(LearnerConfig(micro_batch=16, accum_steps=1, compile=False))
+    source.update(None, [synthetic_batch(16)])
+    state = source.state_dict()
+    state["optimizer"] = dict(state["optimizer"],
+                              param_groups=[dict(g, fused=saved_fused) for g in state["optimizer"]["param_groups"]])
+    dest = learner(LearnerConfig(micro_batch=16, accum_steps=1, compile=False, seed=5))
+    own_fused = not saved_fused  # the other kind than the checkpoint's
+    if own_fused:  # what a CUDA learner builds (fused Adam runs on the CPU too in torch >= 2.4)
+        dest.optimizer = torch.optim.Adam(dest.online.parameters(), lr=dest.cfg.lr, eps=dest.cfg.adam_eps, fused=True)
+    dest.load_state_dict(state)
+    assert all(bool(g["fused"]) == own_fused for g in dest.optimizer.param_groups)
+    for p, q in zip(dest.online.parameters(), source.online.parameters(), strict=True):
+        st = dest.optimizer.state[p]
+        assert st["exp_avg"].device == p.device and st["step"].device == CPU and st["step"].dtype == torch.float32
+        assert torch.equal(st["exp_avg"], source.optimizer.state[q]["exp_avg"])
+    dest.update(None, [synthetic_batch(16, seed=1)])  # and it steps
+    assert all(int(dest.optimizer.state[p]["step"]) == 2 for p in dest.online.parameters())
 
 
 class _Sampler:
