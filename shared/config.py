@@ -36,7 +36,7 @@ class EnvConfig:
     stack: int = 4
     """Frames per stacked observation given to the network."""
     jump_release: bool = True
-    """Mario: a frame that asks for A while A was sent on the two frames before and Mario stands on the ground sends the buttons without A, so the next frame jumps again (SMB jumps only when A goes down; shared/env.py). Without it a greedy policy that keeps choosing right+A+B against a pipe holds A and never jumps: every greedy policy of the hours without it ended so. False: the raw buttons."""
+    """Mario: when A was sent on the two frames before and Mario stands on the ground, a frame asking for A sends the buttons without A, so the next frame jumps again (SMB jumps only when A goes down; shared/env.py). On because a greedy policy holding right+A against a pipe otherwise never jumps again (docs/experiments/mario-history.md). False: the raw buttons."""
     max_episode_steps: int = 4500
     """Agent steps after which an episode is truncated (0: never). Truncation bootstraps; termination does not. Snake: its max_steps; fuel breaks end at their budget and ignore it."""
     no_progress_steps: int = 250
@@ -96,7 +96,7 @@ class ActorConfig:
     """A collector process: its envs, exploration and how it batches and sends."""
 
     envs_per_actor: int = 0
-    """Envs stepped by one actor process as one vector env; their inference is batched into one forward pass. 0: auto, set when the config is built: 32 for fuelbreak (its fire runs for all envs of an actor at once, bit-packed, and its per-cell network's forward is batched: one actor on one core made 1,330 transitions/s with 16 envs and 1,794 with 32 on a 4-block net, 2,120 with 32 on the 3-block default), 1 otherwise."""
+    """Envs stepped by one actor process as one vector env; their inference is batched into one forward pass. 0: auto, set when the config is built: 32 for fuelbreak (its fire and its per-cell network run for all of an actor's envs at once), 1 otherwise."""
     batch_steps: int = 64
     """T: steps per env gathered into one message (each new frame is sent once)."""
     epsilon: float = -1.0
@@ -106,11 +106,11 @@ class ActorConfig:
     eps_alpha: float = 7.0
     """Ape-X epsilon exponent spread over the N envs of the run."""
     eps_min: float = 0.05
-    """Lowest floor of any env: with few envs Ape-X's spread would leave some envs nearly greedy on a deterministic game (4 envs: 0.40, 0.05, 0.05, 0.05). 0.05 because two runs on Mario 1-1 with it (55 and 60 minutes) evaluated at mean x_pos 1,164 and 947, against 901 for an hour with 0.01; runs differ by about 200 (README)."""
+    """Lowest floor of any env: with few envs Ape-X's spread would leave some envs nearly greedy on a deterministic game (4 envs: 0.40, 0.05, 0.05, 0.05)."""
     eps_anneal_steps: int = -1
-    """Steps of each env over which its epsilon falls linearly from 1.0 to its floor; 0: start at the floor; negative: auto, set when the config is built: 25,000 (Mario's 4 envs: the run's first 100K transitions), 1,000 for fuelbreak (its 128 envs: the first 128K transitions, 8,000 episodes of 16 breaks)."""
+    """Steps of each env over which its epsilon falls linearly from 1.0 to its floor; 0: start at the floor; negative: auto, set when the config is built: 25,000 (Mario's 4 envs: the run's first 100K transitions), 1,000 for fuelbreak (its 128 envs: the first 128K transitions)."""
     explore_repeat: float = 0.0
-    """Temporally extended exploration (ez-greedy, Dabney et al. 2021): an env that explores holds one random action for n steps, n ~ Zipf(explore_repeat) capped at explore_repeat_max (P(n=1) = 0.61 at 2.0), so a random jump is held long enough to be a jump; 0 (default): plain epsilon-greedy (n = 1). Off by default: an hour on Mario 1-1 with 2.0 (and lr decay, right_only, replay 300K) evaluated at mean x_pos 1,071, no better than the default hour's 1,158 (README)."""
+    """Experimental. Temporally extended exploration (ez-greedy, Dabney et al. 2021): an exploring env holds one random action for n ~ Zipf(explore_repeat) steps, capped at explore_repeat_max; 0 (default): plain epsilon-greedy."""
     explore_repeat_max: int = 10
     """Longest hold of one exploratory action, in agent steps."""
     max_staged_batches: int = 16
@@ -157,10 +157,10 @@ class ReplayConfig:
     n_step: int = 3
     """n of the n-step return computed at sample time."""
     gamma: float = 0.9
-    """Discount factor. 0.9 (a horizon of about 10 agent steps) because Mario's reward is dense, the x-velocity of every frame: the PyTorch Mario DQN tutorial and the uvipen PPO agents that clear 1-1 use 0.9; Atari's sparse rewards need 0.99."""
+    """Discount factor. 0.9 (a horizon of about 10 agent steps) because Mario's reward is dense (the x-velocity of every frame), as in the PyTorch Mario DQN tutorial; Atari's sparse rewards need 0.99."""
 
     prioritized: bool = True
-    """Proportional prioritized replay (Ape-X): slots are drawn in proportion to priority**alpha and the loss is weighted by importance-sampling weights; off: uniform draws. On because an hour on Mario 1-1 with it evaluated at mean x_pos 1,330 (8 of 20 episodes past x 1,900) against 947 for the same hour uniform (README)."""
+    """Proportional prioritized replay (Ape-X): slots are drawn in proportion to priority**alpha and the loss is weighted by importance-sampling weights; off: uniform draws."""
     initial_priority: Literal["actor", "max"] = "actor"
     """Priority of a new slot: 'actor' (the actor's own n-step TD error, sent with the batch, as Ape-X) or 'max' (the largest priority seen so far)."""
     priority_alpha: float = 0.6
@@ -168,7 +168,7 @@ class ReplayConfig:
     priority_beta: float = 0.4
     """Importance-sampling exponent at the start; it rises linearly to 1 over priority_beta_steps."""
     priority_beta_steps: int = 500_000
-    """Transitions inserted over which beta rises to 1 (about an hour of 4 Mario actors on a 2-core machine)."""
+    """Transitions inserted over which beta rises to 1."""
     priority_eps: float = 1e-3
     """Added to |TD error| so that no slot's priority is 0 (TD errors are in reward_scale units)."""
 
@@ -282,9 +282,9 @@ class LearnerConfig:
     lr: float = 2.5e-4
     """Adam learning rate at the start."""
     lr_final: float = 1.0
-    """Fraction of lr reached after lr_decay_steps transitions: the rate falls linearly from lr to lr * lr_final over them, then stays; 1 (default): constant. Tried at 0.1 against Mario's checkpoint-to-checkpoint swings (in-training evaluations 1,659 then 952 twenty epochs later): that hour (with ez-greedy, right_only, replay 300K) evaluated at 1,071, no better than the default hour's 1,158, so it stays off (README)."""
+    """Experimental. Fraction of lr reached after lr_decay_steps transitions (linear decay, then constant); 1 (default): constant."""
     lr_decay_steps: int = 300_000
-    """Transitions inserted over which the learning rate decays (about one hour of 4 Mario actors on a 2-core machine); 0: constant."""
+    """Transitions inserted over which the learning rate decays (with lr_final below 1); 0: constant."""
     adam_eps: float = 1.5e-4
     """Adam epsilon."""
     max_grad_norm: float = 10.0
@@ -292,7 +292,7 @@ class LearnerConfig:
     target_sync: int = 250
     """Updates between target-network syncs (at samples_per_insert 8: every 2,000 transitions on CPU (batch 64), every 16,000 on CUDA (batch 512))."""
     ema_decay: float = 0.0
-    """Decay of an exponential moving average of the online network (weights and BatchNorm statistics), updated after every optimizer step with torch.optim.swa_utils.AveragedModel; the checkpoint keeps it as ``ema`` and ``launch.evaluate --net ema`` plays it. 0: off (the default: in one Mario hour at 0.999 the average evaluated at mean x_pos 436 against the online net's 698, README)."""
+    """Experimental. Decay of an exponential moving average of the online network (torch.optim.swa_utils.AveragedModel), kept in the checkpoint as ``ema`` for ``launch.evaluate --net ema``; 0 (default): off."""
     updates_per_epoch: int = 20
     """Updates in one epoch (the unit of logging, broadcast and checkpoint periods)."""
     broadcast_every: int = 5
@@ -310,7 +310,7 @@ class LearnerConfig:
     steps: int = 0
     """Stop after this many updates in total, counting resumed ones (0: no limit); the run ends as with --duration."""
     threads: int = 0
-    """Torch intra-op threads of the learner; 0: auto, the cores local actors leave free (at least 1). Oversubscribing spin-waiting OpenMP threads cost 6.7x here."""
+    """Torch intra-op threads of the learner; 0: auto, the cores local actors leave free (at least 1): spin-waiting threads on cores the actors use slow the learner down."""
     seed: int = -1
     """Seed of network initialisation and sampling; -1: the run's --seed."""
     max_weights_lag: int = 8
