@@ -59,7 +59,7 @@ def test_launcher_reports_bad_value_and_exits_2():
     assert "actors=0" in proc.stderr
 
 
-def test_readme_configuration_reference_lists_every_option():
+def test_configuration_reference_lists_every_option():
     import dataclasses
     import os
 
@@ -71,9 +71,10 @@ def test_readme_configuration_reference_lists_every_option():
             else:
                 yield "--" + prefix + f.name.replace("_", "-")
 
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")) as fh:
-        readme = fh.read()
-    reference = readme.split("## Configuration reference", 1)[1].split("\n## ", 1)[0]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "docs", "configuration.md")) as fh:
+        doc = fh.read()
+    reference = doc.split("## Configuration reference", 1)[1].split("\n## ", 1)[0]
     missing = [name for name in options(RunConfig) if f"`{name}`" not in reference]
     assert not missing, missing
 
