@@ -1,7 +1,7 @@
 """Configuration: plain dataclasses, one docstring per field.
 
 The docstring under each field is what ``--help`` prints (tyro reads it) and
-what the README's configuration reference lists. Every bound that limits a
+what docs/configuration.md lists. Every bound that limits a
 queue, buffer or table lives here, so a user can see and change it.
 
 A run's whole configuration is a :class:`RunConfig`; it is saved as JSON in
