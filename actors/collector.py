@@ -6,10 +6,13 @@ shared/network.py ``build_q_network``) is a local CPU copy in eval mode under
 ``torch.inference_mode``. The E envs are one vector env (shared/vec_env.py):
 each tick is one ``step(actions[E])`` (Snake and fuel breaks: one numpy call;
 Mario, Catch, fake: the single envs side by side), with same-step auto-reset.
-The forward pass is batched over the envs and skipped when every env explores
-(unless the actor computes replay priorities: then every tick's Q is kept, and
-one more forward at the end of the batch gives the bootstrap for its last
-slots; see shared/priorities.py). Masked envs (fuel breaks): an exploring env
+The forward pass is batched over the envs and skipped when every env explores.
+With actor-computed replay priorities (shared/priorities.py) every tick needs
+Q: a tick that acted greedily keeps the Q it acted on, and the stacks of ticks
+where every env explored wait for one batched forward at the end of the batch,
+together with the bootstrap stacks after its last step (a forward of one stack
+costs nearly what a forward of several does on a CPU: the head's weights are
+read once per call). Masked envs (fuel breaks): an exploring env
 draws a fresh uniformly random *valid* action every step (a held cell would be
 invalid once it holds a break), a greedy one the argmax over valid actions, and
 each slot's mask travels with the batch. Every T ticks the batch (each new
@@ -43,6 +46,9 @@ from shared.vec_env import env_spec, make_vector_env
 
 # Received weight arrays are read-only views on ZeroMQ frames; load_state_dict only copies from them.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+
+
+_FORWARD_CHUNK = 256  # most stacks in one forward pass of the batched priority Q (bounds its activations' memory)
 
 
 def env_seed(base_seed: int, actor_id: int, env_index: int) -> int:
@@ -95,13 +101,19 @@ class Collector:
         self.net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
         self.weights_version = version
 
-    def q_values(self) -> np.ndarray:
-        """Q of every env's current stack, float32 [E, A] (one batched forward pass)."""
+    def q_values(self, stacks: np.ndarray | None = None) -> np.ndarray:
+        """Q of ``stacks`` [B, *input] (default: every env's current stack), float32 [B, A], in forward passes of at
+        most ``_FORWARD_CHUNK`` stacks."""
+        stacks = self.stacks if stacks is None else stacks
         with torch.inference_mode():
-            return self.net(torch.from_numpy(self.stacks)).numpy()
+            if len(stacks) <= _FORWARD_CHUNK:
+                return self.net(torch.from_numpy(stacks)).numpy()
+            return np.concatenate([self.net(torch.from_numpy(stacks[i:i + _FORWARD_CHUNK])).numpy()
+                                   for i in range(0, len(stacks), _FORWARD_CHUNK)])
 
-    def act(self, q_out: np.ndarray | None = None) -> np.ndarray:
-        """ez-greedy actions of every env (shared/exploration.py); with ``q_out`` [E, A] the Q-values are always computed into it."""
+    def act(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """ez-greedy actions of every env (shared/exploration.py), and the Q-values [E, A] they were chosen with, or
+        None when every env explored (no forward pass)."""
         if self.first_action_weights_version < 0:
             self.first_action_weights_version = self.weights_version
         explore = self.holds.step(self.epsilon)
@@ -109,13 +121,11 @@ class Collector:
         if self.masked and explore.any():  # a fresh valid action: a held one may no longer be valid
             rows = np.flatnonzero(explore)
             actions[rows] = np.where(self.mask[rows], self.rng.random((len(rows), self.num_actions)), -1.0).argmax(1)
-        if q_out is not None or not explore.all():
-            q = self.q_values()
-            if q_out is not None:
-                q_out[:] = q
-            greedy = q.argmax(axis=1) if not self.masked else np.where(self.mask, q, -np.inf).argmax(axis=1)
-            actions = np.where(explore, actions, greedy)
-        return actions
+        if explore.all():
+            return actions, None
+        q = self.q_values()
+        greedy = q.argmax(axis=1) if not self.masked else np.where(self.mask, q, -np.inf).argmax(axis=1)
+        return np.where(explore, actions, greedy), q
 
     def collect(self, n_steps: int, seq: int, refresh: Callable[[int], Any] | None = None) -> StagedBatch:
         """Play ``n_steps`` ticks of every env and return them as one batch.
@@ -130,6 +140,8 @@ class Collector:
         first = np.empty((n_env, n_steps), dtype=np.uint8)
         masks = np.empty((n_env, n_steps + 1, self.num_actions), bool) if self.masked else None  # + the one after
         q = np.empty((n_env, n_steps + 1, self.num_actions), np.float32) if self.actor_priorities else None
+        unscored: list[int] = []  # ticks whose Q no action needed (every env explored): one batched forward at the end
+        unscored_stacks: list[np.ndarray] = []
         stacked = spec.stack > 1
         start = time.perf_counter()
         batch_version = -1  # the weights of the batch's first step: the oldest it was played with
@@ -145,7 +157,13 @@ class Collector:
             first[:, t] = self.first
             if masks is not None:
                 masks[:, t] = self.mask
-            actions[:, t] = self.act(None if q is None else q[:, t])
+            actions[:, t], q_t = self.act()
+            if q is not None:
+                if q_t is None:
+                    unscored.append(t)
+                    unscored_stacks.append(self.stacks.copy())  # the step below moves the stacks on
+                else:
+                    q[:, t] = q_t
             obs, reward, term, trunc, info = self.env.step(actions[:, t])
             rewards[:, t] = reward
             terminated[:, t] = term
@@ -177,7 +195,10 @@ class Collector:
             packed = np.packbits(masks[:, :n_steps], axis=-1, bitorder="little")
         priorities = None
         if q is not None:  # Ape-X: initial priorities from this actor's own n-step TD errors
-            q[:, n_steps] = self.q_values()
+            unscored.append(n_steps)  # the bootstrap: the stacks after the batch's last step
+            unscored_stacks.append(self.stacks)
+            late = self.q_values(np.concatenate(unscored_stacks))  # tick-major [len(unscored) * E, A]
+            q[:, unscored] = late.reshape(len(unscored), n_env, self.num_actions).swapaxes(0, 1)
             r = self.cfg.replay
             priorities = n_step_priorities(q, actions, rewards, terminated, first, self.first, r.n_step, r.gamma,
                                            self.reward_scale, masks)

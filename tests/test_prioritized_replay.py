@@ -214,3 +214,43 @@ def test_masked_prioritized_replay_samples_weights_and_next_masks():
     slots = batch["slot"].numpy()
     assert np.array_equal(batch["next_mask"].numpy(), mask[0, slots + 1])
     assert np.array_equal(batch["action"].numpy(), actions[0, slots])
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.5, 1.0])
+def test_a_collectors_priorities_equal_those_from_each_ticks_own_forward_pass(epsilon):
+    """Collector.collect on Catch (2 envs, stack 4): ticks where every env explored get their Q from one batched
+    forward at the end of the batch, greedy ticks keep the Q they acted on; either way the priorities equal
+    n_step_priorities over Q computed stack by stack from the batch's own frames (epsilon 0: every tick greedy,
+    1: none, 0.5: both kinds)."""
+    import torch
+
+    from actors.collector import Collector
+    from shared.config import RunConfig
+
+    cfg = RunConfig(actors=1)
+    cfg.env.name, cfg.env.frame_size = "catch", 36
+    cfg.actor.envs_per_actor, cfg.actor.epsilon, cfg.actor.seed = 2, epsilon, 5
+    cfg.replay.prioritized = True
+    cfg.validate()
+    collector = Collector(cfg, 0, 1, 0)
+    T, S = 24, cfg.env.stack
+    batch = collector.collect(T, 0)
+    frames, actions, rewards, terminated, first = batch.arrays
+    E = frames.shape[0]
+    stacks = np.empty((E, T + 1, S, *frames.shape[2:]), frames.dtype)
+    for e in range(E):
+        start = 0
+        for t in range(T):
+            start = t if first[e, t] else start
+            picks = [max(start, t - S + 1 + i) for i in range(S)]  # the episode's reset frame repeated at its start
+            stacks[e, t] = frames[e, picks]
+    stacks[:, T] = collector.stacks  # the bootstrap: the stacks after the batch's last step
+    with torch.inference_mode():
+        q = np.stack([np.concatenate([collector.net(torch.from_numpy(stacks[e, t:t + 1])).numpy() for t in range(T + 1)])
+                      for e in range(E)])
+    r = cfg.replay
+    want = n_step_priorities(q, actions, rewards, terminated, first, collector.first, r.n_step, r.gamma,
+                             collector.reward_scale)
+    assert batch.priorities.shape == (E, T) and np.ptp(q, axis=1).max() > 0.1  # the stacks' Q differ
+    np.testing.assert_allclose(batch.priorities, want, rtol=1e-4, atol=1e-5)
+    collector.close()
