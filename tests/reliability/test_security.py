@@ -30,7 +30,7 @@ from shared import curve, protocol
 from shared.config import ConfigError, TransportConfig
 from shared.env import num_actions_for
 from shared.network import QNetwork
-from tests.conftest import free_base_port, small_config
+from tests.helpers.runs import free_base_port, small_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
