@@ -14,8 +14,8 @@ from actors.collector import actor_main, env_seed
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
 from learner.prioritized_replay import PrioritizedReplay
-from shared import protocol
 from shared.env import FrameStacker, make_env, num_actions_for
+from tests.helpers.messages import valid_batch
 
 
 def run_actors(cfg, plane, max_batches, during=None, timeout=180.0):
@@ -80,11 +80,7 @@ def hostile_messages(cfg):
     """(reason, parts) pairs aimed at slot 0 while the real actors keep sending."""
     shape = (cfg.actor.envs_per_actor, cfg.actor.batch_steps)
     size = cfg.env.frame_size
-    frames = np.zeros(shape + (size, size), np.uint8)
-    arrays = (frames, np.zeros(shape, np.uint8), np.zeros(shape, np.float32), np.zeros(shape, np.uint8),
-              np.ones(shape, np.uint8))
-    stats = {k: 0.0 for k in protocol.STAT_KEYS}
-    good = [bytes(memoryview(p)) for p in protocol.encode_batch(0, 99, 0, 0, *arrays, stats=stats)]
+    good = valid_batch(cfg)
     header = msgpack.unpackb(good[0])
 
     def with_header(**changes):

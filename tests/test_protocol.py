@@ -26,6 +26,8 @@ def wire(parts):
 
 
 def good_parts(**overrides):
+    """A valid batch of random content and non-zero ids and stats, with its arrays: the round trips compare what
+    arrives with these (tests/helpers/messages.py's all-zero batch for a learner's sockets could not show a swap)."""
     arrays = make_arrays()
     return wire(protocol.encode_batch(3, 12345, 7, 2, *arrays, stats=STATS)), arrays
 
