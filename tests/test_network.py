@@ -82,6 +82,29 @@ def test_nature_head_checkpoints_still_load_and_resume_as_such(tmp_path):
     assert resumed_config(RunConfig(resume=str(tmp_path))).net.dueling is True
 
 
+@pytest.mark.parametrize("dueling", [True, False])
+def test_q_values_and_head_stay_fp32_under_bf16_autocast(dueling):
+    net = QNetwork(4, 7, 84, dueling=dueling).eval()
+    gaps = 0.5 * torch.arange(7.0)
+    with torch.no_grad():  # Q near 800 with gaps of 0.5: bf16 (steps of 4 there) would tie them all
+        if dueling:
+            net.value[2].weight.zero_()
+            net.value[2].bias.fill_(800.0)
+            net.advantage[2].weight.zero_()
+            net.advantage[2].bias.copy_(gaps)
+            expected = 800.0 + gaps - gaps.mean()
+        else:
+            net.head[2].weight.zero_()
+            net.head[2].bias.copy_(800.0 + gaps)
+            expected = 800.0 + gaps
+    obs = torch.randint(0, 256, (3, 4, 84, 84), dtype=torch.uint8)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        q = net(obs)
+    assert q.dtype == torch.float32
+    assert torch.equal(q[0], expected)
+    assert q.argmax(dim=1).tolist() == [6, 6, 6]
+
+
 @pytest.mark.parametrize("name", SPECS)
 @pytest.mark.parametrize("dueling", [True, False])
 def test_factory_picks_the_family_and_q_shape(name, dueling):
