@@ -167,7 +167,7 @@ def test_random_bytes_never_escape_as_other_errors():
             protocol.decode_batch(junk, LIMITS)
 
 
-# --- other env specs (issue 11): any obs shape and whitelisted dtype, uint16 actions, packed action masks ---
+# --- other env specs: any obs shape and whitelisted dtype, uint16 actions, packed action masks ---
 
 SNAKE = protocol.Limits(obs_shape=(14,), num_actions=3, obs_dtype="float32", max_envs=256, max_steps=64)
 FUEL = protocol.Limits(obs_shape=(8, 32, 32), num_actions=1024, masked=True, max_envs=8, max_steps=64)

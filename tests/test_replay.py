@@ -392,7 +392,7 @@ def test_a_dead_streams_data_expires_after_a_capacity_of_newer_data():
     assert set(streams.tolist()) == {0, 1}
 
 
-# --- other env specs (issue 11): any observation shape and dtype, stack 1, action masks ---------------
+# --- other env specs: any observation shape and dtype, stack 1, action masks ----------------------------
 
 
 def test_mario_memory_per_transition_is_unchanged():

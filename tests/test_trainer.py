@@ -269,7 +269,7 @@ def test_update_writes_the_new_td_errors_back_as_priorities():
 
 @pytest.mark.parametrize("batchnorm", ["eval", "joint", "split"])
 def test_masked_double_dqn_target_takes_the_best_valid_action(batchnorm):
-    """Issue 11: with next_mask the Double-DQN argmax is over s''s valid actions only (fuel-break spec, one Q per cell)."""
+    """With next_mask the Double-DQN argmax is over s''s valid actions only (fuel-break spec, one Q per cell)."""
     from shared.network import CellQNetwork
     from shared.spec import EnvSpec
 

@@ -1,4 +1,4 @@
-"""Security (issue 5): CURVE keys and the learner's allow-list with real actor processes, loopback-only
+"""Security: CURVE keys and the learner's allow-list with real actor processes, loopback-only
 binding without keys, no pickle on any socket, checkpoints loaded with weights_only=True, pinned
 dependency floors, and the key-making command."""
 
