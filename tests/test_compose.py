@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import free_base_port
+from tests.helpers.runs import free_base_port
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE, GPU = ROOT / "docker" / "compose.yml", ROOT / "docker" / "compose.gpu.yml"

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from shared.config import ActorConfig, ConfigError, EnvConfig, RunConfig
+from shared.config import ActorConfig, ConfigError, EnvConfig, LearnerConfig, RunConfig
 from shared.exploration import epsilons
 
 
@@ -99,3 +99,20 @@ def test_auto_fields_follow_the_env_until_set_and_are_saved_resolved():
         epsilons(alone, 4, 0, 0)
     built = RunConfig(env=EnvConfig(name="fuelbreak"), actor=ActorConfig())
     assert (built.actor.envs_per_actor, built.actor.eps_anneal_steps) == (32, 1_000)
+
+
+@pytest.mark.parametrize("env,scale", [("mario", 1 / 15), ("catch", 1.0), ("fake", 1.0)])
+def test_reward_scale_auto_per_env(env, scale):
+    cfg = LearnerConfig().resolved("cpu", env)
+    assert cfg.reward_scale == pytest.approx(scale)
+    assert LearnerConfig(reward_scale=0.5).resolved("cpu", env).reward_scale == 0.5
+
+
+def test_learning_rate_decays_linearly_to_its_final_fraction():
+    cfg = LearnerConfig(lr=2e-4, lr_final=0.1, lr_decay_steps=1000)
+    assert cfg.lr_at(0) == pytest.approx(2e-4)
+    assert cfg.lr_at(500) == pytest.approx(1.1e-4)
+    assert cfg.lr_at(1000) == cfg.lr_at(10**9) == pytest.approx(2e-5)
+    assert LearnerConfig(lr=2e-4, lr_decay_steps=0).lr_at(10**9) == 2e-4
+    with pytest.raises(ConfigError, match="learner.lr_final=0"):
+        LearnerConfig(lr_final=0).validate()

@@ -14,7 +14,7 @@ from learner.checkpoint import load_checkpoint, save_checkpoint
 from learner.loop import load_resume_state
 from learner.trainer import DQNLearner
 from shared.config import LearnerConfig
-from tests.conftest import free_base_port
+from tests.helpers.runs import free_base_port
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="needs a CUDA GPU: CUDA graphs, fused Adam and device placement")

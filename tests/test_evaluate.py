@@ -1,4 +1,5 @@
-"""launch.evaluate / actors.evaluator: a tiny Catch run folder end to end, a Mario video, bad input."""
+"""launch.evaluate / actors.evaluator: a tiny Catch run folder end to end, a Mario video, bad input, and Snake and
+fuel breaks played greedy and at random."""
 
 import json
 import os
@@ -210,3 +211,25 @@ def test_gif_every_fourth_frame(tmp_path):
     assert again.frames == info.emulator_frames and again.x_pos == info.x_pos
     with pytest.raises(RuntimeError, match="x_pos"):
         record_video(cfg, actions, str(tmp_path / "c.mp4"), expected_x_pos=info.x_pos + 1)
+
+
+def test_evaluation_plays_vector_envs_greedy_and_random():
+    """actors/evaluator.py on Snake and fuel breaks: one episode per env, scores from info, valid actions only."""
+    from actors.evaluator import action_names_for, build_network, play_episodes, summarize
+    from learner.loop import format_eval_line
+    from shared.config import EnvConfig
+
+    fuel = EnvConfig(name="fuelbreak", fuelbreak_size=12, fuelbreak_budget=4)
+    episodes = play_episodes(build_network(fuel), fuel, 5, 0.0, seed=3)
+    assert [e.length for e in episodes] == [4] * 5 and all(e.x_pos >= 0 for e in episodes)
+    assert all(len(set(e.actions.tolist())) == 4 for e in episodes)  # a cell never takes two breaks
+    snake = EnvConfig(name="snake", snake_size=6)
+    names = action_names_for(snake)
+    random = play_episodes(None, snake, 12, 1.0, seed=1, policy="random")
+    again = play_episodes(None, snake, 12, 1.0, seed=1, policy="random")
+    assert [e.x_pos for e in random] == [e.x_pos for e in again] and len(random) == 12  # seeded
+    summary = summarize(random, 3, names)
+    assert summary["score_mean"] == summary["x_pos_mean"] and summary["success_rate"] == summary["flag_rate"]
+    line = format_eval_line(dict(env_steps=1000, weights_version=2, epsilon=0.05, seconds=1.0, summary=summary,
+                                 random=summary))
+    assert "score mean" in line and "random policy: score mean" in line

@@ -20,7 +20,7 @@ import torch
 from launch.final_eval import describe
 from shared.config import ConfigError, RunConfig
 from shared.seeding import EVAL_FINAL, EVAL_ROUND, EVAL_SELECT, draw_seed, stream_seed
-from tests.launcher import HANG_GUARD_S, ROOT, TRAINING, Launcher, assert_all_gone
+from tests.helpers.launcher import HANG_GUARD_S, ROOT, TRAINING, Launcher, assert_all_gone
 
 KEEP, SELECT, FINAL = 3, 3, 4
 

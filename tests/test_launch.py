@@ -16,7 +16,7 @@ import torch
 
 from launch.local import progress_budget
 from shared.config import RunConfig
-from tests.launcher import HANG_GUARD_S, ROOT, TRAINING, Launcher, assert_all_gone, processor_lines
+from tests.helpers.launcher import HANG_GUARD_S, ROOT, TRAINING, Launcher, assert_all_gone, processor_lines
 
 FAKE_BATCH = 64  # transitions per fake-env message: 1 env x the default 64 steps
 STOPPED = r"\[MAIN\] stopped after [\d.]+s by "

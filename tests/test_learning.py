@@ -24,7 +24,7 @@ from learner.checkpoint import load_checkpoint
 from shared.catch import CatchEnv
 from shared.env import FrameStacker
 from shared.network import QNetwork
-from tests.conftest import free_base_port
+from tests.helpers.runs import free_base_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZE = 84  # the default frame size

@@ -16,7 +16,7 @@ import torch
 from actors.evaluator import build_network
 from learner.checkpoint import load_checkpoint
 from shared.config import RunConfig
-from tests.conftest import clears_bar, mean_score, train_on_defaults
+from tests.helpers.learning import clears_bar, mean_score, train_on_defaults
 
 UPDATES = 3_000
 EPISODES = 100

@@ -23,7 +23,7 @@ from shared import protocol
 from shared.config import ConfigError, TransportConfig
 from shared.links import link_options
 from shared.network import QNetwork
-from tests.conftest import free_base_port
+from tests.helpers.runs import free_base_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_base_port
+from tests.helpers.runs import free_base_port
 
 ROOT = Path(__file__).resolve().parents[1]
 CUT_SECONDS = 20.0

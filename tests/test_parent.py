@@ -10,20 +10,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 LAUNCHER = """
 import multiprocessing, os, sys
-from tests.test_parent import late_child
+from tests.helpers.orphan import late_child
 ctx = multiprocessing.get_context("spawn")
 ctx.Process(target=late_child, args=(os.getpid(), sys.argv[1])).start()
 os._exit(0)  # the launcher dies before its child asks who its parent is
 """
-
-
-def late_child(launcher_pid: int, out_path: str) -> None:
-    deadline = time.monotonic() + 30
-    while os.getppid() == launcher_pid and time.monotonic() < deadline:  # until re-parented
-        time.sleep(0.05)
-    from shared.parent import orphan_check
-    with open(out_path, "w") as fh:
-        fh.write(f"{orphan_check()()}")
 
 
 def test_a_child_that_asks_after_its_launcher_died_knows_it_is_orphaned(tmp_path):

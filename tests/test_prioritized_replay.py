@@ -198,7 +198,7 @@ def test_actor_priorities_match_the_per_transition_reference(n):
 
 
 def test_masked_prioritized_replay_samples_weights_and_next_masks():
-    """Issue 11: PrioritizedReplay takes the spec's shape, dtype and masks like FrameReplay."""
+    """PrioritizedReplay takes the spec's shape, dtype and masks like FrameReplay."""
     rng = np.random.default_rng(2)
     A, T = 300, 32
     replay = PrioritizedReplay(1, 64, frame_shape=(5,), stack=1, n_step=1, gamma=0.9, obs_dtype="float32",

@@ -26,6 +26,8 @@ def wire(parts):
 
 
 def good_parts(**overrides):
+    """A valid batch of random content and non-zero ids and stats, with its arrays: the round trips compare what
+    arrives with these (tests/helpers/messages.py's all-zero batch for a learner's sockets could not show a swap)."""
     arrays = make_arrays()
     return wire(protocol.encode_batch(3, 12345, 7, 2, *arrays, stats=STATS)), arrays
 
@@ -165,7 +167,7 @@ def test_random_bytes_never_escape_as_other_errors():
             protocol.decode_batch(junk, LIMITS)
 
 
-# --- other env specs (issue 11): any obs shape and whitelisted dtype, uint16 actions, packed action masks ---
+# --- other env specs: any obs shape and whitelisted dtype, uint16 actions, packed action masks ---
 
 SNAKE = protocol.Limits(obs_shape=(14,), num_actions=3, obs_dtype="float32", max_envs=256, max_steps=64)
 FUEL = protocol.Limits(obs_shape=(8, 32, 32), num_actions=1024, masked=True, max_envs=8, max_steps=64)

@@ -368,7 +368,31 @@ def test_lockstep_violation_and_bad_lookups_raise():
         replay.sample(0)
 
 
-# --- other env specs (issue 11): any observation shape and dtype, stack 1, action masks ---------------
+def add_slots(replay, stream, t, first_slot=False):
+    """``t`` slots of frames filled with ``stream`` into ``stream``; ``first_slot``: the first starts an episode."""
+    frames = np.full((1, t, 8, 8), stream, np.uint8)
+    first = np.zeros((1, t), bool)
+    first[0, 0] = first_slot
+    replay.add(stream, frames, np.zeros((1, t), np.uint8), np.ones((1, t), np.float32), np.zeros((1, t), bool), first)
+
+
+def test_a_dead_streams_data_expires_after_a_capacity_of_newer_data():
+    replay = FrameReplay(num_streams=2, capacity=200, frame_shape=(8, 8), stack=2, n_step=1)
+    add_slots(replay, 0, 50, True)
+    add_slots(replay, 1, 50, True)
+    assert replay.live_streams() == 2
+    for _ in range(4):  # 200 more slots into stream 1 only: stream 0 is now older than a FIFO of 200 would hold
+        add_slots(replay, 1, 50)
+    assert replay.live_streams() == 1
+    streams = replay.sample(512, generator=torch.Generator().manual_seed(0))["stream"]
+    assert set(streams.tolist()) == {1}
+    add_slots(replay, 0, 10)  # the slot's actor is back: its stream is sampled again
+    assert replay.live_streams() == 2
+    streams = replay.sample(2048, generator=torch.Generator().manual_seed(0))["stream"]
+    assert set(streams.tolist()) == {0, 1}
+
+
+# --- other env specs: any observation shape and dtype, stack 1, action masks ----------------------------
 
 
 def test_mario_memory_per_transition_is_unchanged():

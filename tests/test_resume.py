@@ -8,7 +8,7 @@ import sys
 import torch
 
 from learner.checkpoint import load_checkpoint
-from tests.conftest import free_base_port
+from tests.helpers.runs import free_base_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

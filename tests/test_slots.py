@@ -10,7 +10,6 @@ landing, and a replica started after one is SIGKILLed takes the dead one's slot 
 import queue
 import time
 
-import numpy as np
 import pytest
 import torch
 import zmq
@@ -24,6 +23,7 @@ from learner.weights import WeightServer
 from shared import protocol
 from shared.config import ConfigError, RunConfig
 from shared.env import num_actions_for
+from tests.helpers.messages import valid_batch
 
 
 class Clock:
@@ -89,14 +89,6 @@ def test_learner_address_is_host_and_port():
             parse_learner(bad)
 
 
-def valid_message(cfg, slot, incarnation, seq):
-    shape = (cfg.actor.envs_per_actor, cfg.actor.batch_steps)
-    size = cfg.env.frame_size
-    arrays = (np.zeros(shape + (size, size), np.uint8), np.zeros(shape, np.uint8), np.zeros(shape, np.float32),
-              np.zeros(shape, np.uint8), np.ones(shape, np.uint8))
-    return protocol.encode_batch(slot, incarnation, seq, 0, *arrays, stats={k: 0.0 for k in protocol.STAT_KEYS})
-
-
 def test_identical_replicas_lease_slots_intruders_are_refused_and_a_dead_replicas_slot_is_reused(make_config):
     cfg = make_config(actors=2, envs=1, steps=16, capacity=8192, frame_size=36)
     cfg.transport.slot_lease = 4.0
@@ -137,7 +129,7 @@ def test_identical_replicas_lease_slots_intruders_are_refused_and_a_dead_replica
         holder, accepted = tracks[0].incarnation, tracks[0].accepted_batches
         intruder.connect(f"tcp://127.0.0.1:{cfg.transport.base_port}")
         for seq in range(5):
-            intruder.send_multipart(valid_message(cfg, 0, 12345, seq))
+            intruder.send_multipart(valid_batch(cfg, 0, 12345, seq))
         wait_until(lambda: plane.consolidator.rejects["slot_owned"] == 5 and tracks[0].accepted_batches >= accepted + 5,
                    30, "the intruder's 5 messages refused while slot 0's actor keeps landing")
         assert tracks[0].incarnation == holder and tracks[0].refused_batches == 5 and tracks[1].refused_batches == 0

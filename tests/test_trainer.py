@@ -269,7 +269,7 @@ def test_update_writes_the_new_td_errors_back_as_priorities():
 
 @pytest.mark.parametrize("batchnorm", ["eval", "joint", "split"])
 def test_masked_double_dqn_target_takes_the_best_valid_action(batchnorm):
-    """Issue 11: with next_mask the Double-DQN argmax is over s''s valid actions only (fuel-break spec, one Q per cell)."""
+    """With next_mask the Double-DQN argmax is over s''s valid actions only (fuel-break spec, one Q per cell)."""
     from shared.network import CellQNetwork
     from shared.spec import EnvSpec
 
@@ -295,3 +295,46 @@ def test_masked_double_dqn_target_takes_the_best_valid_action(batchnorm):
     assert torch.allclose(td, (q - target).abs(), atol=1e-5)
     _, td_unmasked, _ = dqn.micro_loss(batch)
     assert not torch.allclose(td, td_unmasked)
+
+
+def mario_batch(n=16, reward=30.0):
+    """Random Mario-shaped observations, a constant reward and discount 0: the TD target is the scaled reward."""
+    obs = torch.randint(0, 256, (n, 4, 84, 84), dtype=torch.uint8)
+    return {"obs": obs, "next_obs": torch.randint(0, 256, (n, 4, 84, 84), dtype=torch.uint8),
+            "action": torch.randint(0, 7, (n,)), "reward": torch.full((n,), reward), "discount": torch.zeros(n)}
+
+
+@pytest.mark.parametrize("batchnorm", ["joint", "split"])
+def test_td_target_uses_the_scaled_reward(batchnorm):
+    cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off", batchnorm=batchnorm)
+    dqn = DQNLearner(cfg, 4, 7, 84, CPU, env_name="mario")
+    batch = mario_batch()
+    _, td, q = dqn.micro_loss(batch)  # discount 0: target = reward * scale = 2.0
+    assert torch.allclose(td, (q - 2.0).abs(), atol=1e-5)
+
+
+def test_joint_batchnorm_normalises_obs_and_next_obs_together():
+    cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off", batchnorm="joint")
+    dqn = DQNLearner(cfg, 4, 7, 84, CPU)
+    batch = mario_batch()
+    _, _, q = dqn.micro_loss(batch)
+    dqn.online.train()
+    with torch.no_grad():
+        joint = dqn.online(torch.cat([batch["obs"], batch["next_obs"]]))[:16]
+        alone = dqn.online(batch["obs"])
+    taken = joint.gather(1, batch["action"].unsqueeze(1)).squeeze(1)
+    assert torch.allclose(q, taken, atol=1e-4)  # Q(s, a) came from the joint forward ...
+    assert not torch.allclose(q, alone.gather(1, batch["action"].unsqueeze(1)).squeeze(1), atol=1e-4)  # ... not obs alone
+
+
+def test_eval_batchnorm_trains_the_function_the_actors_play():
+    cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off", batchnorm="eval")
+    dqn = DQNLearner(cfg, 4, 7, 84, CPU)
+    batch = mario_batch()
+    before = dqn.online.features[1].running_mean.clone()
+    _, _, q = dqn.micro_loss(batch)
+    assert not torch.equal(before, dqn.online.features[1].running_mean)  # the train-mode pass moved the statistics
+    dqn.online.eval()  # what an actor runs, with the statistics the learner just used
+    with torch.no_grad():
+        played = dqn.online(batch["obs"]).gather(1, batch["action"].unsqueeze(1)).squeeze(1)
+    assert torch.allclose(q, played, atol=1e-5)

@@ -10,18 +10,8 @@ from actors.weights_client import WeightClient
 from learner.weights import WeightServer, state_arrays, weights_endpoints
 from shared import protocol
 from shared.config import TransportConfig
-from shared.network import QNetwork
-from tests.conftest import free_base_port
-
-
-def nets():
-    torch.manual_seed(0)
-    learner_net = QNetwork(4, 7, 84)
-    with torch.no_grad():
-        learner_net.features[1].running_mean.add_(0.5)
-        learner_net.features[1].num_batches_tracked.fill_(7)
-    torch.manual_seed(1)
-    return learner_net, QNetwork(4, 7, 84)
+from tests.helpers.networks import nets
+from tests.helpers.runs import free_base_port
 
 
 def assert_same(a, b):

@@ -11,25 +11,16 @@ is compared with each actor's own report.
 import queue
 import time
 
-import numpy as np
 import torch
 import zmq
 
 from actors.collector import actor_main
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane, format_processor_line
-from shared import protocol
 from shared.env import num_actions_for
+from tests.helpers.messages import valid_batch
 
 REPLAYS_PER_SLOT = 5
-
-
-def replayed(cfg, slot, incarnation, seq):
-    shape = (cfg.actor.envs_per_actor, cfg.actor.batch_steps)
-    size = cfg.env.frame_size
-    arrays = (np.zeros(shape + (size, size), np.uint8), np.zeros(shape, np.uint8), np.zeros(shape, np.float32),
-              np.zeros(shape, np.uint8), np.ones(shape, np.uint8))
-    return protocol.encode_batch(slot, incarnation, seq, 0, *arrays, stats={k: 0.0 for k in protocol.STAT_KEYS})
 
 
 def test_accepted_rejected_and_lost_add_up_to_what_each_incarnation_sent(make_config):
@@ -80,7 +71,7 @@ def test_accepted_rejected_and_lost_add_up_to_what_each_incarnation_sent(make_co
                 plane.set_weights_version(10)
                 for slot, entry in enumerate(ledgers):
                     for k in range(REPLAYS_PER_SLOT):
-                        injectors[slot].send_multipart(replayed(cfg, slot, entry.incarnation, k % 2))
+                        injectors[slot].send_multipart(valid_batch(cfg, slot, entry.incarnation, k % 2))
             elif phase == 1 and all(e.rejected_batches >= 2 and e.duplicate_batches == REPLAYS_PER_SLOT for e in ledgers):
                 phase = 2
                 plane.set_weights_version(0)

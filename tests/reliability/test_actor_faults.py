@@ -13,8 +13,8 @@ import torch
 from actors.collector import actor_main
 from launch.processes import ActorPool
 from learner.loop import IDLE_NOTICE_EVERY, Learner
-from tests.conftest import small_config
-from tests.launcher import EPOCH, TRAINING, Launcher, assert_all_gone, processor_lines
+from tests.helpers.launcher import EPOCH, TRAINING, Launcher, assert_all_gone, processor_lines
+from tests.helpers.runs import small_config
 
 RESTART_BOUND_S = 5.0  # the promise: a dead actor's slot is running again within 5 s
 

@@ -18,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CRASHING_LEARNER = r"""
 import os, sys, torch
 from learner.loop import Learner
-from tests.conftest import small_config
+from tests.helpers.runs import small_config
 
 run_dir = sys.argv[1]
 cfg = small_config(actors=1, envs=1, steps=16, capacity=1024)

@@ -13,7 +13,7 @@ import time
 import psutil
 import torch
 
-from tests.launcher import EPOCH, TRAINING, Launcher
+from tests.helpers.launcher import EPOCH, TRAINING, Launcher
 
 EXIT_BOUND_S = 10.0 + 2 * 2.0 + 5.0 + 5.0 + 6.0  # the stop path's timeouts (above) plus 6 s for the checkpoint and exit
 

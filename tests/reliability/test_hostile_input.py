@@ -25,24 +25,16 @@ from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
 from shared import protocol
 from shared.env import num_actions_for
+from tests.helpers.messages import valid_batch
 
 PER_KIND = 640          # messages of each hostile kind (17 kinds: 10,880 in all)
 WARM_UP = 1000          # hostile messages sent before the memory baseline
 MAX_GROWTH = 50 << 20   # bytes of RSS the learner's process may grow by
 
 
-def good_message(cfg, actor=0, incarnation=99, seq=0):
-    shape = (cfg.actor.envs_per_actor, cfg.actor.batch_steps)
-    size = cfg.env.frame_size
-    arrays = (np.zeros(shape + (size, size), np.uint8), np.zeros(shape, np.uint8), np.zeros(shape, np.float32),
-              np.zeros(shape, np.uint8), np.ones(shape, np.uint8))
-    stats = {k: 0.0 for k in protocol.STAT_KEYS}
-    return [bytes(memoryview(p)) for p in protocol.encode_batch(actor, incarnation, seq, 0, *arrays, stats=stats)]
-
-
 def hostile_kinds(cfg, rng):
     """{kind: (reason the learner must count, make(i) -> frames)}; ``replayed`` is filled in once actors run."""
-    good = good_message(cfg)
+    good = valid_batch(cfg)
     header = msgpack.unpackb(good[0])
     arrays = good[1:]
 
@@ -138,7 +130,7 @@ def test_ten_thousand_hostile_messages_while_real_actors_feed_the_learner(make_c
                 kind = plan[sent]
                 slot = sent % 2
                 if kind == "replayed":  # a real actor's (actor_id, incarnation, seq) sent again
-                    parts = good_message(cfg, actor=slot, incarnation=tracks[slot].incarnation, seq=made[kind] % 2)
+                    parts = valid_batch(cfg, actor=slot, incarnation=tracks[slot].incarnation, seq=made[kind] % 2)
                 else:
                     parts = kinds[kind][1](made[kind])
                 made[kind] += 1
@@ -150,7 +142,7 @@ def test_ten_thousand_hostile_messages_while_real_actors_feed_the_learner(make_c
                 gc.collect()
                 baseline = process.memory_info().rss
             if not giant_sent and sent >= len(plan) // 2:
-                giant.send_multipart([good_message(cfg)[0], b"\0" * (cfg.transport.max_message_bytes + 1)] + [b""] * 4)
+                giant.send_multipart([valid_batch(cfg)[0], b"\0" * (cfg.transport.max_message_bytes + 1)] + [b""] * 4)
                 giant_sent = True
         while any(pending) and time.monotonic() < deadline:
             plane.drain(timeout=0.01)

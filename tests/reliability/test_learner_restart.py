@@ -19,7 +19,7 @@ import time
 import psutil
 
 from learner.checkpoint import load_checkpoint, read_published
-from tests.conftest import free_base_port
+from tests.helpers.runs import free_base_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -1,4 +1,4 @@
-"""Security (issue 5): CURVE keys and the learner's allow-list with real actor processes, loopback-only
+"""Security: CURVE keys and the learner's allow-list with real actor processes, loopback-only
 binding without keys, no pickle on any socket, checkpoints loaded with weights_only=True, pinned
 dependency floors, and the key-making command."""
 
@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 import torch
 import zmq
@@ -26,11 +25,12 @@ from launch.keys import KeysConfig, make_keys
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
 from learner.weights import WeightServer
-from shared import curve, protocol
+from shared import curve
 from shared.config import ConfigError, TransportConfig
 from shared.env import num_actions_for
 from shared.network import QNetwork
-from tests.conftest import free_base_port, small_config
+from tests.helpers.messages import valid_batch
+from tests.helpers.runs import free_base_port, small_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -78,11 +78,7 @@ def test_only_listed_actor_keys_deliver_transitions_or_get_weights(keys, caplog)
     keyless = zmq.Context.instance().socket(zmq.PUSH)
     keyless.setsockopt(zmq.LINGER, 0)
     keyless.connect(f"tcp://127.0.0.1:{cfg.transport.base_port + 1}")
-    shape = (1, cfg.actor.batch_steps)
-    size = cfg.env.frame_size
-    arrays = (np.zeros(shape + (size, size), np.uint8), np.zeros(shape, np.uint8), np.zeros(shape, np.float32),
-              np.zeros(shape, np.uint8), np.ones(shape, np.uint8))
-    batch = protocol.encode_batch(1, 99, 0, 0, *arrays, stats={k: 0.0 for k in protocol.STAT_KEYS})
+    batch = valid_batch(cfg, actor=1)
     try:
         keyless.send_multipart(batch, flags=zmq.NOBLOCK)
     except zmq.Again:

@@ -14,9 +14,9 @@ import time
 
 import psutil
 
-from tests.conftest import free_base_port
+from tests.helpers.runs import free_base_port
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HANG_GUARD_S = 180.0  # longest wait for an event: on a slow, loaded machine a start-up (torch, spawn) takes seconds
 
 # A small training run on the fake env: trains within seconds of the first batches on 2 CPU cores.
