@@ -48,7 +48,7 @@ from shared.vec_env import env_spec, make_vector_env
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
 
-_FORWARD_CHUNK = 256  # most stacks in one forward pass of the batched priority Q (bounds its activations' memory)
+_LATE_CHUNK = 8  # fewest stacks in one forward pass of the batched priority Q (see Collector._late_q_values)
 
 
 def env_seed(base_seed: int, actor_id: int, env_index: int) -> int:
@@ -101,15 +101,24 @@ class Collector:
         self.net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
         self.weights_version = version
 
-    def q_values(self, stacks: np.ndarray | None = None) -> np.ndarray:
-        """Q of ``stacks`` [B, *input] (default: every env's current stack), float32 [B, A], in forward passes of at
-        most ``_FORWARD_CHUNK`` stacks."""
-        stacks = self.stacks if stacks is None else stacks
+    def q_values(self) -> np.ndarray:
+        """Q of every env's current stack, float32 [E, A] (one batched forward pass)."""
         with torch.inference_mode():
-            if len(stacks) <= _FORWARD_CHUNK:
-                return self.net(torch.from_numpy(stacks)).numpy()
-            return np.concatenate([self.net(torch.from_numpy(stacks[i:i + _FORWARD_CHUNK])).numpy()
-                                   for i in range(0, len(stacks), _FORWARD_CHUNK)])
+            return self.net(torch.from_numpy(self.stacks)).numpy()
+
+    def _late_q_values(self, ticks: list[np.ndarray]) -> np.ndarray:
+        """Q of the stacks of several ticks ([E, *input] each), float32 [len(ticks), E, A].
+
+        Every forward pass takes the same number of ticks (``_LATE_CHUNK`` stacks or more, a whole number of ticks;
+        the last pass padded with copies of the last tick): oneDNN keeps kernels and buffers for every input shape
+        it has seen, and one pass per distinct count of ticks grew an actor by hundreds of MB."""
+        n_env = self.env.num_envs
+        per_pass = -(-_LATE_CHUNK // n_env)  # ticks
+        padded = ticks + [ticks[-1]] * (-len(ticks) % per_pass)
+        with torch.inference_mode():
+            q = [self.net(torch.from_numpy(np.concatenate(padded[i:i + per_pass]))).numpy()
+                 for i in range(0, len(padded), per_pass)]
+        return np.concatenate(q)[:len(ticks) * n_env].reshape(len(ticks), n_env, -1)
 
     def act(self) -> tuple[np.ndarray, np.ndarray | None]:
         """ez-greedy actions of every env (shared/exploration.py), and the Q-values [E, A] they were chosen with, or
@@ -197,8 +206,7 @@ class Collector:
         if q is not None:  # Ape-X: initial priorities from this actor's own n-step TD errors
             unscored.append(n_steps)  # the bootstrap: the stacks after the batch's last step
             unscored_stacks.append(self.stacks)
-            late = self.q_values(np.concatenate(unscored_stacks))  # tick-major [len(unscored) * E, A]
-            q[:, unscored] = late.reshape(len(unscored), n_env, self.num_actions).swapaxes(0, 1)
+            q[:, unscored] = self._late_q_values(unscored_stacks).swapaxes(0, 1)
             r = self.cfg.replay
             priorities = n_step_priorities(q, actions, rewards, terminated, first, self.first, r.n_step, r.gamma,
                                            self.reward_scale, masks)
