@@ -9,10 +9,10 @@ Mario, Catch, fake: the single envs side by side), with same-step auto-reset.
 The forward pass is batched over the envs and skipped when every env explores.
 With actor-computed replay priorities (shared/priorities.py) every tick needs
 Q: a tick that acted greedily keeps the Q it acted on, and the stacks of ticks
-where every env explored wait for one batched forward at the end of the batch,
-together with the bootstrap stacks after its last step (a forward of one stack
-costs nearly what a forward of several does on a CPU: the head's weights are
-read once per call). Masked envs (fuel breaks): an exploring env
+where every env explored wait for the end of the batch, where they are scored
+with the bootstrap stacks after its last step in forward passes of one fixed
+size (a forward of one stack costs about what 2-3 stacks cost per stack in a
+larger pass on a CPU: the head's weights are read once per call). Masked envs (fuel breaks): an exploring env
 draws a fresh uniformly random *valid* action every step (a held cell would be
 invalid once it holds a break), a greedy one the argmax over valid actions, and
 each slot's mask travels with the batch. Every T ticks the batch (each new
