@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 ACTORS ?= 4
 
-.PHONY: install install-dev run test test-all bench clean
+.PHONY: install install-dev run test test-all lint docs bench clean
 
 install: $(VENV)/.installed
 
@@ -28,11 +28,17 @@ run: install
 
 # 2 workers (pytest-xdist), one test at a time each, the slow ones first (tests/conftest.py); every test is bounded
 # by work (updates, env steps, events), not seconds, so it passes on a slow machine too, only later
-test: install-dev
+test: install-dev lint
 	$(PY) -m pytest -rs --durations=15 -n 2 --maxschedchunk 1
 
 test-all: install-dev  # also the extended tests (e.g. Catch on uniform replay), about 4 minutes more
 	$(PY) -m pytest -rs --durations=15 -n 2 --maxschedchunk 1 -m ""
+
+lint: install-dev  # ruff, configured in pyproject.toml
+	$(PY) -m ruff check .
+
+docs: install  # rewrite the generated pages: docs/configuration.md's option tables, docs/protocol.md
+	$(PY) -m launch.gendocs
 
 bench: install
 	$(PY) -m launch.benchmark

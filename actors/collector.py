@@ -3,7 +3,7 @@
 Runs inside its own process (``actor_main``): the envs are built there, never
 pickled; torch uses one thread; the network (built from the env's spec,
 shared/network.py ``build_q_network``) is a local CPU copy in eval mode under
-``torch.inference_mode``. The E envs are one vector env (shared/vec_env.py):
+``torch.inference_mode``. The E envs are one vector env (shared/envs/):
 each tick is one ``step(actions[E])`` (Snake and fuel breaks: one numpy call;
 Mario, Catch, fake: the single envs side by side), with same-step auto-reset.
 The forward pass is batched over the envs and skipped when every env explores.
@@ -27,7 +27,8 @@ import os
 import signal
 import time
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -36,13 +37,13 @@ from actors.sender import BatchSender, StagedBatch
 from actors.slot_client import lease_slot
 from actors.weights_client import WeightClient
 from shared.config import RunConfig
-from shared.health import Heartbeat
+from shared.envs import env_spec, make_vector_env
 from shared.exploration import ExplorationHolds, epsilons
+from shared.health import Heartbeat
 from shared.network import build_q_network
 from shared.parent import orphan_check
 from shared.priorities import n_step_priorities
 from shared.protocol import action_dtype
-from shared.vec_env import env_spec, make_vector_env
 
 # Received weight arrays are read-only views on ZeroMQ frames; load_state_dict only copies from them.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -81,13 +82,13 @@ class Collector:
         self.holds = ExplorationHolds(cfg.actor, n_env, self.num_actions, self.rng)
         self.net = build_q_network(spec, dueling=cfg.net.dueling).eval()
         self.actor_priorities = cfg.replay.prioritized and cfg.replay.initial_priority == "actor"
-        self.reward_scale = cfg.learner.resolved("cpu", cfg.env.name).reward_scale  # the learner's TD-error units
+        self.reward_scale = cfg.learner.resolved("cpu", cfg.env).reward_scale  # the learner's TD-error units
         self.weights_version = 0
         self.first_action_weights_version = -1  # the weights the very first action used (tests check it)
         self.first = np.ones(n_env, dtype=np.uint8)
         self.episode_return = np.zeros(n_env)
         self.finished: list[np.ndarray] = []  # float32 [k, 3] (return, score, success) since the last batch
-        self.stats: dict[str, float] = dict(steps=0, episodes=0, last_return=0.0, last_x=0, flags=0, fps=0.0,
+        self.stats: dict[str, float] = dict(steps=0, episodes=0, last_return=0.0, last_score=0, successes=0, fps=0.0,
                                             epsilon=float(self.epsilon.mean()))
         self.obs = self.env.reset()  # [E, *obs_shape]: the observation each env's next action is chosen at
         if spec.stack > 1:  # the network's input: the last `stack` observations (the reset one repeated)
@@ -219,8 +220,8 @@ class Collector:
         score, success = info["score"][ended], info["success"][ended]
         self.stats["episodes"] += len(ended)
         self.stats["last_return"] = float(returns[-1])
-        self.stats["last_x"] = float(score[-1])
-        self.stats["flags"] += int(success.sum())
+        self.stats["last_score"] = float(score[-1])
+        self.stats["successes"] += int(success.sum())
         self.finished.append(np.stack([returns, score, success], 1).astype(np.float32))
         self.episode_return[ended] = 0.0
         self.holds.left[ended] = 0

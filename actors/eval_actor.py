@@ -17,7 +17,6 @@ it works the same when the learner binds 0.0.0.0 with CURVE (it would need a cli
 
 from __future__ import annotations
 
-import dataclasses
 import queue
 import signal
 import time
@@ -26,7 +25,8 @@ from typing import Any
 import torch
 
 from actors.evaluator import action_names_for, build_network, play_episodes, summarize
-from shared.config import VECTOR_ENVS, RunConfig
+from shared.config import RunConfig
+from shared.envs import entry_for, env_label
 from shared.parent import orphan_check
 from shared.seeding import EVAL_ROUND, stream_seed
 
@@ -37,7 +37,8 @@ def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: A
     signal.signal(signal.SIGTERM, lambda *_: terminate.append(True))
     orphaned = orphan_check()
     torch.set_num_threads(1)  # not niced like the collectors: an evaluation must report on schedule
-    env_cfg = dataclasses.replace(cfg.env, stage=cfg.eval.stage or cfg.env.stage)
+    env_cfg = cfg.env.with_stage(cfg.eval.stage)
+    reference = entry_for(env_cfg).random_reference
     net = build_network(env_cfg, dueling=cfg.net.dueling)
     names = action_names_for(env_cfg)
     rounds = 0
@@ -60,11 +61,11 @@ def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: A
         seed = stream_seed(cfg.eval.seed, EVAL_ROUND, rounds)  # a stream of its own per round (shared/seeding.py)
         episodes = play_episodes(net, env_cfg, cfg.eval.episodes, cfg.eval.epsilon, seed)
         baseline = None
-        if env_cfg.name in VECTOR_ENVS:  # the random policy on the same seeds, to read the score against
+        if reference:  # the random policy on the same seeds, to read the score against
             baseline = summarize(play_episodes(None, env_cfg, cfg.eval.episodes, 1.0, seed, policy="random"),
                                  len(names), names)
             baseline.pop("action_counts"), baseline.pop("action_fractions")
         rounds += 1
-        results.put(dict(request, weights_version=version, epsilon=cfg.eval.epsilon, stage=env_cfg.stage,
+        results.put(dict(request, weights_version=version, epsilon=cfg.eval.epsilon, stage=env_label(env_cfg),
                          seconds=time.perf_counter() - start, env=env_cfg.name, random=baseline,
                          summary=summarize(episodes, len(names), names), state=arrays))

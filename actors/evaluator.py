@@ -4,17 +4,17 @@ Used by ``python -m launch.evaluate`` and usable from an evaluation process duri
 (hand :func:`play_episodes` the network the learner publishes; nothing here touches the data plane).
 
 ``play_episodes(net, env_cfg, episodes, epsilon, seed, policy)``
-    One env is built (``shared.env.make_env``), reset for every episode, closed at the end. The
+    One env is built (``shared.envs.make_env``), reset for every episode, closed at the end. The
     policy is epsilon-greedy over ``net`` (``epsilon`` = 0: pure greedy; the network runs in
     ``eval()`` mode under ``torch.inference_mode`` on the one stacked observation, and only on
     steps that do not explore) or uniformly random (``policy="random"``, ``net`` may be None: the
     baseline a trained agent must beat). All randomness comes from ``np.random.default_rng(seed)``;
     the env is built with ``seed`` too. Mario itself is deterministic given the actions, so a
     pure-greedy Mario episode is the same every time.
-    Snake and fuel breaks (vector envs): ``episodes`` envs of one vector env play one episode each
-    (one batched forward per step; greedy and random actions over the valid ones when masked);
-    an episode's ``x_pos`` field then holds the env's score (food eaten; cells saved against the
-    fire without breaks) and ``flag`` its success (grid filled; any cell saved).
+    Envs without a single-env form (Snake, fuel breaks: vector envs): ``episodes`` envs of one vector
+    env play one episode each (one batched forward per step; greedy and random actions over the valid
+    ones when masked); an episode's ``x_pos`` field then holds the env's score (food eaten; cells saved
+    against the fire without breaks) and ``flag`` its success (grid filled; any cell saved).
 ``summarize(episodes, num_actions, action_names)``
     Plain dict (JSON-ready): x_pos mean/median/max/min, flag rate, return and length means and the
     action histogram keyed by readable names (:func:`action_names_for`, e.g. ``"right+A+B"``).
@@ -30,16 +30,17 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 import numpy as np
 import torch
 
-from shared.config import VECTOR_ENVS, EnvConfig
-from shared.env import ACTION_SETS, FrameStacker, make_env
-from shared.network import build_q_network, is_dueling
-from shared.vec_env import env_spec, make_vector_env
+from shared.config import EnvConfig
+from shared.envs import action_names, entry_for, env_spec, make_env, make_vector_env
+from shared.envs.frames import FrameStacker
+from shared.network import build_q_network
+from shared.protocol import action_dtype
 
 __all__ = [
     "Episode",
@@ -54,8 +55,6 @@ __all__ = [
 ]
 
 POLICIES = ("greedy", "random", "constant")
-CATCH_ACTION_NAMES = ["left", "stay", "right"]
-SNAKE_ACTION_NAMES = ["straight", "left", "right"]
 GIF_EVERY = 4
 """A GIF keeps every 4th emulator frame (15 fps at 60): a quarter of the size, same duration."""
 MACRO_BLOCK = 16
@@ -81,7 +80,8 @@ class Episode:
     length: int
     """Agent steps (each ``frame_skip`` emulator frames, fewer on the last one)."""
     actions: np.ndarray
-    """uint8 [length] (uint16 past 256 actions): the action taken at each agent step, in order (replay it with record_video)."""
+    """uint8 [length] (uint16 past 256 actions): the action taken at each agent step, in order (replay it with
+    record_video)."""
 
 
 @dataclass
@@ -104,14 +104,9 @@ class VideoInfo:
 
 
 def build_network(env_cfg: EnvConfig, state_dict: dict | None = None, dueling: bool = True) -> torch.nn.Module:
-    """A CPU Q-network for ``env_cfg``'s spec (``build_q_network``: Mario's QNetwork) in eval() mode, loaded
-    with ``state_dict`` if given.
-
-    With a ``state_dict`` its keys say whether the head is dueling (so runs saved before the option
-    load as they were); keys of a ``torch.compile``-wrapped module (``_orig_mod.`` prefix) are accepted.
-    """
-    if state_dict is not None:
-        dueling = is_dueling(state_dict)
+    """A CPU Q-network for ``env_cfg``'s spec (``build_q_network``) in eval() mode, loaded with ``state_dict`` if
+    given; ``dueling`` is the run's ``net.dueling`` (shared/config.py ``migrate`` sets it for old runs). Keys of a
+    ``torch.compile``-wrapped module (``_orig_mod.`` prefix) are accepted."""
     net = build_q_network(env_spec(env_cfg), dueling=dueling)
     if state_dict is not None:
         state = {k.removeprefix("_orig_mod."): v for k, v in state_dict.items()}
@@ -120,15 +115,8 @@ def build_network(env_cfg: EnvConfig, state_dict: dict | None = None, dueling: b
 
 
 def action_names_for(env_cfg: EnvConfig) -> list[str]:
-    """Readable action names: Mario button lists joined with '+' (``"right+A+B"``, ``"NOOP"``), Catch's moves."""
-    if env_cfg.name == "catch":
-        return list(CATCH_ACTION_NAMES)
-    if env_cfg.name == "snake":
-        return list(SNAKE_ACTION_NAMES)
-    if env_cfg.name == "fuelbreak":
-        side = env_cfg.fuelbreak_size
-        return [f"{y},{x}" for y in range(side) for x in range(side)]
-    return ["+".join(buttons) for buttons in ACTION_SETS[env_cfg.actions]]
+    """Readable action names (the env's registry entry): Mario button lists joined with '+' (``"right+A+B"``)."""
+    return action_names(env_cfg)
 
 
 # --------------------------------------------------------------------------- playing
@@ -155,12 +143,13 @@ def play_episodes(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int
         raise ValueError("policy='greedy' needs a network")
     constant = policy == "constant"
     num_actions = env_spec(env_cfg).num_actions
-    if constant and (env_cfg.name in VECTOR_ENVS or not (isinstance(action, int) and 0 <= action < num_actions)):
+    single = entry_for(env_cfg).make_single is not None
+    if constant and (not single or not (isinstance(action, int) and 0 <= action < num_actions)):
         raise ValueError(f"policy='constant' needs action in [0, {num_actions}) on a single env, got action={action!r} "
                          f"on env.name={env_cfg.name!r}")
     if greedy:
         net.eval()
-    if env_cfg.name in VECTOR_ENVS:
+    if not single:
         return _play_vector(net if greedy else None, env_cfg, episodes, float(epsilon) if greedy else 1.0, seed)
     rng = np.random.default_rng(seed)
     eps = float(epsilon) if greedy or constant else 1.0
@@ -231,7 +220,7 @@ def _play_vector(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int,
                 active &= ~done
     finally:
         env.close()
-    played = np.stack(taken).astype(np.uint8 if spec.num_actions <= 256 else np.uint16)  # [steps, n]
+    played = np.stack(taken).astype(action_dtype(spec.num_actions))  # [steps, n]
     return [Episode(int(round(score[i])), bool(success[i]), float(ret[i]), int(length[i]),
                     np.ascontiguousarray(played[:length[i], i])) for i in range(n)]
 
@@ -359,8 +348,8 @@ def record_video(env_cfg: EnvConfig, actions: Iterable[int], path: str, fps: flo
     the actions do or, given ``expected_x_pos``, reaches another max x_pos (the file is written
     anyway); ValueError for an env other than Mario or another extension.
     """
-    if env_cfg.name != "mario":
-        raise ValueError(f"record_video needs env.name='mario', got {env_cfg.name!r}")
+    if not entry_for(env_cfg).video:
+        raise ValueError(f"record_video needs an env that films (Mario), got env.name={env_cfg.name!r}")
     ext = os.path.splitext(path)[1].lower()
     if ext not in (".mp4", ".gif"):
         raise ValueError(f"video path {path!r} must end in .mp4 or .gif")

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import zmq
 
-from shared import curve, protocol
-from shared.links import link_options
+from shared import protocol
 from shared.config import TransportConfig
-
+from shared.links import open_socket
 
 DROP_LINE_EVERY_S = 10.0  # a stalled learner is said at most this often per actor, not once per dropped batch
 
@@ -42,12 +41,7 @@ class BatchSender:
         self.incarnation = incarnation
         self.max_staged = max_staged
         self._context = context or zmq.Context.instance()
-        self._socket = self._context.socket(zmq.PUSH)
-        self._socket.setsockopt(zmq.SNDHWM, send_hwm)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        if transport is not None:  # keepalives/heartbeats (shared/links.py); CURVE keys when the run has them
-            link_options(self._socket, transport)
-            curve.client_socket_options(self._socket, transport)
+        self._socket = open_socket(self._context, zmq.PUSH, transport, server=False, send_hwm=send_hwm)
         self._socket.connect(endpoint)
         self._staged: collections.deque[StagedBatch] = collections.deque()
         self.sent_batches = 0

@@ -11,13 +11,13 @@ for at most ``wait`` seconds when ``wait`` > 0.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import zmq
 
-from shared import curve, protocol
+from shared import protocol
 from shared.config import TransportConfig
-from shared.links import link_options
+from shared.links import open_socket
 from shared.protocol import weights_endpoints
 
 NOTICE_EVERY = 60.0  # seconds between repeated "still refused" / "no learner yet" lines
@@ -26,15 +26,12 @@ NOTICE_EVERY = 60.0  # seconds between repeated "still refused" / "no learner ye
 def lease_slot(transport: TransportConfig, incarnation: int, envs: int, want: int = -1, wait: float = 0.0,
                should_stop: Callable[[], bool] = lambda: False, echo: Callable[[str], None] = print,
                context: zmq.Context | None = None) -> dict | None:
-    """The learner's SLOT reply once granted (``slot`` >= 0), a refusal (``slot`` -1, ``reason``) after ``wait`` s, or None if stopped."""
+    """The learner's SLOT reply once granted (``slot`` >= 0), a refusal (``slot`` -1, ``reason``) after ``wait`` s, or
+    None if stopped."""
     ctx = context or zmq.Context.instance()
     _, router_addr = weights_endpoints(transport)
-    sock = ctx.socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.RCVHWM, 4)
-    sock.setsockopt(zmq.MAXMSGSIZE, 1 << 16)  # a SLOT reply is a few hundred bytes; weights replies are not for us
-    link_options(sock, transport)
-    curve.client_socket_options(sock, transport)
+    # a SLOT reply is a few hundred bytes; weights replies are not for us
+    sock = open_socket(ctx, zmq.DEALER, transport, server=False, recv_hwm=4, max_message=1 << 16)
     sock.connect(router_addr)
     started = time.monotonic()
     noticed, refusal = -NOTICE_EVERY, None

@@ -14,10 +14,10 @@ import numpy as np
 import torch
 import zmq
 
-from shared import curve, protocol
-from shared.links import link_options
-from shared.protocol import weights_endpoints
+from shared import protocol
 from shared.config import TransportConfig
+from shared.links import open_socket
+from shared.protocol import weights_endpoints
 
 
 class WeightClient:
@@ -29,20 +29,9 @@ class WeightClient:
         self.expected = {name: (tuple(t.shape), np.dtype(np.float32 if t.is_floating_point() else np.int64).str)
                          for name, t in net.state_dict().items()}
         max_bytes = sum(int(np.prod(shape)) * 8 for shape, _ in self.expected.values()) + (1 << 16)
-        self._sub = ctx.socket(zmq.SUB)
-        self._sub.setsockopt(zmq.RCVHWM, 2)
-        self._sub.setsockopt(zmq.MAXMSGSIZE, max_bytes)
-        self._sub.setsockopt(zmq.LINGER, 0)
-        self._sub.setsockopt(zmq.SUBSCRIBE, b"")
-        link_options(self._sub, transport)
-        curve.client_socket_options(self._sub, transport)
+        self._sub = open_socket(ctx, zmq.SUB, transport, server=False, recv_hwm=2, max_message=max_bytes, subscribe=b"")
         self._sub.connect(pub_addr)
-        self._dealer = ctx.socket(zmq.DEALER)
-        self._dealer.setsockopt(zmq.RCVHWM, 2)
-        self._dealer.setsockopt(zmq.MAXMSGSIZE, max_bytes)
-        self._dealer.setsockopt(zmq.LINGER, 0)
-        link_options(self._dealer, transport)
-        curve.client_socket_options(self._dealer, transport)
+        self._dealer = open_socket(ctx, zmq.DEALER, transport, server=False, recv_hwm=2, max_message=max_bytes)
         self._dealer.connect(router_addr)
         self.rejected = 0
 

@@ -36,7 +36,8 @@ env_steps of the checkpoint, stage, epsilon, policy, seed, env, summary, greedy 
 episode's summary and record, null for the random policy), episodes (x_pos, flag, return, length
 of each) and video. ``--video PATH.mp4|.gif`` replays the best episode of the epsilon run (highest
 x_pos, then return; ``--video-episode greedy``: the pure-greedy episode) at the NES's 256x240 and
-60 fps (GIF: 15 fps) and checks that the replay reaches the same x_pos. Bad input prints one line on stderr naming the value and exits with 2.
+60 fps (GIF: 15 fps) and checks that the replay reaches the same x_pos. Bad input prints one line on stderr
+naming the value and exits with 2.
 """
 
 from __future__ import annotations
@@ -50,12 +51,21 @@ import time
 
 import torch
 
-from actors.evaluator import (POLICIES, action_names_for, best_episode, build_network, episode_record,
-                              play_episodes, record_video, summarize)
+from actors.evaluator import (
+    POLICIES,
+    action_names_for,
+    best_episode,
+    build_network,
+    episode_record,
+    play_episodes,
+    record_video,
+    summarize,
+)
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
-from shared.config import ENV_NAMES, VECTOR_ENVS, ConfigError, EnvConfig, RunConfig
-from shared.env import parse_stage
-from shared.vec_env import env_spec
+from shared.config import ConfigError, EnvConfig, RunConfig
+from shared.envs import entry_for, env_label, env_spec
+from shared.envs import names as env_names
+from shared.envs.mario import parse_stage
 
 
 class UsageError(Exception):
@@ -90,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                "(random policy, the env's default options)")
     p.add_argument("--max-episode-steps", type=int, default=None, help="override the env's time limit (0: none)")
     p.add_argument("--jump-release", default=None, choices=("on", "off"),
-                   help="Mario's jump release (env.jump_release; default: the run's setting, on without RUN_DIR)")
+                   help="Mario's jump release (env.mario.jump_release; default: the run's setting, on without RUN_DIR)")
     p.add_argument("--video", default=None, metavar="PATH", help="record the best episode to PATH.mp4 or PATH.gif")
     p.add_argument("--video-episode", default="best", choices=("best", "greedy"),
                    help="which episode --video records: the best of the epsilon run (default) or the pure-greedy one")
@@ -125,8 +135,8 @@ def resolve(args: argparse.Namespace) -> dict:
         raise UsageError(f"--max-episode-steps={args.max_episode_steps!r} must be >= 0")
     if args.video is not None and os.path.splitext(args.video)[1].lower() not in (".mp4", ".gif"):
         raise UsageError(f"--video={args.video!r} must end in .mp4 or .gif")
-    if args.env is not None and args.env not in ENV_NAMES:
-        raise UsageError(f"--env={args.env!r} must be one of {', '.join(ENV_NAMES)}")
+    if args.env is not None and args.env not in env_names():
+        raise UsageError(f"--env={args.env!r} must be one of {', '.join(env_names())}")
     greedy = args.policy == "greedy"
     if (args.action is not None) != (args.policy == "constant"):
         raise UsageError(f"--action={args.action!r} goes with --policy constant (and it needs one), "
@@ -172,28 +182,25 @@ def resolve(args: argparse.Namespace) -> dict:
         raise UsageError(f"run folder {run_dir!r} has no config.json")
 
     env = cfg.env if cfg is not None else EnvConfig(name=args.env or "mario")
-    changes = {}
     if args.stage is not None:
-        changes["stage"] = args.stage
+        env = env.with_stage(args.stage)
     if args.max_episode_steps is not None:
-        changes["max_episode_steps"] = args.max_episode_steps
+        env = dataclasses.replace(env, max_episode_steps=args.max_episode_steps)
     if args.jump_release is not None:
-        changes["jump_release"] = args.jump_release == "on"
-    env = dataclasses.replace(env, **changes)
+        env = dataclasses.replace(env, mario=dataclasses.replace(env.mario, jump_release=args.jump_release == "on"))
     try:
         env.validate()
-        if env.name == "mario":
-            parse_stage(env.stage)
+        entry = entry_for(env)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     action = None
     if args.action is not None:
         names = action_names_for(env)
-        if args.action not in names or env.name in VECTOR_ENVS:
+        if args.action not in names or entry.make_single is None:
             raise UsageError(f"--action={args.action!r} must be one action of env {env.name}: {', '.join(names[:16])}")
         action = names.index(args.action)
-    if args.video is not None and env.name != "mario":
-        raise UsageError(f"--video={args.video!r} needs a Mario env, this one is env.name={env.name!r}")
+    if args.video is not None and not entry.video:
+        raise UsageError(f"--video={args.video!r} needs an env that films (Mario), this one is env.name={env.name!r}")
 
     net = None
     if greedy:
@@ -202,13 +209,13 @@ def resolve(args: argparse.Namespace) -> dict:
             if key not in state["learner"]:
                 raise UsageError(f"--net={args.net!r}: checkpoint {ckpt_path!r} holds no {args.net} network "
                                  f"(it has {', '.join(k for k in ('online', 'ema') if k in state['learner'])})")
-            net = build_network(env, state["learner"][key])
+            net = build_network(env, state["learner"][key], dueling=cfg.net.dueling)
         except (RuntimeError, KeyError, TypeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UsageError(f"checkpoint {ckpt_path!r} does not fit the network of env {env.name} "
                              f"({env_spec(env)}): {first}") from None
     counters = (state or {}).get("counters") or {}
-    label = env.stage if env.name == "mario" else env.name
+    label = env_label(env)
     tag = (f"eps{args.epsilon:g}" + (f"-{args.net}" if args.net != "online" else "") if greedy else
            "random" if args.policy == "random" else f"constant-{args.action}-eps{args.epsilon:g}")
     json_path = args.json or os.path.join(run_dir or ".", f"eval-{label}-{tag}.json")
@@ -267,7 +274,7 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
     print(f"[EVAL] {job['run_dir'] or '-'}: checkpoint {where}"
           + (f", updates {job['updates']:,}" if isinstance(job["updates"], int) else "")
           + (f", env steps {job['env_steps']:,}" if isinstance(job["env_steps"], int) else ""))
-    print(f"[EVAL] env {env.name}" + (f" {env.stage}, actions {env.actions}" if env.name == "mario" else "")
+    print(f"[EVAL] env {env.name}" + (f" {job['label']}" if job["label"] != env.name else "") + f", {len(names)} actions"
           + f", policy {args.policy}" + (f" ({args.net} net)" if greedy else "")
           + (f", epsilon {args.epsilon:g}" if greedy else "") + f", seed {args.seed}, {args.episodes} episode(s)",
           flush=True)
@@ -286,7 +293,7 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
     if greedy_ep is not None:
         greedy_summary = summarize([greedy_ep], num_actions, names)
         rows.append(("greedy (eps 0)", greedy_summary))
-    vector, random_summary = env.name in VECTOR_ENVS, None
+    vector, random_summary = entry_for(env).make_single is None, None
     if vector and greedy:  # Snake and fuel breaks: the random policy on the same seeds, to read the score against
         random_summary = summarize(play_episodes(None, env, args.episodes, 1.0, args.seed, policy="random"),
                                    num_actions, names)
@@ -314,7 +321,7 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
         "updates": job["updates"],
         "env_steps": job["env_steps"],
         "wall_seconds": job["wall_seconds"],
-        "stage": env.stage if env.name == "mario" else None,
+        "stage": job["label"],
         "epsilon": 1.0 if args.policy == "random" else args.epsilon,
         "action": args.action,
         "policy": args.policy,

@@ -22,23 +22,24 @@ Ctrl-C stops it; the run's checkpoint and snapshots are untouched, so it can be 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import signal
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 from scipy import stats
 
 from actors.evaluator import build_network, episode_record, play_episodes
+from launch.processes import spawn_context
 from learner.checkpoint import CHECKPOINT_NAME, best_score, load_best, load_checkpoint, load_snapshots, save_best
 from learner.metrics import MetricsLog
-from launch.processes import spawn_context
-from shared.config import VECTOR_ENVS, ConfigError, RunConfig
+from shared.config import ConfigError, RunConfig
+from shared.envs import entry_for, env_label
 from shared.seeding import EVAL_FINAL, EVAL_SELECT, stream_seed
 
 RESULT_NAME = "eval_final.json"
@@ -52,7 +53,7 @@ def _ignore_sigint() -> None:
 def play_job(job: dict) -> dict:
     """Worker: play ``job['episodes']`` episodes (and one greedy one if asked) with the given weights."""
     torch.set_num_threads(1)  # batch-1 forwards: one core per worker
-    net = build_network(job["env"], job["weights"])
+    net = build_network(job["env"], job["weights"], dueling=job["dueling"])
     episodes = play_episodes(net, job["env"], job["episodes"], job["epsilon"], job["seed"])
     greedy = play_episodes(net, job["env"], 1, 0.0, job["seed"])[0] if job["greedy"] else None
     return {"episodes": [episode_record(e) for e in episodes],
@@ -99,9 +100,9 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
     if ev.final_episodes == 0 or not checkpoint.get("counters", {}).get("updates"):
         return None
     processes = processes or len(os.sched_getaffinity(0))  # the cores this process may use (taskset, containers)
-    env = dataclasses.replace(cfg.env, stage=ev.stage or cfg.env.stage)  # as the in-training evaluations play
+    env = cfg.env.with_stage(ev.stage)  # as the in-training evaluations play
     started = time.perf_counter()
-    what = "score" if env.name in VECTOR_ENVS else "x_pos"
+    what = "x_pos" if entry_for(env).make_single is not None else "score"
 
     selection = []
     snapshots = load_snapshots(run_dir)[:ev.keep_snapshots] if ev.keep_snapshots else []
@@ -109,8 +110,9 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
         seed = stream_seed(ev.seed, EVAL_SELECT)
         echo(f"[FINAL] choosing best.pt: {len(snapshots)} snapshots play {ev.select_episodes} fresh episodes each "
              f"at epsilon {ev.epsilon:g}")
-        played = run_jobs([dict(env=env, weights=st["learner"]["online"], episodes=ev.select_episodes,
-                                epsilon=ev.epsilon, seed=seed, greedy=False) for st in snapshots], processes)
+        played = run_jobs([dict(env=env, dueling=cfg.net.dueling, weights=st["learner"]["online"],
+                                episodes=ev.select_episodes, epsilon=ev.epsilon, seed=seed, greedy=False)
+                           for st in snapshots], processes)
         for st, got in zip(snapshots, played):
             fresh = describe(got["episodes"])
             selection.append({"weights_version": int(st["counters"]["weights_version"]),
@@ -140,11 +142,11 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
         contenders.append(("best", best["learner"]["online"], best["counters"]))
     echo(f"[FINAL] final evaluation: {', '.join(name for name, *_ in contenders)} weights play {ev.final_episodes} "
          f"fresh episodes each at epsilon {ev.epsilon:g}, and one greedy episode")
-    played = run_jobs([dict(env=env, weights=weights, episodes=ev.final_episodes, epsilon=ev.epsilon, seed=seed,
-                            greedy=True) for _, weights, _ in contenders], processes)
+    played = run_jobs([dict(env=env, dueling=cfg.net.dueling, weights=weights, episodes=ev.final_episodes,
+                            epsilon=ev.epsilon, seed=seed, greedy=True) for _, weights, _ in contenders], processes)
     result: dict[str, Any] = {
         "run_dir": run_dir, "seed": cfg.seed, "eval_seed": ev.seed, "stream_seed": seed, "epsilon": ev.epsilon,
-        "env": env.name, "stage": env.stage if env.name == "mario" else None,
+        "env": env.name, "stage": env_label(env),
         "env_steps": int(checkpoint["counters"]["inserted"]), "updates": int(checkpoint["counters"]["updates"]),
         "wall_seconds": float(checkpoint["counters"].get("elapsed_seconds", 0.0)),
         "selection": selection, "seconds": 0.0}

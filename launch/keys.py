@@ -34,11 +34,13 @@ class KeysConfig:
     force: bool = False
     """Overwrite existing key files."""
     keep: bool = False
-    """Keep every name whose key pair already exists and make only the missing ones (exit 0): for a one-shot container that runs at every start."""
+    """Keep every name whose key pair already exists and make only the missing ones (exit 0): for a one-shot container
+    that runs at every start."""
 
 
 def make_keys(cfg: KeysConfig) -> list[tuple[str, str]]:
-    """Write the key pairs; returns (public, secret) paths per name made. Raises ValueError on a bad name or an existing file."""
+    """Write the key pairs; returns (public, secret) paths per name made. Raises ValueError on a bad name or an
+    existing file."""
     if not cfg.name or len(set(cfg.name)) != len(cfg.name):
         raise ValueError(f"name={list(cfg.name)!r} must list at least one name, each once")
     for name in cfg.name:
@@ -100,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             allowed = os.path.join(cfg.authorize, os.path.basename(public)) if cfg.authorize else ""
             print(f"       actor:   --transport.curve-client-secret {secret} --transport.curve-server-public LEARNER.key")
-            print(f"       learner admits it: {'copied to ' + allowed if allowed else 'copy ' + public + ' into its ALLOWED_DIR'}")
+            admits = f"copied to {allowed}" if allowed else f"copy {public} into its ALLOWED_DIR"
+            print(f"       learner admits it: {admits}")
     print("Sockets bind to loopback unless --transport.host says otherwise; any other host requires these keys.")
     return 0
 

@@ -23,7 +23,6 @@ The progress bar shows only on a terminal: a redirected log gets plain lines.
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal
@@ -42,12 +41,12 @@ from launch.machine import record_machine
 from launch.processes import ActorPool, spawn_context, start_process, stop_processes
 from learner.checkpoint import BEST_NAME
 from learner.loop import Learner, load_resume_state
-from shared.config import ConfigError, RunConfig, from_dict
+from shared.config import ConfigError, RunConfig
+from shared.envs import env_label, env_spec
 from shared.exploration import epsilon_floors
 from shared.health import Heartbeat
-from shared.seeding import draw_seed
 from shared.network import network_family
-from shared.vec_env import env_spec
+from shared.seeding import draw_seed
 
 SILENT_SLOT_NOTICE = 60.0  # seconds after start when a slot that has sent nothing is reported (its replay share is idle)
 
@@ -82,10 +81,7 @@ def resumed_config(cli: RunConfig) -> RunConfig:
     if not os.path.exists(path):
         raise ConfigError(f"resume={cli.resume!r} is not a run folder (no config.json)")
     with open(path) as fh:
-        raw = json.load(fh)
-    saved = from_dict(RunConfig, raw)
-    if "net" not in raw:  # saved before the network options existed: the Nature-DQN head
-        saved.net.dueling = False
+        saved = RunConfig.from_json(fh.read())
     for name in RESUME_OVERRIDES:
         setattr(saved, name, getattr(cli, name))
     for *path, name in RESUME_BUDGETS:
@@ -145,7 +141,7 @@ def run(cfg: RunConfig) -> int:
     signal.signal(signal.SIGTERM, lambda *_: (terminated.set(), stopping.set()))
     if cfg.resume == "latest":  # a restarted container continues its run; the first start begins one
         cfg.resume = latest_run(cfg.run_dir)
-        print(f"[MAIN] --resume latest: " + (f"continuing {cfg.resume}" if cfg.resume else
+        print("[MAIN] --resume latest: " + (f"continuing {cfg.resume}" if cfg.resume else
                                               f"no run with a checkpoint under {cfg.run_dir!r}; starting a new one"),
               flush=True)
     cfg.validate()
@@ -162,41 +158,12 @@ def run(cfg: RunConfig) -> int:
     record_machine(run_dir)  # which machine the run's figures came from (launch.report shows it)
     device = resolve_device(cfg.device)
     local_actors = cfg.actors if cfg.spawn_actors else 0  # launch.learner: the actors run elsewhere
-    threads = cfg.learner.threads or max(1, (os.cpu_count() or 1) - local_actors)
+    threads = cfg.learner.threads if cfg.learner.threads > 0 else max(1, (os.cpu_count() or 1) - local_actors)
     torch.set_num_threads(threads)  # actors each keep a core busy; spin-waiting extra threads only slow us down
     if cfg.resume:
         resume_state = load_resume_state(run_dir)
     learner = Learner(cfg, run_dir, device, resume_state, stop_requested=stopping)
-    lc = learner.dqn.cfg
-    mode = "collecting only" if cfg.collect_only else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, " \
-        f"compile: {lc.compile}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s), " \
-        f"{'dueling' if cfg.net.dueling else 'Nature-DQN'} head)"
-    seeds = "" if (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (cfg.seed,) * 3 else \
-        f" (actors {cfg.actor.seed}, learner {cfg.learner.seed}, evaluations {cfg.eval.seed})"
-    print(f"[MAIN] seed {cfg.seed if cfg.seed >= 0 else 'not saved (an older run)'}{seeds}", flush=True)
-    print(f"[MAIN] run folder {run_dir}, device {device}, {cfg.actors} actors x {cfg.actor.envs_per_actor} env(s) "
-          f"on {cfg.env.name}{' ' + cfg.env.stage if cfg.env.name == 'mario' else ''} ({spec_line(cfg)}), {mode}",
-          flush=True)
-    hold = (f"each random action held Zipf({cfg.actor.explore_repeat:g}) steps up to {cfg.actor.explore_repeat_max}"
-            if cfg.actor.explore_repeat else "random actions for one step")
-    if cfg.actor.epsilon >= 0:
-        print(f"[MAIN] exploration: fixed epsilon {cfg.actor.epsilon:g} in every env, {hold}", flush=True)
-    else:
-        floors = [f"{e:.3g}" for a in range(min(cfg.actors, 8)) for e in epsilon_floors(cfg.actor, cfg.actors, a)]
-        print(f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
-              f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}), {hold}; replay ratio at most "
-              f"{cfg.learner.samples_per_insert:g} samples per transition, reward scale {lc.reward_scale:.4g}, "
-              f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, BatchNorm {lc.batchnorm}", flush=True)
-    if not cfg.collect_only:
-        ev = cfg.eval
-        during = (f"every {ev.every} epochs ({ev.every * lc.updates_per_epoch:,} updates), {ev.episodes} episodes at "
-                  f"epsilon {ev.epsilon:g}" if ev.every else "none during training")
-        end = (f"the best of {ev.keep_snapshots} snapshots on {ev.select_episodes} fresh episodes becomes best.pt, then "
-               f"it and the last weights play {ev.final_episodes} more each" if ev.final_episodes else "none")
-        print(f"[MAIN] evaluation: {during}; at the end: {end} (seed {ev.seed})", flush=True)
-    if resume_state is not None:
-        c = learner.counters
-        print(f"[MAIN] resumed at epoch {c.epoch}, {c.updates} updates, weights v{c.weights_version}", flush=True)
+    print_header(cfg, learner, run_dir, device, threads, resumed=resume_state is not None)
     compile_seconds = learner.compile()
     if compile_seconds:
         print(f"[MAIN] compiled and warmed up in {compile_seconds:.1f}s (not counted in any epoch)", flush=True)
@@ -207,61 +174,14 @@ def run(cfg: RunConfig) -> int:
         pool.start()
     evaluator = Evaluator(cfg, learner) if cfg.eval.every > 0 and not cfg.collect_only \
         and not stopping.is_set() else None
-
-    start = time.monotonic()
+    supervisor = Supervisor(cfg, learner, pool, evaluator)
+    start = supervisor.start
     deadline = start + cfg.duration if cfg.duration > 0 else 0.0
-    bar = None
-    budget = progress_budget(cfg)
-    interactive = sys.stdout.isatty()  # a redirected log gets plain lines, not carriage-return redraws
-    if cfg.progress and interactive and budget is not None:
-        unit, total = budget
-        done = {"env steps": learner.counters.inserted, "updates": learner.counters.updates, "s": 0}[unit]
-        seconds = "{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}]" if unit == "s" else None
-        bar = tqdm(total=total, initial=min(done, total), unit=f" {unit}", unit_scale=unit != "s",
-                   dynamic_ncols=True, mininterval=1.0, bar_format=seconds)
-        learner.echo = bar.write
-    bound = range(cfg.transport.base_port - 2, cfg.transport.base_port + cfg.actors)  # weights, requests, slots
-    heartbeat = Heartbeat("learner", cfg.transport.host, tuple(bound))  # for the container health check
-    log = {"at": start, "processed": 0}
-    incarnations = [-1] * cfg.actors  # per slot: the incarnation whose batches the learner accepts
-    silent_reported = False
-
-    def on_tick() -> None:
-        now = time.monotonic()
-        heartbeat.beat()
-        if bar is not None:
-            c = learner.counters
-            bar.n = min(bar.total, {"env steps": c.inserted, "updates": c.updates, "s": int(now - start)}[budget[0]])
-            bar.refresh()
-        if now - log["at"] >= cfg.log_every:
-            processed = learner.plane.processed
-            line = learner.processor_line((processed - log["processed"]) / (now - log["at"]))
-            (bar.write if bar is not None else print)(line)
-            log.update(at=now, processed=processed)
-        for slot in pool.restart_dead(before_start=learner.plane.consolidator.slots.release):
-            print(f"[MAIN] actor {slot} exited; restarted (restarts: {pool.restarts[slot]})", flush=True)
-        if evaluator is not None:
-            evaluator.tick()
-        nonlocal silent_reported
-        if not silent_reported and now - start >= SILENT_SLOT_NOTICE:
-            silent_reported = True
-            silent = [slot for slot, t in enumerate(learner.plane.consolidator.tracks) if t.incarnation < 0]
-            if silent:
-                learner.echo(f"[MAIN] actor slot(s) {silent} sent nothing in {SILENT_SLOT_NOTICE:.0f}s: their shares of "
-                             f"replay ({learner.plane.replay.stream_capacity:,} transitions per env) stay empty")
-        for slot, track in enumerate(learner.plane.consolidator.tracks):
-            if track.incarnation != incarnations[slot]:
-                if incarnations[slot] >= 0:
-                    learner.echo(f"[MAIN] actor {slot} now sends as incarnation {track.incarnation:#x} "
-                                 f"(was {incarnations[slot]:#x})")
-                incarnations[slot] = track.incarnation
-
     reason = "stopped"
     try:
-        reason = learner.run(deadline=deadline, on_tick=on_tick)
+        reason = learner.run(deadline=deadline, on_tick=supervisor.tick)
     finally:
-        if bar is not None:
-            bar.close()
+        supervisor.close_progress()
         # read while the actors exit: their last batches leave their sockets only while someone reads them
         codes = pool.stop_all(timeout=10.0, while_waiting=lambda: learner.plane.drain(timeout=0.05))
         if evaluator is not None:
@@ -270,17 +190,7 @@ def run(cfg: RunConfig) -> int:
         lags, versions = learner.weights_lag(), learner.actor_weights_versions()
         ledger, rejects = learner.plane.ledger(), dict(learner.plane.consolidator.rejects)
         learner.close()
-    # Each (incarnation, seq) is taken once: accepted + rejected + gaps == seqs; a repeat counts as a duplicate.
-    restarted = {e.slot for e in ledger if sum(f.slot == e.slot for f in ledger) > 1}
-    for e in ledger:
-        if e.slot in restarted or e.duplicate_batches or e.rejected_batches:
-            print(f"[MAIN] actor {e.slot} incarnation {e.incarnation:#x}: seqs {e.next_seq - e.first_seq}, "
-                  f"accepted {e.accepted_batches}, rejected {e.rejected_batches}, duplicates {e.duplicate_batches}, "
-                  f"gaps {e.gap_batches}", flush=True)
-    print(f"[MAIN] accounting: {len(ledger)} incarnation(s) on {len({e.slot for e in ledger})} slot(s), "
-          f"seqs {sum(e.next_seq - e.first_seq for e in ledger)}, accepted {sum(e.accepted_batches for e in ledger)}, "
-          f"rejected {sum(e.rejected_batches for e in ledger)}, duplicates {sum(e.duplicate_batches for e in ledger)}, "
-          f"gaps {sum(e.gap_batches for e in ledger)}; rejected by reason {rejects}", flush=True)
+    print_accounting(ledger, rejects)
     print(learner.processor_line(learner.plane.processed / max(time.monotonic() - start, 1e-9)), flush=True)
     c = learner.counters
     ratio = learner.first_epoch_ratio()
@@ -300,6 +210,132 @@ def run(cfg: RunConfig) -> int:
           f"actor weights versions {versions} (lag {lags}), actor exit codes {codes}"
           + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else ""), flush=True)
     return 0
+
+
+def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.device, threads: int,
+                 resumed: bool) -> None:
+    """The run's first [MAIN] lines: seed, folder and env, exploration and replay, evaluation schedule."""
+    lc = learner.dqn.cfg
+    mode = "collecting only" if cfg.collect_only else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, " \
+        f"compile: {lc.compile}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s), " \
+        f"{'dueling' if cfg.net.dueling else 'Nature-DQN'} head)"
+    seeds = "" if (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (cfg.seed,) * 3 else \
+        f" (actors {cfg.actor.seed}, learner {cfg.learner.seed}, evaluations {cfg.eval.seed})"
+    print(f"[MAIN] seed {cfg.seed if cfg.seed >= 0 else 'not saved (an older run)'}{seeds}", flush=True)
+    label = env_label(cfg.env)
+    print(f"[MAIN] run folder {run_dir}, device {device}, {cfg.actors} actors x {cfg.actor.envs_per_actor} env(s) "
+          f"on {cfg.env.name}{'' if label == cfg.env.name else ' ' + label} ({spec_line(cfg)}), {mode}",
+          flush=True)
+    hold = (f"each random action held Zipf({cfg.actor.explore_repeat:g}) steps up to {cfg.actor.explore_repeat_max}"
+            if cfg.actor.explore_repeat else "random actions for one step")
+    if cfg.actor.epsilon >= 0:
+        print(f"[MAIN] exploration: fixed epsilon {cfg.actor.epsilon:g} in every env, {hold}", flush=True)
+    else:
+        floors = [f"{e:.3g}" for a in range(min(cfg.actors, 8)) for e in epsilon_floors(cfg.actor, cfg.actors, a)]
+        print(f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
+              f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}), {hold}; replay ratio at most "
+              f"{cfg.learner.samples_per_insert:g} samples per transition, reward scale {lc.reward_scale:.4g}, "
+              f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, BatchNorm {lc.batchnorm}", flush=True)
+    if not cfg.collect_only:
+        ev = cfg.eval
+        during = (f"every {ev.every} epochs ({ev.every * lc.updates_per_epoch:,} updates), {ev.episodes} episodes at "
+                  f"epsilon {ev.epsilon:g}" if ev.every else "none during training")
+        end = (f"the best of {ev.keep_snapshots} snapshots on {ev.select_episodes} fresh episodes becomes best.pt, then "
+               f"it and the last weights play {ev.final_episodes} more each" if ev.final_episodes else "none")
+        print(f"[MAIN] evaluation: {during}; at the end: {end} (seed {ev.seed})", flush=True)
+    if resumed:
+        c = learner.counters
+        print(f"[MAIN] resumed at epoch {c.epoch}, {c.updates} updates, weights v{c.weights_version}", flush=True)
+
+
+def print_accounting(ledger: list, rejects: dict) -> None:
+    """Each (incarnation, seq) is taken once: accepted + rejected + gaps == seqs; a repeat counts as a duplicate."""
+    restarted = {e.slot for e in ledger if sum(f.slot == e.slot for f in ledger) > 1}
+    for e in ledger:
+        if e.slot in restarted or e.duplicate_batches or e.rejected_batches:
+            print(f"[MAIN] actor {e.slot} incarnation {e.incarnation:#x}: seqs {e.next_seq - e.first_seq}, "
+                  f"accepted {e.accepted_batches}, rejected {e.rejected_batches}, duplicates {e.duplicate_batches}, "
+                  f"gaps {e.gap_batches}", flush=True)
+    print(f"[MAIN] accounting: {len(ledger)} incarnation(s) on {len({e.slot for e in ledger})} slot(s), "
+          f"seqs {sum(e.next_seq - e.first_seq for e in ledger)}, accepted {sum(e.accepted_batches for e in ledger)}, "
+          f"rejected {sum(e.rejected_batches for e in ledger)}, duplicates {sum(e.duplicate_batches for e in ledger)}, "
+          f"gaps {sum(e.gap_batches for e in ledger)}; rejected by reason {rejects}", flush=True)
+
+
+class Supervisor:
+    """What the launcher does between the learner's epochs (``tick``, called from Learner.run), one step each."""
+
+    def __init__(self, cfg: RunConfig, learner: Learner, pool: ActorPool, evaluator: Evaluator | None):
+        self.cfg, self.learner, self.pool, self.evaluator = cfg, learner, pool, evaluator
+        self.start = time.monotonic()
+        self.budget = progress_budget(cfg)
+        self.bar = None
+        if cfg.progress and sys.stdout.isatty() and self.budget is not None:  # a redirected log: plain lines
+            unit, total = self.budget
+            seconds = "{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}]" if unit == "s" else None
+            self.bar = tqdm(total=total, initial=min(self._done(unit), total), unit=f" {unit}",
+                            unit_scale=unit != "s", dynamic_ncols=True, mininterval=1.0, bar_format=seconds)
+            learner.echo = self.bar.write
+        bound = range(cfg.transport.base_port - 2, cfg.transport.base_port + cfg.actors)  # weights, requests, slots
+        self.heartbeat = Heartbeat("learner", cfg.transport.host, tuple(bound))  # for the container health check
+        self.logged_at, self.logged_processed = self.start, 0
+        self.incarnations = [-1] * cfg.actors  # per slot: the incarnation whose batches the learner accepts
+        self.silent_reported = False
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        self.heartbeat.beat()
+        self.advance_progress(now)
+        self.print_processor_line(now)
+        self.restart_dead_actors()
+        if self.evaluator is not None:
+            self.evaluator.tick()
+        self.report_silent_slots(now)
+        self.report_new_incarnations()
+
+    def _done(self, unit: str) -> int:
+        c = self.learner.counters
+        return {"env steps": c.inserted, "updates": c.updates, "s": int(time.monotonic() - self.start)}[unit]
+
+    def advance_progress(self, now: float) -> None:
+        if self.bar is not None:
+            self.bar.n = min(self.bar.total, self._done(self.budget[0]))
+            self.bar.refresh()
+
+    def close_progress(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def print_processor_line(self, now: float) -> None:
+        """The [PROCESSOR] line every log_every seconds."""
+        if now - self.logged_at >= self.cfg.log_every:
+            processed = self.learner.plane.processed
+            line = self.learner.processor_line((processed - self.logged_processed) / (now - self.logged_at))
+            (self.bar.write if self.bar is not None else print)(line)
+            self.logged_at, self.logged_processed = now, processed
+
+    def restart_dead_actors(self) -> None:
+        for slot in self.pool.restart_dead(before_start=self.learner.release_slot):
+            print(f"[MAIN] actor {slot} exited; restarted (restarts: {self.pool.restarts[slot]})", flush=True)
+
+    def report_silent_slots(self, now: float) -> None:
+        """Once, SILENT_SLOT_NOTICE seconds in: the slots no actor has sent on (their replay shares stay empty)."""
+        if self.silent_reported or now - self.start < SILENT_SLOT_NOTICE:
+            return
+        self.silent_reported = True
+        silent = [slot for slot, inc in enumerate(self.learner.slot_incarnations()) if inc < 0]
+        if silent:
+            self.learner.echo(f"[MAIN] actor slot(s) {silent} sent nothing in {SILENT_SLOT_NOTICE:.0f}s: their shares "
+                              f"of replay ({self.learner.plane.replay.stream_capacity:,} transitions per env) stay empty")
+
+    def report_new_incarnations(self) -> None:
+        """A slot whose sender changed (a restarted or replaced actor) is named with its old and new incarnation."""
+        for slot, incarnation in enumerate(self.learner.slot_incarnations()):
+            if incarnation != self.incarnations[slot]:
+                if self.incarnations[slot] >= 0:
+                    self.learner.echo(f"[MAIN] actor {slot} now sends as incarnation {incarnation:#x} "
+                                      f"(was {self.incarnations[slot]:#x})")
+                self.incarnations[slot] = incarnation
 
 
 def final_evaluation_or_skip(run_dir: str, stopping: threading.Event) -> None:

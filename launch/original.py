@@ -34,7 +34,7 @@ from learner.replay import FrameReplay
 from learner.trainer import DQNLearner
 from learner.weights import WeightServer
 from shared.config import LearnerConfig, RunConfig
-from shared.env import num_actions_for
+from shared.envs import env_spec
 
 
 @dataclass
@@ -98,7 +98,7 @@ class OriginalLearner:
                                   cfg.env.stack, cfg.replay.n_step, cfg.replay.gamma, device)
         lc = LearnerConfig(**{**cfg.learner.__dict__, "micro_batch": settings.batch, "accum_steps": 1,
                               "amp": "off", "compile": False})
-        self.dqn = DQNLearner(lc, cfg.env.stack, num_actions_for(cfg.env), size, device)
+        self.dqn = DQNLearner(lc, env_spec(cfg.env), device)
         self.server = WeightServer(cfg.transport)
         self.queue = shared_queue
         self.replay_lock = threading.Lock()
@@ -109,7 +109,7 @@ class OriginalLearner:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._process, name="experience-processor", daemon=True)
 
-    def start(self) -> "OriginalLearner":
+    def start(self) -> OriginalLearner:
         self.server.publish(0, self.dqn.online)
         self.server.start()
         self._thread.start()

@@ -15,7 +15,8 @@ import multiprocessing as mp
 import os
 import signal
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from shared.parent import orphan_check  # noqa: F401  (the launchers' children import it from here)
 
@@ -82,7 +83,7 @@ class ActorPool:
         self.procs: list[Any] = [None] * num_actors
         self.restarts = [0] * num_actors
 
-    def start(self) -> "ActorPool":
+    def start(self) -> ActorPool:
         for slot in range(len(self.procs)):
             self._start(slot)
         return self

@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import zmq
 
-from shared import curve, protocol
-from shared.links import link_options
-from shared.config import TransportConfig
 from learner.slots import SlotTable
+from shared import protocol
+from shared.config import TransportConfig
+from shared.links import open_socket
 
 MAX_PER_SOCKET_PER_ROUND = 8  # fairness: drain at most this many messages from one actor before the next
 STALE_INCARNATIONS_KEPT = 16
@@ -108,14 +108,10 @@ class Consolidator(threading.Thread):
         self._context = context or zmq.Context.instance()
         self.sockets: list[zmq.Socket] = []
         for slot in range(num_actors):
-            sock = self._context.socket(zmq.PULL)
-            sock.setsockopt(zmq.RCVHWM, transport.recv_hwm)
             # ZeroMQ's own bound applies per frame: a peer sending one frame above it is disconnected.
             # Whole messages above max_message_bytes are rejected (and counted) by the decoder.
-            sock.setsockopt(zmq.MAXMSGSIZE, transport.max_message_bytes)
-            sock.setsockopt(zmq.LINGER, 0)
-            link_options(sock, transport)
-            curve.server_socket_options(sock, transport)
+            sock = open_socket(self._context, zmq.PULL, transport, server=True, recv_hwm=transport.recv_hwm,
+                               max_message=transport.max_message_bytes)
             sock.bind(f"tcp://{transport.host}:{transport.base_port + slot}")
             self.sockets.append(sock)
         self.tracks = [SlotTrack() for _ in range(num_actors)]

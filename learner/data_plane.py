@@ -22,7 +22,7 @@ from learner.prioritized_replay import PrioritizedReplay
 from learner.replay import FrameReplay
 from shared import curve, protocol
 from shared.config import RunConfig
-from shared.vec_env import env_spec
+from shared.envs import env_spec
 
 # Decoded arrays are read-only views on received ZeroMQ frames; replay only reads them.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -82,7 +82,7 @@ class DataPlane:
         self.episodes_total = 0
         self.flags_total = 0
 
-    def start(self) -> "DataPlane":
+    def start(self) -> DataPlane:
         self.consolidator.start()
         return self
 
@@ -149,11 +149,3 @@ class DataPlane:
             for sock in self.consolidator.sockets:
                 sock.close(linger=0)
         self._release_auth()
-
-
-def format_processor_line(s: DataPlaneStats, rate: float) -> str:
-    """The seed's console line, plus rejects and the arrival rate."""
-    return (f"[PROCESSOR] Processed: {s.processed:,}, Batches: {s.batches:,}, Drops: {s.drops:,}, "
-            f"Lost in flight: {s.lost_in_flight:,}, "
-            f"Buffer: {s.buffer:,}, Consolidated Queue: {s.queued:,}, Rejected: {s.rejected:,}, "
-            f"Rate: {rate:,.0f}/s, Per actor: {s.per_actor}")

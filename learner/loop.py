@@ -24,27 +24,38 @@ import collections
 import contextlib
 import dataclasses
 import os
-import statistics
 import shutil
+import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import psutil
 import torch
 
-from learner.checkpoint import (best_score, discard_partial, load_best, load_checkpoint, load_snapshots,
-                                read_published, record_published, save_best, save_checkpoint, save_snapshot,
-                                snapshot_path)
-from learner.data_plane import DataPlane, format_processor_line
+from learner.checkpoint import (
+    best_score,
+    discard_partial,
+    load_best,
+    load_checkpoint,
+    load_snapshots,
+    read_published,
+    record_published,
+    save_best,
+    save_checkpoint,
+    save_snapshot,
+    snapshot_path,
+)
+from learner.console import format_epoch_line, format_eval_line, format_processor_line
+from learner.data_plane import DataPlane
 from learner.metrics import MetricsLog
 from learner.trainer import DQNLearner
 from learner.weights import WeightServer
 from shared.config import RunConfig
+from shared.envs import entry_for, env_spec
 from shared.exploration import mean_floor
-from shared.vec_env import env_spec
 
 IDLE_NOTICE_EVERY = 10.0  # seconds without new experience before the loop says it waits, and between such lines
 
@@ -97,15 +108,14 @@ class Learner:
         self.train = not cfg.collect_only
         self.spec = env_spec(cfg.env)
         self.num_actions = self.spec.num_actions
-        learner_cfg = cfg.learner.resolved(device.type, cfg.env.name)
+        learner_cfg = cfg.learner.resolved(device.type, cfg.env)
         if not self.train:
             learner_cfg = dataclasses.replace(learner_cfg, compile=False)
         elif learner_cfg.compile and device.type == "cpu" and not any(map(shutil.which, ("g++", "c++", "clang++"))):
             # torch.compile's CPU backend builds C++ at run time; the container image carries no compiler
             print("[MAIN] no C++ compiler on PATH: torch.compile needs one on CPU, so the learner runs eager", flush=True)
             learner_cfg = dataclasses.replace(learner_cfg, compile=False)
-        self.dqn = DQNLearner(learner_cfg, cfg.env.stack, self.num_actions, cfg.env.frame_size, device,
-                              env_name=cfg.env.name, dueling=cfg.net.dueling, spec=self.spec)
+        self.dqn = DQNLearner(learner_cfg, self.spec, device, env=cfg.env, dueling=cfg.net.dueling)
         self.counters = Counters()
         if resume_state is not None:
             self.dqn.load_state_dict(resume_state["learner"])
@@ -138,7 +148,7 @@ class Learner:
             return 0.0
         return self.dqn.warm_up(_SyntheticReplay(self.cfg, self.device))
 
-    def start(self) -> "Learner":
+    def start(self) -> Learner:
         self._started = time.monotonic()
         self._publish(self.counters.weights_version)
         self.server.start()
@@ -227,7 +237,7 @@ class Learner:
             c.weights_version += 1
             self._publish(c.weights_version)
         figures = self.epoch_figures(acc, seconds)
-        self.echo(format_epoch_line(c.epoch, figures, self.cfg.env.name))
+        self.echo(format_epoch_line(c.epoch, figures, entry_for(self.cfg.env)))
         self.metrics.write(c.updates, c.inserted, self.elapsed(), figures)
         if c.epoch % cfg.checkpoint_every == 0:
             self.checkpoint()
@@ -355,36 +365,13 @@ class Learner:
         return [self.counters.weights_version - t.weights_version if t.stats else -1
                 for t in self.plane.consolidator.tracks]
 
+    def slot_incarnations(self) -> list[int]:
+        """Per actor slot: the incarnation whose batches are accepted (-1: none yet)."""
+        return [t.incarnation for t in self.plane.consolidator.tracks]
 
-def format_eval_line(result: dict) -> str:
-    """The [MAIN] line of an evaluation during training."""
-    s = result["summary"]
-    if result.get("random") is not None:  # Snake (score: food eaten), fuel breaks (cells saved against no breaks)
-        r = result["random"]
-        return (f"[MAIN] Eval at {result['env_steps']:,} env steps (weights v{result['weights_version']}, "
-                f"eps {result['epsilon']:g}, {s['episodes']} episodes): score mean {s['score_mean']:.2f}, "
-                f"median {s['score_median']:.1f}, max {s['score_max']}, success {s['success_rate']:.0%}, "
-                f"return {s['return_mean']:.2f}, length {s['length_mean']:.0f}; random policy: score mean "
-                f"{r['score_mean']:.2f}, return {r['return_mean']:.2f}; took {result['seconds']:.1f}s")
-    return (f"[MAIN] Eval at {result['env_steps']:,} env steps (weights v{result['weights_version']}, "
-            f"eps {result['epsilon']:g}, {s['episodes']} episodes): x_pos mean {s['x_pos_mean']:.0f}, "
-            f"median {s['x_pos_median']:.0f}, max {s['x_pos_max']:.0f}, flags {s['flag_rate']:.0%}, "
-            f"return {s['return_mean']:.1f}, length {s['length_mean']:.0f}, took {result['seconds']:.1f}s")
-
-
-def format_epoch_line(epoch: int, f: dict[str, float], env_name: str = "mario") -> str:
-    """The seed's [MAIN] line, plus throughput and the learner's resident memory. Reward, Distance and Flags are
-    the behaviour policy's means over the last 100 finished episodes (all actors); Distance is the episode's max
-    x_pos. Other envs than Mario, Catch and fake say Score (Snake: food eaten, fuel breaks: cells saved) and
-    Success."""
-    score, success = ("Distance", "Flags") if env_name in ("mario", "catch", "fake") else ("Score", "Success")
-    return (f"[MAIN] Epoch {epoch} - Loss: {f['learner/loss']:.4f}, TD Error: {f['learner/td_error']:.4f}, "
-            f"Reward: {f['actor/return']:.2f}, {score}: {f['actor/distance']:.1f}, {success}: {f['actor/flag_rate']:.0%}, "
-            f"Epsilon: {f['actor/epsilon']:.3f}, Buffer: {int(f['replay/size']):,}, "
-            f"Updates/s: {f['learner/updates_per_s']:.2f}, Samples/s: {f['learner/samples_per_s']:,.0f}, "
-            f"Experiences/s: {f['actor/experiences_per_s']:,.1f}, Replay ratio: {f['learner/replay_ratio']:.2f}, "
-            f"Weights: v{int(f['learner/weights_version'])} (max lag {int(f['actor/weights_lag_max'])}), "
-            f"RSS: {f['learner/rss_mb']:,.0f} MB")
+    def release_slot(self, slot: int) -> None:
+        """Free ``slot``'s lease (its actor died) so the restarted actor takes it at once."""
+        self.plane.consolidator.slots.release(slot)
 
 
 class _SyntheticReplay:

@@ -17,7 +17,7 @@ Contract, on top of FrameReplay's slots, n-step rule and ring (learner/replay.py
 
 Storage: p**alpha per slot (float64, 8 bytes) plus a sum tree over the S*C slots (another 8-16 bytes
 per slot), in host numpy, whatever the learner's device; frames stay on the device. The priority
-stage of launch/benchmark.py measured the draw plus the update under 2 ms per batch of 512 or 2048
+stage of launch/benchmark/ measured the draw plus the update under 2 ms per batch of 512 or 2048
 at 100K and at 1M slots on a 2-core CPU; a tree in torch on a GPU was not built (no GPU to measure
 it on).
 """

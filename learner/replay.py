@@ -58,8 +58,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from shared.spec import OBS_DTYPES as SPEC_OBS_DTYPES
+
 _MAX_RESAMPLE_ROUNDS = 32
-OBS_DTYPES = {"uint8": torch.uint8, "int8": torch.int8, "float16": torch.float16, "float32": torch.float32}
+OBS_DTYPES = {name: getattr(torch, name) for name in SPEC_OBS_DTYPES}  # numpy name -> torch dtype
 MAX_OBS_DIMS = 4
 
 

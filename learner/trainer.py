@@ -69,6 +69,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -76,7 +77,8 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from learner.replay import FrameReplay
 from shared.config import LearnerConfig
-from shared.network import QNetwork, build_q_network, masked_argmax
+from shared.network import build_q_network, masked_argmax
+from shared.spec import EnvSpec
 
 
 def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
@@ -117,17 +119,16 @@ class UpdateStats:
 
 
 class DQNLearner:
-    def __init__(self, cfg: LearnerConfig, in_channels: int, num_actions: int, frame_size: int,
-                 device: torch.device, batchnorm_batch_stats: bool = True, env_name: str = "", dueling: bool = True,
-                 spec=None):
-        cfg = cfg.resolved(device.type, env_name)
+    def __init__(self, cfg: LearnerConfig, spec: EnvSpec, device: torch.device, env: Any = "", dueling: bool = True,
+                 batchnorm_batch_stats: bool = True):
+        """``spec``: the env's shared/spec.py EnvSpec, whose network family the learner trains (Mario: QNetwork);
+        ``env``: its EnvConfig or name, for the auto settings; ``batchnorm_batch_stats`` False keeps the gradient
+        pass on running statistics too (what the accumulation tests compare exactly)."""
+        cfg = cfg.resolved(device.type, env)
         self.cfg = cfg
         self.device = device
         torch.manual_seed(cfg.seed)
-        if spec is not None:  # shared/spec.py EnvSpec: the family it calls for (Mario: the same QNetwork)
-            self.online = build_q_network(spec, dueling=dueling).to(device)
-        else:
-            self.online = QNetwork(in_channels, num_actions, frame_size, dueling=dueling).to(device)
+        self.online = build_q_network(spec, dueling=dueling).to(device)
         self.target = copy.deepcopy(self.online).eval()
         for p in self.target.parameters():
             p.requires_grad_(False)

@@ -16,11 +16,11 @@ import numpy as np
 import torch
 import zmq
 
-from shared import curve, protocol
-from shared.links import link_options
-from shared.protocol import weights_endpoints  # noqa: F401  (re-exported: the learner's side of the endpoints)
-from shared.config import TransportConfig
 from learner.slots import SlotTable
+from shared import curve, protocol
+from shared.config import TransportConfig
+from shared.links import open_socket
+from shared.protocol import weights_endpoints  # noqa: F401  (re-exported: the learner's side of the endpoints)
 
 
 def state_arrays(net: torch.nn.Module) -> dict[str, np.ndarray]:
@@ -41,18 +41,11 @@ class WeightServer(threading.Thread):
         ctx = context or zmq.Context.instance()
         pub_addr, router_addr = weights_endpoints(transport)
         self._release_auth = curve.start_authenticator(transport, ctx)  # the allow-list runs before any socket binds
-        self._pub = ctx.socket(zmq.PUB)
-        self._pub.setsockopt(zmq.SNDHWM, 2)
-        self._pub.setsockopt(zmq.LINGER, 0)
-        self._router = ctx.socket(zmq.ROUTER)
-        self._router.setsockopt(zmq.LINGER, 0)
-        self._router.setsockopt(zmq.MAXMSGSIZE, 4096)
-        # at most 2 replies (a few MB each) queued per peer: a peer that asks but never reads gets the rest dropped
-        self._router.setsockopt(zmq.SNDHWM, 2)
+        self._pub = self._router = None
         try:
-            for sock in (self._pub, self._router):
-                link_options(sock, transport)
-                curve.server_socket_options(sock, transport)
+            self._pub = open_socket(ctx, zmq.PUB, transport, server=True, send_hwm=2)
+            # at most 2 replies (a few MB each) queued per peer: a peer that asks but never reads gets the rest dropped
+            self._router = open_socket(ctx, zmq.ROUTER, transport, server=True, send_hwm=2, max_message=4096)
             self._pub.bind(pub_addr)
             self._router.bind(router_addr)
         except BaseException:
@@ -129,6 +122,7 @@ class WeightServer(threading.Thread):
             self._close_sockets()
 
     def _close_sockets(self) -> None:
-        self._pub.close(linger=0)
-        self._router.close(linger=0)
+        for sock in (self._pub, self._router):
+            if sock is not None:
+                sock.close(linger=0)
         self._release_auth()

@@ -13,104 +13,94 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from shared.envs.fake import FakeOptions
+from shared.envs.fuelbreak import FuelbreakOptions
+from shared.envs.mario import MarioOptions, parse_stage
+from shared.envs.snake import SnakeOptions
+from shared.errors import ConfigError
+from shared.errors import check as _check
+from shared.errors import is_int as _is_int
+
+AUTO = -1
+"""A numeric option at -1 takes a value that depends on the env, the device or the run (its docstring says which);
+a string option says 'auto'."""
+
 
 @dataclass
 class EnvConfig:
-    """The game and its preprocessing (identical in actors, benchmark and tests)."""
+    """The game and its preprocessing (identical in actors, benchmark and tests); each env's own options nest under its
+    name."""
 
-    name: Literal["mario", "catch", "fake", "snake", "fuelbreak"] = "mario"
-    """Environment: 'mario' (nes-py Super Mario Bros), 'catch' (tiny pixel game DQN solves in minutes), 'fake' (synthetic frames for plumbing tests), 'snake' (numpy-vectorized Snake, shared/snake.py) or 'fuelbreak' (fuel-break placement against a wildfire CA, with action masks, shared/fuelbreak.py). The frame options (frame_skip, frame_size, stack, stage, actions, jump_release) apply to mario, catch and fake only."""
-    stage: str = "1-1"
-    """Mario world-stage 'W-S' (e.g. 1-1, 4-2); 'all' plays the whole game, ending at game over."""
-    actions: Literal["right_only", "simple", "complex"] = "simple"
-    """Mario button set: right_only (5 actions), simple (7, SIMPLE_MOVEMENT) or complex (12)."""
+    name: str = "mario"
+    """Environment (shared/envs/): 'mario' (nes-py Super Mario Bros), 'catch' (tiny pixel game DQN solves in minutes),
+    'fake' (synthetic frames for plumbing tests), 'snake' (numpy-vectorized Snake) or 'fuelbreak' (fuel-break
+    placement against a wildfire, with action masks), or one that env.module registers."""
+    module: str = ""
+    """Python module every process imports before looking env.name up: an env outside warppipe registers itself there
+    (shared/envs/__init__.py). Empty: a built-in env."""
     frame_skip: int = 4
-    """Emulator frames per agent step; the observation is the max of the last two."""
+    """Frame envs (mario, catch, fake): emulator frames per agent step; the observation is the max of the last two."""
     frame_size: int = 84
-    """Side of the square grayscale observation, in pixels."""
+    """Frame envs: side of the square grayscale observation, in pixels."""
     stack: int = 4
-    """Frames per stacked observation given to the network."""
-    jump_release: bool = True
-    """Mario: when A was sent on the two frames before and Mario stands on the ground, a frame asking for A sends the buttons without A, so the next frame jumps again (SMB jumps only when A goes down; shared/env.py). On because a greedy policy holding right+A against a pipe otherwise never jumps again (docs/experiments/mario-history.md). False: the raw buttons."""
+    """Frame envs: frames per stacked observation given to the network."""
     max_episode_steps: int = 4500
-    """Agent steps after which an episode is truncated (0: never). Truncation bootstraps; termination does not. Snake: its max_steps; fuel breaks end at their budget and ignore it."""
-    no_progress_steps: int = 250
-    """Mario: agent steps without a new furthest x_pos after which an episode is truncated (0: never), in training
-    and evaluation alike. 250 steps are about 17 s of game time: a policy standing at a pipe ends its episode there
-    instead of playing out the game clock (about 2,000 steps at frame skip 4)."""
-    snake_size: int = 10
-    """Snake: side of the square grid, in cells (>= 4)."""
-    snake_obs: Literal["features", "grid"] = "features"
-    """Snake: 'features' (float32 (14,): danger, food direction, heading and three flood-fill region sizes; an MLP Q-network) or 'grid' (uint8 (3, H, W) planes body, head, food; a small conv net)."""
-    snake_hunger: int = 0
-    """Snake: steps in a row without eating after which an episode is truncated; 0: the number of cells (a snake following a Hamiltonian cycle never starves)."""
-    snake_flood: bool = True
-    """Snake: the three flood-fill features (reachable free cells straight, left, right, over H*W) in the 'features' observation."""
-    fuelbreak_size: int = 32
-    """Fuel breaks: side of the square landscape in cells (>= 8); one action per cell."""
-    fuelbreak_budget: int = 16
-    """Fuel breaks: breaks placed per episode (one per step); the fire burns when the budget is spent."""
-    fuelbreak_ignitions: int = 3
-    """Fuel breaks: most ignition points per episode (each episode draws 1..this many)."""
+    """Agent steps after which an episode is truncated (0: never). Truncation bootstraps; termination does not. Snake:
+    its max_steps; fuel breaks end at their budget and ignore it."""
+    mario: MarioOptions = field(default_factory=MarioOptions)
+    snake: SnakeOptions = field(default_factory=SnakeOptions)
+    fuelbreak: FuelbreakOptions = field(default_factory=FuelbreakOptions)
+    fake: FakeOptions = field(default_factory=FakeOptions)
 
     def validate(self) -> None:
-        _check(self.name in ENV_NAMES, "env.name", self.name, f"must be one of {', '.join(map(repr, ENV_NAMES))}")
-        _check(self.actions in ("right_only", "simple", "complex"), "env.actions", self.actions,
-               "must be 'right_only', 'simple' or 'complex'")
-        _check(self.frame_skip >= 1, "env.frame_skip", self.frame_skip, "must be >= 1")
-        _check(36 <= self.frame_size <= 256, "env.frame_size", self.frame_size, "must be in [36, 256] (the conv stack)")
-        _check(1 <= self.stack <= 16, "env.stack", self.stack, "must be in [1, 16]")
-        _check(self.max_episode_steps >= 0, "env.max_episode_steps", self.max_episode_steps, "must be >= 0")
-        _check(_is_int(self.no_progress_steps) and self.no_progress_steps >= 0, "env.no_progress_steps",
-               self.no_progress_steps, "must be an integer >= 0 (0: never)")
-        if self.name == "mario":
-            _check(_stage_ok(self.stage), "env.stage", self.stage, "must be 'W-S' with W in 1..8 and S in 1..4, or 'all'")
-        _check(_is_int(self.snake_size) and 4 <= self.snake_size <= 256, "env.snake_size", self.snake_size,
-               "must be an integer in [4, 256]")
-        _check(self.snake_obs in ("features", "grid"), "env.snake_obs", self.snake_obs, "must be 'features' or 'grid'")
-        _check(_is_int(self.snake_hunger) and self.snake_hunger >= 0, "env.snake_hunger", self.snake_hunger,
-               "must be an integer >= 0 (0: the number of cells)")
-        _check(_is_int(self.fuelbreak_size) and 8 <= self.fuelbreak_size <= 256, "env.fuelbreak_size",
-               self.fuelbreak_size, "must be an integer in [8, 256]")
-        _check(_is_int(self.fuelbreak_ignitions) and self.fuelbreak_ignitions >= 1, "env.fuelbreak_ignitions",
-               self.fuelbreak_ignitions, "must be an integer >= 1")
-        cells = self.fuelbreak_size ** 2 if _is_int(self.fuelbreak_size) else 0
-        room = cells - math.ceil(0.30 * cells) - self.fuelbreak_ignitions  # as shared/fuelbreak.py: always-free cells
-        _check(_is_int(self.fuelbreak_budget) and 1 <= self.fuelbreak_budget <= room, "env.fuelbreak_budget",
-               self.fuelbreak_budget, f"must be an integer in [1, {room}] on a {self.fuelbreak_size}x"
-               f"{self.fuelbreak_size} landscape with {self.fuelbreak_ignitions} ignitions")
+        from shared.envs import entry_for
 
+        entry = entry_for(self)  # ConfigError names an unknown env
+        _check(_is_int(self.frame_skip) and self.frame_skip >= 1, "env.frame_skip", self.frame_skip, "must be >= 1")
+        _check(_is_int(self.frame_size) and 36 <= self.frame_size <= 256, "env.frame_size", self.frame_size,
+               "must be in [36, 256] (the conv stack)")
+        _check(_is_int(self.stack) and 1 <= self.stack <= 16, "env.stack", self.stack, "must be in [1, 16]")
+        _check(_is_int(self.max_episode_steps) and self.max_episode_steps >= 0, "env.max_episode_steps",
+               self.max_episode_steps, "must be >= 0")
+        if entry.validate is not None:
+            entry.validate(self)
 
-ENV_NAMES = ("mario", "catch", "fake", "snake", "fuelbreak")
-VECTOR_ENVS = ("snake", "fuelbreak")
-"""Envs that are vector envs themselves (shared/spec.py); the others are single frame envs stepped side by side."""
+    def with_stage(self, stage: str) -> EnvConfig:
+        """A copy playing Mario stage ``stage`` (the evaluations' eval.stage); empty: this one."""
+        return dataclasses.replace(self, mario=dataclasses.replace(self.mario, stage=stage)) if stage else self
 
 
 @dataclass
 class ActorConfig:
     """A collector process: its envs, exploration and how it batches and sends."""
 
-    envs_per_actor: int = 0
-    """Envs stepped by one actor process as one vector env; their inference is batched into one forward pass. 0: auto, set when the config is built: 32 for fuelbreak (its fire and its per-cell network run for all of an actor's envs at once), 1 otherwise."""
+    envs_per_actor: int = AUTO
+    """Envs stepped by one actor process as one vector env; their inference is batched into one forward pass. -1: auto,
+    set when the config is built: 32 for fuelbreak (its fire and its per-cell network run for all of an actor's envs
+    at once), 1 otherwise."""
     batch_steps: int = 64
     """T: steps per env gathered into one message (each new frame is sent once)."""
     epsilon: float = -1.0
-    """Fixed exploration rate for every env; negative selects the schedule: each env anneals from 1.0 to its floor max(eps_min, eps_base**(1 + eps_alpha*i/(N-1))) (shared/exploration.py)."""
+    """Fixed exploration rate for every env; negative selects the schedule: each env anneals from 1.0 to its floor
+    max(eps_min, eps_base**(1 + eps_alpha*i/(N-1))) (shared/exploration.py)."""
     eps_base: float = 0.4
     """Ape-X epsilon base (the floor of env 0)."""
     eps_alpha: float = 7.0
     """Ape-X epsilon exponent spread over the N envs of the run."""
     eps_min: float = 0.05
-    """Lowest floor of any env: with few envs Ape-X's spread would leave some envs nearly greedy on a deterministic game (4 envs: 0.40, 0.05, 0.05, 0.05)."""
-    eps_anneal_steps: int = -1
-    """Steps of each env over which its epsilon falls linearly from 1.0 to its floor; 0: start at the floor; negative: auto, set when the config is built: 25,000 (Mario's 4 envs: the run's first 100K transitions), 1,000 for fuelbreak (its 128 envs: the first 128K transitions)."""
+    """Lowest floor of any env: with few envs Ape-X's spread would leave some envs nearly greedy on a deterministic
+    game (4 envs: 0.40, 0.05, 0.05, 0.05)."""
+    eps_anneal_steps: int = AUTO
+    """Steps of each env over which its epsilon falls linearly from 1.0 to its floor; 0: start at the floor; -1:
+    auto, set when the config is built: 25,000 (Mario's 4 envs: the run's first 100K transitions), 1,000 for
+    fuelbreak (its 128 envs: the first 128K transitions)."""
     explore_repeat: float = 0.0
-    """Experimental. Temporally extended exploration (ez-greedy, Dabney et al. 2021): an exploring env holds one random action for n ~ Zipf(explore_repeat) steps, capped at explore_repeat_max; 0 (default): plain epsilon-greedy."""
+    """Experimental. Temporally extended exploration (ez-greedy, Dabney et al. 2021): an exploring env holds one random
+    action for n ~ Zipf(explore_repeat) steps, capped at explore_repeat_max; 0 (default): plain epsilon-greedy."""
     explore_repeat_max: int = 10
     """Longest hold of one exploratory action, in agent steps."""
     max_staged_batches: int = 16
@@ -121,25 +111,28 @@ class ActorConfig:
     """Seed of the actors' envs and exploration (actor slot, env index and incarnation are mixed in); -1: the
     run's --seed."""
     nice: int = 10
-    """Niceness added to actor processes: the learner wins the CPU when it is below its replay ratio (learner.samples_per_insert), and actors take what it leaves. 0 shares the CPU evenly, and on a machine with fewer free cores than actors the learner then trains far less than the ratio allows."""
+    """Niceness added to actor processes: the learner wins the CPU when it is below its replay ratio
+    (learner.samples_per_insert), and actors take what it leaves. 0 shares the CPU evenly, and on a machine with
+    fewer free cores than actors the learner then trains far less than the ratio allows."""
     weights_timeout: float = 60.0
     """Seconds a starting actor waits for the learner's current weights before its first action (0: do not ask)."""
     slot_wait: float = 0.0
-    """Actor without a fixed slot (python -m launch.actor without --actor-id): seconds it keeps asking the learner for a free slot while every slot is held, then exits with code 3; 0: wait as a spare until a slot frees."""
+    """Actor without a fixed slot (python -m launch.actor without --actor-id): seconds it keeps asking the learner for
+    a free slot while every slot is held, then exits with code 3; 0: wait as a spare until a slot frees."""
 
     def validate(self) -> None:
         _check(0 <= self.nice <= 19, "actor.nice", self.nice, "must be in [0, 19]")
         _check(self.weights_timeout >= 0, "actor.weights_timeout", self.weights_timeout, "must be >= 0")
         _check(self.slot_wait >= 0, "actor.slot_wait", self.slot_wait, "must be >= 0 (0: wait forever)")
         _check(1 <= self.envs_per_actor <= 4096, "actor.envs_per_actor", self.envs_per_actor,
-               "must be in [1, 4096] (0, auto, is resolved when the RunConfig is built)")
+               "must be in [1, 4096] (-1, auto, is resolved when the RunConfig is built)")
         _check(1 <= self.batch_steps <= 4096, "actor.batch_steps", self.batch_steps, "must be in [1, 4096]")
         _check(self.epsilon <= 1.0, "actor.epsilon", self.epsilon, "must be <= 1 (negative: Ape-X schedule)")
         _check(0.0 < self.eps_base < 1.0, "actor.eps_base", self.eps_base, "must be in (0, 1)")
         _check(self.eps_alpha >= 0, "actor.eps_alpha", self.eps_alpha, "must be >= 0")
         _check(0.0 <= self.eps_min <= 1.0, "actor.eps_min", self.eps_min, "must be in [0, 1]")
         _check(self.eps_anneal_steps >= 0, "actor.eps_anneal_steps", self.eps_anneal_steps,
-               "must be >= 0 (negative, auto, is resolved when the RunConfig is built)")
+               "must be >= 0 (-1, auto, is resolved when the RunConfig is built)")
         _check(self.explore_repeat == 0 or self.explore_repeat > 1, "actor.explore_repeat", self.explore_repeat,
                "must be 0 (off) or > 1 (the Zipf exponent)")
         _check(1 <= self.explore_repeat_max <= 10_000, "actor.explore_repeat_max", self.explore_repeat_max,
@@ -157,12 +150,15 @@ class ReplayConfig:
     n_step: int = 3
     """n of the n-step return computed at sample time."""
     gamma: float = 0.9
-    """Discount factor. 0.9 (a horizon of about 10 agent steps) because Mario's reward is dense (the x-velocity of every frame), as in the PyTorch Mario DQN tutorial; Atari's sparse rewards need 0.99."""
+    """Discount factor. 0.9 (a horizon of about 10 agent steps) because Mario's reward is dense (the x-velocity of
+    every frame), as in the PyTorch Mario DQN tutorial; Atari's sparse rewards need 0.99."""
 
     prioritized: bool = True
-    """Proportional prioritized replay (Ape-X): slots are drawn in proportion to priority**alpha and the loss is weighted by importance-sampling weights; off: uniform draws."""
+    """Proportional prioritized replay (Ape-X): slots are drawn in proportion to priority**alpha and the loss is
+    weighted by importance-sampling weights; off: uniform draws."""
     initial_priority: Literal["actor", "max"] = "actor"
-    """Priority of a new slot: 'actor' (the actor's own n-step TD error, sent with the batch, as Ape-X) or 'max' (the largest priority seen so far)."""
+    """Priority of a new slot: 'actor' (the actor's own n-step TD error, sent with the batch, as Ape-X) or 'max' (the
+    largest priority seen so far)."""
     priority_alpha: float = 0.6
     """Exponent alpha of P(k) ~ p_k**alpha (0: uniform)."""
     priority_beta: float = 0.4
@@ -196,21 +192,26 @@ class TransportConfig:
     """Sockets between actors and learner."""
 
     host: str = "127.0.0.1"
-    """Address the learner binds and actors connect to. Anything but loopback requires CURVE keys (the curve_* options)."""
+    """Address the learner binds and actors connect to. Anything but loopback requires CURVE keys (the curve_*
+    options)."""
     base_port: int = 5600
-    """Actor slot i sends experience to base_port + i (one socket per actor); weights go out on base_port - 1 (PUB) and are served on request on base_port - 2."""
+    """Actor slot i sends experience to base_port + i (one socket per actor); weights go out on base_port - 1 (PUB) and
+    are served on request on base_port - 2."""
     max_message_bytes: int = 64 << 20
     """Largest message the learner accepts; a peer that sends more is disconnected by ZeroMQ."""
     recv_hwm: int = 8
     """ZeroMQ receive high-water mark per actor socket, in messages."""
     consolidated_queue: int = 32
-    """Decoded batches waiting to be written into replay; when full the consolidation thread stops reading (back-pressure)."""
+    """Decoded batches waiting to be written into replay; when full the consolidation thread stops reading
+    (back-pressure)."""
     max_env_per_message: int = 64
     """Largest envs-per-actor a message may claim (validation bound)."""
     max_steps_per_message: int = 4096
     """Largest steps-per-env a message may claim (validation bound)."""
     tcp_keepalive_idle: int = 60
-    """Seconds a TCP link may stay silent before the OS sends keepalive probes, on every socket (shared/links.py); keep it well under the 900 s after which Docker Swarm's routing mesh drops an idle connection. 0 turns keepalives off."""
+    """Seconds a TCP link may stay silent before the OS sends keepalive probes, on every socket (shared/links.py); keep
+    it well under the 900 s after which Docker Swarm's routing mesh drops an idle connection. 0 turns keepalives
+    off."""
     tcp_keepalive_interval: int = 10
     """Seconds between TCP keepalive probes once a link is silent."""
     tcp_keepalive_count: int = 6
@@ -218,15 +219,21 @@ class TransportConfig:
     heartbeat_interval: float = 10.0
     """Seconds between ZeroMQ (ZMTP) heartbeats on every socket; 0 turns them off."""
     heartbeat_timeout: float = 30.0
-    """Seconds without any traffic or heartbeat reply after which a peer is disconnected (the actor side reconnects by itself)."""
+    """Seconds without any traffic or heartbeat reply after which a peer is disconnected (the actor side reconnects by
+    itself)."""
     slot_lease: float = 30.0
-    """Seconds an actor slot stays with the actor holding it after that actor's last message: only then may another actor (a new incarnation or a leasing replica) take it, unless the launcher restarted the slot's process. Messages from anyone else meanwhile are rejected and counted as ``slot_owned``."""
+    """Seconds an actor slot stays with the actor holding it after that actor's last message: only then may another
+    actor (a new incarnation or a leasing replica) take it, unless the launcher restarted the slot's process.
+    Messages from anyone else meanwhile are rejected and counted as ``slot_owned``."""
     curve_server_secret: str = ""
-    """Learner: its secret CURVE certificate (NAME.key_secret from python -m launch.keys); set with curve_authorized_dir, it encrypts every learner socket."""
+    """Learner: its secret CURVE certificate (NAME.key_secret from python -m launch.keys); set with
+    curve_authorized_dir, it encrypts every learner socket."""
     curve_authorized_dir: str = ""
-    """Learner: folder of the actors' public certificates (*.key) it admits; every other key is refused (ZAP allow-list)."""
+    """Learner: folder of the actors' public certificates (*.key) it admits; every other key is refused (ZAP
+    allow-list)."""
     curve_client_secret: str = ""
-    """Actor: its own secret CURVE certificate (NAME.key_secret); its public half must be in the learner's curve_authorized_dir."""
+    """Actor: its own secret CURVE certificate (NAME.key_secret); its public half must be in the learner's
+    curve_authorized_dir."""
     curve_server_public: str = ""
     """Actor: the learner's public certificate (learner.key), so the actor talks only to that learner."""
 
@@ -271,18 +278,25 @@ class TransportConfig:
 class LearnerConfig:
     """The learner: Double DQN with n-step returns, AMP, gradient accumulation, compiled network."""
 
-    micro_batch: int = 0
-    """Samples per micro-step (one forward/backward); 0: auto, 512 on CUDA (seed 003), 64 on CPU."""
-    accum_steps: int = 0
-    """Micro-steps accumulated per optimizer update (effective batch = micro_batch * accum_steps); 0: auto, 1 (with samples_per_insert 8: one update per 8 transitions on CPU, per 64 on CUDA; seed 003's x4 made it one per 256)."""
-    reward_scale: float = 0.0
-    """Rewards are multiplied by this in the TD target (replay and logged returns stay in game units); 0: auto, 1/15 for Mario (its per-frame reward clip, so one frame's reward is in [-1, 1]), 1/10 for Snake (food and death are +-10), 100 for fuel breaks (rewards in percent of the landscape), 1 otherwise."""
+    micro_batch: int = AUTO
+    """Samples per micro-step (one forward/backward); -1: auto, 512 on CUDA (seed 003), 64 on CPU."""
+    accum_steps: int = AUTO
+    """Micro-steps accumulated per optimizer update (effective batch = micro_batch * accum_steps); -1: auto, 1 (with
+    samples_per_insert 8: one update per 8 transitions on CPU, per 64 on CUDA; seed 003's x4 made it one per 256)."""
+    reward_scale: float = AUTO
+    """Rewards are multiplied by this in the TD target (replay and logged returns stay in game units); -1: auto, 1/15
+    for Mario (its per-frame reward clip, so one frame's reward is in [-1, 1]), 1/10 for Snake (food and death are
+    +-10), 100 for fuel breaks (rewards in percent of the landscape), 1 otherwise."""
     batchnorm: Literal["joint", "split", "eval"] = "eval"
-    """BatchNorm in the TD update: 'eval' uses running statistics for Q(s, a), the argmax and the target, i.e. the function the actors play (they run eval mode), moved by a no-grad train-mode pass over obs; 'joint' runs obs and next_obs through the online net in one train-mode forward (the target net on batch statistics too); 'split' uses batch statistics for Q(s, a) and running statistics for the bootstrap."""
+    """BatchNorm in the TD update: 'eval' uses running statistics for Q(s, a), the argmax and the target, i.e. the
+    function the actors play (they run eval mode), moved by a no-grad train-mode pass over obs; 'joint' runs obs and
+    next_obs through the online net in one train-mode forward (the target net on batch statistics too); 'split' uses
+    batch statistics for Q(s, a) and running statistics for the bootstrap."""
     lr: float = 2.5e-4
     """Adam learning rate at the start."""
     lr_final: float = 1.0
-    """Experimental. Fraction of lr reached after lr_decay_steps transitions (linear decay, then constant); 1 (default): constant."""
+    """Experimental. Fraction of lr reached after lr_decay_steps transitions (linear decay, then constant); 1
+    (default): constant."""
     lr_decay_steps: int = 300_000
     """Transitions inserted over which the learning rate decays (with lr_final below 1); 0: constant."""
     adam_eps: float = 1.5e-4
@@ -290,9 +304,12 @@ class LearnerConfig:
     max_grad_norm: float = 10.0
     """Gradient-norm clipping threshold (0: off)."""
     target_sync: int = 250
-    """Updates between target-network syncs (at samples_per_insert 8: every 2,000 transitions on CPU (batch 64), every 16,000 on CUDA (batch 512))."""
+    """Updates between target-network syncs (at samples_per_insert 8: every 2,000 transitions on CPU (batch 64), every
+    16,000 on CUDA (batch 512))."""
     ema_decay: float = 0.0
-    """Experimental. Decay of an exponential moving average of the online network (torch.optim.swa_utils.AveragedModel), kept in the checkpoint as ``ema`` for ``launch.evaluate --net ema``; 0 (default): off."""
+    """Experimental. Decay of an exponential moving average of the online network
+    (torch.optim.swa_utils.AveragedModel), kept in the checkpoint as ``ema`` for ``launch.evaluate --net ema``; 0
+    (default): off."""
     updates_per_epoch: int = 20
     """Updates in one epoch (the unit of logging, broadcast and checkpoint periods)."""
     broadcast_every: int = 5
@@ -304,21 +321,27 @@ class LearnerConfig:
     min_replay: int = 5000
     """Transitions in replay before training starts."""
     amp: Literal["auto", "off", "bf16", "fp16"] = "auto"
-    """Mixed precision of the convolutions (the head and every Q-value stay fp32): auto = bf16 on GPUs that support it, else fp16 with a gradient scaler; on CPU bf16 where the CPU has native bf16 (AVX512-BF16/AMX), else off."""
+    """Mixed precision of the convolutions (the head and every Q-value stay fp32): auto = bf16 on GPUs that support it,
+    else fp16 with a gradient scaler; on CPU bf16 where the CPU has native bf16 (AVX512-BF16/AMX), else off."""
     compile: bool = True
     """torch.compile the network (mode reduce-overhead on CUDA); compiled and warmed up before the first epoch."""
     steps: int = 0
     """Stop after this many updates in total, counting resumed ones (0: no limit); the run ends as with --duration."""
-    threads: int = 0
-    """Torch intra-op threads of the learner; 0: auto, the cores local actors leave free (at least 1): spin-waiting threads on cores the actors use slow the learner down."""
+    threads: int = AUTO
+    """Torch intra-op threads of the learner; -1: auto, the cores local actors leave free (at least 1): spin-waiting
+    threads on cores the actors use slow the learner down."""
     seed: int = -1
     """Seed of network initialisation and sampling; -1: the run's --seed."""
     max_weights_lag: int = 8
-    """Batches whose first step used weights more than this many versions behind the learner's current ones are dropped and counted (stale_weights); 0: no limit. 8 broadcasts is far beyond the 1-2 of a healthy actor, so only an actor cut off from the weights loses data."""
+    """Batches whose first step used weights more than this many versions behind the learner's current ones are dropped
+    and counted (stale_weights); 0: no limit. 8 broadcasts is far beyond the 1-2 of a healthy actor, so only an
+    actor cut off from the weights loses data."""
 
     def validate(self) -> None:
-        _check(0 <= self.micro_batch <= 65536, "learner.micro_batch", self.micro_batch, "must be in [0, 65536] (0: auto)")
-        _check(0 <= self.accum_steps <= 1024, "learner.accum_steps", self.accum_steps, "must be in [0, 1024] (0: auto)")
+        _check(self.micro_batch == AUTO or 1 <= self.micro_batch <= 65536, "learner.micro_batch", self.micro_batch,
+               "must be in [1, 65536] (-1: auto)")
+        _check(self.accum_steps == AUTO or 1 <= self.accum_steps <= 1024, "learner.accum_steps", self.accum_steps,
+               "must be in [1, 1024] (-1: auto)")
         _check(0 < self.lr < 1, "learner.lr", self.lr, "must be in (0, 1)")
         _check(0 < self.lr_final <= 1, "learner.lr_final", self.lr_final, "must be in (0, 1] (1: constant)")
         _check(self.lr_decay_steps >= 0, "learner.lr_decay_steps", self.lr_decay_steps, "must be >= 0 (0: constant)")
@@ -331,11 +354,12 @@ class LearnerConfig:
         _check(self.samples_per_insert >= 0, "learner.samples_per_insert", self.samples_per_insert, "must be >= 0")
         _check(self.min_replay >= 1, "learner.min_replay", self.min_replay, "must be >= 1")
         _check(self.amp in ("auto", "off", "bf16", "fp16"), "learner.amp", self.amp, "must be auto, off, bf16 or fp16")
-        _check(self.reward_scale >= 0, "learner.reward_scale", self.reward_scale, "must be >= 0 (0: auto)")
+        _check(self.reward_scale == AUTO or self.reward_scale > 0, "learner.reward_scale", self.reward_scale,
+               "must be > 0 (-1: auto)")
         _check(self.batchnorm in ("joint", "split", "eval"), "learner.batchnorm", self.batchnorm,
                "must be 'joint', 'split' or 'eval'")
         _check(self.steps >= 0, "learner.steps", self.steps, "must be >= 0")
-        _check(self.threads >= 0, "learner.threads", self.threads, "must be >= 0 (0: auto)")
+        _check(self.threads == AUTO or self.threads >= 1, "learner.threads", self.threads, "must be >= 1 (-1: auto)")
         _check(self.max_weights_lag >= 0, "learner.max_weights_lag", self.max_weights_lag, "must be >= 0 (0: no limit)")
 
     def lr_at(self, inserted: int) -> float:
@@ -345,24 +369,29 @@ class LearnerConfig:
         done = min(1.0, inserted / self.lr_decay_steps)
         return self.lr * (1.0 - done * (1.0 - self.lr_final))
 
-    def resolved(self, device_type: str, env_name: str = "") -> "LearnerConfig":
-        """A copy with the auto (0) settings made concrete for ``device_type`` and the env."""
+    def resolved(self, device_type: str, env: EnvConfig | str = "") -> LearnerConfig:
+        """A copy with the auto (-1) settings made concrete for ``device_type`` and the env (its config or name)."""
         cuda = device_type == "cuda"
-        return dataclasses.replace(self, micro_batch=self.micro_batch or (512 if cuda else 64),
-                                   accum_steps=self.accum_steps or 1,
-                                   reward_scale=self.reward_scale or AUTO_REWARD_SCALE.get(env_name, 1.0))
+        auto = self.micro_batch == AUTO, self.accum_steps == AUTO, self.reward_scale == AUTO
+        return dataclasses.replace(self, micro_batch=(512 if cuda else 64) if auto[0] else self.micro_batch,
+                                   accum_steps=1 if auto[1] else self.accum_steps,
+                                   reward_scale=_env_auto(env, "reward_scale", 1.0) if auto[2] else self.reward_scale)
 
 
-AUTO_REWARD_SCALE = {"mario": 1 / 15, "snake": 0.1, "fuelbreak": 100.0}
-"""learner.reward_scale 0 (auto): Mario's per-frame reward clip is 15; Snake's food and death are +-10; fuel breaks'
-rewards are fractions of the landscape (a break saving 10 of 1,024 cells: 0.0098), scaled to percent. Others: 1."""
-AUTO_ENVS_PER_ACTOR = {"fuelbreak": 32}
-"""actor.envs_per_actor 0 (auto), resolved when a RunConfig is built; others: 1."""
-AUTO_EPS_ANNEAL_STEPS = {"fuelbreak": 1_000}
-"""actor.eps_anneal_steps negative (auto), resolved when a RunConfig is built; others: 25,000."""
+def _env_auto(env: EnvConfig | str, key: str, default: Any) -> Any:
+    """An auto setting's value on ``env`` (its registry entry, shared/envs/); ``default`` for an env not known yet
+    (validate() then names it)."""
+    from shared.envs import entry_for
+
+    try:
+        return getattr(entry_for(env), key)
+    except ConfigError:
+        return default
+
+
 SEEDED_SECTIONS = ("actor", "learner", "eval")  # each has a seed; -1 takes RunConfig.seed
-_AUTO_FIELDS = (("envs_per_actor", lambda v: v == 0, AUTO_ENVS_PER_ACTOR, 1),
-                ("eps_anneal_steps", lambda v: v < 0, AUTO_EPS_ANNEAL_STEPS, 25_000))
+_AUTO_FIELDS = (("envs_per_actor", 1), ("eps_anneal_steps", 25_000))
+"""actor.envs_per_actor and actor.eps_anneal_steps at -1: the env's values (its registry entry)."""
 
 
 @dataclass
@@ -448,26 +477,29 @@ class RunConfig:
     net: NetConfig = field(default_factory=NetConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     resume: str = ""
-    """Run folder to resume (its config and last checkpoint); counters and weights_version continue. 'latest': the newest run under run_dir with a checkpoint, or a new run when there is none."""
+    """Run folder to resume (its config and last checkpoint); counters and weights_version continue. 'latest': the
+    newest run under run_dir with a checkpoint, or a new run when there is none."""
     progress: bool = True
-    """Show a live progress bar with ETA toward the budget that is set: --total-env-steps, else --learner.steps, else --duration."""
+    """Show a live progress bar with ETA toward the budget that is set: --total-env-steps, else --learner.steps, else
+    --duration."""
     spawn_actors: bool = True
-    """Start the N actor processes here; --no-spawn-actors (= python -m launch.learner) binds the N slots and waits for external actors (python -m launch.actor --learner HOST:PORT)."""
+    """Start the N actor processes here; --no-spawn-actors (= python -m launch.learner) binds the N slots and waits for
+    external actors (python -m launch.actor --learner HOST:PORT)."""
 
     def __post_init__(self) -> None:
         self.resolve_auto()
 
     def resolve_auto(self) -> None:
-        """Give the auto fields their values: actor.envs_per_actor 0 and actor.eps_anneal_steps < 0 for env.name,
+        """Give the auto fields their values: actor.envs_per_actor and actor.eps_anneal_steps at -1 for env.name,
         the components' seeds -1 the run's seed.
 
         Runs when the config is built and again in validate(): a field resolved here follows a later change of
         env.name until it is set to something else, so a saved config holds the numbers the run used."""
         resolved = self.__dict__.setdefault("_auto_resolved", {})
-        for key, is_auto, table, default in _AUTO_FIELDS:
+        for key, default in _AUTO_FIELDS:
             value = getattr(self.actor, key)
-            if is_auto(value) or resolved.get(key) == value:
-                resolved[key] = table.get(self.env.name, default)
+            if value == AUTO or resolved.get(key) == value:
+                resolved[key] = _env_auto(self.env, key, default)
                 setattr(self.actor, key, resolved[key])
         for section in SEEDED_SECTIONS:  # -1: the run's seed (0 until a launcher has drawn one)
             owner, key = getattr(self, section), f"{section}.seed"
@@ -475,7 +507,7 @@ class RunConfig:
                 resolved[key] = max(self.seed, 0)
                 owner.seed = resolved[key]
 
-    def validate(self) -> "RunConfig":
+    def validate(self) -> RunConfig:
         """Check every field (ConfigError names the first bad one) after resolving the auto fields; returns self."""
         self.resolve_auto()
         _check(1 <= self.actors <= 256, "actors", self.actors, "must be in [1, 256]")
@@ -496,8 +528,12 @@ class RunConfig:
         self.transport.validate()
         self.learner.validate()
         self.eval.validate()
-        _check(not self.eval.stage or _stage_ok(self.eval.stage), "eval.stage", self.eval.stage,
-               "must be 'W-S' with W in 1..8 and S in 1..4, or 'all'")
+        if self.eval.stage:
+            try:
+                parse_stage(self.eval.stage)
+            except ConfigError:
+                raise ConfigError(f"eval.stage={self.eval.stage!r} must be 'W-S' with W in 1..8 and S in 1..4, "
+                                  "or 'all'") from None
         _check(not (self.spawn_actors and self.transport.curve_server_secret and not self.transport.curve_client_secret),
                "transport.curve_client_secret", self.transport.curve_client_secret,
                "must be set (with transport.curve_server_public) when the learner uses CURVE and spawns its own actors "
@@ -517,40 +553,59 @@ class RunConfig:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "RunConfig":
-        """Parse a saved config; a field older runs did not save takes the value their code used (LEGACY_VALUES)."""
-        data = json.loads(text)
-        if isinstance(data, dict):
-            for section, fields in LEGACY_VALUES.items():
-                if isinstance(data.get(section), dict):
-                    for key, value in fields.items():
-                        data[section].setdefault(key, value)
-        return from_dict(cls, data)
+    def from_json(cls, text: str) -> RunConfig:
+        """Parse a saved config (config.json, a checkpoint's copy), older layouts included (:func:`migrate`)."""
+        return from_dict(cls, migrate(json.loads(text)))
 
 
-LEGACY_VALUES: dict[str, dict[str, Any]] = {"env": {"jump_release": False}}
-"""Fields whose default changed after runs were saved without them: section -> field -> the old behaviour."""
+_MOVED_ENV_KEYS = {"stage": ("mario", "stage"), "actions": ("mario", "actions"),
+                   "jump_release": ("mario", "jump_release"), "no_progress_steps": ("mario", "no_progress_steps"),
+                   "snake_size": ("snake", "size"), "snake_obs": ("snake", "obs"), "snake_hunger": ("snake", "hunger"),
+                   "snake_flood": ("snake", "flood"), "fuelbreak_size": ("fuelbreak", "size"),
+                   "fuelbreak_budget": ("fuelbreak", "budget"), "fuelbreak_ignitions": ("fuelbreak", "ignitions")}
+"""Env options that lived flat under ``env`` before each env's options nested under its name."""
+
+_LEGACY_MARIO = {"jump_release": False, "no_progress_steps": 0}
+"""Mario options whose default changed after runs were saved without them: the behaviour those runs had."""
 
 
-class ConfigError(ValueError):
-    """A configuration value is out of range; the message names the field and the value."""
+def migrate(data: Any) -> Any:
+    """A saved configuration (parsed JSON) in today's layout, so runs and checkpoints of older versions resume and
+    evaluate as they were trained. The one place that knows old layouts; resume, ``launch.evaluate`` and the
+    final evaluation all read configs through :meth:`RunConfig.from_json`.
+
+    - env options saved flat (``env.stage``, ``env.snake_size``) move under their env (``env.mario.stage``,
+      ``env.snake.size``);
+    - a Mario field the run did not save takes the value its code used: no jump release, no stall truncation;
+    - a run saved without a ``net`` section had the Nature-DQN head (``net.dueling`` False);
+    - an auto option saved as 0 (before -1 became the one numeric auto) is -1.
+    """
+    if not isinstance(data, dict):
+        return data
+    data = {**data}
+    env = data.get("env")
+    if isinstance(env, dict):
+        env = {key: (dict(value) if isinstance(value, dict) else value) for key, value in env.items()}
+        flat = any(key in env for key in _MOVED_ENV_KEYS)
+        for old, (section, key) in _MOVED_ENV_KEYS.items():
+            if old in env:
+                env.setdefault(section, {})[key] = env.pop(old)
+        if flat or "mario" not in env:  # saved before the nested layout: Mario as those runs played it
+            mario = env.setdefault("mario", {})
+            for key, value in _LEGACY_MARIO.items():
+                mario.setdefault(key, value)
+        data["env"] = env
+    if "net" not in data:
+        data["net"] = {"dueling": False}
+    for section, key in _ZERO_WAS_AUTO:
+        if isinstance(data.get(section), dict) and data[section].get(key) == 0:
+            data[section] = {**data[section], key: AUTO}
+    return data
 
 
-def _check(ok: bool, name: str, value: Any, rule: str) -> None:
-    if not ok:
-        raise ConfigError(f"{name}={value!r} {rule}")
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _stage_ok(stage: str) -> bool:
-    """'W-S' with W in 1..8 and S in 1..4, or 'all'."""
-    if stage == "all":
-        return True
-    parts = stage.split("-") if isinstance(stage, str) else []
-    return len(parts) == 2 and all(p.isdigit() for p in parts) and 1 <= int(parts[0]) <= 8 and 1 <= int(parts[1]) <= 4
+_ZERO_WAS_AUTO = (("actor", "envs_per_actor"), ("learner", "micro_batch"), ("learner", "accum_steps"),
+                  ("learner", "reward_scale"), ("learner", "threads"))
+"""Options whose auto was 0 before -1 became the one numeric auto."""
 
 
 def is_loopback(host: str) -> bool:

@@ -34,7 +34,7 @@ from shared.config import ActorConfig, ConfigError
 
 
 def _require_resolved(name: str, value: int, lowest: int) -> None:
-    """An ActorConfig's auto fields (0 envs per actor, negative anneal steps) mean nothing until a RunConfig
+    """An ActorConfig's auto fields (-1 envs per actor, -1 anneal steps) mean nothing until a RunConfig
     resolves them for its env; used raw they would play no envs or skip the anneal without a word."""
     if value < lowest:
         raise ConfigError(f"actor.{name}={value!r} is auto: build the ActorConfig inside a RunConfig, which "

@@ -1,4 +1,8 @@
-"""Options every warppipe socket carries so a long-lived link is never cut silently.
+"""Every warppipe socket, made in one place: :func:`open_socket`, and what keeps a long-lived link alive.
+
+:func:`open_socket` sets what every socket carries (LINGER 0: closing never blocks on unsent messages), the
+high-water marks and maximum message size its role asks for, the link options below, and CURVE (server side
+on bound sockets, client side on connecting ones) when the run has keys (shared/curve.py).
 
 A NAT, a firewall or Docker Swarm's routing mesh (IPVS, which forgets a TCP connection idle for
 900 s) can drop a quiet link without telling either end: an actor whose learner is busy, or a
@@ -14,14 +18,42 @@ detect dead ones:
   connecting side reconnects by itself (ZeroMQ's ``RECONNECT_IVL``), while a bound socket frees
   what it held for that peer.
 
-Call :func:`link_options` on a socket before ``bind``/``connect``.
+:func:`open_socket` applies :func:`link_options` before the caller binds or connects.
 """
 
 from __future__ import annotations
 
 import zmq
 
+from shared import curve
 from shared.config import TransportConfig
+
+
+def open_socket(ctx: zmq.Context, kind: int, transport: TransportConfig | None, *, server: bool,
+                send_hwm: int | None = None, recv_hwm: int | None = None, max_message: int | None = None,
+                subscribe: bytes | None = None) -> zmq.Socket:
+    """A ``kind`` socket (zmq.PUSH, PULL, PUB, SUB, DEALER, ROUTER) with LINGER 0, the given high-water marks
+    (messages queued per peer) and maximum message size in bytes (a larger frame disconnects the sender), the
+    link options of ``transport`` and its CURVE keys, server side when ``server`` (the end that binds).
+    ``transport`` None (a local benchmark sender): no link options, no CURVE. ``subscribe``: a SUB's prefix."""
+    sock = ctx.socket(kind)
+    try:
+        sock.setsockopt(zmq.LINGER, 0)
+        if send_hwm is not None:
+            sock.setsockopt(zmq.SNDHWM, int(send_hwm))
+        if recv_hwm is not None:
+            sock.setsockopt(zmq.RCVHWM, int(recv_hwm))
+        if max_message is not None:
+            sock.setsockopt(zmq.MAXMSGSIZE, int(max_message))
+        if subscribe is not None:
+            sock.setsockopt(zmq.SUBSCRIBE, subscribe)
+        if transport is not None:
+            link_options(sock, transport)
+            (curve.server_socket_options if server else curve.client_socket_options)(sock, transport)
+    except BaseException:
+        sock.close(linger=0)
+        raise
+    return sock
 
 
 def link_options(sock: zmq.Socket, transport: TransportConfig) -> None:

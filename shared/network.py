@@ -39,7 +39,7 @@ def _conv_out(size: int, kernel: int, stride: int) -> int:
 #
 # Every family below follows QNetwork's conventions: no bias before a BatchNorm, ReLUs in place,
 # He (Kaiming) initialisation for ReLU of every Conv2d/Linear (biases zero), streams named
-# ``value``/``advantage`` (dueling, so ``is_dueling`` reads their state dicts too) or ``head``,
+# ``value``/``advantage`` (dueling) or ``head``,
 # and the head plus the returned Q-values in fp32 even under autocast. Input dtype: uint8 is
 # scaled by 1/255 inside the network; any other dtype (float32, float16, int8) is converted to
 # float32 and used as it is. Run in ``eval()`` mode for batches of one (BatchNorm's running
@@ -110,11 +110,6 @@ class QNetwork(_DuelingHead):
         if obs.dim() == 3:  # [B, H, W]: single frames (a 2-D obs spec with stack 1) are one channel
             obs = obs.unsqueeze(1)
         return self._head(self.features(obs.float() / 255.0))
-
-
-def is_dueling(state_dict: dict) -> bool:
-    """Whether a saved state dict (plain or ``torch.compile``'d keys) holds a dueling head."""
-    return any(k.removeprefix("_orig_mod.").startswith("advantage.") for k in state_dict)
 
 
 class MLPQNetwork(_DuelingHead):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from typing import Callable
+from collections.abc import Callable
 
 
 def orphan_check() -> Callable[[], bool]:

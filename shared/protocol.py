@@ -10,7 +10,7 @@ and the values of the small arrays; any failure raises :class:`ProtocolError`
 with a short ``reason`` that the learner counts. A batch is accepted whole or
 not at all.
 
-BATCH (actor -> learner), protocol version 4. E envs, T steps, observations of shape S (the env's
+BATCH (actor -> learner), protocol version 5. E envs, T steps, observations of shape S (the env's
 ``EnvSpec.obs_shape``: (H, W) frames, (F,) features, (C, H, W) grids), A actions, K episodes::
 
     frame  content      dtype     shape            meaning
@@ -68,13 +68,16 @@ see learner/replay.py for how stacks and n-step returns use these flags.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import msgpack
 import numpy as np
 
-VERSION = 4
+from shared.spec import OBS_DTYPES as SPEC_OBS_DTYPES
+
+VERSION = 5
 KIND_BATCH = "batch"
 KIND_WEIGHTS = "weights"
 KIND_WEIGHTS_REQUEST = "weights_request"
@@ -86,7 +89,7 @@ WEIGHT_DTYPES = frozenset({"<f4", "<i8"})
 ARRAY_NAMES = ("frames", "actions", "rewards", "terminated", "first")
 ARRAY_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.uint8), np.dtype(np.uint8))
 """Mario's dtypes (frames uint8, actions uint8); other specs change the first two (:func:`batch_dtypes`)."""
-OBS_DTYPES = {name: np.dtype(name) for name in ("uint8", "int8", "float16", "float32")}  # shared/spec.py's
+OBS_DTYPES = {name: np.dtype(name) for name in SPEC_OBS_DTYPES}  # the dtypes an EnvSpec may declare
 EPISODE_FIELDS = ("return", "score", "success")  # the columns of the episodes frame
 HEADER_KEYS = frozenset({"v", "kind", "actor", "inc", "seq", "wv", "E", "T", "shape", "K", "P", "M", "dtypes",
                          "stats"})
@@ -96,8 +99,8 @@ STAT_KEYS = frozenset({
     "steps",        # env steps taken by this incarnation
     "episodes",     # episodes finished by this incarnation
     "last_return",  # return of the last finished episode
-    "last_x",       # score of the last finished episode (Mario: its max x_pos)
-    "flags",        # episodes that succeeded (Mario: reached the flag)
+    "last_score",   # score of the last finished episode (the env's: Mario's furthest x_pos, Snake's food)
+    "successes",    # episodes that succeeded (the env's success: Mario reached the flag)
     "fps",          # env steps per second over the last batch
     "dropped",      # batches dropped from the actor's staging queue so far
     "sent",         # transitions in messages handed to the socket so far, this one included
@@ -133,7 +136,7 @@ class Limits:
         object.__setattr__(self, "shape_list", [int(d) for d in self.obs_shape])
 
     @classmethod
-    def for_spec(cls, spec: Any, **bounds: int) -> "Limits":
+    def for_spec(cls, spec: Any, **bounds: int) -> Limits:
         """Limits for an :class:`shared.spec.EnvSpec` and the transport's bounds."""
         return cls(obs_shape=tuple(spec.obs_shape), num_actions=spec.num_actions, obs_dtype=spec.obs_dtype,
                    masked=spec.masked, **bounds)

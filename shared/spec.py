@@ -35,7 +35,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-OBS_DTYPES = frozenset({"uint8", "int8", "float16", "float32"})  # what the wire and replay accept
+OBS_DTYPES = ("uint8", "int8", "float16", "float32")
+"""Observation dtypes (numpy names) an env may declare: the one list the wire (shared/protocol.py) and the replay
+(learner/replay.py) build their tables from."""
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
-"""pytest's hooks and fixtures only (helpers the tests import live in tests/helpers/): the slow tests first, the
+"""pytest's hooks and fixtures only (helpers the tests import live in tests/support/): the slow tests first, the
 learning figures at the end of every run, the ``make_config`` fixture, and the machine in pytest's header (CPU
 model, cores, native bf16), so a CI log tells which machine kind it ran on."""
 
 import pytest
 
-from tests.helpers.runs import small_config
+from tests.support.runs import small_config
 
 
 def pytest_collection_modifyitems(config, items) -> None:

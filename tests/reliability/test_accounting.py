@@ -17,8 +17,8 @@ import zmq
 from actors.collector import actor_main
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane, format_processor_line
-from shared.env import num_actions_for
-from tests.helpers.messages import valid_batch
+from shared.envs import env_spec
+from tests.support.messages import valid_batch
 
 REPLAYS_PER_SLOT = 5
 
@@ -30,7 +30,7 @@ def test_accepted_rejected_and_lost_add_up_to_what_each_incarnation_sent(make_co
     cfg.transport.recv_hwm = 1
     cfg.transport.consolidated_queue = 1
     cfg.learner.max_weights_lag = 2
-    plane = DataPlane(cfg, num_actions_for(cfg.env), torch.device("cpu")).start()
+    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
     ctx = zmq.Context.instance()
     injectors = []
     for slot in range(cfg.actors):

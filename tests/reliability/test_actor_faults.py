@@ -13,8 +13,8 @@ import torch
 from actors.collector import actor_main
 from launch.processes import ActorPool
 from learner.loop import IDLE_NOTICE_EVERY, Learner
-from tests.helpers.launcher import EPOCH, TRAINING, Launcher, assert_all_gone, processor_lines
-from tests.helpers.runs import small_config
+from tests.support.launcher import EPOCH, TRAINING, Launcher, assert_all_gone, processor_lines
+from tests.support.runs import small_config
 
 RESTART_BOUND_S = 5.0  # the promise: a dead actor's slot is running again within 5 s
 
@@ -138,7 +138,8 @@ def test_when_every_actor_is_dead_the_learner_waits_says_so_every_10s_and_resume
         gaps = [b[0] - a[0] for a, b in zip(notices, notices[1:])]
         print(f"\nall actors SIGKILLed; idle notices at {[round(t - died_at, 1) for t, _ in notices]}s after, "
               f"gaps {[round(g, 2) for g in gaps]}s: {[line for _, line in notices]}")
-        assert notices[0][0] - died_at >= IDLE_NOTICE_EVERY - 1.0  # not before 10 s of silence (the last batch may have landed up to 1 s before the kill)
+        # not before 10 s of silence (the last batch may have landed up to 1 s before the kill)
+        assert notices[0][0] - died_at >= IDLE_NOTICE_EVERY - 1.0
         assert all(g >= IDLE_NOTICE_EVERY - 0.05 for g in gaps), notices  # at most one per 10 s
         assert all(re.fullmatch(r"\[MAIN\] no experience from any actor for \d+s; waiting", line) for _, line in notices)
 

@@ -10,15 +10,14 @@ import sys
 import torch
 
 from learner.checkpoint import CHECKPOINT_NAME, load_checkpoint
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support.paths import ROOT
 
 # A real Learner writes a real checkpoint, trains on, and starts a second save that dies at the rename
 # (os.replace is where the crash is simulated: the process ends there with no clean-up of any kind).
 CRASHING_LEARNER = r"""
 import os, sys, torch
 from learner.loop import Learner
-from tests.helpers.runs import small_config
+from tests.support.runs import small_config
 
 run_dir = sys.argv[1]
 cfg = small_config(actors=1, envs=1, steps=16, capacity=1024)

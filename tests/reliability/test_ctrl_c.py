@@ -13,7 +13,7 @@ import time
 import psutil
 import torch
 
-from tests.helpers.launcher import EPOCH, TRAINING, Launcher
+from tests.support.launcher import EPOCH, TRAINING, Launcher
 
 EXIT_BOUND_S = 10.0 + 2 * 2.0 + 5.0 + 5.0 + 6.0  # the stop path's timeouts (above) plus 6 s for the checkpoint and exit
 
@@ -46,7 +46,8 @@ def test_ctrl_c_while_training_with_4_actors_exits_0_with_every_process_gone_and
     assert re.search(r"actor exit codes \[0, 0, 0, 0\]", out), out
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     state = torch.load(run_dir / "checkpoint.pt", weights_only=True)
-    updates = int(re.search(r"\[MAIN\] stopped after [\d.]+s by a stop signal \(Ctrl-C or SIGTERM\): epoch \d+, (\d+) updates", out)[1])
+    stopped = r"\[MAIN\] stopped after [\d.]+s by a stop signal \(Ctrl-C or SIGTERM\): epoch \d+, (\d+) updates"
+    updates = int(re.search(stopped, out)[1])
     print(f"checkpoint holds {state['counters']['updates']} updates; the run stopped at {updates}")
     assert state["counters"]["updates"] == updates >= 10  # the last update count, not an older periodic checkpoint
     assert not list(run_dir.glob("*.tmp-*"))

@@ -24,8 +24,8 @@ from actors.collector import actor_main
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
 from shared import protocol
-from shared.env import num_actions_for
-from tests.helpers.messages import valid_batch
+from shared.envs import env_spec
+from tests.support.messages import valid_batch
 
 PER_KIND = 640          # messages of each hostile kind (17 kinds: 10,880 in all)
 WARM_UP = 1000          # hostile messages sent before the memory baseline
@@ -48,7 +48,8 @@ def hostile_kinds(cfg, rng):
     third = cfg.transport.max_message_bytes // 3 + 1
     big = b"\0" * third
     return {
-        "random_frames": ("frame_count", lambda i: [junk(rng.integers(0, 64)) for _ in range([1, 2, 3, 4, 5, 6, 7, 8, 10][i % 9])]),
+        "random_frames": ("frame_count",
+                          lambda i: [junk(rng.integers(0, 64)) for _ in range([1, 2, 3, 4, 5, 6, 7, 8, 10][i % 9])]),
         "random_header": ("header_msgpack", lambda i: [b"\xc1" + junk(rng.integers(0, 200)), *arrays]),
         "truncated_msgpack": ("header_msgpack", lambda i: [good[0][:1 + i % (len(good[0]) - 1)], *arrays]),
         "wrong_frame_count": ("frame_count", lambda i: good[:1 + i % 5] if i % 6 else good + [b"extra"]),
@@ -110,7 +111,7 @@ def test_ten_thousand_hostile_messages_while_real_actors_feed_the_learner(make_c
 
     ctx = zmq.Context.instance()
     process = psutil.Process()
-    plane = DataPlane(cfg, num_actions_for(cfg.env), torch.device("cpu")).start()
+    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
     endpoints = [f"tcp://127.0.0.1:{cfg.transport.base_port + slot}" for slot in range(cfg.actors)]
     attackers = [monitored_push(ctx, e) for e in endpoints]
     giant, giant_monitor = monitored_push(ctx, endpoints[0])

@@ -3,7 +3,7 @@
 from actors.collector import actor_main
 from launch.processes import spawn_context, start_process
 from learner.weights import WeightServer
-from tests.helpers.networks import nets
+from tests.support.networks import nets
 
 
 def test_new_actor_acts_first_with_the_current_weights(make_config):

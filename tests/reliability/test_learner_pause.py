@@ -11,7 +11,7 @@ import time
 
 import psutil
 
-from tests.helpers.launcher import EPOCH, HANG_GUARD_S, TRAINING, Launcher, assert_all_gone, processor_lines
+from tests.support.launcher import EPOCH, HANG_GUARD_S, TRAINING, Launcher, assert_all_gone, processor_lines
 
 PAUSE_S = 30.0  # the shortest pause; it goes on until both actors have dropped a batch
 RECOVERY_BOUND_S = 10.0  # the promise: throughput is back within 10 s of SIGCONT

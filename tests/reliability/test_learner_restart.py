@@ -19,9 +19,8 @@ import time
 import psutil
 
 from learner.checkpoint import load_checkpoint, read_published
-from tests.helpers.runs import free_base_port
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.support.paths import ROOT
+from tests.support.runs import free_base_port
 
 
 def start(args, log_path):

@@ -27,12 +27,13 @@ from learner.data_plane import DataPlane
 from learner.weights import WeightServer
 from shared import curve
 from shared.config import ConfigError, TransportConfig
-from shared.env import num_actions_for
+from shared.envs import env_spec
 from shared.network import QNetwork
-from tests.helpers.messages import valid_batch
-from tests.helpers.runs import free_base_port, small_config
+from tests.support.messages import valid_batch
+from tests.support.paths import ROOT as ROOT_DIR
+from tests.support.runs import free_base_port, small_config
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(ROOT_DIR)
 
 
 @pytest.fixture
@@ -69,7 +70,7 @@ def test_only_listed_actor_keys_deliver_transitions_or_get_weights(keys, caplog)
     cfg.spawn_actors = False  # the learner of remote actors: it holds no actor key
     cfg.validate()
     actor_cfgs = [actor_config(cfg, folder, "allowed"), actor_config(cfg, folder, "stranger")]
-    num_actions = num_actions_for(cfg.env)
+    num_actions = env_spec(cfg.env).num_actions
     plane = DataPlane(cfg, num_actions, torch.device("cpu")).start()
     server = WeightServer(cfg.transport)
     server.publish(7, QNetwork(cfg.env.stack, num_actions, cfg.env.frame_size, dueling=cfg.net.dueling))

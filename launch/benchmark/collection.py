@@ -1,0 +1,124 @@
+"""Stages env_ceiling and collection: bare envs in K processes, then K real actors into replay."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import psutil
+import torch
+
+from actors.collector import actor_main
+from launch.processes import spawn_context, start_process, stop_processes
+from learner.data_plane import DataPlane
+from learner.weights import WeightServer
+from shared.config import RunConfig
+from shared.envs import entry_for, env_spec, make_env, make_vector_env
+from shared.network import build_q_network
+
+# ----------------------------------------------------------------------------- env ceiling
+
+def _bare_env_worker(cfg: RunConfig, index: int, go, seconds: float, out) -> None:
+    """One process: warm up, say so, wait for ``go`` (all K warm), then step with random actions for ``seconds``."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+    if entry_for(cfg.env).make_single is None:
+        return _bare_vector_worker(cfg, index, go, seconds, out)
+    env = make_env(cfg.env, seed=index)
+    rng = np.random.default_rng(index)
+    env.reset()
+    for _ in range(50):  # warm-up
+        if any(env.step(int(rng.integers(env.num_actions)))[2:4]):
+            env.reset()
+    out.put("ready")
+    go.wait()
+    steps, end, cpu0 = 0, time.monotonic() + seconds, time.process_time()
+    while time.monotonic() < end:
+        _, _, term, trunc, _ = env.step(int(rng.integers(env.num_actions)))
+        steps += 1
+        if term or trunc:
+            env.reset()
+    out.put((steps, time.process_time() - cpu0))
+
+
+def _bare_vector_worker(cfg: RunConfig, index: int, go, seconds: float, out) -> None:
+    """The same for a vector env (Snake, fuel breaks): one step(actions[E]) per tick, random valid actions."""
+    n = cfg.actor.envs_per_actor
+    env = make_vector_env(cfg.env, [index * 4096 + e for e in range(n)])
+    rng = np.random.default_rng(index)
+    env.reset()
+
+    def tick() -> None:
+        mask = env.action_mask()
+        env.step(np.where(mask, rng.random(mask.shape), -1.0).argmax(axis=1))
+
+    for _ in range(20):  # warm-up
+        tick()
+    out.put("ready")
+    go.wait()
+    steps, end, cpu0 = 0, time.monotonic() + seconds, time.process_time()
+    while time.monotonic() < end:
+        tick()
+        steps += n
+    out.put((steps, time.process_time() - cpu0))
+
+
+def env_ceiling(cfg: RunConfig, k: int, seconds: float) -> dict:
+    ctx = spawn_context()
+    out, go = ctx.Queue(), ctx.Event()
+    procs = [start_process(ctx, _bare_env_worker, (cfg, i, go, seconds, out), f"env-{i}") for i in range(k)]
+    for _ in procs:
+        out.get(timeout=120)  # every process imported, built its env and warmed up
+    go.set()
+    results = [out.get(timeout=seconds + 60) for _ in procs]
+    for p in procs:
+        p.join(timeout=10)
+    steps, cpu = sum(r[0] for r in results), sum(r[1] for r in results)
+    rate = steps / seconds
+    return {"processes": k, "env": cfg.env.name, "steps_per_s": rate, "frames_per_s": rate * cfg.env.frame_skip,
+            "cpu_us_per_step": cpu / steps * 1e6}
+
+
+def _cpu_seconds(procs: list) -> float:
+    """CPU seconds used so far by this process and ``procs``."""
+    total = 0.0
+    for proc in [psutil.Process()] + [psutil.Process(p.pid) for p in procs]:
+        t = proc.cpu_times()
+        total += t.user + t.system
+    return total
+
+
+# ----------------------------------------------------------------------------- collection
+
+def collection(cfg: RunConfig, seconds: float) -> dict:
+    """Real actors into a real DataPlane; rate of transitions arriving in replay over the timed window."""
+    device = torch.device("cpu")
+    spec = env_spec(cfg.env)
+    plane = DataPlane(cfg, spec.num_actions, device).start()
+    server = WeightServer(cfg.transport)
+    server.publish(0, build_q_network(spec, dueling=cfg.net.dueling))
+    server.start()
+    ctx = spawn_context()
+    stop = ctx.Event()
+    procs = [start_process(ctx, actor_main, (cfg, slot, stop, None), f"actor-{slot}") for slot in range(cfg.actors)]
+    try:
+        deadline = time.monotonic() + 120
+        while min(plane.stats().per_actor) == 0 and time.monotonic() < deadline:  # warm-up: every actor delivered
+            plane.drain(timeout=0.05)
+        warm_end = time.monotonic() + 2.0
+        while time.monotonic() < warm_end:
+            plane.drain(timeout=0.05)
+        start_processed, start, cpu0 = plane.processed, time.monotonic(), _cpu_seconds(procs)
+        while time.monotonic() - start < seconds:
+            plane.drain(timeout=0.05)
+        elapsed, cpu = time.monotonic() - start, _cpu_seconds(procs) - cpu0
+        stats = plane.stats()
+        rate = (plane.processed - start_processed) / elapsed
+        cpu_us = cpu / max(plane.processed - start_processed, 1) * 1e6
+    finally:
+        stop_processes(procs, stop)
+        server.stop()
+        plane.close()
+    return {"actors": cfg.actors, "transitions_per_s": rate, "cpu_us_per_transition": cpu_us,
+            "drops": stats.drops, "rejected": stats.rejected}

@@ -1,0 +1,111 @@
+"""Stages replay and priority: bytes per stored transition, add and sample rates; prioritized against uniform."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from learner.prioritized_replay import PrioritizedReplay
+from learner.replay import FrameReplay
+from shared.config import RunConfig
+
+# ----------------------------------------------------------------------------- replay
+
+def replay_stage(cfg: RunConfig) -> dict:
+    size = cfg.env.frame_size
+    replay = FrameReplay(num_streams=8, capacity=100_000, frame_shape=(size, size), stack=cfg.env.stack,
+                         n_step=cfg.replay.n_step, gamma=cfg.replay.gamma)
+    rng = np.random.default_rng(0)
+    t = 64
+    frames = rng.integers(0, 256, (1, t, size, size), dtype=np.uint8)
+    actions = np.zeros((1, t), np.uint8)
+    terminated = np.zeros((1, t), bool)
+    first = terminated.copy()
+    first[0, 0] = True
+    rewards = np.zeros((1, t), np.float32)
+    add_times = []
+    for i in range(8 * 100_000 // (8 * t) + 8):  # fill, wrapping
+        s0 = time.perf_counter()
+        replay.add(i % 8, frames, actions, rewards, terminated, first)
+        add_times.append(time.perf_counter() - s0)
+    for _ in range(5):
+        replay.sample(512)
+    sample_times = []
+    for _ in range(50):
+        s0 = time.perf_counter()
+        replay.sample(512)
+        sample_times.append(time.perf_counter() - s0)
+    add_s = statistics.median(add_times[50:])
+    sample_s = statistics.median(sample_times)
+    naive_stacked = 2 * cfg.env.stack * size * size  # obs + next_obs stacks, uint8
+    return {"bytes_per_transition": replay.bytes_per_transition, "naive_uint8_stacked_bytes": naive_stacked,
+            "naive_float32_bytes": naive_stacked * 4, "add_64_transitions_ms": add_s * 1e3,
+            "add_transitions_per_s": t / add_s, "sample_512_ms": sample_s * 1e3, "samples_per_s": 512 / sample_s}
+
+
+# ----------------------------------------------------------------------------- priority
+
+def priority_stage(cfg: RunConfig, capacities: tuple[int, ...], batches: tuple[int, ...], repeats: int = 30) -> dict:
+    """Per capacity and batch size: median ms of sample(B), of choosing its B slots alone (the draw, plus IS
+    weights when prioritized: what prioritization changes; the rest of a sample, gathering 2B stacks of frames,
+    is the same code for both), and of update_priorities(B), uniform vs prioritized.
+
+    8 streams, filled past wrap-around with 84x84 frames, 200-step episodes, random actor priorities;
+    one replay in memory at a time. Uniform replay has no priority update (0 ms)."""
+    size, out = cfg.env.frame_size, {}
+    rng = np.random.default_rng(0)
+    for capacity in capacities:
+        for kind in ("uniform", "prioritized"):
+            kwargs = dict(num_streams=8, capacity=capacity, frame_shape=(size, size), stack=cfg.env.stack,
+                          n_step=cfg.replay.n_step, gamma=cfg.replay.gamma)
+            replay = PrioritizedReplay(**kwargs, alpha=cfg.replay.priority_alpha) if kind == "prioritized" \
+                else FrameReplay(**kwargs)
+            t = min(4096, replay.stream_capacity)
+            frames = rng.integers(0, 256, (8, t, size, size), dtype=np.uint8)
+            first = np.zeros((8, t), bool)
+            first[:, ::200] = True
+            terminated = np.roll(first, -1, axis=1)
+            zeros_a, rewards = np.zeros((8, t), np.uint8), np.ones((8, t), np.float32)
+            for _ in range(replay.stream_capacity // t + 2):  # fill and wrap
+                prio = rng.random((8, t)).astype(np.float32) if kind == "prioritized" else None
+                replay.add(0, frames, zeros_a, rewards, terminated, first, prio)
+            lo, counts = replay._ranges(replay.heads)
+            for batch in batches:
+                sample_ms, update_ms, draw_ms = [], [], []
+                for i in range(repeats + 3):  # the first 3 warm up
+                    s0 = time.perf_counter()
+                    drawn = replay.sample(batch, beta=0.5)
+                    s1 = time.perf_counter()
+                    if kind == "prioritized":
+                        replay.update_priorities(drawn["stream"], drawn["slot"], torch.rand(batch))
+                    s2 = time.perf_counter()
+                    stream, slot = replay._draw(lo, counts, None)(batch)  # choosing the slots, without the frames
+                    replay._sampled(stream, slot, counts, 0.5)
+                    s3 = time.perf_counter()
+                    if i >= 3:
+                        sample_ms.append((s1 - s0) * 1e3)
+                        update_ms.append((s2 - s1) * 1e3)
+                        draw_ms.append((s3 - s2) * 1e3)
+                out[f"{kind}_{capacity}_{batch}"] = {"sample_ms": statistics.median(sample_ms),
+                                                     "update_ms": statistics.median(update_ms),
+                                                     "draw_ms": statistics.median(draw_ms)}
+                print(f"priority: {kind} capacity {capacity:,} batch {batch}: "
+                      f"{out[f'{kind}_{capacity}_{batch}']}", flush=True)
+            del replay, frames
+    out["capacities"], out["batches"] = list(capacities), list(batches)
+    return out
+
+
+def render_priority_table(p: dict) -> str:
+    rows = ["| capacity | batch | uniform: draw / whole sample | prioritized: draw / whole sample | prioritized "
+            "update | prioritized draw + update vs uniform draw |", "|---|---|---|---|---|---|"]
+    for capacity in p["capacities"]:
+        for batch in p["batches"]:
+            u, q = p[f"uniform_{capacity}_{batch}"], p[f"prioritized_{capacity}_{batch}"]
+            rows.append(f"| {capacity:,} | {batch} | {u['draw_ms']:.2f} / {u['sample_ms']:.2f} ms | "
+                        f"{q['draw_ms']:.2f} / {q['sample_ms']:.2f} ms | {q['update_ms']:.2f} ms | "
+                        f"{(q['draw_ms'] + q['update_ms']) / u['draw_ms']:.1f}x |")
+    return "\n".join(rows)

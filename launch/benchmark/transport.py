@@ -1,0 +1,72 @@
+"""Stage transport: synthetic 84x84 batches through socket, consolidation and replay (no env)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import psutil
+import torch
+import zmq
+
+from launch.processes import orphan_check, spawn_context, start_process, stop_processes
+from learner.data_plane import DataPlane
+from shared import protocol
+from shared.config import RunConfig
+from shared.envs import env_spec
+from shared.links import open_socket
+
+# ----------------------------------------------------------------------------- transport
+
+def _synthetic_sender(cfg: RunConfig, slot: int, stop, batch: int) -> None:
+    """Push the same pre-built 84x84 batch as fast as the socket takes it (no env)."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    size = cfg.env.frame_size
+    rng = np.random.default_rng(slot)
+    arrays = (rng.integers(0, 256, (1, batch, size, size), dtype=np.uint8), np.zeros((1, batch), np.uint8),
+              np.zeros((1, batch), np.float32), np.zeros((1, batch), np.uint8), np.zeros((1, batch), np.uint8))
+    arrays[4][0, 0] = 1
+    sock = open_socket(zmq.Context.instance(), zmq.PUSH, cfg.transport, server=False, send_hwm=4)
+    sock.connect(f"tcp://{cfg.transport.host}:{cfg.transport.base_port + slot}")
+    stats = {k: 0.0 for k in protocol.STAT_KEYS}
+    seq = 0
+    orphaned = orphan_check()
+    while not stop.is_set() and not orphaned():
+        parts = protocol.encode_batch(slot, 1, seq, 0, *arrays, stats=stats)
+        try:
+            sock.send_multipart(parts, copy=False, flags=zmq.NOBLOCK)
+            seq += 1
+        except zmq.Again:
+            time.sleep(0.0005)
+    sock.close()
+
+
+def transport(cfg: RunConfig, senders: int, batch: int, seconds: float) -> dict:
+    cfg = RunConfig.from_json(cfg.to_json())
+    cfg.actors, cfg.actor.envs_per_actor, cfg.actor.batch_steps = senders, 1, batch
+    cfg.replay.capacity = max(cfg.replay.capacity, senders * 4 * batch)
+    cfg.validate()
+    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    ctx = spawn_context()
+    stop = ctx.Event()
+    procs = [start_process(ctx, _synthetic_sender, (cfg, slot, stop, batch), f"sender-{slot}") for slot in range(senders)]
+    try:
+        warm_end = time.monotonic() + 3.0
+        while time.monotonic() < warm_end:
+            plane.drain(timeout=0.05)
+        start_processed, start = plane.processed, time.monotonic()
+        cpu_start = psutil.Process().cpu_times()
+        while time.monotonic() - start < seconds:
+            plane.drain(timeout=0.05)
+        elapsed = time.monotonic() - start
+        cpu = psutil.Process().cpu_times()
+        rate = (plane.processed - start_processed) / elapsed
+    finally:
+        stop_processes(procs, stop)
+        plane.close()
+    frame_bytes = cfg.env.frame_size ** 2
+    learner_cpu = (cpu.user + cpu.system - cpu_start.user - cpu_start.system) / elapsed
+    return {"senders": senders, "batch_frames": batch, "transitions_per_s": rate,
+            "mb_per_s": rate * (frame_bytes + 7) / 1e6, "learner_cpu_cores": learner_cpu,
+            "rejected": plane.stats().rejected}

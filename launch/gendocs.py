@@ -1,0 +1,124 @@
+"""Write the documentation pages that are generated from the code, so they cannot drift from it.
+
+    python -m launch.gendocs            # rewrite them (make docs)
+    python -m launch.gendocs --check    # exit 1 when one is not current (what tests/unit/test_config.py checks)
+
+- docs/configuration.md, section "Configuration reference": every option is a field of a dataclass in
+  shared/config.py (an env's own options: its module in shared/envs/), and the string under each field is what
+  ``--help`` prints; this writes the same text as one table per section, between that heading and the next
+  "## " heading of the page.
+- docs/protocol.md: the wire's contract, the docstring of shared/protocol.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import os
+import sys
+import textwrap
+from typing import Any
+
+from shared.config import RunConfig
+
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
+PAGE = os.path.join(DOCS, "configuration.md")
+PROTOCOL_PAGE = os.path.join(DOCS, "protocol.md")
+HEADING = "## Configuration reference"
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Field name -> the string literal written under it in the class body (what tyro prints for --help)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body
+    docs = {}
+    for node, after in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+            docs[node.target.id] = " ".join(after.value.value.split()).replace("``", "`")
+    return docs
+
+
+def _default(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _rows(cls: type, prefix: str, tables: list[tuple[str, str, list[str]]]) -> None:
+    docs, rows = field_docs(cls), []
+    nested = []
+    for f in dataclasses.fields(cls):
+        factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+        if factory is not None and dataclasses.is_dataclass(factory):
+            nested.append((factory, prefix + f.name + "."))
+            continue
+        flag = "--" + prefix + f.name.replace("_", "-")
+        default = f.default if f.default is not dataclasses.MISSING else factory()
+        if isinstance(default, bool):
+            flag += f"` / `--{prefix}no-{f.name.replace('_', '-')}"
+        text = docs.get(f.name, "").replace("|", "\\|")
+        rows.append(f"| `{flag}` | {_default(default)} | {text} |")
+    if rows:
+        title = prefix.rstrip(".") or "run"
+        tables.append((title, " ".join((cls.__doc__ or "").split()).replace("``", "`"), rows))
+    for factory, sub in nested:
+        _rows(factory, sub, tables)
+
+
+def reference() -> str:
+    """The section's body: one table per section of RunConfig (the run, then env, env.mario, ..., actor, ...)."""
+    tables: list[tuple[str, str, list[str]]] = []
+    _rows(RunConfig, "", tables)
+    out = ["", "Every option is a dataclass field (shared/config.py; an env's own options in its module under",
+           "shared/envs/); `--help` prints the same text. This section is written by `python -m launch.gendocs`.", ""]
+    for title, doc, rows in tables:
+        out += [f"### {title}", "", doc, "", "| option | default | meaning |", "|---|---|---|", *rows, ""]
+    return "\n".join(out) + "\n"
+
+
+def render(page: str) -> str:
+    """``page`` with its configuration reference section replaced by :func:`reference`."""
+    head, sep, rest = page.partition(HEADING)
+    if not sep:
+        raise ValueError(f"{PAGE} has no {HEADING!r} heading")
+    tail = rest.split("\n## ", 1)
+    return head + HEADING + "\n" + reference() + ("\n## " + tail[1] if len(tail) == 2 else "")
+
+
+def protocol_page() -> str:
+    """docs/protocol.md: shared/protocol.py's docstring under a title, as Markdown."""
+    from shared import protocol
+
+    return ("# Wire protocol\n\n*Written by `python -m launch.gendocs` from the docstring of `shared/protocol.py`; the "
+            "versions are in [CHANGELOG.md](CHANGELOG.md).*\n\n" + textwrap.dedent(protocol.__doc__).strip() + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m launch.gendocs", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 when a generated page is not current")
+    args = parser.parse_args(argv)
+    with open(PAGE, encoding="utf-8") as fh:
+        pages = {PAGE: (fh.read(), None)}
+    pages[PAGE] = (pages[PAGE][0], render(pages[PAGE][0]))
+    old = open(PROTOCOL_PAGE, encoding="utf-8").read() if os.path.exists(PROTOCOL_PAGE) else ""
+    pages[PROTOCOL_PAGE] = (old, protocol_page())
+    stale = [path for path, (old, new) in pages.items() if old != new]
+    if args.check:
+        for path in stale:
+            print(f"{path} is not current: run python -m launch.gendocs (make docs)", file=sys.stderr)
+        return 1 if stale else 0
+    for path in stale:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(pages[path][1])
+    for path in pages:
+        print(f"{path}: {'rewritten' if path in stale else 'already current'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

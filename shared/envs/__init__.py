@@ -1,0 +1,177 @@
+"""Environments as registered plug-ins: one module per env, one registry.
+
+Every env is an :class:`EnvEntry`: how to build the E envs of one actor as a
+:class:`~shared.spec.VectorEnv`, its :class:`~shared.spec.EnvSpec` (read without starting an env),
+its action names, what its score and success mean, and the values the ``auto`` settings take on it.
+Actors, learner and launchers ask this registry and speak of *score* and *success*; what they are
+is the env's business (Mario: the furthest x_pos and the flag; Snake: food eaten and a filled grid).
+
+Built in (:data:`BUILTIN`, each module registers itself when first imported):
+
+========== ===================== ==========================================================
+name       module                what
+========== ===================== ==========================================================
+mario      shared/envs/mario.py  Super Mario Bros on nes-py, frames stacked 4 deep
+catch      shared/envs/catch.py  bsuite's Catch: a tiny pixel game DQN solves in minutes
+fake       shared/envs/fake.py   synthetic frames for plumbing tests (no emulator)
+snake      shared/envs/snake.py  numpy-vectorized Snake
+fuelbreak  shared/envs/fuelbreak.py  fuel-break placement against a wildfire, masked actions
+========== ===================== ==========================================================
+
+Adding an env: a module that builds an :class:`EnvEntry` and calls :func:`register`, plus one line
+in :data:`BUILTIN`. Its command-line options, if any, are a dataclass nested in
+:class:`~shared.config.EnvConfig` under its name (``--env.snake.size``). An env that lives outside
+warppipe needs neither: ``--env.module my_pkg.my_env --env.name my_env`` makes every process (the
+learner, spawned and remote actors, the evaluators) import ``my_pkg.my_env`` before looking the
+name up.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from shared.errors import ConfigError
+from shared.spec import EnvSpec, VectorEnv
+
+if TYPE_CHECKING:
+    from shared.config import EnvConfig
+
+__all__ = ["BUILTIN", "EnvEntry", "action_names", "entry_for", "env_label", "env_spec", "frame_entry",
+           "make_env", "make_vector_env", "names", "register"]
+
+BUILTIN: dict[str, str] = {
+    "mario": "shared.envs.mario",
+    "catch": "shared.envs.catch",
+    "fake": "shared.envs.fake",
+    "snake": "shared.envs.snake",
+    "fuelbreak": "shared.envs.fuelbreak",
+}
+"""Env name -> the module that registers it (imported on first use, so no process pays for an emulator it
+does not run)."""
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    """What the rest of warppipe needs to know about one env; every callable takes the run's EnvConfig."""
+
+    name: str
+    spec: Callable[[EnvConfig], EnvSpec]
+    """The observation and action space, without starting an env."""
+    make: Callable[[EnvConfig, Sequence[int]], VectorEnv]
+    """The ``len(seeds)`` envs of one actor, built in the calling process (never pickled)."""
+    action_names: Callable[[EnvConfig], list[str]]
+    """Readable action names, in action order (``"right+A"``)."""
+    make_single: Callable[[EnvConfig, int], Any] | None = None
+    """Frame envs only: one env (shared/envs/frames.py ``FrameEnv``), for the evaluator and the benchmark."""
+    validate: Callable[[EnvConfig], None] | None = None
+    """Checks of the env's own options; raises ConfigError naming the bad value."""
+    label: Callable[[EnvConfig], str] | None = None
+    """What a run played, in a word or two for headers and file names (Mario: its stage); default: the name."""
+    score: str = "score"
+    """What ``info["score"]`` measures, for console lines (Mario: Distance, the episode's furthest x_pos)."""
+    success: str = "success"
+    """What ``info["success"]`` means, for console lines (Mario: Flags)."""
+    random_reference: bool = False
+    """In-training evaluations also play the random policy on the same seeds, to read a score against."""
+    video: bool = False
+    """An episode can be filmed from its actions (actors/evaluator.py ``record_video``: Mario's emulator screen)."""
+    reward_scale: float = 1.0
+    """learner.reward_scale -1 (auto) on this env."""
+    envs_per_actor: int = 1
+    """actor.envs_per_actor -1 (auto) on this env."""
+    eps_anneal_steps: int = 25_000
+    """actor.eps_anneal_steps -1 (auto) on this env."""
+
+    def label_of(self, cfg: EnvConfig) -> str:
+        return self.label(cfg) if self.label is not None else self.name
+
+
+_REGISTRY: dict[str, EnvEntry] = {}
+
+
+def register(entry: EnvEntry) -> EnvEntry:
+    """Add ``entry`` (an env's module calls this when imported); a second env of the same name is an error."""
+    old = _REGISTRY.get(entry.name)
+    if old is not None and old is not entry:
+        raise ValueError(f"env {entry.name!r} is already registered")
+    _REGISTRY[entry.name] = entry
+    return entry
+
+
+def names() -> list[str]:
+    """The built-in env names, then any registered from outside, in registration order."""
+    return list(BUILTIN) + [n for n in _REGISTRY if n not in BUILTIN]
+
+
+def entry_for(cfg: EnvConfig | str) -> EnvEntry:
+    """The entry of ``cfg.name`` (or of a name): imports ``cfg.module`` first (a plug-in that registers it), then
+    the built-in module of that name. ConfigError names an unknown env or a plug-in that does not import."""
+    name = cfg if isinstance(cfg, str) else cfg.name
+    module = "" if isinstance(cfg, str) else cfg.module
+    if name not in _REGISTRY:
+        if module:
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                raise ConfigError(f"env.module={module!r} does not import ({exc})") from None
+        elif isinstance(name, str) and name in BUILTIN:
+            importlib.import_module(BUILTIN[name])
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        where = f" (env.module={module!r} did not register it)" if module else ""
+        raise ConfigError(f"env.name={name!r} must be one of {', '.join(map(repr, names()))}{where}") from None
+
+
+def env_spec(cfg: EnvConfig) -> EnvSpec:
+    """The observation and action space of the env ``cfg`` describes (ConfigError names a bad value)."""
+    cfg.validate()
+    return entry_for(cfg).spec(cfg)
+
+
+def make_vector_env(cfg: EnvConfig, seeds: Sequence[int]) -> VectorEnv:
+    """The ``len(seeds)`` envs of one actor, built here. Frame envs: env e is seeded with ``seeds[e]``; vector
+    envs (Snake, fuel breaks) take ``seeds[0]`` and derive each env's stream from it and its index."""
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("make_vector_env needs at least one seed (one per env)")
+    cfg.validate()
+    return entry_for(cfg).make(cfg, seeds)
+
+
+def make_env(cfg: EnvConfig, seed: int) -> Any:
+    """One frame env (shared/envs/frames.py ``FrameEnv``) built here; ConfigError for an env that has none."""
+    entry = entry_for(cfg)
+    if entry.make_single is None:
+        raise ConfigError(f"env.name={cfg.name!r} is a vector env; it has no single-env form (use make_vector_env)")
+    cfg.validate()
+    return entry.make_single(cfg, seed)
+
+
+def action_names(cfg: EnvConfig) -> list[str]:
+    """Readable action names of the env, in action order."""
+    return list(entry_for(cfg).action_names(cfg))
+
+
+def env_label(cfg: EnvConfig) -> str:
+    """What a run plays, for headers and file names: Mario's stage ('1-1'), else the env's name."""
+    return entry_for(cfg).label_of(cfg)
+
+
+def frame_entry(name: str, make_single: Callable[[EnvConfig, int], Any],
+                action_names: Callable[[EnvConfig], list[str]], **fields: Any) -> EnvEntry:
+    """The entry of an env of single uint8 frames (``env.frame_size`` square, stacked ``env.stack`` deep,
+    unmasked), stepped side by side in a shared/envs/frames.py ``FrameVectorEnv``."""
+
+    def spec(cfg: EnvConfig) -> EnvSpec:
+        return EnvSpec(obs_shape=(cfg.frame_size, cfg.frame_size), obs_dtype="uint8", stack=cfg.stack,
+                       num_actions=len(action_names(cfg)), masked=False)
+
+    def make(cfg: EnvConfig, seeds: Sequence[int]) -> VectorEnv:
+        from shared.envs.frames import FrameVectorEnv
+        return FrameVectorEnv([make_single(cfg, s) for s in seeds], spec(cfg))
+
+    return EnvEntry(name=name, spec=spec, make=make, action_names=action_names, make_single=make_single, **fields)

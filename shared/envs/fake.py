@@ -1,0 +1,105 @@
+"""A fast synthetic frame env for plumbing tests (registered as ``fake``): no emulator, exact frames.
+
+Score: 3 * the step in the episode; success: about 1 in 4 terminations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from shared.envs import frame_entry, register
+from shared.errors import check, is_int
+
+if TYPE_CHECKING:
+    from shared.config import EnvConfig
+
+__all__ = ["FAKE_EPISODE_RANGE", "FakeEnv", "FakeOptions"]
+
+FAKE_EPISODE_RANGE = (8, 256)
+"""FakeEnv episode lengths (agent steps until termination) are drawn uniformly from [lo, hi]."""
+
+
+@dataclass
+class FakeOptions:
+    """The fake env (``--env.fake.*``)."""
+
+    actions: int = 7
+    """Number of actions (7: as many as Mario's simple button set)."""
+
+    def validate(self) -> None:
+        check(is_int(self.actions) and 1 <= self.actions <= 256, "env.fake.actions", self.actions,
+              "must be an integer in [1, 256]")
+
+
+class FakeEnv:
+    """Fast synthetic env for plumbing tests: no emulator, deterministic given the seed.
+
+    Every frame (reset or step) carries, little-endian in its first 16 bytes, a uint64 counter of
+    frames this env produced since its last seeding and the seed (mod 2**64); the rest is a slice
+    of a seed-derived noise pattern shifted by the counter. So frames are unique per
+    (seed, episode, step). Episode lengths are drawn from :data:`FAKE_EPISODE_RANGE` and end in
+    termination, or in truncation when ``max_episode_steps`` comes first. Reward: 1.0 when the
+    action equals ``counter % num_actions`` of the frame the agent saw, else -0.1; ``info``
+    ``x_pos`` = 3 * step in the episode, ``flag_get`` True on ~1 in 4 terminations.
+    """
+
+    def __init__(self, cfg: EnvConfig, seed: int) -> None:
+        cfg.validate()
+        self.num_actions = cfg.fake.actions
+        self.frame_shape = (cfg.frame_size, cfg.frame_size)
+        self._n = cfg.frame_size * cfg.frame_size
+        self._limit = cfg.max_episode_steps
+        self._seed_all(seed)
+        self._pending_seed: int | None = None  # constructor seed already applied
+        self._needs_reset = True
+
+    def _seed_all(self, seed: int) -> None:
+        self._seed = int(seed)
+        self._rng = np.random.default_rng(self._seed & 0xFFFF_FFFF_FFFF_FFFF)
+        self._pattern = self._rng.integers(0, 256, self._n + 256, dtype=np.uint8)
+        self._count = 0
+
+    def _frame(self) -> np.ndarray:
+        frame = np.empty(self.frame_shape, np.uint8)
+        flat = frame.reshape(-1)
+        off = self._count % 256
+        flat[16:] = self._pattern[off: off + self._n - 16]
+        flat[:16].view("<u8")[:] = (self._count, self._seed & 0xFFFF_FFFF_FFFF_FFFF)
+        self._good = self._count % self.num_actions
+        self._count += 1
+        return frame
+
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        if seed is not None:
+            self._seed_all(seed)
+        lo, hi = FAKE_EPISODE_RANGE
+        self._length = int(self._rng.integers(lo, hi + 1))
+        self._flag = bool(self._rng.random() < 0.25)
+        self._t = 0
+        self._needs_reset = False
+        return self._frame()
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        if self._needs_reset:
+            raise RuntimeError("step() before reset() or after the episode ended; call reset()")
+        a = int(action)
+        if not 0 <= a < self.num_actions:
+            raise ValueError(f"action {action!r} out of range [0, {self.num_actions})")
+        reward = 1.0 if a == self._good else -0.1
+        self._t += 1
+        terminated = self._t >= self._length
+        truncated = not terminated and self._limit > 0 and self._t >= self._limit
+        self._needs_reset = terminated or truncated
+        info = {"x_pos": 3 * self._t, "flag_get": terminated and self._flag}
+        return self._frame(), reward, terminated, truncated, info
+
+    def close(self) -> None:
+        self._needs_reset = True
+
+
+ENTRY = register(frame_entry(
+    "fake", FakeEnv, lambda cfg: [f"action{i}" for i in range(cfg.fake.actions)],
+    validate=lambda cfg: cfg.fake.validate(), score="Distance", success="Flags"))

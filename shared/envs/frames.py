@@ -1,0 +1,312 @@
+"""Frame envs: the single-env interface, its preprocessing, the agent's frame stack, and E of them as one
+vector env.
+
+Contract (:class:`FrameEnv`)
+----------------------------
+``num_actions``   int, size of the discrete action set.
+``frame_shape``   ``(size, size)`` of one observation frame.
+``reset(seed=None) -> frame``
+    Starts an episode. ``frame`` is uint8 ``[size, size]`` and a *fresh* array: the caller may
+    keep it; the env never writes to it again. A seed given here replaces the constructor's
+    seed (which applies to the first reset).
+``step(action) -> (frame, reward, terminated, truncated, info)``
+    ``frame`` is fresh as above; ``reward`` a Python float; ``terminated`` means the episode
+    really ended (do not bootstrap); ``truncated`` means it was cut by a limit (bootstrap). The two
+    are never both True. ``info`` holds at least ``x_pos`` (int: the env's score for this step, the
+    furthest is the episode's) and ``flag_get`` (bool: success). Stepping after either flag without
+    a reset raises ``RuntimeError``.
+``close()``       releases the env; idempotent.
+
+Preprocessing (:class:`Preprocess`, around an emulator such as Mario's)
+-----------------------------------------------------------------------
+One agent step repeats the action for ``frame_skip`` emulator frames, summing the rewards and
+stopping early when the episode ends. Each emulator frame is converted to grayscale
+(OpenCV's RGB->GRAY weights) into one of two preallocated buffers; the observation is the
+elementwise max of the last two frames emulated in this step (a single frame when only one
+was), resized to ``frame_size`` x ``frame_size`` with ``INTER_AREA``, uint8. The reset frame is
+the gray, resized reset screen. Episodes are truncated after ``max_episode_steps`` agent steps and,
+with ``no_progress_steps``, after that many steps without a new furthest ``x_pos``.
+
+The inner env may speak the old Gym API (``reset() -> obs``; ``step -> (obs, r, done, info)``,
+nes-py 8 / gym-super-mario-bros 7) or the Gymnasium API (``reset() -> (obs, info)``;
+``step -> (obs, r, terminated, truncated, info)``, gym-super-mario-bros 9); the shape of
+what it returns decides, call by call.
+
+:class:`FrameStacker` keeps the agent's ``[stack, H, W]`` observation, the reference the replay
+rebuilds from single frames. :class:`FrameVectorEnv` steps E frame envs side by side under the
+vector-env contract (shared/spec.py): each returned frame is copied into a fresh ``[E, H, W]``
+array (nes-py renders every frame into one reused buffer), an env that ends is reset at once and
+its row is the reset frame (same-step auto-reset), and its calls to the single envs are ``step``
+per tick and ``reset`` after an episode's end. ``info["score"]`` is the episode's max ``x_pos`` so
+far, ``info["success"]`` its ``flag_get``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+import cv2
+import numpy as np
+
+from shared.errors import ConfigError
+from shared.spec import EnvSpec, checked_actions
+
+__all__ = ["FrameEnv", "FrameStacker", "FrameVectorEnv", "Preprocess"]
+
+@runtime_checkable
+class FrameEnv(Protocol):
+    """What actors, the benchmark and the tests step (see the module docstring)."""
+
+    num_actions: int
+    frame_shape: tuple[int, int]
+
+    def reset(self, seed: int | None = None) -> np.ndarray: ...
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]: ...
+
+    def close(self) -> None: ...
+
+
+def _gray_source(frame: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """A view of ``frame`` that cv2 reads without copying, and its gray conversion code.
+
+    None when there is none (then each call converts a contiguous copy). nes-py's screen is a
+    reversed view ``[:, :, ::-1][:, :, 1:]`` of a little-endian BGRx buffer: converting that view
+    makes cv2 copy it (~300 us); reading the same bytes as BGRA costs ~20 us.
+    """
+    if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
+        raise ValueError(f"inner env frame must be uint8 [H, W, 3] RGB, got {frame.dtype} {frame.shape}")
+    if frame.flags.c_contiguous:
+        return frame, cv2.COLOR_RGB2GRAY
+    h, w, _ = frame.shape
+    s0, s1, s2 = frame.strides
+    if s2 == -1 and s1 == 4 and s0 >= 4 * w:
+        bgr = frame[:, :, ::-1]  # B at the lowest address of each 4-byte pixel slot
+        bgrx = np.lib.stride_tricks.as_strided(bgr, shape=(h, w, 4), strides=(s0, 4, 1), writeable=False)
+        root = frame
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        lo, hi = np.byte_bounds(root)
+        vlo, vhi = np.byte_bounds(bgrx)
+        if lo <= vlo and vhi <= hi:  # the 4th byte of every slot lies inside the real buffer
+            return bgrx, cv2.COLOR_BGRA2GRAY
+    return None
+
+
+class Preprocess:
+    """Frame skip, gray, max of the last two frames, resize and time limit around an inner env.
+
+    ``inner`` has ``reset()`` and ``step(action)`` in the old Gym or the Gymnasium shape (see the
+    module docstring) returning uint8 RGB ``[H, W, 3]`` frames, which may be one buffer reused on
+    every call. ``seed_fn(seed)`` seeds it when its ``reset`` takes no ``seed`` keyword. ``raw`` is the
+    emulator underneath, when the caller sets it (Mario's RAM and screen, for tests and videos).
+    """
+
+    raw: Any = None
+
+    def __init__(self, inner: Any, num_actions: int, frame_skip: int, frame_size: int,
+                 max_episode_steps: int, seed: int | None = None,
+                 seed_fn: Callable[[int], Any] | None = None, no_progress_steps: int = 0) -> None:
+        if frame_skip < 1:
+            raise ConfigError(f"env.frame_skip={frame_skip!r} must be >= 1")
+        self.inner = inner
+        self.num_actions = int(num_actions)
+        self.frame_shape = (int(frame_size), int(frame_size))
+        self._skip = int(frame_skip)
+        self._size = (int(frame_size), int(frame_size))  # cv2 wants (width, height); square anyway
+        self._limit = int(max_episode_steps)
+        self._stall_limit = int(no_progress_steps)  # steps without a new furthest x_pos that truncate (0: off)
+        self._furthest, self._stalled = -1, 0
+        self._seed_fn = seed_fn
+        try:
+            self._reset_takes_seed = "seed" in inspect.signature(inner.reset).parameters
+        except (TypeError, ValueError):
+            self._reset_takes_seed = False
+        self._pending_seed = seed
+        self._gray: list[np.ndarray] | None = None  # two preallocated [H, W] buffers
+        self._src_obj: np.ndarray | None = None  # the inner frame object last seen ...
+        self._src: tuple[np.ndarray, int] | None = None  # ... and how to read it
+        self._t = 0
+        self._needs_reset = True
+        self._closed = False
+
+    # -- helpers
+    def _to_gray(self, frame: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        if frame is not self._src_obj:  # nes-py returns the same object every call: cached
+            self._src_obj = frame
+            self._src = _gray_source(frame)
+        if self._src is None:
+            return cv2.cvtColor(np.ascontiguousarray(frame), cv2.COLOR_RGB2GRAY, dst=dst)
+        src, code = self._src
+        return cv2.cvtColor(src, code, dst=dst)
+
+    def _out(self, gray: np.ndarray) -> np.ndarray:
+        # a new [size, size] array every call: the caller may keep it
+        return cv2.resize(gray, self._size, interpolation=cv2.INTER_AREA)
+
+    # -- FrameEnv
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        if self._closed:
+            raise RuntimeError("reset() on a closed env")
+        if seed is None:
+            seed, self._pending_seed = self._pending_seed, None
+        else:
+            self._pending_seed = None
+        if seed is not None and self._reset_takes_seed:
+            out = self.inner.reset(seed=seed)
+        else:
+            if seed is not None and self._seed_fn is not None:
+                self._seed_fn(seed)
+            out = self.inner.reset()
+        if isinstance(out, tuple):  # Gymnasium: (obs, info)
+            out = out[0]
+        frame = np.asarray(out)
+        hw = frame.shape[:2]
+        if self._gray is None or self._gray[0].shape != hw:
+            self._gray = [np.empty(hw, np.uint8), np.empty(hw, np.uint8)]
+        self._t = 0
+        self._furthest, self._stalled = -1, 0
+        self._needs_reset = False
+        return self._out(self._to_gray(frame, self._gray[0]))
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        if self._needs_reset:
+            raise RuntimeError("step() before reset() or after the episode ended; call reset()")
+        a = int(action)
+        if not 0 <= a < self.num_actions:
+            raise ValueError(f"action {action!r} out of range [0, {self.num_actions})")
+        inner_step = self.inner.step
+        gray = self._gray
+        total = 0.0
+        terminated = truncated = False
+        info: dict = {}
+        g = last = None
+        for i in range(self._skip):
+            out = inner_step(a)
+            if len(out) == 5:  # Gymnasium
+                frame, r, terminated, truncated, info = out
+            else:  # old Gym
+                frame, r, done, info = out
+                terminated = bool(done)
+                if terminated and info.get("TimeLimit.truncated", False):
+                    terminated, truncated = False, True
+            total += r
+            last, g = g, self._to_gray(frame, gray[i & 1])
+            if terminated or truncated:
+                break
+        if last is not None:
+            g = np.maximum(g, last, out=g)
+        obs = self._out(g)
+        self._t += 1
+        terminated = bool(terminated)
+        truncated = bool(truncated) and not terminated
+        if not terminated and self._limit and self._t >= self._limit:
+            truncated = True
+        info = dict(info)
+        info["x_pos"] = x = int(info.get("x_pos", 0))
+        if x > self._furthest:
+            self._furthest, self._stalled = x, 0
+        else:
+            self._stalled += 1
+            if self._stall_limit and self._stalled >= self._stall_limit and not terminated:
+                truncated = True  # stuck (at a pipe, against a wall): bootstraps, as any truncation
+        self._needs_reset = terminated or truncated
+        info["flag_get"] = bool(info.get("flag_get", False))
+        return obs, float(total), terminated, truncated, info
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._needs_reset = True
+            self.inner.close()
+
+
+
+class FrameStacker:
+    """The agent's stacked observation, uint8 ``[stack, H, W]``, oldest first, in one array.
+
+    ``reset(frame)`` fills every slot with ``frame``; ``push(frame)`` shifts the stack one slot
+    towards the front (dropping the oldest) and writes ``frame`` last. ``array`` is the internal
+    array itself (not a copy): it changes on the next push, so copy it to keep it.
+    """
+
+    def __init__(self, stack: int, frame_shape: tuple[int, int]) -> None:
+        if stack < 1:
+            raise ValueError(f"stack={stack!r} must be >= 1")
+        self._buf = np.zeros((int(stack), *frame_shape), np.uint8)
+
+    @property
+    def array(self) -> np.ndarray:
+        return self._buf
+
+    def reset(self, frame: np.ndarray) -> np.ndarray:
+        self._buf[:] = frame
+        return self._buf
+
+    def push(self, frame: np.ndarray) -> np.ndarray:
+        buf = self._buf
+        buf[:-1] = buf[1:]  # forward overlapping copy: numpy buffers it when needed
+        buf[-1] = frame
+        return buf
+
+
+
+class FrameVectorEnv:
+    """Single frame envs (:class:`FrameEnv`) stepped side by side under the vector-env contract (module docstring)."""
+
+    def __init__(self, envs: list, spec: EnvSpec):
+        if not envs:
+            raise ConfigError("FrameVectorEnv needs at least one env")
+        self.envs, self.spec, self.num_envs = list(envs), spec, len(envs)
+        self._shape = tuple(spec.obs_shape)
+        self._score = np.zeros(self.num_envs, np.float64)  # max x_pos of each env's episode so far
+        self._flag = np.zeros(self.num_envs, bool)
+        self._mask = np.ones((self.num_envs, spec.num_actions), bool)
+        self._started = False
+
+    @property
+    def inner(self) -> list:
+        return self.envs
+
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        obs = np.empty((self.num_envs, *self._shape), np.uint8)
+        for e, env in enumerate(self.envs):
+            obs[e] = env.reset(None if seed is None else seed + e)
+        self._score[:] = 0
+        self._flag[:] = False
+        self._started = True
+        return obs
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        a = checked_actions(self._started, actions, self.num_envs)
+        n = self.num_envs
+        obs = np.empty((n, *self._shape), np.uint8)
+        reward = np.empty(n, np.float32)
+        terminated = np.zeros(n, bool)
+        truncated = np.zeros(n, bool)
+        score = np.empty(n, np.float64)
+        success = np.empty(n, bool)
+        for e, (env, action) in enumerate(zip(self.envs, a.tolist())):
+            frame, r, term, trunc, info = env.step(action)
+            reward[e] = r
+            x = info["x_pos"]
+            if x > self._score[e]:
+                self._score[e] = x
+            self._flag[e] |= bool(info["flag_get"])
+            score[e], success[e] = self._score[e], self._flag[e]
+            if term or trunc:
+                terminated[e], truncated[e] = term, trunc
+                obs[e] = env.reset()
+                self._score[e], self._flag[e] = 0.0, False
+            else:
+                obs[e] = frame  # a copy: nes-py reuses its screen buffer
+        return obs, reward, terminated, truncated, {"score": score, "success": success}
+
+    def action_mask(self) -> np.ndarray:
+        return self._mask.copy()
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()

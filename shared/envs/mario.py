@@ -1,0 +1,165 @@
+"""Super Mario Bros (nes-py) as a warppipe env: its options, button sets, stages and the env itself.
+
+Registered as ``mario``. Score: the episode's furthest ``x_pos``; success: the flag. One agent step
+is ``env.frame_skip`` emulator frames, preprocessed by shared/envs/frames.py ``Preprocess`` (gray,
+max of the last two frames, resized to ``env.frame_size``). The emulator packages are imported only
+when an env is built, so the learner never loads them.
+
+Jump release (``env.mario.jump_release``, on by default): SMB starts a jump only on the frame A goes
+down, so an agent that keeps choosing a jump action while standing (against a pipe, after
+landing) would hold A and never jump again; the 84x84 frame stack cannot show that A is held.
+With jump release, a frame that asks for A while A was sent on each of the two frames before and
+Mario is on the ground (RAM 0x1D == 0) sends the same buttons without A: the next frame presses A
+again and jumps (two frames, not one: the game acts on a press one frame late, so Mario still reads
+as on the ground on the frame after A went down, and releasing then would cut the jump short).
+Holding A in the air still gives the full-height jump.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from shared.envs import frame_entry, register
+from shared.errors import ConfigError, check, is_int
+
+if TYPE_CHECKING:
+    from shared.config import EnvConfig
+
+__all__ = ["ACTION_SETS", "MarioOptions", "make_mario_env", "parse_stage"]
+
+# Button lists, identical to gym_super_mario_bros.actions (a test checks it). Copied here so
+# importing this module (learner, fake env) does not import gym.
+ACTION_SETS: dict[str, list[list[str]]] = {
+    "right_only": [
+        ["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"],
+    ],
+    "simple": [
+        ["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"], ["A"], ["left"],
+    ],
+    "complex": [
+        ["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"], ["A"], ["left"],
+        ["left", "A"], ["left", "B"], ["left", "A", "B"], ["down"], ["up"],
+    ],
+}
+
+
+@dataclass
+class MarioOptions:
+    """Super Mario Bros (``--env.mario.*``)."""
+
+    stage: str = "1-1"
+    """World-stage 'W-S' (e.g. 1-1, 4-2); 'all' plays the whole game, ending at game over."""
+    actions: Literal["right_only", "simple", "complex"] = "simple"
+    """Button set: right_only (5 actions), simple (7, SIMPLE_MOVEMENT) or complex (12)."""
+    jump_release: bool = True
+    """When A was sent on the two frames before and Mario stands on the ground, a frame asking for A sends the buttons
+    without A, so the next frame jumps again (SMB jumps only when A goes down). On because a greedy policy holding
+    right+A against a pipe otherwise never jumps again. False: the raw buttons."""
+    no_progress_steps: int = 250
+    """Agent steps without a new furthest x_pos after which an episode is truncated (0: never), in training and
+    evaluation alike: about 17 s of game time, so a policy standing at a pipe ends its episode there instead of
+    playing out the game clock (about 2,000 steps)."""
+
+    def validate(self) -> None:
+        parse_stage(self.stage)
+        check(self.actions in ACTION_SETS, "env.mario.actions", self.actions,
+              f"must be one of {', '.join(map(repr, ACTION_SETS))}")
+        check(is_int(self.no_progress_steps) and self.no_progress_steps >= 0, "env.mario.no_progress_steps",
+              self.no_progress_steps, "must be an integer >= 0 (0: never)")
+
+
+def parse_stage(stage: str) -> tuple[int, int] | None:
+    """'W-S' -> (W, S); 'all' -> None (the whole game). Raises ConfigError naming a bad value."""
+    if stage == "all":
+        return None
+    parts = stage.split("-") if isinstance(stage, str) else []
+    if len(parts) == 2 and all(p.isdigit() for p in parts):
+        world, sub = int(parts[0]), int(parts[1])
+        if 1 <= world <= 8 and 1 <= sub <= 4:
+            return world, sub
+    raise ConfigError(f"env.mario.stage={stage!r} must be 'W-S' with W in 1..8 and S in 1..4, or 'all'")
+
+
+def _import_mario() -> tuple[Any, Any]:
+    """Import the emulator packages, hiding gym's import-time notice (a print to stderr)."""
+    buf = io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stderr(buf):
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from gym_super_mario_bros.smb_env import SuperMarioBrosEnv
+        from nes_py.wrappers import JoypadSpace
+    text = buf.getvalue()
+    if text and "Gymnasium" not in text:  # not the known notice: let it through
+        sys.stderr.write(text)
+    return SuperMarioBrosEnv, JoypadSpace
+
+
+class _JumpReleasePad:
+    """Action index -> NES button byte, releasing A for one frame when it would be held on the ground.
+
+    Wraps a nes-py ``JoypadSpace`` and steps the raw emulator with the byte itself (module
+    docstring, "Jump release").
+    """
+
+    A = 0b00000001  # nes-py's JoypadSpace bit for the A button
+    ON_GROUND_ADDR = 0x1D  # Player_FloatState: 0 on the ground
+
+    def __init__(self, joypad: Any, raw: Any) -> None:
+        self._joypad = joypad
+        self._raw_step = joypad.env.step
+        self._ram = raw.ram
+        self._bytes = [int(joypad._action_map[i]) for i in range(len(joypad._action_map))]
+        self._held = self._held_before = 0  # bytes sent on the last frame and the one before
+
+    def reset(self) -> Any:
+        self._held = self._held_before = 0
+        return self._joypad.reset()
+
+    def step(self, action: int) -> Any:
+        byte = self._bytes[action]
+        # The game acts on a press one frame late (Mario still reads as on the ground on the frame
+        # after A went down), so A must have been sent on both of the last two frames.
+        if byte & self._held & self._held_before & self.A and self._ram[self.ON_GROUND_ADDR] == 0:
+            byte &= ~self.A
+        self._held_before, self._held = self._held, byte
+        return self._raw_step(byte)
+
+    def close(self) -> None:
+        self._joypad.close()
+
+
+
+def make_mario_env(cfg: EnvConfig, seed: int) -> Any:
+    """Super Mario Bros built in this process, preprocessed (a frames.py ``Preprocess`` whose ``raw`` is the
+    nes-py env). nes-py has no randomness of its own for SMB (the game is deterministic given the actions);
+    ``seed`` seeds the raw env's ``np_random`` (unused by the game) for interface uniformity."""
+    from shared.envs.frames import Preprocess
+
+    cfg.validate()
+    opts = cfg.mario
+    buttons = ACTION_SETS[opts.actions]
+    SuperMarioBrosEnv, JoypadSpace = _import_mario()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        raw = SuperMarioBrosEnv(rom_mode="vanilla", lost_levels=False, target=parse_stage(opts.stage))
+        inner = JoypadSpace(raw, buttons)
+    if opts.jump_release:
+        inner = _JumpReleasePad(inner, raw)
+    env = Preprocess(inner, len(buttons), cfg.frame_skip, cfg.frame_size, cfg.max_episode_steps, seed=seed,
+                     seed_fn=getattr(raw, "seed", None), no_progress_steps=opts.no_progress_steps)
+    env.raw = raw
+    return env
+
+
+def _action_names(cfg: EnvConfig) -> list[str]:
+    return ["+".join(buttons) for buttons in ACTION_SETS[cfg.mario.actions]]
+
+
+ENTRY = register(frame_entry(
+    "mario", make_mario_env, _action_names, validate=lambda cfg: cfg.mario.validate(),
+    label=lambda cfg: cfg.mario.stage, score="Distance", success="Flags", video=True, reward_scale=1 / 15))
+"""Mario's reward (x progress, clock, death) is clipped to +-15 per frame by gym-super-mario-bros: scaled by 1/15."""

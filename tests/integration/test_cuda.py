@@ -1,0 +1,118 @@
+"""The learner on a CUDA GPU: compiled (CUDA graphs) updates with and without accumulation match eager ones, a
+resume places every optimizer tensor where it belongs, and launch.local trains on the GPU. Skipped without a GPU."""
+
+import dataclasses
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from learner.checkpoint import load_checkpoint, save_checkpoint
+from learner.loop import load_resume_state
+from learner.trainer import DQNLearner
+from shared.config import LearnerConfig
+from shared.spec import EnvSpec
+from tests.support.paths import ROOT
+from tests.support.runs import free_base_port
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="needs a CUDA GPU: CUDA graphs, fused Adam and device placement")
+
+
+SIZE, STACK, ACTIONS = 84, 4, 7
+SPEC = EnvSpec((SIZE, SIZE), "uint8", STACK, ACTIONS)
+CUDA = torch.device("cuda")
+
+
+def synthetic_batch(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    batch = {"obs": torch.randint(0, 256, (n, STACK, SIZE, SIZE), dtype=torch.uint8, generator=g),
+             "next_obs": torch.randint(0, 256, (n, STACK, SIZE, SIZE), dtype=torch.uint8, generator=g),
+             "action": torch.randint(0, ACTIONS, (n,), generator=g),
+             "reward": torch.randn(n, generator=g),
+             "discount": torch.where(torch.rand(n, generator=g) < 0.2, 0.0, 0.99 ** 3)}
+    return {k: v.to(CUDA) for k, v in batch.items()}
+
+
+def split(batch, parts):
+    n = batch["obs"].shape[0] // parts
+    return [{k: v[i * n:(i + 1) * n] for k, v in batch.items()} for i in range(parts)]
+
+
+class _Sampler:
+    def sample(self, n):
+        return synthetic_batch(n, seed=99)
+
+
+@pytest.mark.parametrize("amp, grad_tol", [("off", 1e-2), ("bf16", 5e-2), ("fp16", 5e-2)])  # fp16: GradScaler + fused Adam
+@pytest.mark.parametrize("accum", [1, 4])
+def test_compiled_cuda_graph_update_matches_eager(accum, amp, grad_tol):
+    """mode reduce-overhead (CUDA graphs) with accumulation: the update neither crashes (pytorch#169545) nor
+    accumulates into reused memory; gradients and parameters follow the eager learner's within AMP/TF32 noise."""
+    torch._dynamo.reset()  # fresh Dynamo and CUDA-graph state per learner pair
+    lr, updates = 1e-3, 3
+    cfg = LearnerConfig(micro_batch=32, accum_steps=accum, compile=True, amp=amp, lr=lr, max_grad_norm=10.0)
+    compiled = DQNLearner(cfg, SPEC, CUDA)
+    eager = DQNLearner(dataclasses.replace(cfg, compile=False), SPEC, CUDA)
+    assert compiled.cuda_graphs and not eager.cuda_graphs
+    eager.load_state_dict(compiled.state_dict())
+    before = {k: v.clone() for k, v in compiled.online.state_dict().items()}
+    grads = [p.grad for p in compiled.online.parameters()]
+    compiled.warm_up(_Sampler())
+    for i in range(updates):
+        batches = split(synthetic_batch(32 * accum, seed=10 + i), accum)
+        s_c, s_e = compiled.update(None, batches), eager.update(None, batches)
+        assert s_c.loss == pytest.approx(s_e.loss, rel=grad_tol, abs=1e-4)
+        for (name, p), q in zip(compiled.online.named_parameters(), eager.online.parameters(), strict=True):
+            err = (p.grad - q.grad).norm() / q.grad.norm().clamp_min(1e-12)
+            assert err < grad_tol, (name, float(err))
+    assert all(p.grad is g for p, g in zip(compiled.online.parameters(), grads, strict=True))  # never reallocated
+    for name, p in compiled.online.named_parameters():
+        q = eager.online.get_parameter(name)
+        moved = (q - before[name]).abs().max()
+        assert (p - q).abs().max() <= 0.2 * moved + 1e-6, name  # within a fifth of how far the update moved it
+
+
+def test_resume_puts_each_optimizer_tensor_on_its_device(tmp_path):
+    """Checkpoint read to the CPU, loaded into a CUDA learner: Adam's moments on the GPU; step on the GPU for fused
+    or capturable Adam (torch's rule), on the CPU otherwise; the resumed learner keeps training."""
+    cfg = LearnerConfig(micro_batch=32, accum_steps=2, compile=False, amp="auto")
+    dqn = DQNLearner(cfg, SPEC, CUDA)
+    dqn.update(None, split(synthetic_batch(64, seed=1), 2))
+    save_checkpoint(str(tmp_path), {"learner": dqn.state_dict(), "counters": {"epoch": 1}, "config": "{}"})
+    state = load_resume_state(str(tmp_path))
+    assert all(t.device.type == "cpu" for t in state["learner"]["optimizer"]["state"][0].values())
+    resumed = DQNLearner(dataclasses.replace(cfg, seed=3), SPEC, CUDA)
+    resumed.load_state_dict(state["learner"])
+    for group in resumed.optimizer.param_groups:
+        step_on_device = bool(group.get("fused")) or bool(group.get("capturable"))
+        for p in group["params"]:
+            st = resumed.optimizer.state[p]
+            assert st["exp_avg"].device == p.device and st["exp_avg_sq"].device == p.device
+            assert st["step"].device == (p.device if step_on_device else torch.device("cpu"))
+    assert all(bool(g["fused"]) for g in resumed.optimizer.param_groups)  # what a CUDA learner builds
+    for a, b in zip(dqn.online.parameters(), resumed.online.parameters(), strict=True):
+        assert b.device == CUDA and torch.equal(a, b)
+    resumed.update(None, split(synthetic_batch(64, seed=2), 2))
+    assert resumed.updates == 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # a hang guard
+def test_local_run_trains_on_cuda_with_accumulation(tmp_path):
+    """launch.local on the GPU with the CUDA defaults (AMP, compile with CUDA graphs) and 4 micro-batches per update."""
+    cmd = [sys.executable, "-m", "launch.local", "--actors", "1", "--env.name", "catch", "--seed", "0",
+           "--device", "cuda", "--learner.steps", "50", "--learner.accum-steps", "4", "--learner.micro-batch", "64",
+           "--learner.min-replay", "500", "--learner.updates-per-epoch", "10", "--replay.capacity", "8192",
+           "--eval.final-episodes", "0", "--log-every", "10", "--no-progress",
+           "--transport.base-port", str(free_base_port(4) + 2), "--run-dir", str(tmp_path)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=800)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "compile: True" in out and "batch 64 x 4" in out, out
+    state = load_checkpoint(glob.glob(os.path.join(str(tmp_path), "*"))[0])
+    assert state["counters"]["updates"] == 50
+    assert all(torch.isfinite(v).all() for v in state["learner"]["online"].values() if v.is_floating_point())

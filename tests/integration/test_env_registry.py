@@ -1,0 +1,63 @@
+"""The env registry (shared/envs/): built-in envs found by name, unknown ones named in the error, and an env
+defined only in the tests (tests/support/plugin_env.py) trained through launch.local's real processes."""
+
+import pytest
+import torch
+
+from actors.evaluator import build_network, play_episodes
+from learner.checkpoint import load_checkpoint
+from shared.config import ConfigError, EnvConfig, RunConfig
+from shared.envs import BUILTIN, EnvEntry, entry_for, env_spec, names, register
+from tests.support.learning import train_on_defaults
+
+UPDATES = 800
+EPISODES = 64
+
+
+def test_builtin_envs_are_found_by_name_and_unknown_ones_named():
+    assert names()[:5] == ["mario", "catch", "fake", "snake", "fuelbreak"] == list(BUILTIN)
+    for name in BUILTIN:
+        assert entry_for(EnvConfig(name=name)).name == name
+    with pytest.raises(ConfigError, match="env.name='pong' must be one of 'mario', 'catch'"):
+        entry_for(EnvConfig(name="pong"))
+    with pytest.raises(ConfigError, match="env.module='tests.support.nowhere' does not import"):
+        entry_for(EnvConfig(name="corridor", module="tests.support.nowhere"))
+    with pytest.raises(ConfigError, match=r"env.name='corridor2' .*env.module='tests.support.plugin_env' did not"):
+        entry_for(EnvConfig(name="corridor2", module="tests.support.plugin_env"))
+
+
+def test_a_second_env_of_one_name_is_refused():
+    mario = entry_for("mario")
+    register(mario)  # the same entry again: a module imported twice
+    with pytest.raises(ValueError, match="env 'mario' is already registered"):
+        register(EnvEntry("mario", spec=mario.spec, make=mario.make, action_names=mario.action_names))
+
+
+def test_auto_settings_come_from_the_entry():
+    cfg = RunConfig(env=EnvConfig(name="fuelbreak"))
+    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps) == (32, 1_000)
+    assert cfg.learner.resolved("cpu", cfg.env).reward_scale == 100.0
+    plugin = EnvConfig(name="corridor", module="tests.support.plugin_env")
+    assert env_spec(plugin).obs_shape == (8,)
+    assert RunConfig(env=plugin).learner.resolved("cpu", plugin).reward_scale == 1.0
+
+
+@pytest.mark.timeout(900)  # a hang guard: the run ends on its update budget
+def test_an_env_registered_outside_warppipe_trains_through_launch_local(tmp_path, record_property):
+    out, run = train_on_defaults(tmp_path, "corridor", "--env.module", "tests.support.plugin_env",
+                                 "--learner.steps", str(UPDATES), timeout=800)
+    assert "on corridor (obs float32 8, stack 1, 2 actions, mlp net)" in out, out[:2000]
+    assert "Score:" in out and "Success:" in out  # the entry's names in the [MAIN] lines
+    state = load_checkpoint(run)
+    cfg = RunConfig.from_json(state["config"])
+    assert cfg.env.module == "tests.support.plugin_env" and state["counters"]["updates"] == UPDATES
+    net = build_network(cfg.env, state["learner"]["online"], dueling=cfg.net.dueling)
+    greedy = play_episodes(net, cfg.env, EPISODES, 0.0, seed=5)
+    torch.manual_seed(cfg.learner.seed)  # the learner's initial network (learner/trainer.py seeds it so)
+    untrained = play_episodes(build_network(cfg.env), cfg.env, EPISODES, 0.0, seed=5)
+    rate = sum(e.flag for e in greedy) / EPISODES
+    before = sum(e.flag for e in untrained) / EPISODES
+    record_property("figures", f"corridor plug-in after {UPDATES} updates, {state['counters']['inserted']:,} "
+                               f"transitions: shortest path in {rate:.0%} of {EPISODES} episodes (untrained {before:.0%})")
+    assert before < 0.9, f"the check does not tell learning: the untrained network already scores {before:.0%}"
+    assert rate == 1.0, f"greedy took the shortest path in {rate:.0%} of episodes\n{out[-3000:]}"

@@ -1,0 +1,61 @@
+"""Checkpoint, stop, --resume: identical weights and optimizer state, counters and weights_version continue."""
+
+import glob
+import os
+import subprocess
+import sys
+
+import torch
+
+from learner.checkpoint import load_checkpoint
+from tests.support.paths import ROOT
+from tests.support.runs import free_base_port
+
+
+def launch(*args):
+    cmd = [sys.executable, "-m", "launch.local", "--no-progress", "--log-every", "2",
+           "--transport.base-port", str(free_base_port(4) + 2), *args]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def tensors_equal(a, b):
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(tensors_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(tensors_equal(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def test_resume_continues_weights_and_counters(tmp_path):
+    launch("--actors", "2", "--env.name", "fake", "--run-dir", str(tmp_path), "--learner.no-compile",
+           "--learner.micro-batch", "16", "--learner.accum-steps", "1", "--learner.min-replay", "300",
+           "--learner.updates-per-epoch", "10", "--learner.broadcast-every", "1", "--learner.steps", "30",
+           "--replay.capacity", "4096", "--eval.final-episodes", "0")
+    (run_dir,) = glob.glob(os.path.join(str(tmp_path), "*"))
+    first = load_checkpoint(run_dir)
+    assert first["counters"]["updates"] == 30 and first["counters"]["epoch"] == 3
+    assert first["counters"]["weights_version"] == 3
+
+    # resume with nothing left to do: the checkpoint it writes holds exactly the loaded state
+    out = launch("--resume", run_dir, "--learner.steps", "30")
+    assert "[MAIN] resumed at epoch 3, 30 updates, weights v4" in out, out
+    same = load_checkpoint(run_dir)
+    assert tensors_equal(same["learner"], first["learner"])  # nets, optimizer, scaler, update count
+    assert same["counters"]["weights_version"] == 4           # bumped once: still strictly increasing
+
+    # resume and train on: counters continue from where they were
+    out = launch("--resume", run_dir, "--learner.steps", "50")
+    assert "[MAIN] resumed at epoch 3, 30 updates, weights v5" in out, out
+    assert "[MAIN] Epoch 4 - Loss:" in out and "[MAIN] Epoch 5 - Loss:" in out and "[MAIN] Epoch 1 " not in out
+    last = load_checkpoint(run_dir)
+    assert last["counters"]["updates"] == 50 and last["counters"]["epoch"] == 5
+    assert last["counters"]["weights_version"] == 7
+    assert last["counters"]["samples_trained"] == 50 * 16
+    assert not tensors_equal(last["learner"]["online"], first["learner"]["online"])
+    with open(os.path.join(run_dir, "metrics.jsonl")) as fh:
+        steps = [int(line.split('"step": ')[1].split(",")[0]) for line in fh]
+    assert steps == [10, 20, 30, 40, 50]

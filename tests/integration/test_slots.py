@@ -1,0 +1,166 @@
+"""Actor slots: identical replicas lease distinct slots, a slot belongs to one actor, intruders are counted.
+
+The table's rules run on a fake clock; then real actor processes (fake env) ask a real learner
+data plane and weight server for slots over real sockets: two replicas with the same config get
+slots 0 and 1, a third is refused with the reason and exits, a valid message with a fresh
+incarnation sent to a live actor's slot is rejected and counted while that actor's data keeps
+landing, and a replica started after one is SIGKILLed takes the dead one's slot once its lease lapses.
+"""
+
+import queue
+import time
+
+import pytest
+import torch
+import zmq
+
+from actors.collector import actor_main
+from launch.actor import parse_learner
+from launch.processes import spawn_context, start_process, stop_processes
+from learner.data_plane import DataPlane
+from learner.slots import SlotTable
+from learner.weights import WeightServer
+from shared import protocol
+from shared.config import ConfigError, RunConfig
+from shared.envs import env_spec
+from tests.support.messages import valid_batch
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_slot_table_grants_distinct_slots_refuses_extras_and_frees_lapsed_or_released_slots():
+    clock = Clock()
+    table = SlotTable(2, lease=30, envs_per_actor=1, clock=clock)
+    assert table.grant(11) == (0, "")
+    assert table.grant(11) == (0, "")                       # asking again: the same slot, not a second one
+    assert table.grant(22) == (1, "")
+    slot, why = table.grant(33)
+    assert slot == -1 and "all 2 slot(s) are held" in why
+    assert table.grant(33, want=5)[1].startswith("slot 5 does not exist")
+    assert "steps 2 env(s)" in table.grant(33, envs=2)[1]
+    assert table.refused_requests == 3
+    assert table.admit(0, 11) and not table.admit(0, 33)    # the holder lands; an intruder does not
+    clock.now = 29.0
+    assert table.admit(1, 22)                               # slot 1 renewed at 29 s
+    clock.now = 31.0                                        # slot 0's holder last heard at 0 s: lapsed
+    assert table.held() == [False, True]
+    assert table.grant(33) == (0, "") and table.takeovers == 1
+    assert not table.admit(0, 11)                           # the old holder is now the intruder
+    table.release(1)                                        # the launcher restarts slot 1's process
+    assert table.admit(1, 44) and table.holder(1).incarnation == 44
+
+
+def test_slot_is_bound_to_the_curve_key_that_holds_it():
+    table = SlotTable(1, lease=30, clock=Clock())
+    assert table.admit(0, 7, key="keyA")
+    assert not table.admit(0, 7, key="keyB")                # same incarnation number, another key: refused
+    assert table.grant(7, key="keyB")[0] == -1
+    assert table.grant(7, key="keyA") == (0, "")
+
+
+def test_slot_messages_round_trip_and_bad_ones_are_refused():
+    request = protocol.decode_request(protocol.encode_slot_request(5, -1, 2))
+    assert (request["kind"], request["inc"], request["want"], request["E"]) == ("slot_request", 5, -1, 2)
+    assert protocol.decode_request(protocol.encode_weights_request(1, 5, 3))["kind"] == "weights_request"
+    reply = protocol.decode_slot(protocol.encode_slot(5, 3, 8, 30.0, ""))
+    assert (reply["slot"], reply["slots"], reply["lease"], reply["reason"]) == (3, 8, 30.0, "")
+    assert len(protocol.decode_slot(protocol.encode_slot(5, -1, 8, 30.0, "x" * 1000))["reason"]) == 240
+    with pytest.raises(protocol.ProtocolError, match="slot=8"):
+        protocol.decode_slot(protocol.encode_slot(5, 8, 8, 30.0))          # slot beyond the slot count
+    with pytest.raises(protocol.ProtocolError) as bad:
+        protocol.decode_weights_request(protocol.encode_slot_request(5, -1, 2))
+    assert bad.value.reason == "kind"
+    with pytest.raises(protocol.ProtocolError) as bad:
+        protocol.decode_slot(protocol.encode_weights_request(1, 5, 3))
+    assert bad.value.reason == "kind"
+
+
+def test_learner_address_is_host_and_port():
+    assert parse_learner("learner:5600") == ("learner", 5600)
+    assert parse_learner("[::1]:7000") == ("::1", 7000)
+    for bad in ("learner", ":5600", "learner:http"):
+        with pytest.raises(ConfigError, match=repr(bad)):
+            parse_learner(bad)
+
+
+def test_identical_replicas_lease_slots_intruders_are_refused_and_a_dead_replicas_slot_is_reused(make_config):
+    cfg = make_config(actors=2, envs=1, steps=16, capacity=8192, frame_size=36)
+    cfg.transport.slot_lease = 4.0
+    cfg.actor.slot_wait = 3.0
+    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    server = WeightServer(cfg.transport, slots=plane.consolidator.slots)
+    server.start()
+    mp = spawn_context()
+    stop, reports = mp.Event(), mp.Queue()
+    tracks = plane.consolidator.tracks
+    intruder = zmq.Context.instance().socket(zmq.PUSH)
+    intruder.setsockopt(zmq.LINGER, 1000)
+    procs = [start_process(mp, actor_main, (cfg, -1, stop, reports), f"replica-{i}") for i in range(3)]
+    got: list[dict] = []
+
+    def wait_until(cond, timeout, what):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not cond():
+            plane.drain(timeout=0.02)
+            try:
+                got.append(reports.get_nowait())
+            except queue.Empty:
+                pass
+        assert cond(), f"{what} within {timeout}s; reports {got}"
+
+    try:
+        wait_until(lambda: min(t.accepted_batches for t in tracks) >= 3 and len(got) == 1, 60,
+                   "two replicas landing on slots 0 and 1 and the third refused")
+        refused = got[0]
+        assert refused["actor"] == -1 and "all 2 slot(s) are held by live actors" in refused["refused"]
+        wait_until(lambda: any(p.exitcode is not None for p in procs), 60, "the refused replica exiting")
+        spare = next(p for p in procs if p.exitcode is not None)
+        assert spare.exitcode == 0 and sum(p.is_alive() for p in procs) == 2
+        assert tracks[0].incarnation != tracks[1].incarnation and refused["incarnation"] not in (
+            tracks[0].incarnation, tracks[1].incarnation)
+
+        # an intruder: valid messages with a fresh incarnation on slot 0's socket while its actor is live
+        holder, accepted = tracks[0].incarnation, tracks[0].accepted_batches
+        intruder.connect(f"tcp://127.0.0.1:{cfg.transport.base_port}")
+        for seq in range(5):
+            intruder.send_multipart(valid_batch(cfg, 0, 12345, seq))
+        wait_until(lambda: plane.consolidator.rejects["slot_owned"] == 5 and tracks[0].accepted_batches >= accepted + 5,
+                   30, "the intruder's 5 messages refused while slot 0's actor keeps landing")
+        assert tracks[0].incarnation == holder and tracks[0].refused_batches == 5 and tracks[1].refused_batches == 0
+        assert not [e for e in plane.ledger() if e.incarnation == 12345]    # never sequenced
+        print(f"\nintruder: 5 valid messages with a fresh incarnation on slot 0 refused ({dict(plane.consolidator.rejects)}); "
+              f"slot 0 accepted {accepted} -> {tracks[0].accepted_batches} batches from its holder {holder:#x}")
+
+        # a replica dies; a new one gets its slot once the lease lapses, and the other slot is untouched
+        victim = next(p for p in procs if p is not spare)
+        victim.kill()
+        victim.join(timeout=10)
+        killed_at = time.monotonic()
+        before = [t.incarnation for t in tracks]
+        patient = RunConfig.from_json(cfg.to_json())
+        patient.actor.slot_wait = 0.0  # the replacement waits as a spare until the dead one's lease lapses
+        procs.append(start_process(mp, actor_main, (patient, -1, stop, reports), "replica-3"))
+        wait_until(lambda: sum(t.incarnation != b for t, b in zip(tracks, before)) == 1, 60,
+                   "the new replica landing on the dead one's slot")
+        moved = next(s for s, (t, b) in enumerate(zip(tracks, before)) if t.incarnation != b)
+        print(f"replica on slot {moved} SIGKILLed; its replacement landed there {time.monotonic() - killed_at:.1f}s later "
+              f"(lease {cfg.transport.slot_lease:g}s)")
+        assert time.monotonic() - killed_at >= cfg.transport.slot_lease - 1.0    # not before the lease lapsed
+        assert plane.consolidator.slots.takeovers == 1
+        stop.set()
+        wait_until(lambda: len(got) == 3, 30, "the two live replicas' reports")
+    finally:
+        stop.set()
+        codes = stop_processes(procs, stop, timeout=20)
+        intruder.close()
+        server.stop()
+        plane.close()
+    live = sorted(r["actor"] for r in got[1:])
+    assert live == [0, 1] and all(r["batches"] > 0 for r in got[1:])
+    assert codes[0:3].count(-9) == 1 and codes.count(0) == 3

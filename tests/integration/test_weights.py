@@ -1,0 +1,92 @@
+"""The weight channel over real sockets: request at start, broadcasts between steps, bad messages ignored."""
+
+import time
+
+import numpy as np
+import torch
+import zmq
+
+from actors.weights_client import WeightClient
+from learner.weights import WeightServer, state_arrays, weights_endpoints
+from shared import protocol
+from shared.config import TransportConfig
+from tests.support.networks import nets
+from tests.support.runs import free_base_port
+
+
+def assert_same(a, b):
+    for (name, x), y in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+        assert torch.equal(x, y), name
+
+
+def test_encode_decode_round_trip_keeps_every_shape_including_scalars():
+    net, other = nets()
+    expected = {n: (tuple(t.shape), np.dtype(np.float32 if t.is_floating_point() else np.int64).str)
+                for n, t in other.state_dict().items()}
+    frames = [bytes(memoryview(f)) for f in protocol.encode_weights(5, state_arrays(net))]
+    version, arrays = protocol.decode_weights(frames, expected)
+    assert version == 5
+    assert arrays["features.1.num_batches_tracked"].shape == ()
+    other.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in arrays.items()})
+    assert_same(net, other)
+
+
+def test_actor_gets_current_weights_on_request_then_broadcasts():
+    transport = TransportConfig(base_port=free_base_port(3) + 2)
+    learner_net, actor_net = nets()
+    server = WeightServer(transport)
+    server.publish(3, learner_net)
+    server.start()
+    client = WeightClient(transport, 0, 1, actor_net)
+    try:
+        version, arrays = client.fetch(have=-1, timeout=10)
+        assert version == 3
+        actor_net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in arrays.items()})
+        assert_same(learner_net, actor_net)
+        with torch.no_grad():
+            learner_net.advantage[2].bias.add_(1.0)
+        got, have = None, 3
+        deadline = time.monotonic() + 60  # a hang guard
+        while have < 5 and time.monotonic() < deadline:  # v4 and v5 may come in one poll or two
+            if got is None:  # until the subscription has reached the publisher (ZeroMQ's slow joiner), publish again
+                server.publish(4, learner_net)
+                server.publish(5, learner_net)  # only the newest matters
+            for _ in range(10):
+                newer = client.poll(have=have)
+                if newer is not None:
+                    assert newer[0] > have
+                    got, have = newer, newer[0]
+                time.sleep(0.02)
+        assert got is not None and got[0] == 5
+        assert np.array_equal(got[1]["advantage.2.bias"], learner_net.advantage[2].bias.detach().numpy())
+        assert client.poll(have=got[0]) is None
+        assert client.rejected == 0
+    finally:
+        client.close()
+        server.stop()
+
+
+def test_malformed_requests_are_counted_and_do_not_stop_the_server():
+    transport = TransportConfig(base_port=free_base_port(3) + 2)
+    learner_net, actor_net = nets()
+    server = WeightServer(transport)
+    server.publish(1, learner_net)
+    server.start()
+    bad = zmq.Context.instance().socket(zmq.DEALER)
+    bad.setsockopt(zmq.LINGER, 0)
+    bad.connect(weights_endpoints(transport)[1])
+    client = WeightClient(transport, 0, 1, actor_net)
+    try:
+        for junk in ([b"\x00garbage"], [b"\x81\xa1v\x01", b"extra"], [protocol.encode_weights_request(0, 1, 0)[0][:-2]]):
+            bad.send_multipart(junk)
+        got = client.fetch(have=-1, timeout=10)
+        assert got is not None and got[0] == 1
+        deadline = time.monotonic() + 60  # a hang guard
+        while server.bad_requests < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.bad_requests == 3
+    finally:
+        bad.close()
+        client.close()
+        server.stop()
+

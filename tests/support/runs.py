@@ -1,0 +1,44 @@
+"""Free loopback ports and small run configurations for tests that start real sockets and processes."""
+
+import random
+import socket
+
+from shared.config import RunConfig
+
+
+def free_base_port(count: int) -> int:
+    """A base port such that base..base+count-1 are all free on 127.0.0.1 right now."""
+    for _ in range(200):
+        base = random.randint(20000, 60000 - count)
+        socks = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range found")
+
+
+def small_config(actors=2, envs=2, steps=16, env="fake", capacity=8192, **env_overrides) -> RunConfig:
+    cfg = RunConfig(actors=actors, collect_only=True)
+    cfg.env.name = env
+    for key, value in env_overrides.items():  # a dict sets options of one env: snake={"size": 6}
+        if isinstance(value, dict):
+            for option, v in value.items():
+                setattr(getattr(cfg.env, key), option, v)
+        else:
+            setattr(cfg.env, key, value)
+    cfg.actor.envs_per_actor = envs
+    cfg.actor.batch_steps = steps
+    cfg.replay.capacity = capacity
+    cfg.actor.weights_timeout = 0.0  # data-plane tests run no weight server
+    cfg.actor.nice = 0  # exact-count plumbing tests: actors flush on close at full priority (the default is 10)
+    cfg.eval.final_episodes = 0  # the end-of-run evaluation has its own tests (tests/integration/test_final_eval.py)
+    cfg.transport.base_port = free_base_port(actors + 2) + 2  # weights sockets sit at base_port - 1 and - 2
+    return cfg.validate()

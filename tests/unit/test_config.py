@@ -1,0 +1,172 @@
+"""Configuration: bad values are refused with a message naming the field and the value; JSON round-trips."""
+
+import subprocess
+import sys
+
+import pytest
+
+from shared.config import ActorConfig, ConfigError, EnvConfig, LearnerConfig, RunConfig
+from shared.exploration import epsilons
+
+
+@pytest.mark.parametrize("path,value,needle", [
+    ("actors", 0, "actors=0"),
+    ("total_env_steps", -1, "total_env_steps=-1"),
+    ("total_env_steps", 1.5, "total_env_steps=1.5"),
+    ("learner.steps", -1, "learner.steps=-1"),
+    ("env.mario.stage", "9-9", "env.mario.stage='9-9'"),
+    ("env.mario.no_progress_steps", -1, "env.mario.no_progress_steps=-1"),
+    ("env.name", "pong", "env.name='pong'"),
+    ("env.module", "no_such_module_here", "env.module='no_such_module_here'"),
+    ("env.frame_skip", 0, "env.frame_skip=0"),
+    ("env.snake.size", 3, "env.snake.size=3"),
+    ("env.snake.obs", "pixels", "env.snake.obs='pixels'"),
+    ("env.snake.hunger", -1, "env.snake.hunger=-1"),
+    ("env.fuelbreak.size", 7, "env.fuelbreak.size=7"),
+    ("env.fuelbreak.budget", 0, "env.fuelbreak.budget=0"),
+    ("env.fuelbreak.budget", 5000, "env.fuelbreak.budget=5000"),
+    ("env.fuelbreak.ignitions", 0, "env.fuelbreak.ignitions=0"),
+    ("env.fake.actions", 0, "env.fake.actions=0"),
+    ("actor.batch_steps", 0, "actor.batch_steps=0"),
+    ("actor.epsilon", 1.5, "actor.epsilon=1.5"),
+    ("replay.capacity", 100, "replay.capacity=100"),
+    ("replay.gamma", 1.5, "replay.gamma=1.5"),
+    ("transport.host", "0.0.0.0", "transport.host='0.0.0.0'"),
+    ("transport.base_port", 80, "transport.base_port=80"),
+])
+def test_bad_value_is_named(path, value, needle):
+    cfg = RunConfig()
+    target = cfg
+    *parents, leaf = path.split(".")
+    if parents[:1] == ["env"] and len(parents) == 2:  # an env's own options are checked when that env is chosen
+        cfg.env.name = parents[1]
+    for name in parents:
+        target = getattr(target, name)
+    setattr(target, leaf, value)
+    with pytest.raises(ConfigError, match=needle.replace("[", r"\[").replace(".", r"\.")):
+        cfg.validate()
+
+
+def test_json_round_trip_and_unknown_keys():
+    cfg = RunConfig(actors=3)
+    cfg.env.mario.stage = "4-2"
+    cfg.replay.n_step = 5
+    back = RunConfig.from_json(cfg.to_json())
+    assert back == cfg
+    with pytest.raises(ConfigError, match="bogus"):
+        RunConfig.from_json('{"bogus": 1}')
+
+
+def test_launcher_reports_bad_value_and_exits_2():
+    proc = subprocess.run([sys.executable, "-m", "launch.local", "--actors", "0", "--collect-only"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "actors=0" in proc.stderr
+
+
+def test_generated_pages_are_current_and_list_every_option():
+    import dataclasses
+
+    from launch import gendocs
+
+    def options(cls, prefix=""):
+        for f in dataclasses.fields(cls):
+            factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
+            if factory is not None and dataclasses.is_dataclass(factory):
+                yield from options(factory, prefix + f.name + ".")
+            else:
+                yield "--" + prefix + f.name.replace("_", "-")
+
+    with open(gendocs.PAGE, encoding="utf-8") as fh:
+        page = fh.read()
+    assert gendocs.render(page) == page, "docs/configuration.md is not current: run python -m launch.gendocs"
+    with open(gendocs.PROTOCOL_PAGE, encoding="utf-8") as fh:
+        assert fh.read() == gendocs.protocol_page(), "docs/protocol.md is not current: run python -m launch.gendocs"
+    reference = page.split(gendocs.HEADING, 1)[1].split("\n## ", 1)[0]
+    missing = [name for name in options(RunConfig) if f"`{name}`" not in reference]
+    assert not missing, missing
+    assert all(gendocs.field_docs(EnvConfig).get(name) for name in ("name", "module", "stack"))
+
+
+def test_auto_fields_follow_the_env_until_set_and_are_saved_resolved():
+    cfg = RunConfig()
+    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps) == (1, 25_000)  # Mario
+    cfg.env.name = "fuelbreak"
+    cfg.validate()
+    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps) == (32, 1_000)
+    saved = RunConfig.from_json(cfg.to_json())
+    assert (saved.actor.envs_per_actor, saved.actor.eps_anneal_steps) == (32, 1_000)
+    cfg.actor.envs_per_actor = 4  # set by hand: no longer auto
+    cfg.env.name = "mario"
+    cfg.validate()
+    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps) == (4, 25_000)
+    explicit = RunConfig(env=EnvConfig(name="fuelbreak"), actor=ActorConfig(envs_per_actor=2, eps_anneal_steps=0))
+    assert (explicit.actor.envs_per_actor, explicit.actor.eps_anneal_steps) == (2, 0)
+    alone = ActorConfig()  # outside a RunConfig nothing resolves it, and using it says so
+    assert (alone.envs_per_actor, alone.eps_anneal_steps) == (-1, -1)
+    with pytest.raises(ConfigError, match="actor.envs_per_actor=-1"):
+        epsilons(alone, 4, 0, 0)
+    built = RunConfig(env=EnvConfig(name="fuelbreak"), actor=ActorConfig())
+    assert (built.actor.envs_per_actor, built.actor.eps_anneal_steps) == (32, 1_000)
+
+
+@pytest.mark.parametrize("env,scale", [("mario", 1 / 15), ("catch", 1.0), ("fake", 1.0)])
+def test_reward_scale_auto_per_env(env, scale):
+    cfg = LearnerConfig().resolved("cpu", env)
+    assert cfg.reward_scale == pytest.approx(scale)
+    assert LearnerConfig(reward_scale=0.5).resolved("cpu", env).reward_scale == 0.5
+
+
+def test_learning_rate_decays_linearly_to_its_final_fraction():
+    cfg = LearnerConfig(lr=2e-4, lr_final=0.1, lr_decay_steps=1000)
+    assert cfg.lr_at(0) == pytest.approx(2e-4)
+    assert cfg.lr_at(500) == pytest.approx(1.1e-4)
+    assert cfg.lr_at(1000) == cfg.lr_at(10**9) == pytest.approx(2e-5)
+    assert LearnerConfig(lr=2e-4, lr_decay_steps=0).lr_at(10**9) == 2e-4
+    with pytest.raises(ConfigError, match="learner.lr_final=0"):
+        LearnerConfig(lr_final=0).validate()
+
+
+def test_old_layouts_load_through_one_migration(tmp_path):
+    """A config.json of the flat env layout (env.stage, env.snake_size, ...) loads nested, with the Mario
+    behaviour those runs had where they did not save it; resume, evaluation and checkpoints all read it so."""
+    import json
+
+    from launch.local import resumed_config
+
+    flat = json.loads(RunConfig().to_json())
+    env = flat["env"]
+    for section in ("mario", "snake", "fuelbreak", "fake"):
+        env.pop(section)
+    env.update(stage="1-3", actions="right_only", snake_size=6, snake_obs="grid", fuelbreak_budget=9)
+    cfg = RunConfig.from_json(json.dumps(flat))
+    assert (cfg.env.mario.stage, cfg.env.mario.actions) == ("1-3", "right_only")
+    assert (cfg.env.mario.jump_release, cfg.env.mario.no_progress_steps) == (False, 0)  # not saved: as they ran
+    assert (cfg.env.snake.size, cfg.env.snake.obs, cfg.env.fuelbreak.budget) == (6, "grid", 9)
+    env["jump_release"] = True  # saved: kept
+    assert RunConfig.from_json(json.dumps(flat)).env.mario.jump_release is True
+    (tmp_path / "config.json").write_text(json.dumps(flat))
+    assert resumed_config(RunConfig(resume=str(tmp_path))).env.mario.stage == "1-3"
+    today = RunConfig()
+    assert RunConfig.from_json(today.to_json()) == today  # today's layout passes unchanged
+    with pytest.raises(ConfigError, match="bogus"):
+        RunConfig.from_json(json.dumps({"env": {"mario": {"bogus": 1}}}))
+
+
+def test_auto_is_minus_one_and_old_zero_autos_migrate():
+    import json
+
+    cfg = RunConfig()
+    assert (cfg.learner.micro_batch, cfg.learner.accum_steps, cfg.learner.reward_scale, cfg.learner.threads) == (-1,) * 4
+    resolved = cfg.learner.resolved("cpu", cfg.env)
+    assert (resolved.micro_batch, resolved.accum_steps, resolved.reward_scale) == (64, 1, pytest.approx(1 / 15))
+    saved = json.loads(cfg.to_json())
+    saved["learner"].update(micro_batch=0, accum_steps=0, reward_scale=0.0, threads=0)  # auto before -1 was
+    old = RunConfig.from_json(json.dumps(saved))
+    assert (old.learner.micro_batch, old.learner.accum_steps, old.learner.reward_scale, old.learner.threads) == (-1,) * 4
+    for path, value in (("learner.micro_batch", 0), ("learner.threads", -2), ("learner.reward_scale", 0.0)):
+        section, key = path.split(".")
+        bad = RunConfig()
+        setattr(getattr(bad, section), key, value)
+        with pytest.raises(ConfigError, match=f"{path}={value!r}"):
+            bad.validate()

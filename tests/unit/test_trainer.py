@@ -1,0 +1,343 @@
+"""The DQN update on CPU: accumulation equals one big batch, AMP and compiled paths, atomic checkpoints."""
+
+import dataclasses
+import os
+
+import pytest
+import torch
+
+from learner.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
+from learner.trainer import DQNLearner
+from shared.config import LearnerConfig
+from shared.spec import EnvSpec
+
+SIZE, STACK, ACTIONS = 42, 4, 3
+SPEC = EnvSpec((SIZE, SIZE), "uint8", STACK, ACTIONS)
+MARIO = EnvSpec((84, 84), "uint8", 4, 7)
+CPU = torch.device("cpu")
+
+
+def synthetic_batch(n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {"obs": torch.randint(0, 256, (n, STACK, SIZE, SIZE), dtype=torch.uint8, generator=g),
+            "next_obs": torch.randint(0, 256, (n, STACK, SIZE, SIZE), dtype=torch.uint8, generator=g),
+            "action": torch.randint(0, ACTIONS, (n,), generator=g),
+            "reward": torch.randn(n, generator=g),
+            "discount": torch.where(torch.rand(n, generator=g) < 0.2, 0.0, 0.99 ** 3)}
+
+
+def split(batch, parts):
+    n = batch["obs"].shape[0] // parts
+    return [{k: v[i * n:(i + 1) * n] for k, v in batch.items()} for i in range(parts)]
+
+
+def learner(cfg, **kw):
+    return DQNLearner(cfg, SPEC, CPU, **kw)
+
+
+def params(net):
+    return {k: v.detach().clone() for k, v in net.state_dict().items()}
+
+
+def test_accumulated_micro_batches_equal_one_concatenated_batch():
+    base = LearnerConfig(micro_batch=16, accum_steps=4, compile=False, amp="off", lr=1e-3, max_grad_norm=0)
+    accumulated = learner(base, batchnorm_batch_stats=False)   # BN on running statistics: exact equality holds
+    single = learner(dataclasses.replace(base, micro_batch=64, accum_steps=1), batchnorm_batch_stats=False)
+    single.online.load_state_dict(accumulated.online.state_dict())
+    single.target.load_state_dict(accumulated.target.state_dict())
+    before = params(accumulated.online)
+    batch = synthetic_batch(64)
+    stats_a = accumulated.update(None, split(batch, 4))
+    stats_b = single.update(None, [batch])
+    for (name, p_a), p_b in zip(accumulated.online.named_parameters(), single.online.parameters()):
+        assert torch.allclose(p_a.grad, p_b.grad, rtol=1e-4, atol=1e-7), name
+    after_a, after_b = params(accumulated.online), params(single.online)
+    assert any(not torch.equal(before[k], after_a[k]) for k in before)  # the update did something
+    for name in after_a:
+        assert torch.allclose(after_a[name], after_b[name], rtol=1e-5, atol=1e-6), name
+    assert stats_a.loss == pytest.approx(stats_b.loss, rel=1e-5)
+
+
+def test_micro_losses_are_divided_by_the_number_of_steps():
+    """Guards the test above: without the division the same micro-steps give 4x the gradient."""
+    base = LearnerConfig(micro_batch=16, accum_steps=4, compile=False, amp="off", max_grad_norm=0, lr=1e-12)
+    dqn = learner(base, batchnorm_batch_stats=False)
+    micro = split(synthetic_batch(64), 4)
+    dqn.update(None, micro)
+    scaled = [p.grad.clone() for p in dqn.online.parameters()]
+    dqn.optimizer.zero_grad()
+    for m in micro:
+        dqn.micro_loss(m)[0].backward()
+    unscaled = [p.grad for p in dqn.online.parameters()]
+    assert all(torch.allclose(u, 4 * g, rtol=1e-3, atol=1e-6) for u, g in zip(unscaled, scaled))
+
+
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_amp_update_on_cpu(amp):
+    cfg = LearnerConfig(micro_batch=32, accum_steps=2, compile=False, amp=amp)
+    dqn = learner(cfg)
+    assert dqn.amp_dtype == (torch.bfloat16 if amp == "bf16" else torch.float16)
+    assert dqn.scaler.is_enabled() == (amp == "fp16")
+    before = params(dqn.online)
+    stats = [dqn.update(None, split(synthetic_batch(64, seed=i), 2)) for i in range(3)]
+    assert all(torch.isfinite(torch.tensor([s.loss, s.td_error, s.grad_norm])).all() for s in stats)
+    after = params(dqn.online)
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert {"features.0.weight", "value.2.weight", "advantage.2.weight"} <= set(changed)
+    assert all(p.dtype == torch.float32 for p in dqn.online.parameters())  # master weights stay fp32
+
+
+def test_auto_amp_on_cpu_is_bf16_only_with_native_bf16():
+    from learner.trainer import cpu_has_native_bf16
+    expected = torch.bfloat16 if cpu_has_native_bf16() else None
+    assert learner(LearnerConfig(compile=False)).amp_dtype == expected
+    assert learner(LearnerConfig(compile=False, amp="off")).amp_dtype is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("accum", [1, 4])
+def test_compiled_update_matches_eager(accum):
+    torch._dynamo.reset()  # every learner compiles QNetwork.forward: stay clear of the recompile limit
+    cfg = LearnerConfig(micro_batch=16, accum_steps=accum, compile=True, amp="off", lr=1e-3)
+    compiled = learner(cfg)
+    eager = learner(dataclasses.replace(cfg, compile=False))
+    eager.online.load_state_dict(compiled.online.state_dict())
+    eager.target.load_state_dict(compiled.target.state_dict())
+    grads = [p.grad for p in compiled.online.parameters()]
+    seconds = compiled.warm_up(_Sampler())
+    assert seconds > 0
+    assert all(torch.equal(a, b) for a, b in zip(compiled.online.state_dict().values(),
+                                                  eager.online.state_dict().values()))  # warm-up changed nothing
+    for i in range(2):
+        batches = split(synthetic_batch(16 * accum, seed=10 + i), accum)
+        s_c, s_e = compiled.update(None, batches), eager.update(None, batches)
+        assert s_c.loss == pytest.approx(s_e.loss, rel=1e-3, abs=1e-5)
+    for (name, a), b in zip(compiled.online.state_dict().items(), eager.online.state_dict().values(), strict=True):
+        assert torch.allclose(a.float(), b.float(), rtol=1e-3, atol=1e-4), name
+    assert all(p.grad is g for p, g in zip(compiled.online.parameters(), grads, strict=True))  # the same buffers
+
+
+def test_gradients_live_in_buffers_allocated_once_and_zeroed_in_place():
+    """Each update accumulates into the .grad tensors allocated with the learner (under CUDA graphs a .grad left to
+    autograd would be a graph output, overwritten by the next micro-step), and starts them from zero."""
+    cfg = LearnerConfig(micro_batch=8, accum_steps=4, compile=False, amp="off", lr=1e-3, max_grad_norm=0)
+    dqn = learner(cfg, batchnorm_batch_stats=False)  # BN on running statistics: micro_loss has no side effects
+    params_ = list(dqn.online.parameters())
+    grads = [p.grad for p in params_]
+    assert all(g is not None and not g.any() for g in grads)
+    pointers = [g.data_ptr() for g in grads]
+    for i in range(3):
+        micro = split(synthetic_batch(32, seed=20 + i), 4)
+        want = torch.autograd.grad(sum(dqn.micro_loss(m)[0] for m in micro) / 4, params_)  # never touches .grad
+        dqn.update(None, micro)
+        for p, g, ptr, w in zip(params_, grads, pointers, want, strict=True):
+            assert p.grad is g and p.grad.data_ptr() == ptr
+            assert torch.allclose(p.grad, w, rtol=1e-4, atol=1e-7)  # not added to the previous update's
+
+
+def test_resume_reads_the_checkpoint_to_the_cpu(tmp_path, monkeypatch):
+    """On CUDA a checkpoint read onto the GPU would leave non-fused Adam's step there (one sync per parameter and
+    update); load_resume_state reads to the CPU and lets load_state_dict place each tensor."""
+    from learner.loop import load_resume_state
+    dqn = learner(LearnerConfig(micro_batch=16, accum_steps=1, compile=False))
+    dqn.update(None, [synthetic_batch(16)])
+    save_checkpoint(str(tmp_path), {"learner": dqn.state_dict(), "counters": {"epoch": 1}, "config": "{}"})
+    seen, real_load = [], torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **kw: seen.append(kw.get("map_location")) or real_load(*a, **kw))
+    state = load_resume_state(str(tmp_path))
+    assert seen == ["cpu"]
+    assert state["counters"]["epoch"] == 1
+
+
+@pytest.mark.parametrize("saved_fused", [True, None])
+def test_loading_keeps_this_devices_fused_adam_setting(saved_fused):
+    """A checkpoint's param groups say whether it came from a fused (CUDA) Adam; the loading learner keeps its own
+    choice, and Adam's step follows it (torch: on the parameter's device when fused, else as loaded)."""
+    source = learner(LearnerConfig(micro_batch=16, accum_steps=1, compile=False))
+    source.update(None, [synthetic_batch(16)])
+    state = source.state_dict()
+    state["optimizer"] = dict(state["optimizer"],
+                              param_groups=[dict(g, fused=saved_fused) for g in state["optimizer"]["param_groups"]])
+    dest = learner(LearnerConfig(micro_batch=16, accum_steps=1, compile=False, seed=5))
+    own_fused = not saved_fused  # the other kind than the checkpoint's
+    if own_fused:  # what a CUDA learner builds (fused Adam runs on the CPU too in torch >= 2.4)
+        dest.optimizer = torch.optim.Adam(dest.online.parameters(), lr=dest.cfg.lr, eps=dest.cfg.adam_eps, fused=True)
+    dest.load_state_dict(state)
+    assert all(bool(g["fused"]) == own_fused for g in dest.optimizer.param_groups)
+    for p, q in zip(dest.online.parameters(), source.online.parameters(), strict=True):
+        st = dest.optimizer.state[p]
+        assert st["exp_avg"].device == p.device and st["step"].device == CPU and st["step"].dtype == torch.float32
+        assert torch.equal(st["exp_avg"], source.optimizer.state[q]["exp_avg"])
+    dest.update(None, [synthetic_batch(16, seed=1)])  # and it steps
+    assert all(int(dest.optimizer.state[p]["step"]) == 2 for p in dest.online.parameters())
+
+
+class _Sampler:
+    def sample(self, n):
+        return synthetic_batch(n, seed=99)
+
+
+def test_target_sync_copies_parameters_and_batchnorm_buffers():
+    dqn = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False, target_sync=2))
+    dqn.update(None, [synthetic_batch(32)])
+    assert not torch.equal(dqn.online.features[1].running_mean, dqn.target.features[1].running_mean)
+    dqn.update(None, [synthetic_batch(32, seed=1)])
+    for (name, a), b in zip(dqn.online.state_dict().items(), dqn.target.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_moving_average_follows_the_online_net_by_its_decay_and_survives_a_checkpoint():
+    decay = 0.9
+    dqn = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False, ema_decay=decay))
+    start = params(dqn.online)
+    dqn.update(None, [synthetic_batch(32)])
+    after_one = params(dqn.online)
+    ema = dqn.ema.module.state_dict()
+    for name, value in ema.items():  # AveragedModel's first update copies the online net
+        assert torch.equal(value, after_one[name]), name
+    dqn.update(None, [synthetic_batch(32, seed=1)])
+    after_two = params(dqn.online)
+    weight = dqn.ema.module.features[0].weight
+    expected = decay * after_one["features.0.weight"] + (1 - decay) * after_two["features.0.weight"]
+    assert torch.allclose(weight, expected, atol=1e-7) and not torch.equal(weight, after_two["features.0.weight"])
+    running = dqn.ema.module.features[1].running_mean  # BatchNorm statistics are averaged too
+    assert torch.allclose(running, decay * after_one["features.1.running_mean"]
+                          + (1 - decay) * after_two["features.1.running_mean"], atol=1e-7)
+    assert not torch.equal(start["features.0.weight"], after_two["features.0.weight"])
+    state = dqn.state_dict()
+    assert state["ema_averaged"] == 2
+    other = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False, ema_decay=decay, seed=3))
+    other.load_state_dict(state)
+    for (name, a), b in zip(dqn.ema.module.state_dict().items(), other.ema.module.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    assert "ema" not in learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False, ema_decay=0)).state_dict()
+
+
+def test_checkpoint_is_atomic_and_loads_with_weights_only(tmp_path):
+    dqn = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False))
+    dqn.update(None, [synthetic_batch(32)])
+    save_checkpoint(str(tmp_path), {"learner": dqn.state_dict(), "counters": {"epoch": 3}, "config": "{}"})
+    (tmp_path / f"{CHECKPOINT_NAME}.tmp-12345").write_bytes(b"partial garbage from a crash")  # never read
+    state = load_checkpoint(str(tmp_path))
+    assert state["counters"]["epoch"] == 3
+    other = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False, seed=7))
+    other.load_state_dict(state["learner"])
+    for (name, a), b in zip(dqn.online.state_dict().items(), other.online.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    assert other.updates == 1
+    assert other.optimizer.state_dict()["state"][0]["step"] == dqn.optimizer.state_dict()["state"][0]["step"]
+    with pytest.raises(FileNotFoundError, match="no checkpoint.pt"):
+        load_checkpoint(str(tmp_path / "missing"))
+    assert sorted(os.listdir(tmp_path)) == [CHECKPOINT_NAME, f"{CHECKPOINT_NAME}.tmp-12345"]
+
+
+def test_importance_weights_scale_each_sample_in_the_loss():
+    dqn = learner(LearnerConfig(micro_batch=32, compile=False, amp="off"), batchnorm_batch_stats=False)
+    batch = synthetic_batch(32)
+    plain, td, _ = dqn.micro_loss(batch)
+    weight = torch.linspace(0.1, 1.0, 32)
+    weighted, td_w, _ = dqn.micro_loss(dict(batch, weight=weight))
+    per_sample = torch.where(td < 1.0, 0.5 * td ** 2, td - 0.5)  # Huber (smooth L1, beta 1) of each TD error
+    assert torch.allclose(td, td_w)
+    assert plain.item() == pytest.approx(per_sample.mean().item(), rel=1e-5)
+    assert weighted.item() == pytest.approx((weight * per_sample).mean().item(), rel=1e-5)
+    assert dqn.micro_loss(dict(batch, weight=torch.ones(32)))[0].item() == pytest.approx(plain.item(), rel=1e-6)
+
+
+def test_update_writes_the_new_td_errors_back_as_priorities():
+    import numpy as np
+
+    from learner.prioritized_replay import PrioritizedReplay
+    replay = PrioritizedReplay(2, 512, frame_shape=(SIZE, SIZE), stack=STACK, n_step=3, gamma=0.9, alpha=1.0, eps=1e-3)
+    rng = np.random.default_rng(0)
+    for stream in (0, 1):
+        first = np.zeros((1, 200), bool)
+        first[0, 0] = True
+        replay.add(stream, rng.integers(0, 256, (1, 200, SIZE, SIZE), dtype=np.uint8),
+                   rng.integers(0, ACTIONS, (1, 200)).astype(np.uint8), rng.normal(size=(1, 200)).astype(np.float32),
+                   np.zeros((1, 200), bool), first)
+    dqn = learner(LearnerConfig(micro_batch=16, accum_steps=2, compile=False, amp="off", lr=1e-12))
+    dqn.is_beta = 0.7
+    seen = []
+    original = replay.update_priorities
+    replay.update_priorities = lambda s, i, td: seen.append((s.clone(), i.clone(), td.clone())) or original(s, i, td)
+    dqn.update(replay)
+    assert len(seen) == 1  # one vectorized call for both micro-batches
+    stream, slot, td = seen[0]
+    assert stream.shape == slot.shape == td.shape == (32,)
+    leaf = (stream * replay.stream_capacity + slot % replay.stream_capacity).numpy()
+    last = {int(k): float(v) for k, v in zip(leaf, td)}  # a slot drawn twice keeps its last TD error
+    np.testing.assert_allclose(replay._prio[list(last)], np.array(list(last.values())) + 1e-3, rtol=1e-6)
+
+
+@pytest.mark.parametrize("batchnorm", ["eval", "joint", "split"])
+def test_masked_double_dqn_target_takes_the_best_valid_action(batchnorm):
+    """With next_mask the Double-DQN argmax is over s''s valid actions only (fuel-break spec, one Q per cell)."""
+    from shared.network import CellQNetwork
+    from shared.spec import EnvSpec
+
+    spec = EnvSpec((3, 8, 8), "uint8", 1, 64, masked=True)
+    cfg = LearnerConfig(micro_batch=8, accum_steps=1, compile=False, amp="off", batchnorm=batchnorm)
+    dqn = DQNLearner(cfg, spec, CPU, batchnorm_batch_stats=False)
+    assert isinstance(dqn.online, CellQNetwork)
+    g = torch.Generator().manual_seed(0)
+    batch = {"obs": torch.randint(0, 256, (8, 3, 8, 8), dtype=torch.uint8, generator=g),
+             "next_obs": torch.randint(0, 256, (8, 3, 8, 8), dtype=torch.uint8, generator=g),
+             "action": torch.randint(0, 64, (8,), generator=g), "reward": torch.zeros(8),
+             "discount": torch.ones(8)}
+    dqn.online.eval()
+    with torch.no_grad():
+        q_online, q_target = dqn.online(batch["next_obs"]), dqn.target(batch["next_obs"])
+    mask = torch.ones(8, 64, dtype=torch.bool)
+    mask[torch.arange(8), q_online.argmax(1)] = False  # the unmasked argmax is invalid in every row
+    mask[:, 5] = False
+    want_action = q_online.masked_fill(~mask, float("-inf")).argmax(1)
+    assert not torch.equal(want_action, q_online.argmax(1))
+    loss, td, q = dqn.micro_loss(dict(batch, next_mask=mask))
+    target = q_target.gather(1, want_action[:, None]).squeeze(1)
+    assert torch.allclose(td, (q - target).abs(), atol=1e-5)
+    _, td_unmasked, _ = dqn.micro_loss(batch)
+    assert not torch.allclose(td, td_unmasked)
+
+
+def mario_batch(n=16, reward=30.0):
+    """Random Mario-shaped observations, a constant reward and discount 0: the TD target is the scaled reward."""
+    obs = torch.randint(0, 256, (n, 4, 84, 84), dtype=torch.uint8)
+    return {"obs": obs, "next_obs": torch.randint(0, 256, (n, 4, 84, 84), dtype=torch.uint8),
+            "action": torch.randint(0, 7, (n,)), "reward": torch.full((n,), reward), "discount": torch.zeros(n)}
+
+
+@pytest.mark.parametrize("batchnorm", ["joint", "split"])
+def test_td_target_uses_the_scaled_reward(batchnorm):
+    cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off", batchnorm=batchnorm)
+    dqn = DQNLearner(cfg, MARIO, CPU, env="mario")
+    batch = mario_batch()
+    _, td, q = dqn.micro_loss(batch)  # discount 0: target = reward * scale = 2.0
+    assert torch.allclose(td, (q - 2.0).abs(), atol=1e-5)
+
+
+def test_joint_batchnorm_normalises_obs_and_next_obs_together():
+    cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off", batchnorm="joint")
+    dqn = DQNLearner(cfg, MARIO, CPU)
+    batch = mario_batch()
+    _, _, q = dqn.micro_loss(batch)
+    dqn.online.train()
+    with torch.no_grad():
+        joint = dqn.online(torch.cat([batch["obs"], batch["next_obs"]]))[:16]
+        alone = dqn.online(batch["obs"])
+    taken = joint.gather(1, batch["action"].unsqueeze(1)).squeeze(1)
+    assert torch.allclose(q, taken, atol=1e-4)  # Q(s, a) came from the joint forward ...
+    assert not torch.allclose(q, alone.gather(1, batch["action"].unsqueeze(1)).squeeze(1), atol=1e-4)  # ... not obs alone
+
+
+def test_eval_batchnorm_trains_the_function_the_actors_play():
+    cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off", batchnorm="eval")
+    dqn = DQNLearner(cfg, MARIO, CPU)
+    batch = mario_batch()
+    before = dqn.online.features[1].running_mean.clone()
+    _, _, q = dqn.micro_loss(batch)
+    assert not torch.equal(before, dqn.online.features[1].running_mean)  # the train-mode pass moved the statistics
+    dqn.online.eval()  # what an actor runs, with the statistics the learner just used
+    with torch.no_grad():
+        played = dqn.online(batch["obs"]).gather(1, batch["action"].unsqueeze(1)).squeeze(1)
+    assert torch.allclose(q, played, atol=1e-5)
