@@ -111,14 +111,13 @@ def entry_for(cfg: EnvConfig | str) -> EnvEntry:
     the built-in module of that name. ConfigError names an unknown env or a plug-in that does not import."""
     name = cfg if isinstance(cfg, str) else cfg.name
     module = "" if isinstance(cfg, str) else cfg.module
-    if name not in _REGISTRY:
-        if module:
-            try:
-                importlib.import_module(module)
-            except ImportError as exc:
-                raise ConfigError(f"env.module={module!r} does not import ({exc})") from None
-        elif isinstance(name, str) and name in BUILTIN:
-            importlib.import_module(BUILTIN[name])
+    if module:  # always, also for a name already known: a module that does not import is an error either way
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(f"env.module={module!r} does not import ({exc})") from None
+    if name not in _REGISTRY and isinstance(name, str) and name in BUILTIN:
+        importlib.import_module(BUILTIN[name])
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):

@@ -16,7 +16,8 @@ import zmq
 
 from actors.collector import actor_main
 from launch.processes import spawn_context, start_process, stop_processes
-from learner.data_plane import DataPlane, format_processor_line
+from learner.console import format_processor_line
+from learner.data_plane import DataPlane
 from shared.envs import env_spec
 from tests.support.messages import valid_batch
 
