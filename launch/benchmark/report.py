@@ -101,7 +101,8 @@ def render_system_table(s: dict) -> str:
     os_, ps = s["original_settings"], s["optimized_settings"]
     rows = [f"Whole system, {s['actors']} actors x {s['envs_per_actor']} env(s), device {s['device']}; original: "
             f"one locked mp.Queue, batch {os_['batch']}, fp32, sync every {os_['sync_every']} epochs; optimized: "
-            f"per-actor sockets, batch {ps['micro_batch']} x {ps['accum_steps']}, AMP, compile, sync every "
+            f"per-actor sockets, batch {ps['micro_batch']} x {ps['accum_steps']}, AMP {ps.get('amp', 'bfloat16')}, "
+            f"compile, sync every "
             f"{ps['sync_every']} epochs; epoch = {s['updates_per_epoch']} updates",
             "", "| Metric | Original | Optimized | Improvement |", "|---|---|---|---|"]
 

@@ -17,6 +17,7 @@ from launch.benchmark.config import BenchConfig
 from launch.benchmark.learner import reset_compiler
 from launch.original import OriginalLearner, original_collector_main
 from launch.processes import spawn_context, start_process, stop_processes
+from learner.trainer import resolve_amp
 from shared.config import RunConfig
 
 # ----------------------------------------------------------------------------- whole system
@@ -123,7 +124,7 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
     rc.collect_only = False
     rc.learner = dataclasses.replace(
         rc.learner, micro_batch=bench.optimized_micro_batch, accum_steps=bench.optimized_accum,
-        amp="auto" if device.type == "cuda" else "bf16", compile=True, broadcast_every=bench.optimized_sync_every,
+        amp="auto", compile=True, broadcast_every=bench.optimized_sync_every,
         updates_per_epoch=bench.system_updates_per_epoch, samples_per_insert=0.0,
         min_replay=bench.system_min_replay, checkpoint_every=1 << 30)
     rc.validate()
@@ -209,7 +210,8 @@ def system_stage(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> di
                "updates_per_epoch": bench.system_updates_per_epoch,
                "original_settings": dataclasses.asdict(bench.original),
                "optimized_settings": {"micro_batch": bench.optimized_micro_batch, "accum_steps": bench.optimized_accum,
-                                      "sync_every": bench.optimized_sync_every, "batch_steps": cfg.actor.batch_steps}}
+                                      "sync_every": bench.optimized_sync_every, "batch_steps": cfg.actor.batch_steps,
+                                      "amp": str(resolve_amp("auto", device)).removeprefix("torch.")}}
         out["original"] = system_original(cfg, device, bench)
         print(f"system original: {out['original']['experiences_per_s']:.1f} experiences/s, "
               f"{out['original']['batches_per_s']:.2f} batches/s", flush=True)
