@@ -19,6 +19,11 @@ then it and the last weights on ``--eval.final-episodes`` more), prints a last l
 and exits 0. The budgets in env steps and updates count the
 whole run, resumes included; ``--resume`` keeps the run's budgets unless the command line sets new ones.
 The progress bar shows only on a terminal: a redirected log gets plain lines.
+
+Read :func:`run` top to bottom: configuration and run folder, the learner, :func:`print_header`, the actor
+pool and the evaluation process, the learner's loop with :class:`Supervisor` ``tick`` between its epochs
+(heartbeat, progress, the ``[PROCESSOR]`` line, restarting dead actors, evaluations, slot notices), then
+shutdown, :func:`print_accounting` and the final evaluation.
 """
 
 from __future__ import annotations
