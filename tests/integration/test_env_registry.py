@@ -10,7 +10,7 @@ from shared.config import ConfigError, EnvConfig, RunConfig
 from shared.envs import BUILTIN, EnvEntry, entry_for, env_spec, names, register
 from tests.support.learning import train_on_defaults
 
-UPDATES = 800
+UPDATES = 2_500
 EPISODES = 64
 
 
