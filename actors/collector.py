@@ -264,18 +264,20 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
         print(f"[ACTOR] slot {actor_id} of {lease['slots']} (lease {lease['lease']:g} s), incarnation {incarnation:#x}",
               flush=True)
     collector = Collector(cfg, actor_id, incarnation, generation)
+    heartbeat = Heartbeat("actor")
+    should_stop = lambda: stop_event.is_set() or bool(terminate) or orphaned()  # noqa: E731
     sender = BatchSender(experience_endpoint(cfg, actor_id), actor_id, incarnation,
-                         cfg.actor.max_staged_batches, cfg.actor.send_hwm, transport=cfg.transport)
+                         cfg.actor.max_staged_batches, cfg.actor.send_hwm, transport=cfg.transport,
+                         wait_when_full=cfg.learner.holds_ratio, should_stop=should_stop, on_wait=heartbeat.beat)
     weights = WeightClient(cfg.transport, actor_id, incarnation, collector.net)
     if cfg.actor.weights_timeout > 0:  # the learner's current weights before the first action
         current = weights.fetch(have=-1, timeout=cfg.actor.weights_timeout,
-                                should_stop=lambda: stop_event.is_set() or bool(terminate) or orphaned())
+                                should_stop=should_stop)
         if current is not None:
             collector.load_weights(*current)
-    heartbeat = Heartbeat("actor")
     seq = 0
     started = time.perf_counter()
-    while not stop_event.is_set() and not terminate and not orphaned() and (max_batches <= 0 or seq < max_batches):
+    while not should_stop() and (max_batches <= 0 or seq < max_batches):
         batch = collector.collect(cfg.actor.batch_steps, seq, weights.poll)
         sender.submit(batch, collector.stats)
         heartbeat.beat()
@@ -286,7 +288,8 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
     collector.close()
     report = dict(actor=actor_id, incarnation=incarnation, batches=seq,
                   sent_batches=sender.sent_batches, sent_transitions=sender.sent_transitions,
-                  dropped_batches=sender.dropped_batches, submit_seconds=sender.submit_seconds, run_seconds=run_seconds,
+                  dropped_batches=sender.dropped_batches, submit_seconds=sender.submit_seconds,
+                  wait_seconds=sender.wait_seconds, run_seconds=run_seconds,
                   steps=int(collector.stats["steps"]),
                   episodes=int(collector.stats["episodes"]), weights_version=collector.weights_version,
                   first_action_weights_version=collector.first_action_weights_version)

@@ -1,17 +1,27 @@
 """An actor's outbound link: one PUSH socket with a bounded local staging queue.
 
-The collector never blocks on the learner: ``submit`` stages a finished
-batch and tries non-blocking sends; when the socket's high-water mark is
-reached the batch waits in staging, and when staging is full the oldest
-batch is dropped and counted. Its ``seq`` is then never sent, so the
-learner sees the gap and reports it. The header is encoded at send time so
-its ``sent`` counter covers exactly the transitions handed to the socket.
+``submit`` stages a finished batch and tries non-blocking sends; when the
+socket's high-water mark is reached the batch waits in staging. When staging
+is full, one of two things happens:
+
+- ``wait_when_full`` False: the oldest batch is dropped and counted. Its
+  ``seq`` is then never sent, so the learner sees the gap and reports it.
+- ``wait_when_full`` True (the learner holds the replay ratio exactly,
+  ``learner.exact_ratio``): the collector waits until the socket takes the
+  batch (nothing stays staged), so a learner that stops reading to catch up
+  on training stops the actor's env steps instead of wasting them. It waits
+  in 0.1 s polls, calling ``on_wait`` (a heartbeat), and gives up once
+  ``should_stop`` (then staging and dropping apply as above).
+
+The header is encoded at send time so its ``sent`` counter covers exactly the
+transitions handed to the socket.
 """
 
 from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,9 +29,10 @@ import zmq
 
 from shared import protocol
 from shared.config import TransportConfig
-from shared.links import open_socket
+from shared.links import HELD_KERNEL_BUFFER, open_socket
 
 DROP_LINE_EVERY_S = 10.0  # a stalled learner is said at most this often per actor, not once per dropped batch
+WAIT_POLL_MS = 100  # a waiting sender checks should_stop and beats on_wait this often
 
 
 @dataclass
@@ -36,12 +47,19 @@ class StagedBatch:
 
 class BatchSender:
     def __init__(self, endpoint: str, actor_id: int, incarnation: int, max_staged: int, send_hwm: int,
-                 context: zmq.Context | None = None, transport: TransportConfig | None = None):
+                 context: zmq.Context | None = None, transport: TransportConfig | None = None,
+                 wait_when_full: bool = False, should_stop: Callable[[], bool] = lambda: False,
+                 on_wait: Callable[[], None] = lambda: None):
         self.actor_id = actor_id
+        self.wait_when_full = wait_when_full
+        self._should_stop = should_stop
+        self._on_wait = on_wait
         self.incarnation = incarnation
         self.max_staged = max_staged
         self._context = context or zmq.Context.instance()
-        self._socket = open_socket(self._context, zmq.PUSH, transport, server=False, send_hwm=send_hwm)
+        # waiting, the sender keeps one message queued and a small kernel buffer (shared/links.HELD_KERNEL_BUFFER)
+        self._socket = open_socket(self._context, zmq.PUSH, transport, server=False, send_hwm=1 if wait_when_full else send_hwm,
+                                   kernel_buffer=HELD_KERNEL_BUFFER if wait_when_full else None)
         self._socket.connect(endpoint)
         self._staged: collections.deque[StagedBatch] = collections.deque()
         self.sent_batches = 0
@@ -49,11 +67,14 @@ class BatchSender:
         self.dropped_batches = 0
         self._said_full_at = float("-inf")  # when the last "staging full" line was printed
         self.submit_seconds = 0.0  # time the collector spent handing batches over (the benchmark's "blocked" time)
+        self.wait_seconds = 0.0  # of which waiting for a full staging to take a batch (wait_when_full)
 
     def submit(self, batch: StagedBatch, stats: dict[str, float]) -> None:
-        """Stage ``batch`` (dropping the oldest if staging is full), then send what the socket takes."""
+        """Stage ``batch``, then send what the socket takes; with staging full, wait or drop the oldest (see above)."""
         start = time.perf_counter()
         self._staged.append(batch)
+        if self.wait_when_full:
+            self._wait_for_room(stats, start)
         if len(self._staged) > self.max_staged:
             self._staged.popleft()
             self.dropped_batches += 1
@@ -63,6 +84,22 @@ class BatchSender:
                       f"dropped the oldest batch ({self.dropped_batches:,} dropped so far)", flush=True)
         self.flush(stats)
         self.submit_seconds += time.perf_counter() - start
+
+    def _wait_for_room(self, stats: dict[str, float], start: float) -> None:
+        """Flush until the socket has taken every staged batch or ``should_stop`` says to give up. Waiting at the
+        socket rather than at a full staging keeps the batches between an actor and replay (and so their weights
+        lag) to the sockets' high-water marks."""
+        self.flush(stats)
+        said = False
+        while self._staged and not self._should_stop():
+            if not said and time.perf_counter() - start >= DROP_LINE_EVERY_S:  # a stall, not the ratio's short waits
+                said = True
+                print(f"[ACTOR {self.actor_id}] the learner has not read for {DROP_LINE_EVERY_S:.0f}s: waiting",
+                      flush=True)
+            self._on_wait()
+            if self._socket.poll(WAIT_POLL_MS, zmq.POLLOUT):
+                self.flush(stats)
+        self.wait_seconds += time.perf_counter() - start
 
     def flush(self, stats: dict[str, float]) -> None:
         """Send staged batches, oldest first, until the socket would block."""

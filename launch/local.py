@@ -217,6 +217,16 @@ def run(cfg: RunConfig) -> int:
     return 0
 
 
+def ratio_phrase(lc) -> str:
+    """How the run holds its replay ratio, for the header."""
+    if lc.samples_per_insert <= 0:
+        return "replay ratio unlimited"
+    if lc.holds_ratio:
+        return (f"replay ratio held at {lc.samples_per_insert:g} samples per transition (within {lc.ratio_slack:,} "
+                f"transitions; actors wait for a slower learner)")
+    return f"replay ratio at most {lc.samples_per_insert:g} samples per transition"
+
+
 def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.device, threads: int,
                  resumed: bool) -> None:
     """The run's first [MAIN] lines: seed, folder and env, exploration and replay, evaluation schedule."""
@@ -238,8 +248,8 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.d
     else:
         floors = [f"{e:.3g}" for a in range(min(cfg.actors, 8)) for e in epsilon_floors(cfg.actor, cfg.actors, a)]
         print(f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
-              f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}), {hold}; replay ratio at most "
-              f"{cfg.learner.samples_per_insert:g} samples per transition, reward scale {lc.reward_scale:.4g}, "
+              f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}), {hold}; {ratio_phrase(lc)}, "
+              f"reward scale {lc.reward_scale:.4g}, "
               f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, BatchNorm {lc.batchnorm}", flush=True)
     if not cfg.collect_only:
         ev = cfg.eval

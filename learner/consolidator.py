@@ -43,7 +43,7 @@ import zmq
 from learner.slots import SlotTable
 from shared import protocol
 from shared.config import TransportConfig
-from shared.links import open_socket
+from shared.links import HELD_KERNEL_BUFFER, open_socket
 
 MAX_PER_SOCKET_PER_ROUND = 8  # fairness: drain at most this many messages from one actor before the next
 STALE_INCARNATIONS_KEPT = 16
@@ -99,7 +99,10 @@ class SlotTrack:
 
 class Consolidator(threading.Thread):
     def __init__(self, transport: TransportConfig, num_actors: int, envs_per_actor: int, limits: protocol.Limits,
-                 out: queue.Queue, context: zmq.Context | None = None):
+                 out: queue.Queue, context: zmq.Context | None = None, held: bool = False):
+        """``held``: the learner holds its replay ratio (``learner.exact_ratio``), so under a slower learner the
+        sockets stay full: each then queues one message and a small kernel buffer, which bounds how far behind the
+        learner's weights the batches it delivers are."""
         super().__init__(name="consolidator", daemon=True)
         self.limits = limits
         self.envs_per_actor = envs_per_actor
@@ -110,8 +113,8 @@ class Consolidator(threading.Thread):
         for slot in range(num_actors):
             # ZeroMQ's own bound applies per frame: a peer sending one frame above it is disconnected.
             # Whole messages above max_message_bytes are rejected (and counted) by the decoder.
-            sock = open_socket(self._context, zmq.PULL, transport, server=True, recv_hwm=transport.recv_hwm,
-                               max_message=transport.max_message_bytes)
+            sock = open_socket(self._context, zmq.PULL, transport, server=True, recv_hwm=1 if held else transport.recv_hwm,
+                               max_message=transport.max_message_bytes, kernel_buffer=HELD_KERNEL_BUFFER if held else None)
             sock.bind(f"tcp://{transport.host}:{transport.base_port + slot}")
             self.sockets.append(sock)
         self.tracks = [SlotTrack() for _ in range(num_actors)]

@@ -61,7 +61,10 @@ class DataPlane:
         self.cfg = cfg
         self.envs_per_actor = cfg.actor.envs_per_actor
         self.replay = make_replay(cfg, device)
-        self.queue: queue.Queue = queue.Queue(maxsize=cfg.transport.consolidated_queue)
+        # holding the replay ratio, the learner-bound pipeline stays full: a queue of one batch per actor (and small
+        # socket buffers, see Consolidator) keeps the batches it delivers near the learner's current weights
+        held = min(cfg.transport.consolidated_queue, cfg.actors) if cfg.learner.holds_ratio else 0
+        self.queue: queue.Queue = queue.Queue(maxsize=held or cfg.transport.consolidated_queue)
         spec = env_spec(cfg.env)
         if spec.num_actions != num_actions:
             raise ValueError(f"num_actions {num_actions!r} differs from the env's {spec.num_actions}")
@@ -70,7 +73,8 @@ class DataPlane:
                                           max_message_bytes=cfg.transport.max_message_bytes)
         self._release_auth = curve.start_authenticator(cfg.transport)  # the allow-list runs before any socket binds
         try:
-            self.consolidator = Consolidator(cfg.transport, cfg.actors, self.envs_per_actor, limits, self.queue)
+            self.consolidator = Consolidator(cfg.transport, cfg.actors, self.envs_per_actor, limits, self.queue,
+                                             held=cfg.learner.holds_ratio)
         except BaseException:
             self._release_auth()
             raise

@@ -8,8 +8,11 @@ replay holds ``min_replay`` transitions and the replay-ratio limiter allows it (
 ``checkpoint_every`` epochs, and at exit, write a checkpoint. ``run`` returns why it ended
 (``STOP_REASONS``): ``stop()`` was called, the deadline passed, ``learner.steps`` updates were made, or
 ``total_env_steps`` transitions were inserted (no drain writes a batch past the one that reaches that
-budget, so a run ends within one batch of it). Collectors are never blocked by a
-slow learner: they stage and drop on their side (see actors/sender.py). When no experience has
+budget, so a run ends within one batch of it). With ``learner.exact_ratio`` (the default) the loop also
+stops moving batches into replay while training trails the ratio by more than ``ratio_slack``
+transitions; the queue, the sockets and the actors' staging fill, and the actors wait (actors/sender.py),
+so a slow learner slows collection instead of training less per env step. Without it, collectors are never
+blocked: they stage and drop on their side. When no experience has
 arrived for ``IDLE_NOTICE_EVERY`` seconds (every actor dead or restarting) the loop keeps waiting
 and says so, at most once per ``IDLE_NOTICE_EVERY`` seconds.
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import math
 import os
 import shutil
 import statistics
@@ -206,10 +210,12 @@ class Learner:
                     self._end_epoch(epoch)
                     epoch = EpochAccumulator()
             room = total - c.inserted if total else 1 << 62  # past the budget by at most the batch that reaches it
-            self.plane.drain(timeout=0.0 if trained else 0.02, max_transitions=room)
+            allowed = self._ratio_room()  # exact_ratio: nothing until training catches up; the actors wait meanwhile
+            holding = allowed <= 0
+            self.plane.drain(timeout=0.0 if trained else 0.02, max_transitions=max(0, min(room, allowed)))
             c.inserted = self._inserted_at_start + self.plane.processed
             now = time.monotonic()
-            if self.plane.processed != processed:
+            if self.plane.processed != processed or holding:  # holding back is not silence
                 processed, heard = self.plane.processed, now
             elif now - heard >= IDLE_NOTICE_EVERY and now - said >= IDLE_NOTICE_EVERY:
                 said = now  # every actor may be dead or restarting: say so, at most once per IDLE_NOTICE_EVERY
@@ -222,6 +228,16 @@ class Learner:
     def _ratio_allows(self) -> bool:
         spi = self.cfg.learner.samples_per_insert
         return spi <= 0 or self.counters.samples_trained + self.dqn.effective_batch <= spi * self.counters.inserted
+
+    def _ratio_room(self) -> int:
+        """Transitions replay may take in now without training trailing samples_per_insert by more than ratio_slack
+        (exact_ratio; the drain then overshoots by less than one batch). At most 0 only while the cap allows the
+        next update, so holding never stalls the loop, and never before replay is ready to sample."""
+        cfg, c, replay = self.cfg.learner, self.counters, self.plane.replay
+        if not (self.train and cfg.holds_ratio and len(replay) >= cfg.min_replay and replay.num_sampleable() > 0):
+            return 1 << 62
+        return math.ceil(cfg.ratio_slack + (c.samples_trained + self.dqn.effective_batch) / cfg.samples_per_insert
+                         - c.inserted)
 
     def _end_epoch(self, acc: EpochAccumulator) -> None:
         cfg, c = self.cfg.learner, self.counters

@@ -28,14 +28,21 @@ import zmq
 from shared import curve
 from shared.config import TransportConfig
 
+HELD_KERNEL_BUFFER = 1 << 17
+"""Kernel send/receive buffer (bytes) of the experience sockets while the learner holds its replay ratio
+(``learner.exact_ratio``): under a slower learner every buffer between an actor and replay stays full, and
+loopback TCP's autotuned buffers (megabytes: a dozen 64-step Mario batches per direction) held batches 13
+weight broadcasts behind the learner, past ``learner.max_weights_lag``. 128 KiB holds less than one batch."""
+
 
 def open_socket(ctx: zmq.Context, kind: int, transport: TransportConfig | None, *, server: bool,
                 send_hwm: int | None = None, recv_hwm: int | None = None, max_message: int | None = None,
-                subscribe: bytes | None = None) -> zmq.Socket:
+                subscribe: bytes | None = None, kernel_buffer: int | None = None) -> zmq.Socket:
     """A ``kind`` socket (zmq.PUSH, PULL, PUB, SUB, DEALER, ROUTER) with LINGER 0, the given high-water marks
     (messages queued per peer) and maximum message size in bytes (a larger frame disconnects the sender), the
     link options of ``transport`` and its CURVE keys, server side when ``server`` (the end that binds).
-    ``transport`` None (a local benchmark sender): no link options, no CURVE. ``subscribe``: a SUB's prefix."""
+    ``transport`` None (a local benchmark sender): no link options, no CURVE. ``subscribe``: a SUB's prefix.
+    ``kernel_buffer``: the TCP send and receive buffer in bytes (None: the kernel's autotuning)."""
     sock = ctx.socket(kind)
     try:
         sock.setsockopt(zmq.LINGER, 0)
@@ -45,6 +52,9 @@ def open_socket(ctx: zmq.Context, kind: int, transport: TransportConfig | None, 
             sock.setsockopt(zmq.RCVHWM, int(recv_hwm))
         if max_message is not None:
             sock.setsockopt(zmq.MAXMSGSIZE, int(max_message))
+        if kernel_buffer is not None:
+            sock.setsockopt(zmq.SNDBUF, int(kernel_buffer))
+            sock.setsockopt(zmq.RCVBUF, int(kernel_buffer))
         if subscribe is not None:
             sock.setsockopt(zmq.SUBSCRIBE, subscribe)
         if transport is not None:

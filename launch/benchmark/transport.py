@@ -45,6 +45,7 @@ def _synthetic_sender(cfg: RunConfig, slot: int, stop, batch: int) -> None:
 def transport(cfg: RunConfig, senders: int, batch: int, seconds: float) -> dict:
     cfg = RunConfig.from_json(cfg.to_json())
     cfg.actors, cfg.actor.envs_per_actor, cfg.actor.batch_steps = senders, 1, batch
+    cfg.learner.exact_ratio = False  # the pipe's own ceiling: no learner to hold a ratio for, default socket buffers
     cfg.replay.capacity = max(cfg.replay.capacity, senders * 4 * batch)
     cfg.validate()
     plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()

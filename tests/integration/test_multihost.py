@@ -97,7 +97,8 @@ def test_actor_host_link_cut_for_20s_reconnects_by_itself_and_nothing_is_accepte
         subprocess.run([sys.executable, "-m", *args], cwd=ROOT, check=True, capture_output=True, timeout=60)
     port = free_base_port(4) + 2
     common = ["--env.name", "fake", "--env.frame-size", "36", "--actor.batch-steps", "16",
-              "--transport.heartbeat-interval", "1", "--transport.heartbeat-timeout", "4"]
+              "--transport.heartbeat-interval", "1", "--transport.heartbeat-timeout", "4",
+              "--learner.no-exact-ratio"]  # actors drop during the cut (holding the ratio, they would wait)
     learner_args = ["launch.learner", "--actors", "2", "--run-dir", str(tmp_path / "runs"), "--no-progress",
                     "--log-every", "1", "--transport.host", "0.0.0.0",
                     "--transport.base-port", str(port), "--transport.curve-server-secret",

@@ -3,6 +3,8 @@
 The pause lasts at least 30 s and until every actor has said its staging is full (an event, so a slow
 machine pauses longer rather than failing). Actors must not crash, must keep their memory within their
 staging bound (they stage, then drop and count), and experience must flow again within 10 s of SIGCONT.
+Dropping is the actors' behaviour when the learner does not hold the replay ratio from below
+(``--learner.no-exact-ratio``); holding it, they wait instead (tests/integration/test_exact_ratio.py).
 """
 
 import re
@@ -23,7 +25,8 @@ RSS_BOUND = (MAX_STAGED + SEND_HWM + 2) * BATCH_BYTES + (32 << 20)
 
 
 def test_actors_survive_a_learner_pause_past_their_staging_bound_and_throughput_returns(tmp_path):
-    run = Launcher(tmp_path, *TRAINING, "--actor.max-staged-batches", str(MAX_STAGED), "--actor.send-hwm", str(SEND_HWM),
+    run = Launcher(tmp_path, *TRAINING, "--learner.no-exact-ratio",
+                   "--actor.max-staged-batches", str(MAX_STAGED), "--actor.send-hwm", str(SEND_HWM),
                    "--actor.batch-steps", str(STEPS), "--actor.envs-per-actor", str(ENVS), "--env.frame-size", str(SIZE))
     seen = set()
     try:
