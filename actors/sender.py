@@ -1,16 +1,19 @@
 """An actor's outbound link: one PUSH socket with a bounded local staging queue.
 
-``submit`` stages a finished batch and tries non-blocking sends; when the
-socket's high-water mark is reached the batch waits in staging. When staging
-is full, one of two things happens:
+``submit`` stages a finished batch and tries non-blocking sends. Then one of
+two things happens:
 
-- ``wait_when_full`` False: the oldest batch is dropped and counted. Its
-  ``seq`` is then never sent, so the learner sees the gap and reports it.
-- ``wait_when_full`` True (the learner holds the replay ratio exactly,
-  ``learner.exact_ratio``): the collector waits until the socket takes the
-  batch (nothing stays staged), so a learner that stops reading to catch up
-  on training stops the actor's env steps instead of wasting them. It waits
-  in 0.1 s polls, calling ``on_wait`` (a heartbeat), and gives up once
+- ``wait_when_full`` False: when the socket's high-water mark is reached the
+  batch waits in staging, and when staging is full the oldest batch is
+  dropped and counted. Its ``seq`` is then never sent, so the learner sees
+  the gap and reports it. The collector never blocks on the learner.
+- ``wait_when_full`` True (the learner holds the replay ratio,
+  ``learner.exact_ratio``): the collector waits until the socket has taken
+  the batch (nothing stays staged), so a learner that stops reading to catch
+  up on training pauses the actor's env steps instead of wasting them. The
+  socket then queues one message in a small kernel buffer, which keeps the
+  batches on their way close to the learner's current weights. It waits in
+  0.1 s polls, calling ``on_wait`` (a heartbeat), and gives up once
   ``should_stop`` (then staging and dropping apply as above).
 
 The header is encoded at send time so its ``sent`` counter covers exactly the
@@ -57,9 +60,11 @@ class BatchSender:
         self.incarnation = incarnation
         self.max_staged = max_staged
         self._context = context or zmq.Context.instance()
-        # waiting, the sender keeps one message queued and a small kernel buffer (shared/links.HELD_KERNEL_BUFFER)
-        self._socket = open_socket(self._context, zmq.PUSH, transport, server=False, send_hwm=1 if wait_when_full else send_hwm,
-                                   kernel_buffer=HELD_KERNEL_BUFFER if wait_when_full else None)
+        # waiting, the sender keeps one message queued and a small kernel buffer (shared/links.HELD_KERNEL_BUFFER),
+        # except under CURVE, where the learner's side keeps its defaults too (learner/consolidator.py)
+        small = wait_when_full and not (transport is not None and transport.curve_client_secret)
+        self._socket = open_socket(self._context, zmq.PUSH, transport, server=False, send_hwm=1 if small else send_hwm,
+                                   kernel_buffer=HELD_KERNEL_BUFFER if small else None)
         self._socket.connect(endpoint)
         self._staged: collections.deque[StagedBatch] = collections.deque()
         self.sent_batches = 0
@@ -67,10 +72,11 @@ class BatchSender:
         self.dropped_batches = 0
         self._said_full_at = float("-inf")  # when the last "staging full" line was printed
         self.submit_seconds = 0.0  # time the collector spent handing batches over (the benchmark's "blocked" time)
-        self.wait_seconds = 0.0  # of which waiting for a full staging to take a batch (wait_when_full)
+        self.wait_seconds = 0.0  # of which waiting for the socket to take a batch (wait_when_full)
 
     def submit(self, batch: StagedBatch, stats: dict[str, float]) -> None:
-        """Stage ``batch``, then send what the socket takes; with staging full, wait or drop the oldest (see above)."""
+        """Stage ``batch`` and send what the socket takes; then wait for the socket, or drop the oldest past the
+        staging bound (see above)."""
         start = time.perf_counter()
         self._staged.append(batch)
         if self.wait_when_full:
@@ -90,11 +96,11 @@ class BatchSender:
         socket rather than at a full staging keeps the batches between an actor and replay (and so their weights
         lag) to the sockets' high-water marks."""
         self.flush(stats)
-        said = False
+        said = start
         while self._staged and not self._should_stop():
-            if not said and time.perf_counter() - start >= DROP_LINE_EVERY_S:  # a stall, not the ratio's short waits
-                said = True
-                print(f"[ACTOR {self.actor_id}] the learner has not read for {DROP_LINE_EVERY_S:.0f}s: waiting",
+            if time.perf_counter() - said >= DROP_LINE_EVERY_S:  # a stall (learner down, this actor refused), not
+                said = time.perf_counter()                       # the ratio's short waits: said every 10 s
+                print(f"[ACTOR {self.actor_id}] the learner has not read for {said - start:.0f}s: waiting",
                       flush=True)
             self._on_wait()
             if self._socket.poll(WAIT_POLL_MS, zmq.POLLOUT):

@@ -101,8 +101,8 @@ class Consolidator(threading.Thread):
     def __init__(self, transport: TransportConfig, num_actors: int, envs_per_actor: int, limits: protocol.Limits,
                  out: queue.Queue, context: zmq.Context | None = None, held: bool = False):
         """``held``: the learner holds its replay ratio (``learner.exact_ratio``), so under a slower learner the
-        sockets stay full: each then queues one message and a small kernel buffer, which bounds how far behind the
-        learner's weights the batches it delivers are."""
+        sockets stay full: each then queues one message and a small kernel buffer (without CURVE), which bounds how
+        far behind the learner's weights the batches it delivers are."""
         super().__init__(name="consolidator", daemon=True)
         self.limits = limits
         self.envs_per_actor = envs_per_actor
@@ -110,11 +110,14 @@ class Consolidator(threading.Thread):
         self._stop_event = threading.Event()
         self._context = context or zmq.Context.instance()
         self.sockets: list[zmq.Socket] = []
+        # small buffers while holding the ratio, but not under CURVE: there libzmq aborted the learner process
+        # (SIGABRT in tests/reliability/test_security.py) with a receive high-water mark of 1
+        small = held and not transport.curve_server_secret
         for slot in range(num_actors):
             # ZeroMQ's own bound applies per frame: a peer sending one frame above it is disconnected.
             # Whole messages above max_message_bytes are rejected (and counted) by the decoder.
-            sock = open_socket(self._context, zmq.PULL, transport, server=True, recv_hwm=1 if held else transport.recv_hwm,
-                               max_message=transport.max_message_bytes, kernel_buffer=HELD_KERNEL_BUFFER if held else None)
+            sock = open_socket(self._context, zmq.PULL, transport, server=True, recv_hwm=1 if small else transport.recv_hwm,
+                               max_message=transport.max_message_bytes, kernel_buffer=HELD_KERNEL_BUFFER if small else None)
             sock.bind(f"tcp://{transport.host}:{transport.base_port + slot}")
             self.sockets.append(sock)
         self.tracks = [SlotTrack() for _ in range(num_actors)]

@@ -10,7 +10,7 @@ replay holds ``min_replay`` transitions and the replay-ratio limiter allows it (
 ``total_env_steps`` transitions were inserted (no drain writes a batch past the one that reaches that
 budget, so a run ends within one batch of it). With ``learner.exact_ratio`` (the default) the loop also
 stops moving batches into replay while training trails the ratio by more than ``ratio_slack``
-transitions; the queue, the sockets and the actors' staging fill, and the actors wait (actors/sender.py),
+transitions; the queue and the sockets fill and the actors wait at their socket (actors/sender.py),
 so a slow learner slows collection instead of training less per env step. Without it, collectors are never
 blocked: they stage and drop on their side. When no experience has
 arrived for ``IDLE_NOTICE_EVERY`` seconds (every actor dead or restarting) the loop keeps waiting

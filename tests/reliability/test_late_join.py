@@ -10,6 +10,7 @@ def test_new_actor_acts_first_with_the_current_weights(make_config):
     """An actor joining after several broadcasts has the current weights before its first action."""
     cfg = make_config(actors=1, envs=1, steps=8)
     cfg.actor.weights_timeout = 30.0
+    cfg.learner.exact_ratio = False  # no learner reads the experience: the actor must not wait for one
     learner_net, _ = nets()
     server = WeightServer(cfg.transport)
     for version in range(1, 8):  # several broadcasts before the actor exists

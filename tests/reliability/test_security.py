@@ -68,6 +68,7 @@ def test_only_listed_actor_keys_deliver_transitions_or_get_weights(keys, caplog)
     cfg.transport.curve_server_secret = str(folder / "learner.key_secret")
     cfg.transport.curve_authorized_dir = str(allowed)
     cfg.spawn_actors = False  # the learner of remote actors: it holds no actor key
+    cfg.learner.exact_ratio = False  # the refused actor plays its 10 batches and drops them instead of waiting
     cfg.validate()
     actor_cfgs = [actor_config(cfg, folder, "allowed"), actor_config(cfg, folder, "stranger")]
     num_actions = env_spec(cfg.env).num_actions

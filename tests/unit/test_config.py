@@ -170,3 +170,23 @@ def test_auto_is_minus_one_and_old_zero_autos_migrate():
         setattr(getattr(bad, section), key, value)
         with pytest.raises(ConfigError, match=f"{path}={value!r}"):
             bad.validate()
+
+
+def test_runs_saved_before_exact_ratio_keep_the_cap_only_limiter():
+    import json
+
+    today = RunConfig()
+    assert today.learner.exact_ratio and today.learner.holds_ratio  # the default holds the ratio from both sides
+    saved = json.loads(today.to_json())
+    saved["learner"].pop("exact_ratio")
+    old = RunConfig.from_json(json.dumps(saved))
+    assert old.learner.exact_ratio is False and not old.learner.holds_ratio  # as those runs trained
+    saved["learner"]["exact_ratio"] = True
+    assert RunConfig.from_json(json.dumps(saved)).learner.exact_ratio is True  # saved: kept
+    unlimited = RunConfig()
+    unlimited.learner.samples_per_insert = 0
+    assert not unlimited.learner.holds_ratio  # no ratio to hold: actors never wait
+    bad = RunConfig()
+    bad.learner.ratio_slack = -1
+    with pytest.raises(ConfigError, match=r"learner.ratio_slack=-1"):
+        bad.validate()
