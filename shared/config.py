@@ -319,12 +319,13 @@ class LearnerConfig:
     samples_per_insert: float = 8.0
     """Samples trained per transition inserted into replay (the replay ratio): the learner never trains past it;
     with exact_ratio it also never falls more than ratio_slack transitions behind it. 0: unlimited."""
-    exact_ratio: bool = True
-    """Hold the replay ratio from both sides: once training has started, the learner stops taking in experience
-    while it is more than ratio_slack transitions behind samples_per_insert, and actors wait when their staging is
-    full instead of dropping batches. Every run then trains the same samples per env step whatever the machine's
-    speed, so env-step budgets compare across machines. Off: the ratio is only a cap, and a learner slower than the
-    actors trains less per env step (on the 2-core AMD EPYC without bf16, 4.1 of 8 samples per transition)."""
+    exact_ratio: bool = False
+    """Opt-in (docs/architecture.md says what is still open). Hold the replay ratio from both sides: once training
+    has started, the learner stops taking in experience while it is more than ratio_slack transitions behind
+    samples_per_insert, and actors wait at their socket instead of dropping batches. Every run then trains the same
+    samples per env step whatever the machine's speed, so env-step budgets compare across machines. Off (default):
+    the ratio is only a cap, and a learner slower than the actors trains less per env step (on the 2-core AMD EPYC
+    without bf16, 4.1 of 8 samples per transition)."""
     ratio_slack: int = 4096
     """Transitions the learner may take in beyond samples_per_insert's share before it waits (exact_ratio); the run's
     replay ratio stays between samples_per_insert * (1 - (ratio_slack + one batch) / env steps) and samples_per_insert

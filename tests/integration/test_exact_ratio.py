@@ -19,7 +19,8 @@ SPI, SLACK, BUDGET = 16, 256, 3000
 def test_a_learner_slower_than_its_actors_holds_the_ratio_and_the_actors_wait_without_dropping(tmp_path):
     # a broadcast every 250 updates (250 transitions, about 4 batches): the batches waiting in the sockets stay
     # within learner.max_weights_lag (8) broadcasts of the learner's weights
-    _, out = run_to_the_end(tmp_path, *TRAINING, "--learner.broadcast-every", "50", "--learner.samples-per-insert", str(SPI),
+    _, out = run_to_the_end(tmp_path, *TRAINING, "--learner.broadcast-every", "50", "--learner.exact-ratio",
+                            "--learner.samples-per-insert", str(SPI),
                             "--learner.ratio-slack", str(SLACK), "--total-env-steps", str(BUDGET), collect_only=False)
     assert re.match(STOPPED + r"env-step budget: ", last_line(out)), out
     assert f"replay ratio held at {SPI} samples per transition (within {SLACK} transitions" in out, out

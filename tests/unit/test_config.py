@@ -176,7 +176,9 @@ def test_runs_saved_before_exact_ratio_keep_the_cap_only_limiter():
     import json
 
     today = RunConfig()
-    assert today.learner.exact_ratio and today.learner.holds_ratio  # the default holds the ratio from both sides
+    assert not today.learner.exact_ratio  # opt-in while large batches can starve actors of fresh weights
+    today.learner.exact_ratio = True
+    assert today.learner.holds_ratio
     saved = json.loads(today.to_json())
     saved["learner"].pop("exact_ratio")
     old = RunConfig.from_json(json.dumps(saved))
