@@ -8,7 +8,7 @@ replay holds ``min_replay`` transitions and the replay-ratio limiter allows it (
 ``checkpoint_every`` epochs, and at exit, write a checkpoint. ``run`` returns why it ended
 (``STOP_REASONS``): ``stop()`` was called, the deadline passed, ``learner.steps`` updates were made, or
 ``total_env_steps`` transitions were inserted (no drain writes a batch past the one that reaches that
-budget, so a run ends within one batch of it). With ``learner.exact_ratio`` (the default) the loop also
+budget, so a run ends within one batch of it). With ``learner.exact_ratio`` (opt-in) the loop also
 stops moving batches into replay while training trails the ratio by more than ``ratio_slack``
 transitions; the queue and the sockets fill and the actors wait at their socket (actors/sender.py),
 so a slow learner slows collection instead of training less per env step. Without it, collectors are never

@@ -30,6 +30,11 @@ def test_a_learner_slower_than_its_actors_holds_the_ratio_and_the_actors_wait_wi
     print(f"\n{c['inserted']:,} env steps, {c['updates']:,} updates: {ratio:.2f} samples per transition (held at {SPI})")
     assert c["inserted"] >= BUDGET, c
     assert SPI * (1 - (SLACK + FAKE_BATCH) / c["inserted"]) <= ratio <= SPI, c  # within the slack and one batch
-    accounting = re.search(r"\[MAIN\] accounting: .* accepted (\d+), rejected (\d+), duplicates \d+, gaps (\d+);", out)
+    accounting = re.search(r"\[MAIN\] accounting: .* accepted (\d+), rejected (\d+), duplicates \d+, gaps \d+;", out)
     assert accounting and int(accounting[1]) > 0, out
-    assert (accounting[2], accounting[3]) == ("0", "0"), out  # no batch dropped in staging, none too stale
+    assert accounting[2] == "0", out  # no batch too stale
+    # while the run trained, no seq went missing (the accounting's gaps also count batches cut off at shutdown:
+    # one fresh-clone run ended with 2 after 57 accepted)
+    running = out[:accounting.start()]
+    drops = re.findall(r"\[PROCESSOR\] .*Drops: ([\d,]+),", running)
+    assert drops and set(drops) == {"0"}, out
