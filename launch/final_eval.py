@@ -79,6 +79,12 @@ def describe(records: list[dict]) -> dict:
             "length_mean": float(np.mean([r["length"] for r in records]))}
 
 
+def samples_per_transition(counters: dict) -> float | None:
+    """The run's replay ratio: samples trained per transition inserted (None where the counters lack it)."""
+    inserted = int(counters.get("inserted", 0))
+    return counters["samples_trained"] / inserted if inserted and "samples_trained" in counters else None
+
+
 def run_jobs(jobs: list[dict], processes: int) -> list[dict]:
     """``play_job`` over ``jobs`` in a spawn pool of ``processes`` workers, results in job order."""
     if processes <= 1 or len(jobs) == 1:
@@ -148,6 +154,7 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
         "run_dir": run_dir, "seed": cfg.seed, "eval_seed": ev.seed, "stream_seed": seed, "epsilon": ev.epsilon,
         "env": env.name, "stage": env_label(env),
         "env_steps": int(checkpoint["counters"]["inserted"]), "updates": int(checkpoint["counters"]["updates"]),
+        "samples_per_transition": samples_per_transition(checkpoint["counters"]),
         "wall_seconds": float(checkpoint["counters"].get("elapsed_seconds", 0.0)),
         "selection": selection, "seconds": 0.0}
     for (name, _, counters), got in zip(contenders, played):

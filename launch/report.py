@@ -3,14 +3,15 @@
     python -m launch.report runs/lr1e-4-* runs/baseline-*            # run folders (or folders of run folders)
     python -m launch.report runs/ --baseline random.json --baseline right-A.json --out docs/experiments/1-1
 
-Runs are grouped by ``--label`` (given at launch) or, where no run has one, by the config values in which the
-runs differ (seeds, ports, folders and log options excepted). Per group: the number of runs, env steps, the
-machines, env steps/s, each run's final-evaluation mean x_pos and flag rate (``eval_final.json`` of
-launch/final_eval.py: the last weights, and best.pt), and over the runs the mean and the interquartile mean
-(IQM: the mean of the middle half, robust to one odd run) of the last weights' mean x_pos, each with a 95%
-bootstrap confidence interval over runs (scipy.stats.bootstrap, percentile method; none for a single run), and
-the mean flag rate with its interval. Baselines (``--baseline``: JSON files of ``launch.evaluate --policy
-random`` or ``--policy constant``) are rows of their own, their intervals over episodes.
+Runs are grouped by ``--label`` (given at launch) or, where no run has one, by the config values in which the runs
+differ (seeds, ports, folders and log options excepted). Per group: the number of runs, env steps, the machines
+(CPU model, and whether it has native bf16), env steps/s, samples trained per transition, each run's
+final-evaluation mean x_pos and flag rate (``eval_final.json`` of launch/final_eval.py: the last weights, and
+best.pt), and over the runs the mean and the interquartile mean (IQM: the mean of the middle half, robust to one
+odd run) of the last weights' mean x_pos, each with a 95% bootstrap confidence interval over runs
+(scipy.stats.bootstrap, percentile method; none for a single run), and the mean flag rate with its interval.
+Baselines (``--baseline``: JSON files of ``launch.evaluate --policy random`` or ``--policy constant``) are rows of
+their own, their intervals over episodes.
 
 Printed as a Markdown table; ``--out PREFIX`` also writes PREFIX.md and PREFIX.json. ``--plot PNG`` draws each
 group's in-training evaluation curve (``eval/x_pos`` of metrics.jsonl, each run interpolated onto a common grid of
@@ -117,6 +118,31 @@ def iqm(x, axis=-1):
     return stats.trim_mean(x, 0.25, axis=axis)
 
 
+def cpu_label(machine: dict) -> str | None:
+    """The CPU's model name and whether it has native bf16 (AMP on CPU): the two machine kinds of one model name
+    differ about 2x in learner speed."""
+    cpu = machine.get("cpu")
+    if cpu and "native_bf16" in machine:
+        return f"{cpu}, {'bf16' if machine['native_bf16'] else 'no bf16'}"
+    return cpu
+
+
+def replay_ratio(path: str, final: dict | None) -> float | None:
+    """Samples trained per transition over the run: eval_final.json's, else the last ``learner/replay_ratio`` of
+    metrics.jsonl (runs evaluated before eval_final.json recorded it)."""
+    if final and final.get("samples_per_transition") is not None:
+        return float(final["samples_per_transition"])
+    last = None
+    try:
+        with open(os.path.join(path, "metrics.jsonl"), encoding="utf-8") as fh:
+            for line in fh:
+                if '"learner/replay_ratio"' in line:
+                    last = json.loads(line)["learner/replay_ratio"]
+    except (OSError, ValueError):
+        return None
+    return last
+
+
 def summarize_group(name: str, runs: list[dict]) -> dict:
     done = [r for r in runs if r["final"] is not None]
     last = [r["final"]["last"]["summary"] for r in done]
@@ -126,8 +152,9 @@ def summarize_group(name: str, runs: list[dict]) -> dict:
     for r in runs:
         f, m = r["final"], r["machine"] or {}
         wall = (f or {}).get("wall_seconds") or 0.0
-        per_run.append({"path": r["path"], "seed": r["config"].get("seed"), "cpu": m.get("cpu"),
+        per_run.append({"path": r["path"], "seed": r["config"].get("seed"), "cpu": cpu_label(m),
                         "env_steps": f["env_steps"] if f else None,
+                        "samples_per_transition": replay_ratio(r["path"], f),
                         "env_steps_per_s": (f["env_steps"] / wall) if f and wall else None,
                         "last": f["last"]["summary"] if f else None,
                         "best": f["best"]["summary"] if f and f.get("best") else None})
@@ -161,22 +188,24 @@ def _ci(v: list[float] | None, fmt: str) -> str:
 
 
 def markdown(groups: list[dict], baselines: list[dict]) -> str:
-    lines = ["| group | runs | env steps | CPU | env steps/s | each run: last x_pos (flags) | x_pos mean [95% CI] "
-             "| x_pos IQM [95% CI] | flag rate [95% CI] | best.pt x_pos, flags |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| group | runs | env steps | CPU | env steps/s | samples per transition | each run: last x_pos (flags) "
+             "| x_pos mean [95% CI] | x_pos IQM [95% CI] | flag rate [95% CI] | best.pt x_pos, flags |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for g in groups:
         each = ", ".join(f"{p['last']['x_pos_mean']:,.0f} ({p['last']['flag_rate']:.0%})" if p["last"] else "no final eval"
                          for p in g["per_run"])
         rates = [p["env_steps_per_s"] for p in g["per_run"] if p["env_steps_per_s"]]
+        ratios = [p["samples_per_transition"] for p in g["per_run"] if p["samples_per_transition"] is not None]
         mean = "-" if g["x_pos_mean"] is None else f"{g['x_pos_mean']:,.0f}{_ci(g['x_pos_mean_ci'], ',.0f')}"
         mid = "-" if g["x_pos_iqm"] is None else f"{g['x_pos_iqm']:,.0f}{_ci(g['x_pos_iqm_ci'], ',.0f')}"
         flag = "-" if g["flag_rate_mean"] is None else f"{g['flag_rate_mean']:.0%}{_ci(g['flag_rate_ci'], '.0%')}"
         best = "-" if g["best_x_pos_mean"] is None else f"{g['best_x_pos_mean']:,.0f}, {g['best_flag_rate_mean']:.0%}"
         lines.append(f"| {g['group']} | {g['evaluated']}/{g['runs']} | {', '.join(f'{s:,}' for s in g['env_steps'])} "
-                     f"| {'; '.join(g['cpus']) or '?'} | {', '.join(f'{r:.0f}' for r in rates) or '-'} | {each} "
+                     f"| {'; '.join(g['cpus']) or '?'} | {', '.join(f'{r:.0f}' for r in rates) or '-'} "
+                     f"| {', '.join(f'{r:.2f}' for r in ratios) or '-'} | {each} "
                      f"| {mean} | {mid} | {flag} | {best} |")
     for b in baselines:
-        lines.append(f"| {b['group']} | {b['episodes']} episodes | - | - | - | - "
+        lines.append(f"| {b['group']} | {b['episodes']} episodes | - | - | - | - | - "
                      f"| {b['x_pos_mean']:,.0f}{_ci(b['x_pos_mean_ci'], ',.0f')} | - "
                      f"| {b['flag_rate_mean']:.0%}{_ci(b['flag_rate_ci'], '.0%')} | - |")
     return "\n".join(lines)

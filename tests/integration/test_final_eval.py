@@ -98,6 +98,8 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
     assert 1 <= len(snapshots) <= KEEP and len(snapshots) == min(KEEP, len(evaluated))
     checkpoint = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     assert result["env_steps"] == checkpoint["counters"]["inserted"] and result["updates"] == checkpoint["counters"]["updates"]
+    c = checkpoint["counters"]
+    assert result["samples_per_transition"] == c["samples_trained"] / c["inserted"] > 0
     assert result["stream_seed"] == stream_seed(cfg.eval.seed, EVAL_FINAL)
     assert result["last"]["summary"]["episodes"] == result["best"]["summary"]["episodes"] == FINAL
     assert len(result["last"]["episodes"]) == FINAL and result["last"]["greedy"]["length"] > 0

@@ -90,3 +90,20 @@ def test_curves_of_a_group_are_drawn_from_the_runs_evaluations(tmp_path):
     assert steps.tolist() == [10_000, 20_000, 30_000] and xs.tolist() == [601.0, 701.0, 801.0]
     assert main([str(tmp_path), "--plot", str(tmp_path / "curves.png")]) == 0
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_cpu_column_says_bf16_and_the_replay_ratio_comes_from_the_run(tmp_path):
+    """Two EPYC kinds differ 2x in learner speed only by native bf16; the samples trained per transition come from
+    eval_final.json, or for older runs from the last learner/replay_ratio of metrics.jsonl."""
+    new = fake_run(tmp_path, "new", 1e-4, 1, [100], label="g")
+    old = fake_run(tmp_path, "old", 1e-4, 2, [300], label="g")
+    (tmp_path / "new" / "machine.json").write_text(json.dumps({"cpu": "AMD EPYC", "native_bf16": True}))
+    (tmp_path / "old" / "machine.json").write_text(json.dumps({"cpu": "AMD EPYC", "native_bf16": False}))
+    final = json.loads((tmp_path / "new" / "eval_final.json").read_text())
+    (tmp_path / "new" / "eval_final.json").write_text(json.dumps({**final, "samples_per_transition": 7.83}))
+    rows = [{"env_steps": 10, "learner/replay_ratio": 3.5}, {"env_steps": 15, "eval/x_pos": 1.0},
+            {"env_steps": 20, "learner/replay_ratio": 4.15}]
+    (tmp_path / "old" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (g,) = report([new, old], [])[0]
+    assert g["cpus"] == ["AMD EPYC, bf16", "AMD EPYC, no bf16"]
+    assert [p["samples_per_transition"] for p in g["per_run"]] == [7.83, 4.15]
