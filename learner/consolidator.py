@@ -46,6 +46,12 @@ from shared.config import TransportConfig
 from shared.links import HELD_KERNEL_BUFFER, open_socket
 
 MAX_PER_SOCKET_PER_ROUND = 8  # fairness: drain at most this many messages from one actor before the next
+# While the learner holds its replay ratio every batch waits for room in a full queue, so a round of 8 from one
+# actor kept the others waiting for 8 of the learner's intakes: one actor took most of the intake, and in one
+# fresh-clone test run an actor left waiting over 20 s lost 2 sent batches in flight (likely its connection timed
+# out: ZeroMQ stops reading a connection whose pipe is full, heartbeats included). Held, each round takes one
+# message from every ready socket, starting one slot further each round.
+HELD_PER_SOCKET_PER_ROUND = 1
 STALE_INCARNATIONS_KEPT = 16
 LEDGER_INCARNATIONS_KEPT = 16  # ledgers kept per slot; the oldest incarnation's is forgotten first
 
@@ -110,6 +116,7 @@ class Consolidator(threading.Thread):
         self._stop_event = threading.Event()
         self._context = context or zmq.Context.instance()
         self.sockets: list[zmq.Socket] = []
+        self.per_round = HELD_PER_SOCKET_PER_ROUND if held else MAX_PER_SOCKET_PER_ROUND
         # small buffers while holding the ratio, but not under CURVE: there libzmq aborted the learner process
         # (SIGABRT in tests/reliability/test_security.py) with a receive high-water mark of 1
         small = held and not transport.curve_server_secret
@@ -143,12 +150,15 @@ class Consolidator(threading.Thread):
         poller = zmq.Poller()
         for sock in self.sockets:
             poller.register(sock, zmq.POLLIN)
+        first = 0  # the slot each round starts from moves on by one: no actor is always served first
         try:
             while not self._stop_event.is_set():
                 ready = dict(poller.poll(timeout=100))
-                for slot, sock in enumerate(self.sockets):
-                    if sock in ready:
-                        self._drain(slot, sock)
+                for i in range(len(self.sockets)):
+                    slot = (first + i) % len(self.sockets)
+                    if self.sockets[slot] in ready:
+                        self._drain(slot, self.sockets[slot])
+                first = (first + 1) % len(self.sockets)
         finally:
             for sock in self.sockets:
                 sock.close(linger=0)
@@ -157,7 +167,7 @@ class Consolidator(threading.Thread):
         self._stop_event.set()
 
     def _drain(self, slot: int, sock: zmq.Socket) -> None:
-        for _ in range(MAX_PER_SOCKET_PER_ROUND):
+        for _ in range(self.per_round):
             try:
                 parts = sock.recv_multipart(flags=zmq.NOBLOCK, copy=False)
             except zmq.Again:
