@@ -117,6 +117,7 @@ class Consolidator(threading.Thread):
         self._context = context or zmq.Context.instance()
         self.sockets: list[zmq.Socket] = []
         self.per_round = HELD_PER_SOCKET_PER_ROUND if held else MAX_PER_SOCKET_PER_ROUND
+        self._rotate = held  # not held, slot 0 is read first in every round, as before
         # small buffers while holding the ratio, but not under CURVE: there libzmq aborted the learner process
         # (SIGABRT in tests/reliability/test_security.py) with a receive high-water mark of 1
         small = held and not transport.curve_server_secret
@@ -158,7 +159,8 @@ class Consolidator(threading.Thread):
                     slot = (first + i) % len(self.sockets)
                     if self.sockets[slot] in ready:
                         self._drain(slot, self.sockets[slot])
-                first = (first + 1) % len(self.sockets)
+                if self._rotate:
+                    first = (first + 1) % len(self.sockets)
         finally:
             for sock in self.sockets:
                 sock.close(linger=0)
