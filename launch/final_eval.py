@@ -175,7 +175,8 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
 
 
 def write_results(run_dir: str, result: dict) -> None:
-    """``eval_final.json`` (run_dir, seed, eval_seed, stream_seed, epsilon, env, stage, env_steps, updates, wall_seconds,
+    """``eval_final.json`` (run_dir, seed, eval_seed, stream_seed, epsilon, env, stage, env_steps, updates,
+    samples_per_transition (the run's replay ratio), wall_seconds,
     selection: per snapshot its in-training and fresh scores, last and best: weights_version, env_steps, summary
     (``describe``), greedy and episodes (x_pos, flag, return, length each); best is null without snapshots), and
     one ``final/`` metrics row at the run's last env step."""

@@ -151,7 +151,7 @@ class Consolidator(threading.Thread):
         poller = zmq.Poller()
         for sock in self.sockets:
             poller.register(sock, zmq.POLLIN)
-        first = 0  # the slot each round starts from moves on by one: no actor is always served first
+        first = 0  # held, the slot each round starts from moves on by one: no actor is always served first
         try:
             while not self._stop_event.is_set():
                 ready = dict(poller.poll(timeout=100))
