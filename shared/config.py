@@ -308,8 +308,9 @@ class LearnerConfig:
     16,000 on CUDA (batch 512))."""
     ema_decay: float = 0.0
     """Experimental. Decay of an exponential moving average of the online network
-    (torch.optim.swa_utils.AveragedModel), kept in the checkpoint as ``ema`` for ``launch.evaluate --net ema``; 0
-    (default): off."""
+    (torch.optim.swa_utils.AveragedModel, buffers included), kept in the checkpoint as ``ema``; the final evaluation
+    plays it beside the last weights, and ``launch.evaluate --net ema`` plays it later. Training and the actors use
+    the online net either way. 0 (default): off."""
     updates_per_epoch: int = 20
     """Updates in one epoch (the unit of logging, broadcast and checkpoint periods)."""
     broadcast_every: int = 5

@@ -77,7 +77,7 @@ def test_describe_gives_the_mean_and_flag_rate_with_intervals_around_them():
 def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation_that_repeats(tmp_path):
     run = Launcher(tmp_path, *TRAINING, "--eval.every", "1", "--eval.episodes", "2",
                    "--eval.keep-snapshots", str(KEEP), "--eval.select-episodes", str(SELECT),
-                   "--eval.final-episodes", str(FINAL), collect_only=False)
+                   "--eval.final-episodes", str(FINAL), "--learner.ema-decay", "0.9", collect_only=False)
     try:
         run.wait_for(r"\[MAIN\] Eval at ", timeout=HANG_GUARD_S, count=3)
         seen = run.descendants()
@@ -104,6 +104,7 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
     assert result["last"]["summary"]["episodes"] == result["best"]["summary"]["episodes"] == FINAL
     assert len(result["last"]["episodes"]) == FINAL and result["last"]["greedy"]["length"] > 0
     assert result["last"]["weights_version"] == checkpoint["counters"]["weights_version"]
+    assert result["ema"]["summary"]["episodes"] == FINAL and result["ema"]["weights_version"] == result["last"]["weights_version"]
     best = torch.load(run_dir / "best.pt", weights_only=True)
     if len(snapshots) > 1:  # chosen by the fresh score: best.pt is that snapshot's weights and carries that score
         assert len(result["selection"]) == len(snapshots)
@@ -122,7 +123,7 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
                            capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert again.returncode == 0, again.stdout + again.stderr
     repeated = json.loads((run_dir / "eval_final.json").read_text())
-    for name in ("last", "best"):  # same weights, same seeds, a deterministic env: the same episodes
+    for name in ("last", "best", "ema"):  # same weights, same seeds, a deterministic env: the same episodes
         assert repeated[name]["episodes"] == result[name]["episodes"]
     assert np.array_equal([s["fresh"]["x_pos_mean"] for s in repeated["selection"]],
                           [s["fresh"]["x_pos_mean"] for s in result["selection"]])
