@@ -121,11 +121,11 @@ def iqm(x, axis=-1):
 
 def cpu_label(machine: dict) -> str | None:
     """The CPU's model name and whether it has native bf16 (AMP on CPU): the two machine kinds of one model name
-    differ about 2x in learner speed."""
+    differ about 2x in learner speed; and the GPU, where the machine had one (the learner runs there)."""
     cpu = machine.get("cpu")
     if cpu and "native_bf16" in machine:
-        return f"{cpu}, {'bf16' if machine['native_bf16'] else 'no bf16'}"
-    return cpu
+        cpu = f"{cpu}, {'bf16' if machine['native_bf16'] else 'no bf16'}"
+    return f"{cpu}, GPU {machine['gpu']}" if cpu and machine.get("gpu") else cpu
 
 
 def replay_ratio(path: str, final: dict | None) -> float | None:

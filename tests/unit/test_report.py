@@ -106,6 +106,8 @@ def test_the_cpu_column_says_bf16_and_the_replay_ratio_comes_from_the_run(tmp_pa
     (tmp_path / "old" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (g,) = report([new, old], [])[0]
     assert g["cpus"] == ["AMD EPYC, bf16", "AMD EPYC, no bf16"]
+    (tmp_path / "new" / "machine.json").write_text(json.dumps({"cpu": "Xeon", "native_bf16": True, "gpu": "H100"}))
+    assert report([new], [])[0][0]["cpus"] == ["Xeon, bf16, GPU H100"]
     assert [p["samples_per_transition"] for p in g["per_run"]] == [7.83, 4.15]
 
 
