@@ -183,7 +183,8 @@ def load_baseline(path: str) -> dict:
         raise UsageError(f"--baseline={path!r} is not a launch.evaluate JSON file ({exc})") from None
     d = describe(records)
     name = policy if policy != "constant" else f"constant {data.get('action')}"
-    return {"group": f"baseline: {name}, epsilon {data['epsilon']:g}", "path": path, "episodes": d["episodes"],
+    where = f", stage {data['stage']}" if data.get("stage") else ""
+    return {"group": f"baseline: {name}, epsilon {data['epsilon']:g}{where}", "path": path, "episodes": d["episodes"],
             "x_pos_mean": d["x_pos_mean"], "x_pos_mean_ci": d["x_pos_ci"], "flag_rate_mean": d["flag_rate"],
             "flag_rate_ci": d["flag_rate_ci"], "stage": data.get("stage")}
 
