@@ -227,6 +227,16 @@ def ratio_phrase(lc) -> str:
     return f"replay ratio at most {lc.samples_per_insert:g} samples per transition"
 
 
+def learning_phrase(lc) -> str:
+    """The learning rate's schedule, the target sync and the bootstrap, for the header."""
+    lr = f"lr {lc.lr:g}"
+    if lc.lr_final < 1 and lc.lr_decay_steps > 0:
+        lr += f" decaying linearly to {lc.lr * lc.lr_final:g} over {lc.lr_decay_steps:,} transitions"
+    bootstrap = (f"Expected SARSA bootstrap at epsilon {lc.bootstrap_epsilon:g}" if lc.bootstrap_epsilon > 0
+                 else "Double-DQN bootstrap")
+    return f"{lr}, target synced every {lc.target_sync:,} updates, {bootstrap}"
+
+
 def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.device, threads: int,
                  resumed: bool) -> None:
     """The run's first [MAIN] lines: seed, folder and env, exploration and replay, evaluation schedule."""
@@ -250,7 +260,8 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.d
         print(f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
               f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}), {hold}; {ratio_phrase(lc)}, "
               f"reward scale {lc.reward_scale:.4g}, "
-              f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, BatchNorm {lc.batchnorm}", flush=True)
+              f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, {learning_phrase(lc)}, "
+              f"BatchNorm {lc.batchnorm}", flush=True)
     if not cfg.collect_only:
         ev = cfg.eval
         during = (f"every {ev.every} epochs ({ev.every * lc.updates_per_epoch:,} updates), {ev.episodes} episodes at "

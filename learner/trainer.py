@@ -12,7 +12,9 @@ Target: ``reward_scale * R_n + discount * Q_target(s', argmax_a Q_online(s', a))
 is the n-step return in game units from replay; the scale (auto: 1/15 on Mario) keeps Q near
 unit size for the Huber loss and Adam, while logged returns stay in game units. Masked envs (the
 sample carries ``next_mask``): the argmax is over the valid actions of s' only
-(shared/network.py ``masked_argmax``). The network is built from the env's spec when one is given
+(shared/network.py ``masked_argmax``). With ``bootstrap_epsilon`` above 0 the bootstrap is the
+target net's value of the epsilon-greedy policy around that argmax (Expected SARSA,
+``epsilon_greedy_bootstrap``). The network is built from the env's spec when one is given
 (``build_q_network``: Nature CNN for frame stacks, MLP for features, one Q per cell for fuel breaks).
 
 BatchNorm (``learner.batchnorm``):
@@ -77,7 +79,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from learner.replay import FrameReplay
 from shared.config import LearnerConfig
-from shared.network import build_q_network, masked_argmax
+from shared.network import build_q_network, epsilon_greedy_bootstrap, masked_argmax
 from shared.spec import EnvSpec
 
 
@@ -187,7 +189,8 @@ class DQNLearner:
             else:
                 q_taken = self.online_fn(obs).float()
         q = q_taken.gather(1, action).squeeze(1)
-        target = self.cfg.reward_scale * batch["reward"] + batch["discount"] * next_target.gather(1, best).squeeze(1)
+        bootstrap = epsilon_greedy_bootstrap(next_target, best, next_mask, self.cfg.bootstrap_epsilon)
+        target = self.cfg.reward_scale * batch["reward"] + batch["discount"] * bootstrap
         weight = batch.get("weight")  # importance-sampling weights of prioritized replay
         if weight is None:
             loss = F.smooth_l1_loss(q, target)

@@ -306,6 +306,10 @@ class LearnerConfig:
     target_sync: int = 250
     """Updates between target-network syncs (at samples_per_insert 8: every 2,000 transitions on CPU (batch 64), every
     16,000 on CUDA (batch 512))."""
+    bootstrap_epsilon: float = 0.0
+    """Experimental. The TD target bootstraps on the target net's value of the epsilon-greedy policy around the online
+    argmax (Expected SARSA): 0 (default) is the Double-DQN max; 0.05 values s' as the evaluation (epsilon 0.05) plays
+    it, so a jump that one random press ruins is worth less than one with margin."""
     ema_decay: float = 0.0
     """Experimental. Decay of an exponential moving average of the online network
     (torch.optim.swa_utils.AveragedModel, buffers included), kept in the checkpoint as ``ema``; the final evaluation
@@ -360,6 +364,8 @@ class LearnerConfig:
         _check(self.lr_decay_steps >= 0, "learner.lr_decay_steps", self.lr_decay_steps, "must be >= 0 (0: constant)")
         _check(self.max_grad_norm >= 0, "learner.max_grad_norm", self.max_grad_norm, "must be >= 0")
         _check(self.target_sync >= 1, "learner.target_sync", self.target_sync, "must be >= 1")
+        _check(0.0 <= self.bootstrap_epsilon <= 1.0, "learner.bootstrap_epsilon", self.bootstrap_epsilon,
+               "must be in [0, 1] (0: the Double-DQN max)")
         _check(0.0 <= self.ema_decay < 1.0, "learner.ema_decay", self.ema_decay, "must be in [0, 1) (0: off)")
         _check(self.updates_per_epoch >= 1, "learner.updates_per_epoch", self.updates_per_epoch, "must be >= 1")
         _check(self.broadcast_every >= 1, "learner.broadcast_every", self.broadcast_every, "must be >= 1")

@@ -29,6 +29,7 @@ from shared.exploration import epsilons
     ("env.fake.actions", 0, "env.fake.actions=0"),
     ("actor.batch_steps", 0, "actor.batch_steps=0"),
     ("actor.epsilon", 1.5, "actor.epsilon=1.5"),
+    ("learner.bootstrap_epsilon", 1.5, "learner.bootstrap_epsilon=1.5"),
     ("replay.capacity", 100, "replay.capacity=100"),
     ("replay.gamma", 1.5, "replay.gamma=1.5"),
     ("transport.host", "0.0.0.0", "transport.host='0.0.0.0'"),

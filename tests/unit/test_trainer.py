@@ -300,6 +300,22 @@ def test_masked_double_dqn_target_takes_the_best_valid_action(batchnorm):
     assert not torch.allclose(td, td_unmasked)
 
 
+def test_expected_sarsa_target_values_the_epsilon_greedy_policy_at_s_next():
+    """bootstrap_epsilon e: the target bootstraps on (1 - e) * Q_target(s', argmax Q_online) + e * mean_a Q_target."""
+    cfg = LearnerConfig(micro_batch=8, accum_steps=1, compile=False, amp="off", bootstrap_epsilon=0.25)
+    dqn = learner(cfg, batchnorm_batch_stats=False)
+    batch = synthetic_batch(8)
+    dqn.online.eval()
+    dqn.target.eval()
+    with torch.no_grad():
+        q_online, q_target = dqn.online(batch["next_obs"]), dqn.target(batch["next_obs"])
+    greedy = q_target.gather(1, q_online.argmax(1, keepdim=True)).squeeze(1)
+    assert not torch.allclose(greedy, q_target.mean(1))  # the two bootstraps differ on this batch
+    _, td, q = dqn.micro_loss(batch)
+    target = batch["reward"] + batch["discount"] * (0.75 * greedy + 0.25 * q_target.mean(1))
+    torch.testing.assert_close(td, (q - target).abs(), atol=1e-5, rtol=1e-5)
+
+
 def mario_batch(n=16, reward=30.0):
     """Random Mario-shaped observations, a constant reward and discount 0: the TD target is the scaled reward."""
     obs = torch.randint(0, 256, (n, 4, 84, 84), dtype=torch.uint8)
