@@ -330,7 +330,7 @@ def masked_argmax(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
 def double_q_bootstrap(online_q: torch.Tensor, target_q: torch.Tensor,
                        mask: torch.Tensor | None = None) -> torch.Tensor:
     """Double-DQN bootstrap value at s', [B]: the target net's Q at the online net's best valid action."""
-    return target_q.gather(1, masked_argmax(online_q, mask)).squeeze(1)
+    return epsilon_greedy_bootstrap(target_q, masked_argmax(online_q, mask), mask, 0.0)
 
 
 def epsilon_greedy_bootstrap(target_q: torch.Tensor, best: torch.Tensor, mask: torch.Tensor | None,
