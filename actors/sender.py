@@ -17,7 +17,11 @@ two things happens:
   ``should_stop`` (then staging and dropping apply as above).
 
 The header is encoded at send time so its ``sent`` counter covers exactly the
-transitions handed to the socket.
+transitions handed to the socket. The arrays go to ZeroMQ uncopied, so ``close``
+waits until ZeroMQ has let go of every one it was given: a process that exits
+while ZeroMQ still writes a batch frees the arrays under it (pyzmq drops its
+references at interpreter exit), and the learner would read freed heap in the
+batch, or lose it.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from shared.links import HELD_KERNEL_BUFFER, open_socket
 
 DROP_LINE_EVERY_S = 10.0  # a stalled learner is said at most this often per actor, not once per dropped batch
 WAIT_POLL_MS = 100  # a waiting sender checks should_stop and beats on_wait this often
+TRACKER_GRACE_S = 5.0  # after the linger ran out, ZeroMQ's I/O thread drops what it still holds within this
 
 
 @dataclass
@@ -67,6 +72,7 @@ class BatchSender:
                                    kernel_buffer=HELD_KERNEL_BUFFER if small else None)
         self._socket.connect(endpoint)
         self._staged: collections.deque[StagedBatch] = collections.deque()
+        self._in_flight: collections.deque[zmq.MessageTracker] = collections.deque()  # sent, ZeroMQ still holds them
         self.sent_batches = 0
         self.sent_transitions = 0
         self.dropped_batches = 0
@@ -116,10 +122,14 @@ class BatchSender:
             parts = protocol.encode_batch(self.actor_id, self.incarnation, batch.seq, batch.weights_version,
                                           *batch.arrays, stats=stats, episodes=batch.episodes,
                                           priorities=batch.priorities, masks=batch.masks)
+            frames = [zmq.Frame(part, track=True, copy_threshold=self._socket.copy_threshold) for part in parts]
             try:
-                self._socket.send_multipart(parts, flags=zmq.NOBLOCK, copy=False)
+                self._socket.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
+            while self._in_flight and self._in_flight[0].done:
+                self._in_flight.popleft()
+            self._in_flight.append(zmq.MessageTracker(*frames))
             self._staged.popleft()
             self.sent_batches += 1
             self.sent_transitions += transitions
@@ -129,11 +139,21 @@ class BatchSender:
         return len(self._staged)
 
     def close(self, stats: dict[str, float], timeout: float) -> None:
-        """Try to deliver what is staged for up to ``timeout`` seconds, then close the socket."""
+        """Try to deliver what is staged for up to ``timeout`` seconds, close the socket, and return once ZeroMQ
+        holds none of the sent arrays (written to the kernel, or dropped when the linger ran out)."""
         deadline = time.monotonic() + timeout
         while self._staged and time.monotonic() < deadline:
             self.flush(stats)
             if self._staged:
                 time.sleep(0.01)
-        self._socket.setsockopt(zmq.LINGER, int(max(0.0, deadline - time.monotonic()) * 1000) + 100)
+        linger = max(0.0, deadline - time.monotonic()) + 0.1
+        self._socket.setsockopt(zmq.LINGER, int(linger * 1000))
         self._socket.close()
+        release_by = time.monotonic() + linger + TRACKER_GRACE_S
+        try:
+            for tracker in self._in_flight:
+                tracker.wait(max(0.0, release_by - time.monotonic()))
+        except zmq.NotDone:
+            held = sum(not tracker.done for tracker in self._in_flight)
+            print(f"[ACTOR {self.actor_id}] ZeroMQ still held {held} sent batches {linger + TRACKER_GRACE_S:.1f}s after "
+                  f"closing; they may arrive damaged or not at all", flush=True)
