@@ -39,7 +39,8 @@ def _synthetic_sender(cfg: RunConfig, slot: int, stop, batch: int) -> None:
             seq += 1
         except zmq.Again:
             time.sleep(0.0005)
-    sock.close()
+    sock.close(linger=0)  # drop what is queued, and wait until ZeroMQ has let go of the arrays before the process
+    zmq.Context.instance().term()  # exits and frees them under its I/O thread (actors/sender.py says more)
 
 
 def transport(cfg: RunConfig, senders: int, batch: int, seconds: float) -> dict:
