@@ -407,8 +407,9 @@ class _SyntheticReplay:
                "action": torch.randint(0, spec.num_actions, (batch,), device=dev),
                "reward": torch.zeros(batch, device=dev), "discount": torch.full((batch,), 0.99, device=dev)}
         if spec.masked:
-            out["next_mask"] = torch.rand((batch, spec.num_actions), device=dev) < 0.5
-            out["next_mask"][:, 0] = True
+            for key in ("mask", "next_mask"):
+                out[key] = torch.rand((batch, spec.num_actions), device=dev) < 0.5
+                out[key][:, 0] = True
         return out
 
 

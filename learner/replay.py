@@ -26,7 +26,8 @@ successor (terminated[j] = 0 and first[j+1] = 1); else add gamma**k * reward[j],
 if terminated[j]. L = steps added; L = 0 makes the draw invalid (it is redrawn).
 reward = the sum, discount = 0 if it stopped on a termination else gamma**L, next_obs = stack of
 slot i + L (meaningless, and masked by discount 0, after a termination); for masked envs
-next_mask = bool [A] mask of slot i + L (the valid actions of the bootstrap's argmax).
+mask = bool [A] mask of slot i and next_mask = bool [A] mask of slot i + L (the valid actions of the
+bootstrap's argmax).
 
 Ring. Per-stream capacity C = capacity // num_streams (S * C slots in all); a stream's head h
 counts the slots ever written to it, and absolute slot a lives at a % C. Slot i is sampleable iff
@@ -265,9 +266,10 @@ class FrameReplay:
             frames = self._frames.view(-1, *shape).index_select(0, flat.view(-1))
             frames = frames.view(2 * B, *shape) if self.stack == 1 else frames.view(2 * B, self.stack, *shape)
             action = self._actions.view(-1)[stream * C + slot % C]
-            if self.masked:  # the mask of the bootstrap's slot i + L
-                packed = self._masks.view(-1, self.mask_bytes).index_select(0, flat[B:, -1])
-                extra_mask = {"next_mask": unpack_masks(packed, self.num_actions)}
+            if self.masked:  # the masks of slot i (Munchausen's log-policy at s) and of the bootstrap's slot i + L
+                packed = self._masks.view(-1, self.mask_bytes).index_select(0, flat[:, -1])
+                both = unpack_masks(packed, self.num_actions)
+                extra_mask = {"mask": both[:B], "next_mask": both[B:]}
             else:
                 extra_mask = {}
             extra = self._sampled(stream, slot, counts, beta)

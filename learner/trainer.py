@@ -14,7 +14,9 @@ unit size for the Huber loss and Adam, while logged returns stay in game units. 
 sample carries ``next_mask``): the argmax is over the valid actions of s' only
 (shared/network.py ``masked_argmax``). With ``bootstrap_epsilon`` above 0 the bootstrap is the
 target net's value of the epsilon-greedy policy around that argmax (Expected SARSA,
-``epsilon_greedy_bootstrap``). The network is built from the env's spec when one is given
+``epsilon_greedy_bootstrap``); with ``munchausen_alpha`` above 0 the target is Munchausen-DQN's
+(``munchausen_terms``: a scaled log-policy bonus on the reward and a soft value at s', both from the
+target net, whose forward then also runs on s). The network is built from the env's spec when one is given
 (``build_q_network``: Nature CNN for frame stacks, MLP for features, one Q per cell for fuel breaks).
 
 BatchNorm (``learner.batchnorm``):
@@ -79,8 +81,10 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from learner.replay import FrameReplay
 from shared.config import LearnerConfig
-from shared.network import build_q_network, epsilon_greedy_bootstrap, masked_argmax
+from shared.network import build_q_network, epsilon_greedy_bootstrap, masked_argmax, munchausen_terms
 from shared.spec import EnvSpec
+
+MUNCHAUSEN_LOG_FLOOR = -1.0  # Munchausen-DQN's l0: the bonus tau * log pi(a|s) is clipped to [l0, 0] (the paper's -1)
 
 
 def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
@@ -175,6 +179,8 @@ class DQNLearner:
         with torch.no_grad(), self._autocast():  # the target net first; clone: a later graph replay may reuse its memory
             self.target.train(joint and batch_stats)
             next_target = self.target_fn(next_obs).float().clone()
+            if self.cfg.munchausen_alpha > 0:  # Munchausen's bonus: the target net's policy at s
+                target_here = self.target_fn(obs).float().clone()
             if running and batch_stats:  # a train-mode pass only to move the running statistics
                 self.online.train()
                 self.online_fn(obs)
@@ -189,8 +195,14 @@ class DQNLearner:
             else:
                 q_taken = self.online_fn(obs).float()
         q = q_taken.gather(1, action).squeeze(1)
-        bootstrap = epsilon_greedy_bootstrap(next_target, best, next_mask, self.cfg.bootstrap_epsilon)
-        target = self.cfg.reward_scale * batch["reward"] + batch["discount"] * bootstrap
+        reward = self.cfg.reward_scale * batch["reward"]
+        if self.cfg.munchausen_alpha > 0:
+            bonus, bootstrap = munchausen_terms(target_here, action, batch.get("mask"), next_target, next_mask,
+                                                self.cfg.munchausen_tau, MUNCHAUSEN_LOG_FLOOR)
+            reward = reward + self.cfg.munchausen_alpha * bonus
+        else:
+            bootstrap = epsilon_greedy_bootstrap(next_target, best, next_mask, self.cfg.bootstrap_epsilon)
+        target = reward + batch["discount"] * bootstrap
         weight = batch.get("weight")  # importance-sampling weights of prioritized replay
         if weight is None:
             loss = F.smooth_l1_loss(q, target)

@@ -310,6 +310,13 @@ class LearnerConfig:
     """Experimental. The TD target bootstraps on the target net's value of the epsilon-greedy policy around the online
     argmax (Expected SARSA): 0 (default) is the Double-DQN max; 0.05 values s' as the evaluation (epsilon 0.05) plays
     it, so a jump that one random press ruins is worth less than one with margin."""
+    munchausen_alpha: float = 0.0
+    """Experimental. Munchausen-DQN (Vieillard et al. 2020): the target adds alpha * clamp(tau * log pi(a|s), -1, 0)
+    to the reward and bootstraps on the soft value sum_a' pi(a'|s') (Q(s', a') - tau * log pi(a'|s')), pi =
+    softmax(Q_target / tau), in place of the Double-DQN max. It widens the action gaps, so a greedy policy flips
+    less between nearby weights. 0 (default): off; the paper's 0.9."""
+    munchausen_tau: float = 0.03
+    """Munchausen-DQN's softmax temperature, in units of scaled Q (the paper's 0.03 for rewards in [-1, 1])."""
     ema_decay: float = 0.0
     """Experimental. Decay of an exponential moving average of the online network
     (torch.optim.swa_utils.AveragedModel, buffers included), kept in the checkpoint as ``ema``; the final evaluation
@@ -366,6 +373,12 @@ class LearnerConfig:
         _check(self.target_sync >= 1, "learner.target_sync", self.target_sync, "must be >= 1")
         _check(0.0 <= self.bootstrap_epsilon <= 1.0, "learner.bootstrap_epsilon", self.bootstrap_epsilon,
                "must be in [0, 1] (0: the Double-DQN max)")
+        _check(0.0 <= self.munchausen_alpha <= 1.0, "learner.munchausen_alpha", self.munchausen_alpha,
+               "must be in [0, 1] (0: off)")
+        _check(self.munchausen_tau > 0, "learner.munchausen_tau", self.munchausen_tau, "must be > 0")
+        _check(self.munchausen_alpha == 0 or self.bootstrap_epsilon == 0, "learner.munchausen_alpha",
+               self.munchausen_alpha, f"is a bootstrap of its own: leave learner.bootstrap_epsilon at 0 (it is "
+               f"{self.bootstrap_epsilon:g})")
         _check(0.0 <= self.ema_decay < 1.0, "learner.ema_decay", self.ema_decay, "must be in [0, 1) (0: off)")
         _check(self.updates_per_epoch >= 1, "learner.updates_per_epoch", self.updates_per_epoch, "must be >= 1")
         _check(self.broadcast_every >= 1, "learner.broadcast_every", self.broadcast_every, "must be >= 1")

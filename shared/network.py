@@ -349,3 +349,24 @@ def epsilon_greedy_bootstrap(target_q: torch.Tensor, best: torch.Tensor, mask: t
         mask = mask.bool()
         uniform = torch.where(mask, target_q, 0.0).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
     return (1.0 - epsilon) * greedy + epsilon * uniform
+
+
+def munchausen_terms(target_q: torch.Tensor, action: torch.Tensor, mask: torch.Tensor | None,
+                     next_target_q: torch.Tensor, next_mask: torch.Tensor | None, tau: float,
+                     log_floor: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Munchausen-DQN's two terms (Vieillard et al. 2020), each [B]: the bonus ``clamp(tau * log pi(a|s),
+    log_floor, 0)`` and the soft value at s' ``sum_a' pi(a'|s') (Q(s', a') - tau * log pi(a'|s'))``, where
+    ``pi = softmax(Q_target / tau)`` over the valid actions. ``target_q``/``next_target_q`` are the target net's
+    Q [B, A] at s and s', ``action`` long [B, 1], the masks bool [B, A] or None (all valid). The caller scales the
+    bonus by alpha and adds it to the reward."""
+    def log_policy(q: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+        if valid is not None:
+            q = q.masked_fill(~valid.bool(), float("-inf"))
+        return torch.log_softmax(q / tau, dim=1)
+
+    bonus = (tau * log_policy(target_q, mask).gather(1, action).squeeze(1)).clamp(min=log_floor, max=0.0)
+    log_pi = log_policy(next_target_q, next_mask)
+    soft = log_pi.exp() * (next_target_q - tau * log_pi)
+    if next_mask is not None:  # invalid actions: probability 0 and log -inf, whose product is NaN, not 0
+        soft = torch.where(next_mask.bool(), soft, 0.0)
+    return bonus, soft.sum(dim=1)

@@ -30,6 +30,8 @@ from shared.exploration import epsilons
     ("actor.batch_steps", 0, "actor.batch_steps=0"),
     ("actor.epsilon", 1.5, "actor.epsilon=1.5"),
     ("learner.bootstrap_epsilon", 1.5, "learner.bootstrap_epsilon=1.5"),
+    ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
+    ("learner.munchausen_tau", 0.0, "learner.munchausen_tau=0.0"),
     ("replay.capacity", 100, "replay.capacity=100"),
     ("replay.gamma", 1.5, "replay.gamma=1.5"),
     ("transport.host", "0.0.0.0", "transport.host='0.0.0.0'"),

@@ -463,6 +463,7 @@ def test_masks_are_stored_per_slot_and_sampled_for_the_bootstrap():
         s, i = int(batch["stream"][b]), int(batch["slot"][b])
         _, _, steps, _ = refs[s][0].nstep(i, n, 0.9)
         assert np.array_equal(batch["next_mask"][b].numpy(), masks[s][i + steps])
+        assert np.array_equal(batch["mask"][b].numpy(), masks[s][i])  # the valid actions at s itself
         assert int(batch["action"][b]) == refs[s][1][i]
 
 

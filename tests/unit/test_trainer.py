@@ -8,7 +8,7 @@ import torch
 
 from learner.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from learner.trainer import DQNLearner
-from shared.config import LearnerConfig
+from shared.config import ConfigError, LearnerConfig
 from shared.spec import EnvSpec
 
 SIZE, STACK, ACTIONS = 42, 4, 3
@@ -314,6 +314,32 @@ def test_expected_sarsa_target_values_the_epsilon_greedy_policy_at_s_next():
     _, td, q = dqn.micro_loss(batch)
     target = batch["reward"] + batch["discount"] * (0.75 * greedy + 0.25 * q_target.mean(1))
     torch.testing.assert_close(td, (q - target).abs(), atol=1e-5, rtol=1e-5)
+
+
+def test_munchausen_target_adds_the_log_policy_bonus_and_bootstraps_on_the_soft_value():
+    """munchausen_alpha a, tau t: target = r + a * clamp(t * log pi(a|s), -1, 0) + discount * t * logsumexp(Q'/t),
+    pi = softmax(Q_target(s) / t), Q' = Q_target(s')."""
+    alpha, tau = 0.9, 0.03
+    cfg = LearnerConfig(micro_batch=8, accum_steps=1, compile=False, amp="off", munchausen_alpha=alpha,
+                        munchausen_tau=tau)
+    dqn = learner(cfg, batchnorm_batch_stats=False)
+    batch = synthetic_batch(8)
+    dqn.online.eval()
+    dqn.target.eval()
+    with torch.no_grad():
+        q_here, q_next = dqn.target(batch["obs"]), dqn.target(batch["next_obs"])
+    log_pi = torch.log_softmax(q_here / tau, dim=1).gather(1, batch["action"][:, None]).squeeze(1)
+    bonus = (tau * log_pi).clamp(-1.0, 0.0)
+    assert (bonus < 0).any()  # the bonus takes part on this batch
+    _, td, q = dqn.micro_loss(batch)
+    target = batch["reward"] + alpha * bonus + batch["discount"] * tau * torch.logsumexp(q_next / tau, dim=1)
+    torch.testing.assert_close(td, (q - target).abs(), atol=1e-5, rtol=1e-5)
+
+
+def test_munchausen_and_expected_sarsa_are_refused_together():
+    cfg = LearnerConfig(munchausen_alpha=0.9, bootstrap_epsilon=0.05)
+    with pytest.raises(ConfigError, match="learner.munchausen_alpha=0.9"):
+        cfg.validate()
 
 
 def mario_batch(n=16, reward=30.0):
