@@ -17,7 +17,7 @@ the Q-values it returns are fp32. bf16 keeps 8 bits of mantissa: Q = 800 would
 be rounded to steps of 4, so near-equal action values would tie and argmax
 would favour the lowest index.
 
-Other envs (issue 11): :func:`build_q_network` picks the family from an env's
+Other envs: :func:`build_q_network` picks the family from an env's
 :class:`shared.spec.EnvSpec` (:func:`network_family` names it): QNetwork for square frames,
 :class:`MLPQNetwork` for feature vectors, :class:`SmallConvQNetwork` for small grids and
 :class:`CellQNetwork` (fully convolutional, one Q per cell) when there is one action per cell.

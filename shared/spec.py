@@ -1,4 +1,4 @@
-"""What an environment declares about itself, and the vector-env contract (issue 11).
+"""What an environment declares about itself, and the vector-env contract.
 
 :class:`EnvSpec` is everything the wire, the replay and the network factory need to know about
 an environment: the shape and dtype of one observation, how many of them are stacked into the
