@@ -85,13 +85,12 @@ while True:
 def frozen_peer_is_dropped(heartbeat: float, freeze: float) -> tuple[bool, int, int]:
     """Bind a PULL socket, freeze a real peer process for ``freeze`` s, then thaw it.
     Returns (dropped while frozen, last message before freezing, first message received after thawing)."""
-    port = free_base_port(1)
     ctx = zmq.Context()
     pull = ctx.socket(zmq.PULL)
     link_cfg = TransportConfig(heartbeat_interval=heartbeat, heartbeat_timeout=4 * heartbeat if heartbeat else 30.0)
     link_options(pull, link_cfg)
     monitor = pull.get_monitor_socket(zmq.EVENT_DISCONNECTED)
-    pull.bind(f"tcp://127.0.0.1:{port}")
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
     peer = subprocess.Popen([sys.executable, "-c", PEER, str(port), str(heartbeat)], cwd=ROOT)
     try:
         assert pull.poll(30_000), "the peer never sent"

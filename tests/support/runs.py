@@ -7,7 +7,11 @@ from shared.config import RunConfig
 
 
 def free_base_port(count: int) -> int:
-    """A base port such that base..base+count-1 are all free on 127.0.0.1 right now."""
+    """A base port such that base..base+count-1 are all free on 127.0.0.1 right now.
+
+    For a learner the test starts: it binds base_port + slot and the weight ports below, a contiguous range it
+    must be told, so the range can only be probed here (a port taken in between fails its bind loudly). A test
+    that binds a socket of its own uses ``bind_to_random_port`` instead."""
     for _ in range(200):
         base = random.randint(20000, 60000 - count)
         socks = []
