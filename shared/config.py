@@ -303,9 +303,9 @@ class LearnerConfig:
     """Adam epsilon."""
     max_grad_norm: float = 10.0
     """Gradient-norm clipping threshold (0: off)."""
-    target_sync: int = 250
-    """Updates between target-network syncs (at samples_per_insert 8: every 2,000 transitions on CPU (batch 64), every
-    16,000 on CUDA (batch 512))."""
+    target_sync: int = AUTO
+    """Updates between target-network syncs; -1: auto, 1,000 for Mario (at samples_per_insert 4 and batch 64: every
+    16,000 transitions; 250 let the last weights fall below snapshots a few broadcasts older), 250 otherwise."""
     bootstrap_epsilon: float = 0.0
     """Experimental. The TD target bootstraps on the target net's value of the epsilon-greedy policy around the online
     argmax (Expected SARSA): 0 (default) is the Double-DQN max; 0.05 values s' as the evaluation (epsilon 0.05) plays
@@ -370,7 +370,8 @@ class LearnerConfig:
         _check(0 < self.lr_final <= 1, "learner.lr_final", self.lr_final, "must be in (0, 1] (1: constant)")
         _check(self.lr_decay_steps >= 0, "learner.lr_decay_steps", self.lr_decay_steps, "must be >= 0 (0: constant)")
         _check(self.max_grad_norm >= 0, "learner.max_grad_norm", self.max_grad_norm, "must be >= 0")
-        _check(self.target_sync >= 1, "learner.target_sync", self.target_sync, "must be >= 1")
+        _check(self.target_sync == AUTO or self.target_sync >= 1, "learner.target_sync", self.target_sync,
+               "must be >= 1 (-1: auto)")
         _check(0.0 <= self.bootstrap_epsilon <= 1.0, "learner.bootstrap_epsilon", self.bootstrap_epsilon,
                "must be in [0, 1] (0: the Double-DQN max)")
         _check(0.0 <= self.munchausen_alpha <= 1.0, "learner.munchausen_alpha", self.munchausen_alpha,
@@ -410,10 +411,11 @@ class LearnerConfig:
     def resolved(self, device_type: str, env: EnvConfig | str = "") -> LearnerConfig:
         """A copy with the auto (-1) settings made concrete for ``device_type`` and the env (its config or name)."""
         cuda = device_type == "cuda"
-        auto = self.micro_batch == AUTO, self.accum_steps == AUTO, self.reward_scale == AUTO
+        auto = self.micro_batch == AUTO, self.accum_steps == AUTO, self.reward_scale == AUTO, self.target_sync == AUTO
         return dataclasses.replace(self, micro_batch=(512 if cuda else 64) if auto[0] else self.micro_batch,
                                    accum_steps=1 if auto[1] else self.accum_steps,
-                                   reward_scale=_env_auto(env, "reward_scale", 1.0) if auto[2] else self.reward_scale)
+                                   reward_scale=_env_auto(env, "reward_scale", 1.0) if auto[2] else self.reward_scale,
+                                   target_sync=_env_auto(env, "target_sync", 250) if auto[3] else self.target_sync)
 
 
 def _env_auto(env: EnvConfig | str, key: str, default: Any) -> Any:

@@ -84,6 +84,8 @@ class EnvEntry:
     """actor.envs_per_actor -1 (auto) on this env."""
     eps_anneal_steps: int = 25_000
     """actor.eps_anneal_steps -1 (auto) on this env."""
+    target_sync: int = 250
+    """learner.target_sync -1 (auto) on this env."""
 
     def label_of(self, cfg: EnvConfig) -> str:
         return self.label(cfg) if self.label is not None else self.name

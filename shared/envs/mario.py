@@ -161,5 +161,8 @@ def _action_names(cfg: EnvConfig) -> list[str]:
 
 ENTRY = register(frame_entry(
     "mario", make_mario_env, _action_names, validate=lambda cfg: cfg.mario.validate(),
-    label=lambda cfg: cfg.mario.stage, score="Distance", success="Flags", video=True, reward_scale=1 / 15))
-"""Mario's reward (x progress, clock, death) is clipped to +-15 per frame by gym-super-mario-bros: scaled by 1/15."""
+    label=lambda cfg: cfg.mario.stage, score="Distance", success="Flags", video=True, reward_scale=1 / 15,
+    target_sync=1_000))
+"""Mario's reward (x progress, clock, death) is clipped to +-15 per frame by gym-super-mario-bros: scaled by 1/15.
+The target net syncs every 1,000 updates: at 250 a run's last weights fell far below its snapshots of a few
+broadcasts before (docs/experiments/mario.md, the screens of 2026-11-25)."""

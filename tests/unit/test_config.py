@@ -30,6 +30,7 @@ from shared.exploration import epsilons
     ("actor.batch_steps", 0, "actor.batch_steps=0"),
     ("actor.epsilon", 1.5, "actor.epsilon=1.5"),
     ("learner.bootstrap_epsilon", 1.5, "learner.bootstrap_epsilon=1.5"),
+    ("learner.target_sync", 0, "learner.target_sync=0"),
     ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
     ("learner.munchausen_tau", 0.0, "learner.munchausen_tau=0.0"),
     ("replay.capacity", 100, "replay.capacity=100"),
@@ -113,11 +114,13 @@ def test_auto_fields_follow_the_env_until_set_and_are_saved_resolved():
     assert (built.actor.envs_per_actor, built.actor.eps_anneal_steps) == (32, 1_000)
 
 
-@pytest.mark.parametrize("env,scale", [("mario", 1 / 15), ("catch", 1.0), ("fake", 1.0)])
-def test_reward_scale_auto_per_env(env, scale):
+@pytest.mark.parametrize("env,scale,sync", [("mario", 1 / 15, 1_000), ("catch", 1.0, 250), ("fake", 1.0, 250)])
+def test_reward_scale_and_target_sync_auto_per_env(env, scale, sync):
     cfg = LearnerConfig().resolved("cpu", env)
     assert cfg.reward_scale == pytest.approx(scale)
+    assert cfg.target_sync == sync
     assert LearnerConfig(reward_scale=0.5).resolved("cpu", env).reward_scale == 0.5
+    assert LearnerConfig(target_sync=7).resolved("cpu", env).target_sync == 7
 
 
 def test_learning_rate_decays_linearly_to_its_final_fraction():
