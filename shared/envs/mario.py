@@ -164,5 +164,5 @@ ENTRY = register(frame_entry(
     label=lambda cfg: cfg.mario.stage, score="Distance", success="Flags", video=True, reward_scale=1 / 15,
     target_sync=1_000))
 """Mario's reward (x progress, clock, death) is clipped to +-15 per frame by gym-super-mario-bros: scaled by 1/15.
-The target net syncs every 1,000 updates: at 250 a run's last weights fell far below its snapshots of a few
-broadcasts before (docs/experiments/mario.md, the screens of 2026-11-25)."""
+The target net syncs every 1,000 updates: at 250 a run's last weights fell far below its own earlier snapshots
+(docs/experiments/mario.md)."""

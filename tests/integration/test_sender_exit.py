@@ -54,9 +54,9 @@ def test_batches_sent_just_before_the_actor_exits_arrive_byte_for_byte():
     child = subprocess.Popen([sys.executable, "-c", SENDER, str(port)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "closing"  # every batch is with the socket; not one is read yet
-        child.wait(timeout=3)  # the buggy sender exits here, with batches still in ZeroMQ's hands
+        child.wait(timeout=3)  # a sender that does not wait for ZeroMQ exits here, its batches still in flight
     except subprocess.TimeoutExpired:
-        pass  # a fixed sender waits for the reads below
+        pass  # one that waits is still here, until the reads below
     try:
         limits = protocol.Limits(SHAPE, 256)
         got = []
