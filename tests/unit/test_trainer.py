@@ -300,13 +300,19 @@ def test_masked_double_dqn_target_takes_the_best_valid_action(batchnorm):
     assert not torch.allclose(td, td_unmasked)
 
 
-def test_expected_sarsa_target_values_the_epsilon_greedy_policy_at_s_next():
-    """bootstrap_epsilon e: the target bootstraps on (1 - e) * Q_target(s', argmax Q_online) + e * mean_a Q_target."""
-    cfg = LearnerConfig(micro_batch=8, accum_steps=1, compile=False, amp="off", bootstrap_epsilon=0.25)
+def learner_on_running_statistics(**options):
+    """A learner whose nets both run on BatchNorm running statistics (eval mode), as micro_loss's target does, and a
+    batch of 8: the tests below compute the expected TD target from the same nets."""
+    cfg = LearnerConfig(micro_batch=8, accum_steps=1, compile=False, amp="off", **options)
     dqn = learner(cfg, batchnorm_batch_stats=False)
-    batch = synthetic_batch(8)
     dqn.online.eval()
     dqn.target.eval()
+    return dqn, synthetic_batch(8)
+
+
+def test_expected_sarsa_target_values_the_epsilon_greedy_policy_at_s_next():
+    """bootstrap_epsilon e: the target bootstraps on (1 - e) * Q_target(s', argmax Q_online) + e * mean_a Q_target."""
+    dqn, batch = learner_on_running_statistics(bootstrap_epsilon=0.25)
     with torch.no_grad():
         q_online, q_target = dqn.online(batch["next_obs"]), dqn.target(batch["next_obs"])
     greedy = q_target.gather(1, q_online.argmax(1, keepdim=True)).squeeze(1)
@@ -320,12 +326,7 @@ def test_munchausen_target_adds_the_log_policy_bonus_and_bootstraps_on_the_soft_
     """munchausen_alpha a, tau t: target = r + a * clamp(t * log pi(a|s), -1, 0) + discount * t * logsumexp(Q'/t),
     pi = softmax(Q_target(s) / t), Q' = Q_target(s')."""
     alpha, tau = 0.9, 0.03
-    cfg = LearnerConfig(micro_batch=8, accum_steps=1, compile=False, amp="off", munchausen_alpha=alpha,
-                        munchausen_tau=tau)
-    dqn = learner(cfg, batchnorm_batch_stats=False)
-    batch = synthetic_batch(8)
-    dqn.online.eval()
-    dqn.target.eval()
+    dqn, batch = learner_on_running_statistics(munchausen_alpha=alpha, munchausen_tau=tau)
     with torch.no_grad():
         q_here, q_next = dqn.target(batch["obs"]), dqn.target(batch["next_obs"])
     log_pi = torch.log_softmax(q_here / tau, dim=1).gather(1, batch["action"][:, None]).squeeze(1)
