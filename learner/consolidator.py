@@ -43,7 +43,7 @@ import zmq
 from learner.slots import SlotTable
 from shared import protocol
 from shared.config import TransportConfig
-from shared.links import HELD_KERNEL_BUFFER, open_socket
+from shared.links import HELD_KERNEL_BUFFER, bind, open_socket
 
 MAX_PER_SOCKET_PER_ROUND = 8  # fairness: drain at most this many messages from one actor before the next
 # While the learner holds its replay ratio every batch waits for room in a full queue, so a round of 8 from one
@@ -121,13 +121,20 @@ class Consolidator(threading.Thread):
         # small buffers while holding the ratio, but not under CURVE: there libzmq aborted the learner process
         # (SIGABRT in tests/reliability/test_security.py) with a receive high-water mark of 1
         small = held and not transport.curve_server_secret
-        for slot in range(num_actors):
-            # ZeroMQ's own bound applies per frame: a peer sending one frame above it is disconnected.
-            # Whole messages above max_message_bytes are rejected (and counted) by the decoder.
-            sock = open_socket(self._context, zmq.PULL, transport, server=True, recv_hwm=1 if small else transport.recv_hwm,
-                               max_message=transport.max_message_bytes, kernel_buffer=HELD_KERNEL_BUFFER if small else None)
-            sock.bind(f"tcp://{transport.host}:{transport.base_port + slot}")
-            self.sockets.append(sock)
+        try:
+            for slot in range(num_actors):
+                # ZeroMQ's own bound applies per frame: a peer sending one frame above it is disconnected.
+                # Whole messages above max_message_bytes are rejected (and counted) by the decoder.
+                sock = open_socket(self._context, zmq.PULL, transport, server=True,
+                                   recv_hwm=1 if small else transport.recv_hwm, max_message=transport.max_message_bytes,
+                                   kernel_buffer=HELD_KERNEL_BUFFER if small else None)
+                self.sockets.append(sock)
+                bind(sock, f"tcp://{transport.host}:{transport.base_port + slot}", transport,
+                     f"actor slot {slot}'s experience")
+        except BaseException:
+            for sock in self.sockets:
+                sock.close(linger=0)
+            raise
         self.tracks = [SlotTrack() for _ in range(num_actors)]
         self.slots = SlotTable(num_actors, transport.slot_lease, envs_per_actor)
         self._curve = bool(transport.curve_server_secret)  # messages then carry the sender's key (ZAP User-Id)

@@ -134,7 +134,11 @@ class Learner:
             for st in (load_snapshots(run_dir) if resume_state is not None else [])]
         self.final_epsilon = mean_floor(cfg.actor, cfg.actors)  # the mean once annealing is over
         self.plane = DataPlane(cfg, self.num_actions, device)
-        self.server = WeightServer(cfg.transport, slots=self.plane.consolidator.slots)
+        try:
+            self.server = WeightServer(cfg.transport, slots=self.plane.consolidator.slots)
+        except BaseException:  # e.g. its ports held by another run: the experience sockets are let go too
+            self.plane.close()
+            raise
         self.metrics = MetricsLog(run_dir) if self.train else None
         self.stop_requested = stop_requested if stop_requested is not None else threading.Event()
         self.echo: Callable[[str], None] = lambda line: print(line, flush=True)  # the launcher routes it past its progress bar

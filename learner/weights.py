@@ -19,7 +19,7 @@ import zmq
 from learner.slots import SlotTable
 from shared import curve, protocol
 from shared.config import TransportConfig
-from shared.links import open_socket
+from shared.links import bind, open_socket
 from shared.protocol import weights_endpoints  # noqa: F401  (re-exported: the learner's side of the endpoints)
 
 
@@ -46,8 +46,8 @@ class WeightServer(threading.Thread):
             self._pub = open_socket(ctx, zmq.PUB, transport, server=True, send_hwm=2)
             # at most 2 replies (a few MB each) queued per peer: a peer that asks but never reads gets the rest dropped
             self._router = open_socket(ctx, zmq.ROUTER, transport, server=True, send_hwm=2, max_message=4096)
-            self._pub.bind(pub_addr)
-            self._router.bind(router_addr)
+            bind(self._pub, pub_addr, transport, "the weight broadcasts")
+            bind(self._router, router_addr, transport, "the weight requests")
         except BaseException:
             self._close_sockets()
             raise

@@ -18,7 +18,7 @@ detect dead ones:
   connecting side reconnects by itself (ZeroMQ's ``RECONNECT_IVL``), while a bound socket frees
   what it held for that peer.
 
-:func:`open_socket` applies :func:`link_options` before the caller binds or connects.
+:func:`open_socket` applies :func:`link_options` before the caller binds (:func:`bind`) or connects.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import zmq
 
 from shared import curve
 from shared.config import TransportConfig
+from shared.errors import ConfigError
 
 HELD_KERNEL_BUFFER = 1 << 17
 """Kernel send/receive buffer (bytes) of the experience sockets while the learner holds its replay ratio
@@ -64,6 +65,20 @@ def open_socket(ctx: zmq.Context, kind: int, transport: TransportConfig | None, 
         sock.close(linger=0)
         raise
     return sock
+
+
+def bind(sock: zmq.Socket, address: str, transport: TransportConfig, what: str) -> None:
+    """Bind ``sock`` to ``address``, one of the ports ``transport.base_port`` sets. A port another process holds
+    (most often another run on this machine, whose learner binds the same base_port - 2 ... base_port + actors - 1)
+    raises ConfigError naming ``transport.base_port``, the address and ``what`` it was for."""
+    try:
+        sock.bind(address)
+    except zmq.ZMQError as exc:
+        if exc.errno != zmq.EADDRINUSE:
+            raise
+        raise ConfigError(f"transport.base_port={transport.base_port} puts {what} on {address}, which another "
+                          f"process holds (another run on this machine?): give this run free ports with "
+                          f"--transport.base-port") from exc
 
 
 def link_options(sock: zmq.Socket, transport: TransportConfig) -> None:

@@ -10,6 +10,7 @@ import queue
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import zmq
@@ -120,3 +121,51 @@ def test_a_frozen_peer_is_dropped_by_heartbeats_and_reconnects_by_itself():
     dropped, last, after = frozen_peer_is_dropped(heartbeat=0.0, freeze=2.0)
     assert not dropped  # without heartbeats nothing notices: the link the option exists for
     assert after == last + 1  # ... and the same connection simply resumes
+
+
+def bind_within(ctx: zmq.Context, address: str, guard_s: float) -> bool:
+    """Whether a socket can bind ``address`` before ``guard_s`` runs out (ZeroMQ unbinds a closed socket's port
+    on its I/O thread, a moment after close() returns)."""
+    deadline = time.monotonic() + guard_s
+    while True:
+        sock = ctx.socket(zmq.PULL)
+        try:
+            sock.bind(address)
+            return True
+        except zmq.ZMQError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        finally:
+            sock.close(linger=0)
+
+
+def test_a_port_another_process_holds_is_an_error_naming_transport_base_port(tmp_path):
+    """A second run on the same ports: the learner's sockets refuse with an error that names the value and the
+    port, let go of the ports they had bound, and ``launch.local`` exits 2 with that line, not a traceback."""
+    ctx = zmq.Context.instance()
+    base = free_base_port(4) + 2
+    holder = ctx.socket(zmq.PULL)
+    holder.bind(f"tcp://127.0.0.1:{base + 1}")  # actor slot 1's port, as another run's learner holds it
+    try:
+        transport = TransportConfig(base_port=base)
+        with pytest.raises(ConfigError, match=rf"transport.base_port={base} puts actor slot 1's experience on "
+                                              rf"tcp://127.0.0.1:{base + 1}, which another process holds"):
+            Consolidator(transport, 2, 1, protocol.Limits((84, 84), 7), queue.Queue())
+        assert bind_within(ctx, f"tcp://127.0.0.1:{base}", 30.0)  # the failed consolidator let slot 0's port go
+        proc = subprocess.run([sys.executable, "-m", "launch.local", "--actors", "2", "--env.name", "fake",
+                               "--collect-only", "--no-progress", "--transport.base-port", str(base),
+                               "--run-dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert f"error: transport.base_port={base} puts actor slot 1's experience" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    finally:
+        holder.close(linger=0)
+    broadcasts = ctx.socket(zmq.PUB)
+    broadcasts.bind(f"tcp://127.0.0.1:{base - 1}")  # the weights' broadcast port, held
+    try:
+        with pytest.raises(ConfigError, match=rf"transport.base_port={base} puts the weight broadcasts on "
+                                              rf"tcp://127.0.0.1:{base - 1}"):
+            WeightServer(TransportConfig(base_port=base))
+    finally:
+        broadcasts.close(linger=0)
