@@ -184,7 +184,9 @@ def load_baseline(path: str) -> dict:
     d = describe(records)
     name = policy if policy != "constant" else f"constant {data.get('action')}"
     where = f", stage {data['stage']}" if data.get("stage") else ""
-    return {"group": f"baseline: {name}, epsilon {data['epsilon']:g}{where}", "path": path, "episodes": d["episodes"],
+    # the file's name tells apart baselines of one policy on two settings of an env (Mario with and without jump release)
+    group = f"baseline: {name}, epsilon {data['epsilon']:g}{where} ({os.path.basename(path)})"
+    return {"group": group, "path": path, "episodes": d["episodes"],
             "x_pos_mean": d["x_pos_mean"], "x_pos_mean_ci": d["x_pos_ci"], "flag_rate_mean": d["flag_rate"],
             "flag_rate_ci": d["flag_rate_ci"], "stage": data.get("stage")}
 

@@ -62,7 +62,7 @@ def test_baseline_rows_come_from_launch_evaluate_files_and_the_report_is_written
                                              for x in (1000, 1500, 3200, 1700)]}))
     assert main([run, "--baseline", str(base), "--out", str(tmp_path / "out" / "t")]) == 0
     table = capsys.readouterr().out
-    assert "| baseline: constant right+A, epsilon 0.05, stage 1-1 | 4 episodes |" in table and "1,850" in table
+    assert "| baseline: constant right+A, epsilon 0.05, stage 1-1 (right-A.json) | 4 episodes |" in table and "1,850" in table
     written = json.loads((tmp_path / "out" / "t.json").read_text())
     assert written["baselines"][0]["x_pos_mean"] == 1850.0 and written["baselines"][0]["flag_rate_mean"] == 0.25
     assert (tmp_path / "out" / "t.md").read_text().strip() == table.strip()
