@@ -87,6 +87,17 @@ class VectorEnv(Protocol):
     def close(self) -> None: ...
 
 
+def checked_action(needs_reset: bool, action: Any, num_actions: int) -> int:
+    """A single frame env's checks at the top of ``step``: a reset is not due (RuntimeError: before the first
+    reset or after the episode ended) and ``action`` is in [0, num_actions) (ValueError naming it)."""
+    if needs_reset:
+        raise RuntimeError("step() before reset() or after the episode ended; call reset()")
+    a = int(action)
+    if not 0 <= a < num_actions:
+        raise ValueError(f"action {action!r} out of range [0, {num_actions})")
+    return a
+
+
 def checked_actions(started: bool, actions: Any, num_envs: int) -> np.ndarray:
     """The contract's checks at the top of every ``step``: ``reset()`` came first (RuntimeError) and
     ``actions`` is an integer array of shape ``(num_envs,)`` (ValueError naming what it got)."""

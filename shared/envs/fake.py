@@ -12,6 +12,7 @@ import numpy as np
 
 from shared.envs import frame_entry, register
 from shared.errors import check, is_int
+from shared.spec import checked_action
 
 if TYPE_CHECKING:
     from shared.config import EnvConfig
@@ -83,11 +84,7 @@ class FakeEnv:
         return self._frame()
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
-        if self._needs_reset:
-            raise RuntimeError("step() before reset() or after the episode ended; call reset()")
-        a = int(action)
-        if not 0 <= a < self.num_actions:
-            raise ValueError(f"action {action!r} out of range [0, {self.num_actions})")
+        a = checked_action(self._needs_reset, action, self.num_actions)
         reward = 1.0 if a == self._good else -0.1
         self._t += 1
         terminated = self._t >= self._length

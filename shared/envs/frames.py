@@ -51,7 +51,7 @@ import cv2
 import numpy as np
 
 from shared.errors import ConfigError
-from shared.spec import EnvSpec, checked_actions
+from shared.spec import EnvSpec, checked_action, checked_actions
 
 __all__ = ["FrameEnv", "FrameStacker", "FrameVectorEnv", "Preprocess"]
 
@@ -172,11 +172,7 @@ class Preprocess:
         return self._out(self._to_gray(frame, self._gray[0]))
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
-        if self._needs_reset:
-            raise RuntimeError("step() before reset() or after the episode ended; call reset()")
-        a = int(action)
-        if not 0 <= a < self.num_actions:
-            raise ValueError(f"action {action!r} out of range [0, {self.num_actions})")
+        a = checked_action(self._needs_reset, action, self.num_actions)
         inner_step = self.inner.step
         gray = self._gray
         total = 0.0
