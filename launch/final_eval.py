@@ -53,7 +53,7 @@ def _ignore_sigint() -> None:
 def play_job(job: dict) -> dict:
     """Worker: play ``job['episodes']`` episodes (and one greedy one if asked) with the given weights."""
     torch.set_num_threads(1)  # batch-1 forwards: one core per worker
-    net = build_network(job["env"], job["weights"], dueling=job["dueling"])
+    net = build_network(job["env"], job["weights"], dueling=job["dueling"], norm=job["norm"])
     episodes = play_episodes(net, job["env"], job["episodes"], job["epsilon"], job["seed"])
     greedy = play_episodes(net, job["env"], 1, 0.0, job["seed"])[0] if job["greedy"] else None
     return {"episodes": [episode_record(e) for e in episodes],
@@ -116,8 +116,9 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
         seed = stream_seed(ev.seed, EVAL_SELECT)
         echo(f"[FINAL] choosing best.pt: {len(snapshots)} snapshots play {ev.select_episodes} fresh episodes each "
              f"at epsilon {ev.epsilon:g}")
-        played = run_jobs([dict(env=env, dueling=cfg.net.dueling, weights=st["learner"]["online"],
-                                episodes=ev.select_episodes, epsilon=ev.epsilon, seed=seed, greedy=False)
+        played = run_jobs([dict(env=env, dueling=cfg.net.dueling, norm=cfg.net.norm,
+                                weights=st["learner"]["online"], episodes=ev.select_episodes, epsilon=ev.epsilon,
+                                seed=seed, greedy=False)
                            for st in snapshots], processes)
         for st, got in zip(snapshots, played):
             fresh = describe(got["episodes"])
@@ -150,8 +151,9 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
         contenders.append(("ema", checkpoint["learner"]["ema"], checkpoint["counters"]))
     echo(f"[FINAL] final evaluation: {', '.join(name for name, *_ in contenders)} weights play {ev.final_episodes} "
          f"fresh episodes each at epsilon {ev.epsilon:g}, and one greedy episode")
-    played = run_jobs([dict(env=env, dueling=cfg.net.dueling, weights=weights, episodes=ev.final_episodes,
-                            epsilon=ev.epsilon, seed=seed, greedy=True) for _, weights, _ in contenders], processes)
+    played = run_jobs([dict(env=env, dueling=cfg.net.dueling, norm=cfg.net.norm, weights=weights,
+                            episodes=ev.final_episodes, epsilon=ev.epsilon, seed=seed, greedy=True)
+                       for _, weights, _ in contenders], processes)
     result: dict[str, Any] = {
         "run_dir": run_dir, "seed": cfg.seed, "eval_seed": ev.seed, "stream_seed": seed, "epsilon": ev.epsilon,
         "env": env.name, "stage": env_label(env),

@@ -33,6 +33,8 @@ BatchNorm (``learner.batchnorm``):
   the target come from differently normalised networks.
 - the target net is a copy of the online net's parameters *and* BN buffers at each sync; actors
   run eval mode with the broadcast running statistics (one env is a batch of one).
+- ``learner.batchnorm_frozen_after`` N: from update N on the running statistics stay where they are, so
+  broadcasts change only the weights. ``net.norm`` 'layer' has no running statistics at all (the control).
 With BN in train mode, k micro-batches are not exactly one big batch (statistics differ per
 micro-batch); with ``batchnorm_batch_stats=False`` they are, which the accumulation test uses.
 
@@ -81,7 +83,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from learner.replay import FrameReplay
 from shared.config import LearnerConfig
-from shared.network import build_q_network, epsilon_greedy_bootstrap, masked_argmax, munchausen_terms
+from shared.network import build_q_network, epsilon_greedy_bootstrap, has_running_statistics, masked_argmax, munchausen_terms
 from shared.spec import EnvSpec
 
 MUNCHAUSEN_LOG_FLOOR = -1.0  # Munchausen-DQN's l0: the bonus tau * log pi(a|s) is clipped to [l0, 0] (the paper's -1)
@@ -126,15 +128,17 @@ class UpdateStats:
 
 class DQNLearner:
     def __init__(self, cfg: LearnerConfig, spec: EnvSpec, device: torch.device, env: Any = "", dueling: bool = True,
-                 batchnorm_batch_stats: bool = True):
+                 batchnorm_batch_stats: bool = True, norm: str = "batch"):
         """``spec``: the env's shared/spec.py EnvSpec, whose network family the learner trains (Mario: QNetwork);
-        ``env``: its EnvConfig or name, for the auto settings; ``batchnorm_batch_stats`` False keeps the gradient
-        pass on running statistics too (what the accumulation tests compare exactly)."""
+        ``env``: its EnvConfig or name, for the auto settings; ``dueling``/``norm``: the run's ``net`` section;
+        ``batchnorm_batch_stats`` False keeps the gradient pass on running statistics too (what the accumulation
+        tests compare exactly)."""
         cfg = cfg.resolved(device.type, env)
         self.cfg = cfg
         self.device = device
         torch.manual_seed(cfg.seed)
-        self.online = build_q_network(spec, dueling=dueling).to(device)
+        self.online = build_q_network(spec, dueling=dueling, norm=norm).to(device)
+        self.moves_statistics = has_running_statistics(self.online)  # LayerNorm: nothing for a no-grad pass to move
         self.target = copy.deepcopy(self.online).eval()
         for p in self.target.parameters():
             p.requires_grad_(False)
@@ -161,6 +165,11 @@ class DQNLearner:
         self.compile_seconds = 0.0
         self.is_beta = 1.0  # importance-sampling exponent passed to a prioritized replay (the loop anneals it)
 
+    def statistics_move(self) -> bool:
+        """Whether this update moves BatchNorm's running statistics (until ``batchnorm_frozen_after`` updates)."""
+        frozen_after = self.cfg.batchnorm_frozen_after
+        return self.moves_statistics and (frozen_after == 0 or self.updates < frozen_after)
+
     @property
     def effective_batch(self) -> int:
         return self.cfg.micro_batch * self.cfg.accum_steps
@@ -181,7 +190,7 @@ class DQNLearner:
             next_target = self.target_fn(next_obs).float().clone()
             if self.cfg.munchausen_alpha > 0:  # Munchausen's bonus: the target net's policy at s
                 target_here = self.target_fn(obs).float().clone()
-            if running and batch_stats:  # a train-mode pass only to move the running statistics
+            if running and batch_stats and self.statistics_move():  # a train-mode pass only to move them
                 self.online.train()
                 self.online_fn(obs)
             if not joint:

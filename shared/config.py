@@ -196,7 +196,7 @@ class TransportConfig:
     options)."""
     base_port: int = 5600
     """Actor slot i sends experience to base_port + i (one socket per actor); weights go out on base_port - 1 (PUB) and
-    are served on request on base_port - 2."""
+    are served on request on base_port - 2. Two runs on one machine need ranges that do not overlap (5600, 5700)."""
     max_message_bytes: int = 64 << 20
     """Largest message the learner accepts; a peer that sends more is disconnected by ZeroMQ."""
     recv_hwm: int = 8
@@ -317,6 +317,10 @@ class LearnerConfig:
     less between nearby weights. 0 (default): off; the paper's 0.9."""
     munchausen_tau: float = 0.03
     """Munchausen-DQN's softmax temperature, in units of scaled Q (the paper's 0.03 for rewards in [-1, 1])."""
+    batchnorm_frozen_after: int = 0
+    """Experimental. Updates after which BatchNorm's running statistics stop moving ('eval': the no-grad pass is
+    skipped), so every broadcast carries the same normalisation and only the weights change. 0 (default): they
+    move for the whole run."""
     ema_decay: float = 0.0
     """Experimental. Decay of an exponential moving average of the online network
     (torch.optim.swa_utils.AveragedModel, buffers included), kept in the checkpoint as ``ema``; the final evaluation
@@ -380,6 +384,8 @@ class LearnerConfig:
         _check(self.munchausen_alpha == 0 or self.bootstrap_epsilon == 0, "learner.munchausen_alpha",
                self.munchausen_alpha, f"is a bootstrap of its own: leave learner.bootstrap_epsilon at 0 (it is "
                f"{self.bootstrap_epsilon:g})")
+        _check(self.batchnorm_frozen_after >= 0, "learner.batchnorm_frozen_after", self.batchnorm_frozen_after,
+               "must be >= 0 (0: never frozen)")
         _check(0.0 <= self.ema_decay < 1.0, "learner.ema_decay", self.ema_decay, "must be in [0, 1) (0: off)")
         _check(self.updates_per_epoch >= 1, "learner.updates_per_epoch", self.updates_per_epoch, "must be >= 1")
         _check(self.broadcast_every >= 1, "learner.broadcast_every", self.broadcast_every, "must be >= 1")
@@ -443,6 +449,13 @@ class NetConfig:
     values differ by a few percent of the state's value; a single head left those gaps to noise
     (a greedy Mario stood at the first pipe pressing right, Q(right) 1.44 against Q(right+A) 1.41).
     --net.no-dueling: the Nature-DQN head (runs saved before this option load as that)."""
+    norm: Literal["batch", "layer"] = "batch"
+    """Experimental. The frame network's normalisation after each convolution: 'batch' (BatchNorm, the design's;
+    actors play its running statistics) or 'layer' (each sample's map normalised on its own: no running
+    statistics, so training and acting compute the same function; the control for BatchNorm)."""
+
+    def validate(self) -> None:
+        _check(self.norm in ("batch", "layer"), "net.norm", self.norm, "must be 'batch' or 'layer'")
 
 
 @dataclass
@@ -568,6 +581,7 @@ class RunConfig:
         self.transport.validate()
         self.learner.validate()
         self.eval.validate()
+        self.net.validate()
         if self.eval.stage:
             try:
                 parse_stage(self.eval.stage)

@@ -97,7 +97,7 @@ def collection(cfg: RunConfig, seconds: float) -> dict:
     spec = env_spec(cfg.env)
     plane = DataPlane(cfg, spec.num_actions, device).start()
     server = WeightServer(cfg.transport)
-    server.publish(0, build_q_network(spec, dueling=cfg.net.dueling))
+    server.publish(0, build_q_network(spec, dueling=cfg.net.dueling, norm=cfg.net.norm))
     server.start()
     ctx = spawn_context()
     stop = ctx.Event()

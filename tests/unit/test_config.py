@@ -33,6 +33,8 @@ from shared.exploration import epsilons
     ("learner.target_sync", 0, "learner.target_sync=0"),
     ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
     ("learner.munchausen_tau", 0.0, "learner.munchausen_tau=0.0"),
+    ("learner.batchnorm_frozen_after", -1, "learner.batchnorm_frozen_after=-1"),
+    ("net.norm", "group", "net.norm='group'"),
     ("replay.capacity", 100, "replay.capacity=100"),
     ("replay.gamma", 1.5, "replay.gamma=1.5"),
     ("transport.host", "0.0.0.0", "transport.host='0.0.0.0'"),
