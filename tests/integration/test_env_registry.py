@@ -44,8 +44,10 @@ def test_auto_settings_come_from_the_entry():
 
 @pytest.mark.timeout(900)  # a hang guard: the run ends on its update budget
 def test_an_env_registered_outside_warppipe_trains_through_launch_local(tmp_path, record_property):
+    # the ratio held: every machine trains the same samples per transition (not held, a slower learner saw 57K
+    # transitions in 2,500 updates where a faster one saw 41K, and its greedy policy fell short)
     out, run = train_on_defaults(tmp_path, "corridor", "--env.module", "tests.support.plugin_env",
-                                 "--learner.steps", str(UPDATES), timeout=800)
+                                 "--learner.steps", str(UPDATES), "--learner.exact-ratio", timeout=800)
     assert "on corridor (obs float32 8, stack 1, 2 actions, mlp net)" in out, out[:2000]
     assert "Score:" in out and "Success:" in out  # the entry's names in the [MAIN] lines
     state = load_checkpoint(run)
