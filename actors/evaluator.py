@@ -106,8 +106,9 @@ class VideoInfo:
 def build_network(env_cfg: EnvConfig, state_dict: dict | None = None, dueling: bool = True,
                   norm: str = "batch") -> torch.nn.Module:
     """A CPU Q-network for ``env_cfg``'s spec (``build_q_network``) in eval() mode, loaded with ``state_dict`` if
-    given; ``dueling``/``norm`` are the run's ``net.dueling``/``net.norm`` (shared/config.py ``migrate`` sets them
-    for old runs). Keys of a ``torch.compile``-wrapped module (``_orig_mod.`` prefix) are accepted."""
+    given; ``dueling``/``norm`` are the run's ``net.dueling``/``net.norm`` (for old runs shared/config.py ``migrate``
+    sets ``dueling``; ``norm`` was always BatchNorm). Keys of a ``torch.compile``-wrapped module (``_orig_mod.``
+    prefix) are accepted."""
     net = build_q_network(env_spec(env_cfg), dueling=dueling, norm=norm)
     if state_dict is not None:
         state = {k.removeprefix("_orig_mod."): v for k, v in state_dict.items()}
