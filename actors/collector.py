@@ -40,6 +40,7 @@ from shared.config import RunConfig
 from shared.envs import env_spec, make_vector_env
 from shared.exploration import ExplorationHolds, epsilons
 from shared.health import Heartbeat
+from shared.links import held_kernel_buffer
 from shared.network import build_q_network
 from shared.parent import orphan_check
 from shared.priorities import n_step_priorities
@@ -268,7 +269,8 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
     should_stop = lambda: stop_event.is_set() or bool(terminate) or orphaned()  # noqa: E731
     sender = BatchSender(experience_endpoint(cfg, actor_id), actor_id, incarnation,
                          cfg.actor.max_staged_batches, cfg.actor.send_hwm, transport=cfg.transport,
-                         wait_when_full=cfg.learner.holds_ratio, should_stop=should_stop, on_wait=heartbeat.beat)
+                         wait_when_full=cfg.learner.holds_ratio, should_stop=should_stop, on_wait=heartbeat.beat,
+                         kernel_buffer=held_kernel_buffer(collector.spec, cfg.actor.envs_per_actor, cfg.actor.batch_steps))
     weights = WeightClient(cfg.transport, actor_id, incarnation, collector.net)
     if cfg.actor.weights_timeout > 0:  # the learner's current weights before the first action
         current = weights.fetch(have=-1, timeout=cfg.actor.weights_timeout,

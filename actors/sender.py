@@ -57,7 +57,9 @@ class BatchSender:
     def __init__(self, endpoint: str, actor_id: int, incarnation: int, max_staged: int, send_hwm: int,
                  context: zmq.Context | None = None, transport: TransportConfig | None = None,
                  wait_when_full: bool = False, should_stop: Callable[[], bool] = lambda: False,
-                 on_wait: Callable[[], None] = lambda: None):
+                 on_wait: Callable[[], None] = lambda: None, kernel_buffer: int = HELD_KERNEL_BUFFER):
+        """``kernel_buffer``: the socket's kernel buffer while it waits (``wait_when_full``), about one batch
+        (shared/links.held_kernel_buffer)."""
         self.actor_id = actor_id
         self.wait_when_full = wait_when_full
         self._should_stop = should_stop
@@ -65,11 +67,11 @@ class BatchSender:
         self.incarnation = incarnation
         self.max_staged = max_staged
         self._context = context or zmq.Context.instance()
-        # waiting, the sender keeps one message queued and a small kernel buffer (shared/links.HELD_KERNEL_BUFFER),
+        # waiting, the sender keeps one message queued and a small kernel buffer (``kernel_buffer``),
         # except under CURVE, where the learner's side keeps its defaults too (learner/consolidator.py)
         small = wait_when_full and not (transport is not None and transport.curve_client_secret)
         self._socket = open_socket(self._context, zmq.PUSH, transport, server=False, send_hwm=1 if small else send_hwm,
-                                   kernel_buffer=HELD_KERNEL_BUFFER if small else None)
+                                   kernel_buffer=kernel_buffer if small else None)
         self._socket.connect(endpoint)
         self._staged: collections.deque[StagedBatch] = collections.deque()
         self._in_flight: collections.deque[zmq.MessageTracker] = collections.deque()  # sent, ZeroMQ still holds them

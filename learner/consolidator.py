@@ -43,7 +43,7 @@ import zmq
 from learner.slots import SlotTable
 from shared import protocol
 from shared.config import TransportConfig
-from shared.links import HELD_KERNEL_BUFFER, bind, open_socket
+from shared.links import bind, held_kernel_buffer, open_socket
 
 MAX_PER_SOCKET_PER_ROUND = 8  # fairness: drain at most this many messages from one actor before the next
 # While the learner holds its replay ratio every batch waits for room in a full queue, so a round of 8 from one
@@ -105,10 +105,11 @@ class SlotTrack:
 
 class Consolidator(threading.Thread):
     def __init__(self, transport: TransportConfig, num_actors: int, envs_per_actor: int, limits: protocol.Limits,
-                 out: queue.Queue, context: zmq.Context | None = None, held: bool = False):
+                 out: queue.Queue, context: zmq.Context | None = None, held: bool = False, batch_steps: int = 64):
         """``held``: the learner holds its replay ratio (``learner.exact_ratio``), so under a slower learner the
         sockets stay full: each then queues one message and a small kernel buffer (without CURVE), which bounds how
-        far behind the learner's weights the batches it delivers are."""
+        far behind the learner's weights the batches it delivers are. ``batch_steps``: the actors' steps per batch,
+        which with ``limits`` and ``envs_per_actor`` sizes that kernel buffer to about one batch."""
         super().__init__(name="consolidator", daemon=True)
         self.limits = limits
         self.envs_per_actor = envs_per_actor
@@ -121,13 +122,14 @@ class Consolidator(threading.Thread):
         # small buffers while holding the ratio, but not under CURVE: there libzmq aborted the learner process
         # (SIGABRT in tests/reliability/test_security.py) with a receive high-water mark of 1
         small = held and not transport.curve_server_secret
+        buffer = held_kernel_buffer(limits, envs_per_actor, batch_steps)
         try:
             for slot in range(num_actors):
                 # ZeroMQ's own bound applies per frame: a peer sending one frame above it is disconnected.
                 # Whole messages above max_message_bytes are rejected (and counted) by the decoder.
                 sock = open_socket(self._context, zmq.PULL, transport, server=True,
                                    recv_hwm=1 if small else transport.recv_hwm, max_message=transport.max_message_bytes,
-                                   kernel_buffer=HELD_KERNEL_BUFFER if small else None)
+                                   kernel_buffer=buffer if small else None)
                 self.sockets.append(sock)
                 bind(sock, f"tcp://{transport.host}:{transport.base_port + slot}", transport,
                      f"actor slot {slot}'s experience")

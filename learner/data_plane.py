@@ -74,7 +74,7 @@ class DataPlane:
         self._release_auth = curve.start_authenticator(cfg.transport)  # the allow-list runs before any socket binds
         try:
             self.consolidator = Consolidator(cfg.transport, cfg.actors, self.envs_per_actor, limits, self.queue,
-                                             held=cfg.learner.holds_ratio)
+                                             held=cfg.learner.holds_ratio, batch_steps=cfg.actor.batch_steps)
         except BaseException:
             self._release_auth()
             raise

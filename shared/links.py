@@ -23,17 +23,31 @@ detect dead ones:
 
 from __future__ import annotations
 
+import numpy as np
 import zmq
 
 from shared import curve
 from shared.config import TransportConfig
 from shared.errors import ConfigError
+from shared.protocol import Limits, batch_dtypes
+from shared.spec import EnvSpec
 
 HELD_KERNEL_BUFFER = 1 << 17
-"""Kernel send/receive buffer (bytes) of the experience sockets while the learner holds its replay ratio
+"""Largest kernel send/receive buffer (bytes) of the experience sockets while the learner holds its replay ratio
 (``learner.exact_ratio``): under a slower learner every buffer between an actor and replay stays full, and
 loopback TCP's autotuned buffers (megabytes: a dozen 64-step Mario batches per direction) held batches 13
-weight broadcasts behind the learner, past ``learner.max_weights_lag``. 128 KiB holds less than one batch."""
+weight broadcasts behind the learner, past ``learner.max_weights_lag``. 128 KiB holds less than one Mario batch."""
+
+
+def held_kernel_buffer(spec: EnvSpec | Limits, envs: int, steps: int) -> int:
+    """The kernel buffer of a held experience socket: about one batch of ``envs`` x ``steps`` steps of ``spec``
+    (an env spec, or the receiver's limits, which carry the same observation and action fields),
+    at most :data:`HELD_KERNEL_BUFFER`. A fixed 128 KiB holds dozens of small-observation batches (a corridor
+    batch is 2.5 KB): their actors' batches then arrived up to 16 broadcasts late and half were dropped as
+    stale_weights, so how much of a run's data was trained on depended on the machine's timing."""
+    step_bytes = (int(np.prod(spec.obs_shape)) * np.dtype(spec.obs_dtype).itemsize
+                  + sum(d.itemsize for d in batch_dtypes(spec.obs_dtype, spec.num_actions)[1:]))
+    return int(min(HELD_KERNEL_BUFFER, max(1 << 12, envs * steps * step_bytes)))
 
 
 def open_socket(ctx: zmq.Context, kind: int, transport: TransportConfig | None, *, server: bool,

@@ -10,7 +10,7 @@ from shared.config import ConfigError, EnvConfig, RunConfig
 from shared.envs import BUILTIN, EnvEntry, entry_for, env_spec, names, register
 from tests.support.learning import train_on_defaults
 
-UPDATES = 2_500
+UPDATES = 5_000
 EPISODES = 64
 
 
@@ -50,6 +50,9 @@ def test_an_env_registered_outside_warppipe_trains_through_launch_local(tmp_path
                                  "--learner.steps", str(UPDATES), "--learner.exact-ratio", timeout=800)
     assert "on corridor (obs float32 8, stack 1, 2 actions, mlp net)" in out, out[:2000]
     assert "Score:" in out and "Success:" in out  # the entry's names in the [MAIN] lines
+    # held, each socket buffers about one batch (shared/links.held_kernel_buffer): with a fixed 128 KiB, dozens of
+    # 2.5 KB corridor batches queued and 20-50% of them arrived too stale to train on, a share set by timing
+    assert "rejected by reason {}" in out, [line for line in out.splitlines() if "accounting" in line]
     state = load_checkpoint(run)
     cfg = RunConfig.from_json(state["config"])
     assert cfg.env.module == "tests.support.plugin_env" and state["counters"]["updates"] == UPDATES

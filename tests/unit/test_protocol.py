@@ -281,3 +281,17 @@ def test_encode_refuses_unlisted_dtypes_and_shapes():
     with pytest.raises(ValueError, match="masks"):
         protocol.encode_batch(0, 1, 0, 0, np.zeros((1, 2, 3), np.uint8), flags, rewards, flags, flags, STATS,
                               masks=np.zeros((1, 2, 1), bool))
+
+
+def test_a_held_socket_buffers_about_one_batch_and_at_most_128_kib():
+    from shared.links import HELD_KERNEL_BUFFER, held_kernel_buffer
+    from shared.spec import EnvSpec
+
+    # 64 steps of 8 float32s, a uint8 action, a float32 reward, terminated and first: 64 x 39 = 2,496 bytes
+    corridor = EnvSpec(obs_shape=(8,), obs_dtype="float32", stack=1, num_actions=2)
+    assert held_kernel_buffer(corridor, 1, 64) == 4096  # the floor
+    assert held_kernel_buffer(corridor, 4, 64) == 4 * 2_496
+    mario = EnvSpec(obs_shape=(84, 84), obs_dtype="uint8", stack=4, num_actions=7)
+    assert held_kernel_buffer(mario, 1, 64) == HELD_KERNEL_BUFFER == 1 << 17
+    limits = protocol.Limits.for_spec(corridor)  # the learner's side computes the same from its limits
+    assert held_kernel_buffer(limits, 4, 64) == held_kernel_buffer(corridor, 4, 64)
