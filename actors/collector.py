@@ -84,6 +84,8 @@ class Collector:
         self.net = build_q_network(spec, dueling=cfg.net.dueling, norm=cfg.net.norm).eval()
         self.actor_priorities = cfg.replay.prioritized and cfg.replay.initial_priority == "actor"
         self.reward_scale = cfg.learner.resolved("cpu", cfg.env).reward_scale  # the learner's TD-error units
+        self.death_penalty, self.success_bonus = cfg.actor.death_penalty, cfg.actor.success_bonus
+        self.shaped = bool(self.death_penalty or self.success_bonus)  # episode-end shaping (experimental)
         self.weights_version = 0
         self.first_action_weights_version = -1  # the weights the very first action used (tests check it)
         self.first = np.ones(n_env, dtype=np.uint8)
@@ -178,7 +180,9 @@ class Collector:
             obs, reward, term, trunc, info = self.env.step(actions[:, t])
             rewards[:, t] = reward
             terminated[:, t] = term
-            self.episode_return += reward
+            self.episode_return += reward  # game units: shaping below is for training only
+            if self.shaped and term.any():
+                rewards[:, t] += np.where(term, np.where(info["success"], self.success_bonus, -self.death_penalty), 0)
             done = term | trunc
             if stacked:
                 self.stacks[:, :-1] = self.stacks[:, 1:]

@@ -29,6 +29,8 @@ from shared.exploration import epsilons
     ("env.fake.actions", 0, "env.fake.actions=0"),
     ("actor.batch_steps", 0, "actor.batch_steps=0"),
     ("actor.epsilon", 1.5, "actor.epsilon=1.5"),
+    ("actor.death_penalty", -50.0, "actor.death_penalty=-50.0"),
+    ("actor.success_bonus", -1.0, "actor.success_bonus=-1.0"),
     ("learner.bootstrap_epsilon", 1.5, "learner.bootstrap_epsilon=1.5"),
     ("learner.target_sync", 0, "learner.target_sync=0"),
     ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
