@@ -43,7 +43,7 @@ def held_kernel_buffer(spec: EnvSpec | Limits, envs: int, steps: int) -> int:
     """The kernel buffer of a held experience socket: about one batch of ``envs`` x ``steps`` steps of ``spec``
     (an env spec, or the receiver's limits, which carry the same observation and action fields),
     at most :data:`HELD_KERNEL_BUFFER`. A fixed 128 KiB holds dozens of small-observation batches (a corridor
-    batch is 2.5 KB): their actors' batches then arrived up to 16 broadcasts late and half were dropped as
+    batch is 2.5 KB): their actors' batches then arrived up to 16 broadcasts late and up to half were dropped as
     stale_weights, so how much of a run's data was trained on depended on the machine's timing."""
     step_bytes = (int(np.prod(spec.obs_shape)) * np.dtype(spec.obs_dtype).itemsize
                   + sum(d.itemsize for d in batch_dtypes(spec.obs_dtype, spec.num_actions)[1:]))
