@@ -5,6 +5,7 @@
     python -m launch.evaluate runs/RUN --checkpoint backup/checkpoint-100k.pt --json eval-100k.json
     python -m launch.evaluate --policy random --stage 1-1 --episodes 20      # the random baseline
     python -m launch.evaluate --policy constant --action right+A --episodes 50  # hold right+A at epsilon 0.05
+    python -m launch.evaluate --policy random --buttons right_only --jump-release off --episodes 50
 
 RUN_DIR is a folder made by ``python -m launch.local``: its ``config.json`` gives the env (stage,
 action set, frame skip, frame size, stack, time limit) and its ``best.pt`` the network: the
@@ -13,7 +14,8 @@ not this command's), which is what a run hands over, since the last weights of a
 draw from a curve that swings between evaluations. ``--net online`` plays the last checkpoint
 (``checkpoint.pt``) instead, as does a run folder without ``best.pt``; ``--checkpoint FILE``
 reads another checkpoint file (without RUN_DIR the config is the one saved inside it). The run's
-env is used as it was trained, except ``--stage`` and ``--max-episode-steps`` when given.
+env is used as it was trained, except ``--stage``, ``--max-episode-steps`` and ``--jump-release`` when given
+(and ``--buttons``, Mario's button set, for the random and constant baselines).
 
 ``--policy greedy`` (default) plays ``--episodes`` episodes epsilon-greedy at ``--epsilon`` and
 one more at epsilon 0 (Mario is deterministic given the actions, so one pure-greedy episode is all
@@ -65,7 +67,7 @@ from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from shared.config import ConfigError, EnvConfig, RunConfig
 from shared.envs import entry_for, env_label, env_spec
 from shared.envs import names as env_names
-from shared.envs.mario import parse_stage
+from shared.envs.mario import ACTION_SETS, parse_stage
 
 
 class UsageError(Exception):
@@ -101,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-episode-steps", type=int, default=None, help="override the env's time limit (0: none)")
     p.add_argument("--jump-release", default=None, choices=("on", "off"),
                    help="Mario's jump release (env.mario.jump_release; default: the run's setting, on without RUN_DIR)")
+    p.add_argument("--buttons", default=None, choices=tuple(ACTION_SETS),
+                   help="Mario's button set for --policy random or constant (env.mario.actions; default: the run's, "
+                        "simple without RUN_DIR): a baseline for runs trained on another set")
     p.add_argument("--video", default=None, metavar="PATH", help="record the best episode to PATH.mp4 or PATH.gif")
     p.add_argument("--video-episode", default="best", choices=("best", "greedy"),
                    help="which episode --video records: the best of the epsilon run (default) or the pure-greedy one")
@@ -141,6 +146,9 @@ def resolve(args: argparse.Namespace) -> dict:
     if (args.action is not None) != (args.policy == "constant"):
         raise UsageError(f"--action={args.action!r} goes with --policy constant (and it needs one), "
                          f"not --policy {args.policy}")
+    if args.buttons is not None and greedy:
+        raise UsageError(f"--buttons={args.buttons!r} goes with --policy random or constant: a network plays the "
+                         f"buttons it was trained on")
     run_dir, ckpt_path, cfg, state = args.run_dir, args.checkpoint, None, None
 
     if run_dir is not None:
@@ -188,6 +196,8 @@ def resolve(args: argparse.Namespace) -> dict:
         env = dataclasses.replace(env, max_episode_steps=args.max_episode_steps)
     if args.jump_release is not None:
         env = dataclasses.replace(env, mario=dataclasses.replace(env.mario, jump_release=args.jump_release == "on"))
+    if args.buttons is not None:
+        env = dataclasses.replace(env, mario=dataclasses.replace(env.mario, actions=args.buttons))
     try:
         env.validate()
         entry = entry_for(env)

@@ -141,6 +141,9 @@ def test_best_episode_and_names():
     (["--policy", "constant", "--env", "catch"], "--action=None"),  # constant needs an action
     (["--policy", "random", "--action", "left"], "--action='left'"),  # ... and only constant takes one
     (["--policy", "constant", "--action", "jump", "--env", "catch"], "--action='jump'"),
+    (["{run}", "--buttons", "right_only"], "--buttons='right_only'"),  # a network plays its own buttons
+    (["--policy", "random", "--buttons", "left_only"], "'left_only'"),
+    (["--policy", "constant", "--action", "left", "--buttons", "right_only"], "--action='left'"),  # not in the set
 ])
 def test_bad_input(tmp_path, capsys, args, needle):
     run, empty = tmp_path / "run", tmp_path / "empty"
@@ -194,6 +197,21 @@ def test_mario_random_video(tmp_path):
     finally:
         reader.close()
     assert count == v["frames"]
+
+
+@pytest.mark.slow
+def test_mario_baselines_play_the_buttons_asked_for(tmp_path):
+    pytest.importorskip("gym_super_mario_bros")
+    out = tmp_path / "b.json"
+    common = ["--episodes", "1", "--epsilon", "1", "--max-episode-steps", "200", "--json", str(out)]
+    assert main(["--policy", "constant", "--action", "right+B", "--buttons", "right_only", "--jump-release", "off",
+                 *common]) == 0
+    data = json.loads(out.read_text())
+    assert data["env"]["mario"]["actions"] == "right_only" and data["env"]["mario"]["jump_release"] is False
+    assert sorted(data["summary"]["action_fractions"]) == sorted(["NOOP", "right", "right+A", "right+B", "right+A+B"])
+    assert main(["--policy", "random", *common]) == 0  # without --buttons: the default set, 7 buttons
+    data = json.loads(out.read_text())
+    assert data["env"]["mario"]["actions"] == "simple" and len(data["summary"]["action_fractions"]) == 7
 
 
 @pytest.mark.slow
