@@ -47,7 +47,7 @@ from launch.processes import ActorPool, spawn_context, start_process, stop_proce
 from learner.checkpoint import BEST_NAME
 from learner.loop import Learner, load_resume_state
 from shared.config import ConfigError, RunConfig
-from shared.envs import env_label, env_spec
+from shared.envs import entry_for, env_label, env_spec
 from shared.exploration import epsilon_floors
 from shared.health import Heartbeat
 from shared.network import network_family
@@ -62,10 +62,11 @@ RESUME_BUDGETS = (("total_env_steps",), ("learner", "steps"))
 
 
 def spec_line(cfg: RunConfig) -> str:
-    """The env's spec in a few words: observation, stack, actions, mask, network family."""
-    spec = env_spec(cfg.env)
+    """The env's spec in a few words: observation, stack, actions, mask, network family, the env's own options."""
+    spec, options = env_spec(cfg.env), entry_for(cfg.env).options
     return (f"obs {spec.obs_dtype} {'x'.join(map(str, spec.obs_shape))}, stack {spec.stack}, "
-            f"{spec.num_actions} actions{', masked' if spec.masked else ''}, {network_family(spec)} net")
+            f"{spec.num_actions} actions{', masked' if spec.masked else ''}, {network_family(spec)} net"
+            + (f", {options(cfg.env)}" if options is not None else ""))
 
 
 def resolve_device(name: str) -> torch.device:

@@ -70,6 +70,9 @@ class EnvEntry:
     """Checks of the env's own options; raises ConfigError naming the bad value."""
     label: Callable[[EnvConfig], str] | None = None
     """What a run played, in a word or two for headers and file names (Mario: its stage); default: the name."""
+    options: Callable[[EnvConfig], str] | None = None
+    """The env's own options that change what the agent plays, in a few words for the run header (Mario: its button
+    set and jump release); default: none."""
     score: str = "score"
     """What ``info["score"]`` measures, for console lines (Mario: Distance, the episode's furthest x_pos)."""
     success: str = "success"

@@ -65,6 +65,10 @@ class MarioOptions:
     evaluation alike: about 17 s of game time, so a policy standing at a pipe ends its episode there instead of
     playing out the game clock (about 2,000 steps)."""
 
+    def describe(self) -> str:
+        """The button set and jump release in a few words (the run header)."""
+        return f"{self.actions} buttons, " + ("jump release" if self.jump_release else "raw buttons (no jump release)")
+
     def validate(self) -> None:
         parse_stage(self.stage)
         check(self.actions in ACTION_SETS, "env.mario.actions", self.actions,
@@ -161,8 +165,8 @@ def _action_names(cfg: EnvConfig) -> list[str]:
 
 ENTRY = register(frame_entry(
     "mario", make_mario_env, _action_names, validate=lambda cfg: cfg.mario.validate(),
-    label=lambda cfg: cfg.mario.stage, score="Distance", success="Flags", video=True, reward_scale=1 / 15,
-    target_sync=1_000))
+    label=lambda cfg: cfg.mario.stage, options=lambda cfg: cfg.mario.describe(), score="Distance", success="Flags",
+    video=True, reward_scale=1 / 15, target_sync=1_000))
 """Mario's reward (x progress, clock, death) is clipped to +-15 per frame by gym-super-mario-bros: scaled by 1/15.
 The target net syncs every 1,000 updates: at 250 a run's last weights fell far below its own earlier snapshots
 (docs/experiments/mario.md)."""

@@ -222,6 +222,18 @@ def test_legacy_config_keeps_raw_buttons():
     assert RunConfig.from_json(json.dumps(data)).env.mario.jump_release is False  # those runs played the raw buttons
 
 
+def test_the_run_header_names_the_button_set_and_jump_release():
+    from launch.local import spec_line
+    from shared.config import RunConfig
+
+    cfg = RunConfig()
+    assert spec_line(cfg).endswith("7 actions, nature net, simple buttons, jump release")
+    cfg.env.mario.actions, cfg.env.mario.jump_release = "right_only", False
+    assert spec_line(cfg).endswith("5 actions, nature net, right_only buttons, raw buttons (no jump release)")
+    cfg.env.name = "catch"  # an env without options of its own: the spec alone
+    assert spec_line(cfg).endswith("3 actions, nature net")
+
+
 def test_action_sets_match_package():
     from gym_super_mario_bros import actions
 
