@@ -68,6 +68,7 @@ from shared.config import ConfigError, EnvConfig, RunConfig
 from shared.envs import entry_for, env_label, env_spec
 from shared.envs import names as env_names
 from shared.envs.mario import ACTION_SETS, parse_stage
+from shared.envs.mario import ENTRY as MARIO
 
 
 class UsageError(Exception):
@@ -203,6 +204,9 @@ def resolve(args: argparse.Namespace) -> dict:
         entry = entry_for(env)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+    for flag, value in (("--jump-release", args.jump_release), ("--buttons", args.buttons)):
+        if value is not None and entry is not MARIO:
+            raise UsageError(f"{flag}={value!r} is a Mario option; this evaluation plays env.name={env.name!r}")
     action = None
     if args.action is not None:
         names = action_names_for(env)

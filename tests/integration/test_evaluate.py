@@ -144,6 +144,8 @@ def test_best_episode_and_names():
     (["{run}", "--buttons", "right_only"], "--buttons='right_only'"),  # a network plays its own buttons
     (["--policy", "random", "--buttons", "left_only"], "'left_only'"),
     (["--policy", "constant", "--action", "left", "--buttons", "right_only"], "--action='left'"),  # not in the set
+    (["--policy", "random", "--env", "catch", "--buttons", "right_only"], "--buttons='right_only'"),  # Mario's only
+    (["--policy", "random", "--env", "catch", "--jump-release", "off"], "--jump-release='off'"),
 ])
 def test_bad_input(tmp_path, capsys, args, needle):
     run, empty = tmp_path / "run", tmp_path / "empty"
