@@ -14,7 +14,12 @@ rate with its interval.
 Baselines (``--baseline``: JSON files of ``launch.evaluate --policy random`` or ``--policy constant``) are rows of
 their own, their intervals over episodes.
 
-Printed as a Markdown table; ``--out PREFIX`` also writes PREFIX.md and PREFIX.json. ``--plot PNG`` draws each
+A second table lists each run: its seed, the last weights' and best.pt's mean x_pos with its interval over
+episodes, and where the episodes that missed the flag cluster: the ``--end-window`` (200 x_pos by default) holding
+most of their ends, with its count ("35 of 50 end at 600-720": a policy that fails at one hazard, such as 1-1's
+first goomba, rather than across the stage).
+
+Printed as Markdown tables; ``--out PREFIX`` also writes PREFIX.md and PREFIX.json. ``--plot PNG`` draws each
 group's in-training evaluation curve (``eval/x_pos`` of metrics.jsonl, each run interpolated onto a common grid of
 env steps) as the mean over runs with a 95% bootstrap band, the baselines as horizontal lines. Bad input (a folder that
 is no run, a run without a final evaluation) is named on stderr; such runs are listed and left out of the
@@ -36,6 +41,7 @@ from launch.final_eval import RESULT_NAME, describe
 from launch.machine import MACHINE_NAME
 
 CONFIDENCE = 0.95
+END_WINDOW = 200  # x_pos: about one hazard of 1-1 (the first pipes' goomba stops runs at 600-720)
 # Config keys that never make two runs different treatments.
 IGNORED = ("seed", "actor.seed", "learner.seed", "eval.seed", "run_dir", "resume", "log_every", "progress",
            "spawn_actors", "label", "device")
@@ -119,6 +125,19 @@ def iqm(x, axis=-1):
     return stats.trim_mean(x, 0.25, axis=axis)
 
 
+def densest_end(episodes: list[dict], window: float = END_WINDOW) -> dict | None:
+    """Where the episodes that missed the flag cluster: the window of ``window`` x_pos holding the most of their
+    ends (the first such window from the left), as {"lo", "hi" (the least and greatest end in it), "count",
+    "episodes" (all episodes, flags included)}; None when every episode reached the flag."""
+    ends = np.sort(np.array([e["x_pos"] for e in episodes if not e["flag"]], dtype=np.float64))
+    if len(ends) == 0:
+        return None
+    last_in = np.searchsorted(ends, ends + window, side="left")  # ends[i:last_in[i]] lie in [ends[i], ends[i] + window)
+    i = int(np.argmax(last_in - np.arange(len(ends))))
+    return {"lo": float(ends[i]), "hi": float(ends[last_in[i] - 1]), "count": int(last_in[i] - i),
+            "episodes": len(episodes)}
+
+
 def cpu_label(machine: dict) -> str | None:
     """The CPU's model name and whether it has native bf16 (AMP on CPU): the two machine kinds of one model name
     differ about 2x in learner speed; and the GPU, where the machine had one (the learner runs there)."""
@@ -144,7 +163,17 @@ def replay_ratio(path: str, final: dict | None) -> float | None:
     return last
 
 
-def summarize_group(name: str, runs: list[dict]) -> dict:
+def evaluated(part: dict | None, window: float) -> dict | None:
+    """One evaluated set of weights of eval_final.json (last, best or ema) as a per-run entry."""
+    if not part:
+        return None
+    entry = {**part["summary"], "weights_version": part.get("weights_version"), "env_steps": part.get("env_steps")}
+    if part.get("episodes"):  # older files lack the episodes: no "ends" then
+        entry["ends"] = densest_end(part["episodes"], window)
+    return entry
+
+
+def summarize_group(name: str, runs: list[dict], window: float = END_WINDOW) -> dict:
     done = [r for r in runs if r["final"] is not None]
     last = [r["final"]["last"]["summary"] for r in done]
     best = [r["final"]["best"]["summary"] for r in done if r["final"].get("best")]
@@ -158,9 +187,9 @@ def summarize_group(name: str, runs: list[dict]) -> dict:
                         "env_steps": f["env_steps"] if f else None,
                         "samples_per_transition": replay_ratio(r["path"], f),
                         "env_steps_per_s": (f["env_steps"] / wall) if f and wall else None,
-                        "last": f["last"]["summary"] if f else None,
-                        "best": f["best"]["summary"] if f and f.get("best") else None,
-                        "ema": f["ema"]["summary"] if f and f.get("ema") else None})
+                        "last": evaluated(f["last"], window) if f else None,
+                        "best": evaluated(f.get("best"), window) if f else None,
+                        "ema": evaluated(f.get("ema"), window) if f else None})
     return {"group": name, "runs": len(runs), "evaluated": len(done), "per_run": per_run,
             "env_steps": sorted({p["env_steps"] for p in per_run if p["env_steps"] is not None}),
             "cpus": sorted({p["cpu"] for p in per_run if p["cpu"]}),
@@ -265,12 +294,42 @@ def plot_groups(groups: list[dict], baselines: list[dict], out: str, points: int
     fig.savefig(out)
 
 
-def report(paths: list[str], baseline_paths: list[str]) -> tuple[list[dict], list[dict], list[str]]:
+def _weights(p: dict | None, with_version: bool) -> tuple[str, str]:
+    """(x_pos mean [95% CI], flags; where the missed episodes cluster) of one per-run entry, as table cells."""
+    if not p:
+        return "-", "-"
+    where = f"v{p['weights_version']}, {p['env_steps']:,} env steps: " if with_version and p.get("env_steps") else ""
+    flags = round(p["flag_rate"] * p["episodes"])
+    cell = f"{where}{p['x_pos_mean']:,.0f}{_ci(p.get('x_pos_ci'), ',.0f')}, {flags}/{p['episodes']} flags"
+    if "ends" not in p:
+        return cell, "-"
+    e = p["ends"]
+    return cell, (f"{e['count']} of {e['episodes']} at {e['lo']:,.0f}-{e['hi']:,.0f}" if e
+                  else "every episode at the flag")
+
+
+def per_run_markdown(groups: list[dict]) -> str:
+    """One row per evaluated run: seed, the last weights and best.pt, and where their missed episodes cluster."""
+    lines = ["| group | run (seed) | last weights: x_pos mean [95% CI], flags | where most missed episodes end "
+             "| best.pt: x_pos mean [95% CI], flags | where most missed episodes end |", "|---|---|---|---|---|---|"]
+    for g in groups:
+        for p in g["per_run"]:
+            if p["last"] is None:
+                continue
+            last, last_ends = _weights(p["last"], with_version=False)
+            best, best_ends = _weights(p["best"], with_version=True)
+            lines.append(f"| {g['group']} | {os.path.basename(p['path'].rstrip(os.sep))} ({p['seed']}) | {last} "
+                         f"| {last_ends} | {best} | {best_ends} |")
+    return "\n".join(lines)
+
+
+def report(paths: list[str], baseline_paths: list[str],
+           window: float = END_WINDOW) -> tuple[list[dict], list[dict], list[str]]:
     """(group summaries, baseline rows, warnings about runs left out of the statistics)."""
     runs = [load_run(p) for p in find_runs(paths)]
     warnings = [f"{r['path']}: no {RESULT_NAME} (run python -m launch.final_eval {r['path']}); left out"
                 for r in runs if r["final"] is None]
-    groups = [summarize_group(name, members) for name, members in group_runs(runs).items()]
+    groups = [summarize_group(name, members, window) for name, members in group_runs(runs).items()]
     return groups, [load_baseline(p) for p in baseline_paths], warnings
 
 
@@ -281,15 +340,21 @@ def main(argv: list[str] | None = None) -> int:
                    help="a launch.evaluate result (--policy random or constant) to show as a row")
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.md and PREFIX.json")
     p.add_argument("--plot", default=None, metavar="PNG", help="draw the groups' evaluation curves with 95%% bands")
+    p.add_argument("--end-window", type=float, default=END_WINDOW, metavar="X",
+                   help="width in x_pos (the score) of the window in which the per-run table finds where most "
+                        "missed episodes end (default %(default)g: about one hazard of 1-1)")
     args = p.parse_args(argv)
+    if not args.end_window > 0:
+        print(f"error: --end-window={args.end_window:g} must be a positive width in x_pos", file=sys.stderr)
+        return 2
     try:
-        groups, baselines, warnings = report(args.paths, args.baseline)
+        groups, baselines, warnings = report(args.paths, args.baseline, args.end_window)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for line in warnings:
         print(f"warning: {line}", file=sys.stderr)
-    table = markdown(groups, baselines)
+    table = markdown(groups, baselines) + "\n\n" + per_run_markdown(groups)
     print(table)
     if args.out:
         folder = os.path.dirname(args.out)
