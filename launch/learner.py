@@ -20,6 +20,7 @@ import sys
 import tyro
 
 from launch.local import run
+from learner.trainer import NonFiniteUpdate
 from shared.config import ConfigError, RunConfig
 from shared.curve import key_wait, wait_for_key_files
 
@@ -34,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except NonFiniteUpdate as exc:  # the run stopped and saved its last good weights (learner/trainer.py)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ from launch.machine import record_machine
 from launch.processes import ActorPool, spawn_context, start_process, stop_processes
 from learner.checkpoint import BEST_NAME
 from learner.loop import Learner, load_resume_state
+from learner.trainer import NonFiniteUpdate
 from shared.config import ConfigError, RunConfig
 from shared.envs import entry_for, env_label, env_spec
 from shared.exploration import epsilon_floors
@@ -262,8 +263,9 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.d
                  resumed: bool) -> None:
     """The run's first [MAIN] lines: seed, folder and env, exploration and replay, evaluation schedule."""
     lc = learner.dqn.cfg
+    vectors = " (256-bit CPU vectors)" if learner.dqn.cpu_vectors_pinned else ""
     mode = "collecting only" if cfg.collect_only else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, " \
-        f"compile: {lc.compile}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s), " \
+        f"compile: {lc.compile}{vectors}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s), " \
         f"{'dueling' if cfg.net.dueling else 'Nature-DQN'} head)"
     seeds = "" if (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (cfg.seed,) * 3 else \
         f" (actors {cfg.actor.seed}, learner {cfg.learner.seed}, evaluations {cfg.eval.seed})"
@@ -451,6 +453,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except NonFiniteUpdate as exc:  # the run stopped and saved its last good weights (learner/trainer.py)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ gradient equals the gradient of the mean loss over the concatenated batch, then 
 step. Mixed precision (``amp``): bf16 autocast on GPUs that support it (no scaler needed), fp16
 autocast with a GradScaler on other GPUs; on CPU bf16 where the CPU has native bf16, else off.
 Only the convolutions run in low precision: the network's head, every Q-value, the Double-DQN
-argmax, the target and the loss are fp32 (shared/network.py).
+argmax, the target and the loss are fp32 (shared/network.py). One exception, seen in inductor's code on CPU: the
+compiled backward computes the head's weight gradients from bf16 operands (eager keeps them fp32): measured within
+4.3% of eager's (norm of the difference over eager's norm; tests/unit/test_trainer.py allows 10%).
 
 Target: ``reward_scale * R_n + discount * Q_target(s', argmax_a Q_online(s', a))`` where ``R_n``
 is the n-step return in game units from replay; the scale (auto: 1/15 on Mario) keeps Q near
@@ -65,6 +67,19 @@ parameters, its ``step`` on the device, and with a fp16 GradScaler it takes the 
 ``found_inf`` on the device instead of the per-update ``.item()`` that GradScaler's non-fused
 path does (``unscale_`` runs first for the clipping, so the scaler hands it no extra scale).
 
+On a CPU whose inductor code would use 512-bit vectors (AVX-512, AMX), a compiled learner under bf16/fp16 autocast
+has inductor generate 256-bit (AVX2) code instead (``pin_cpu_vectors_to_256_bits``). Measured with torch 2.13 and
+GCC 12 on an Intel Xeon with AMX: the backward's fused kernel that copies the two head weight gradients from bf16 to
+fp32 (each also transposed), in 512-bit code, wrote about 130K-200K non-finite values into each 1.6M-entry gradient,
+a different number each call, and every Catch, Snake and benchmark run stopped at its first updates; a function of
+those copies alone reproduces it (docs/testing.md, "Compiled bf16 on an Intel Xeon with AMX"). 256-bit code computes
+them exactly (the compiled learner ran at 0.89x eager's samples/s at batch 64 x 1 there). fp32 compiled code has no
+such copy and keeps the wider vectors.
+
+A gradient that is not finite stops the run before the optimizer step (``NonFiniteUpdate``), so the weights,
+and the checkpoint the run writes on its way out, are those of the last good update. fp16 with a GradScaler is the
+exception: the scaler skips such steps and lowers its scale, as it is built to.
+
 ``warm_up()`` runs full updates (every graph, the optimizer's first
 step) before the first timed epoch and reports that time apart, then restores all state, so
 warm-up changes nothing a checkpoint holds.
@@ -73,6 +88,7 @@ warm-up changes nothing a checkpoint holds.
 from __future__ import annotations
 
 import copy
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -100,6 +116,23 @@ def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
     if mode == "fp16":
         return torch.float16
     return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+def pin_cpu_vectors_to_256_bits() -> bool:
+    """Have inductor generate 256-bit vector code on this CPU where it would pick wider; returns whether it changed
+    anything (not where the user set ``torch._inductor.config.cpp.simdlen``). Process-wide; see the module docstring
+    for why a low-precision compiled learner on CPU needs it."""
+    import torch._inductor.config as inductor_config
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    if inductor_config.cpp.simdlen is not None or pick_vec_isa().bit_width() <= 256:
+        return False
+    inductor_config.cpp.simdlen = 256
+    return True
+
+
+class NonFiniteUpdate(RuntimeError):
+    """An update's loss, TD errors or gradient were not finite; the optimizer step was not taken."""
 
 
 def configure_cuda_backends() -> None:
@@ -152,6 +185,8 @@ class DQNLearner:
         self.batchnorm_batch_stats = batchnorm_batch_stats
         self.online_fn, self.target_fn = self.online, self.target
         self.cuda_graphs = cfg.compile and device.type == "cuda"
+        self.cpu_vectors_pinned = bool(cfg.compile and device.type == "cpu" and self.amp_dtype is not None
+                                       and pin_cpu_vectors_to_256_bits())
         if cfg.compile:
             mode = "reduce-overhead" if self.cuda_graphs else None
             self.online_fn = torch.compile(self.online, mode=mode)
@@ -243,10 +278,26 @@ class DQNLearner:
             if prioritized is not None and "slot" in batch:
                 sampled.append((batch["stream"], batch["slot"], td))
         self.scaler.unscale_(self.optimizer)
+        params = list(self.online.parameters())
         if self.cfg.max_grad_norm > 0:
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.max_grad_norm)
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
         else:
-            grad_norm = torch.zeros((), device=self.device)
+            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        # The update's one device-to-host copy (and, on a GPU, its one sync), before the step so that a non-finite
+        # gradient never reaches the weights: the figures the loop logs and, for prioritized replay, the TD errors
+        # its host-side sum tree needs, with the (stream, slot) they belong to.
+        stats = torch.stack([loss_total, td_total, q_total, grad_norm.float()]).double()
+        td_all = None
+        if sampled:
+            stream, slot, td_all = (torch.cat(parts) for parts in zip(*sampled))
+            n = stream.numel()
+            host = torch.cat([stats, stream.double(), slot.double(), td_all.double()]).cpu()  # exact below 2**53
+            stream, slot, td_all, stats = host[4:4 + n].long(), host[4 + n:4 + 2 * n].long(), host[4 + 2 * n:], host[:4]
+        loss, td, q, norm = stats.tolist()  # a non-finite TD error makes td (the sum of their means) non-finite too
+        if not self.scaler.is_enabled() and not all(map(math.isfinite, (loss, td, q, norm))):
+            raise NonFiniteUpdate(self._non_finite_message(loss / steps, td / steps, q / steps, norm, td_all))
+        if td_all is not None:
+            prioritized(stream, slot, td_all)  # one vectorized call
         self.scaler.step(self.optimizer)
         self.scaler.update()
         if self.ema is not None:
@@ -254,17 +305,18 @@ class DQNLearner:
         self.updates += 1
         if self.updates % self.cfg.target_sync == 0:
             self.sync_target()
-        # The update's one device-to-host copy (and, on a GPU, its one sync): the figures the loop logs and, for
-        # prioritized replay, the TD errors its host-side sum tree needs, with the (stream, slot) they belong to.
-        stats = torch.stack([loss_total, td_total, q_total, grad_norm.float()]).double()
-        if sampled:
-            stream, slot, td_all = (torch.cat(parts) for parts in zip(*sampled))
-            n = stream.numel()
-            host = torch.cat([stats, stream.double(), slot.double(), td_all.double()]).cpu()  # exact below 2**53
-            prioritized(host[4:4 + n].long(), host[4 + n:4 + 2 * n].long(), host[4 + 2 * n:])  # one vectorized call
-            stats = host[:4]
-        loss, td, q, norm = stats.tolist()
         return UpdateStats(loss / steps, td / steps, q / steps, norm)
+
+    def _non_finite_message(self, loss: float, td: float, q: float, norm: float, td_all: torch.Tensor | None) -> str:
+        bad_td = "" if td_all is None else f" ({int((~torch.isfinite(td_all)).sum())} of {td_all.numel()} not finite)"
+        precision = f"AMP {str(self.amp_dtype).removeprefix('torch.')}" if self.amp_dtype is not None else "full precision"
+        compiled = "torch.compile" + (" with 256-bit CPU vectors" if self.cpu_vectors_pinned else "") \
+            if self.cfg.compile else "eager"
+        return (f"update {self.updates + 1:,} is not finite: loss {loss:.6g}, mean |TD error| {td:.6g}{bad_td}, "
+                f"mean Q {q:.6g}, gradient norm {norm:.6g} ({precision}, {compiled}, on {self.device}, "
+                f"lr {self.optimizer.param_groups[0]['lr']:.3g}). The step was not taken: the weights are those of "
+                f"update {self.updates:,}. To tell arithmetic from divergence, rerun with --learner.amp off or "
+                f"--learner.no-compile.")
 
     def set_lr(self, lr: float) -> None:
         """Set the optimizer's learning rate (the loop follows LearnerConfig.lr_at)."""
