@@ -362,7 +362,8 @@ class LearnerConfig:
     """Mixed precision of the convolutions (the head and every Q-value stay fp32): auto = bf16 on GPUs that support it,
     else fp16 with a gradient scaler; on CPU bf16 where the CPU has native bf16 (AVX512-BF16/AMX), else off."""
     compile: bool = True
-    """torch.compile the network (mode reduce-overhead on CUDA); compiled and warmed up before the first epoch."""
+    """torch.compile the network (mode reduce-overhead on CUDA; on a CPU under AMP, 256-bit vector code, see
+    learner/trainer.py); compiled and warmed up before the first epoch."""
     steps: int = 0
     """Stop after this many updates in total, counting resumed ones (0: no limit); the run ends as with --duration."""
     threads: int = AUTO
