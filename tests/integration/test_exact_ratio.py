@@ -13,7 +13,7 @@ import torch
 from tests.integration.test_launch import FAKE_BATCH, STOPPED, last_line, run_to_the_end
 from tests.support.launcher import TRAINING
 
-SPI, SLACK, BUDGET = 16, 256, 3000
+SPI, SLACK, BUDGET = 16, 256, 1500  # 1,500 updates: 293 s on an Intel Xeon with AMX at 3,000, near the 300 s guard
 
 
 def test_a_learner_slower_than_its_actors_holds_the_ratio_and_the_actors_wait_without_dropping(tmp_path):
