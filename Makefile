@@ -29,10 +29,10 @@ run: install
 # 2 workers (pytest-xdist), one test at a time each, the slow ones first (tests/conftest.py); every test is bounded
 # by work (updates, env steps, events), not seconds, so it passes on a slow machine too, only later
 test: install-dev lint
-	$(PY) -m pytest -rs --durations=15 -n 2 --maxschedchunk 1
+	$(PY) -m pytest -rs --durations=30 -n 2 --maxschedchunk 1
 
 test-all: install-dev  # also the extended tests (e.g. Catch on uniform replay), about 4 minutes more
-	$(PY) -m pytest -rs --durations=15 -n 2 --maxschedchunk 1 -m ""
+	$(PY) -m pytest -rs --durations=30 -n 2 --maxschedchunk 1 -m ""
 
 lint: install-dev  # ruff, configured in pyproject.toml
 	$(PY) -m ruff check .
