@@ -194,7 +194,8 @@ class DQNLearner:
         self.ema = None  # Polyak average of the online net: what a user plays (launch.evaluate --net ema)
         if cfg.ema_decay > 0:
             self.ema = AveragedModel(self.online, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema_decay), use_buffers=True)
-        for p in self.online.parameters():  # allocated here, outside any CUDA graph; see the module docstring
+        self.params = list(self.online.parameters())  # the same tensors for the whole run (load_state_dict copies in)
+        for p in self.params:  # allocated here, outside any CUDA graph; see the module docstring
             p.grad = torch.zeros_like(p)
         self.updates = 0
         self.compile_seconds = 0.0
@@ -278,11 +279,10 @@ class DQNLearner:
             if prioritized is not None and "slot" in batch:
                 sampled.append((batch["stream"], batch["slot"], td))
         self.scaler.unscale_(self.optimizer)
-        params = list(self.online.parameters())
         if self.cfg.max_grad_norm > 0:
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
         else:
-            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.params])
         # The update's one device-to-host copy (and, on a GPU, its one sync), before the step so that a non-finite
         # gradient never reaches the weights: the figures the loop logs and, for prioritized replay, the TD errors
         # its host-side sum tree needs, with the (stream, slot) they belong to.
