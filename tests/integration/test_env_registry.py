@@ -44,9 +44,10 @@ def test_auto_settings_come_from_the_entry():
     assert RunConfig(env=plugin).learner.resolved("cpu", plugin).reward_scale == 1.0
 
 
-def train_corridor(tmp_path, updates: int) -> tuple[str, dict, RunConfig]:
+def train_corridor(tmp_path, updates: int) -> tuple[str, dict, RunConfig, torch.nn.Module]:
     """launch.local on the plug-in env, defaults, the ratio held (so every machine trains the same samples per
-    transition; docs/testing.md has the failures); checks what any such run must show, returns its checkpoint."""
+    transition; docs/testing.md has the failures); checks what any such run must show, returns its output, checkpoint,
+    config and the last weights' network rebuilt from that config."""
     out, run = train_on_defaults(tmp_path, "corridor", "--env.module", "tests.support.plugin_env",
                                  "--learner.steps", str(updates), "--learner.exact-ratio", timeout=800)
     assert "on corridor (obs float32 8, stack 1, 2 actions, mlp net)" in out, out[:2000]
@@ -57,15 +58,14 @@ def train_corridor(tmp_path, updates: int) -> tuple[str, dict, RunConfig]:
     state = load_checkpoint(run)
     cfg = RunConfig.from_json(state["config"])
     assert cfg.env.module == "tests.support.plugin_env" and state["counters"]["updates"] == updates
-    return out, state, cfg
+    return out, state, cfg, build_network(cfg.env, state["learner"]["online"], dueling=cfg.net.dueling)
 
 
 @pytest.mark.timeout(900)  # a hang guard: the run ends on its update budget
 def test_an_env_registered_outside_warppipe_trains_through_launch_local(tmp_path):
     """The plumbing: every process imports the module, the run trains its update budget, and the checkpoint's
     network, rebuilt from the saved config, plays the env. Learning is the extended test below."""
-    _, state, cfg = train_corridor(tmp_path, PLUMBING_UPDATES)
-    net = build_network(cfg.env, state["learner"]["online"], dueling=cfg.net.dueling)
+    _, _, cfg, net = train_corridor(tmp_path, PLUMBING_UPDATES)
     episodes = play_episodes(net, cfg.env, 8, 0.0, seed=5)
     assert len(episodes) == 8 and all(e.length > 0 for e in episodes)
 
@@ -73,8 +73,7 @@ def test_an_env_registered_outside_warppipe_trains_through_launch_local(tmp_path
 @pytest.mark.extended  # minutes of learner updates on a tiny network (about 185 s on a slow host): make test-all
 @pytest.mark.timeout(900)  # a hang guard: the run ends on its update budget
 def test_an_env_registered_outside_warppipe_is_learned(tmp_path, record_property):
-    out, state, cfg = train_corridor(tmp_path, UPDATES)
-    net = build_network(cfg.env, state["learner"]["online"], dueling=cfg.net.dueling)
+    out, state, cfg, net = train_corridor(tmp_path, UPDATES)
     greedy = play_episodes(net, cfg.env, EPISODES, 0.0, seed=5)
     torch.manual_seed(cfg.learner.seed)  # the learner's initial network (learner/trainer.py seeds it so)
     untrained = play_episodes(build_network(cfg.env), cfg.env, EPISODES, 0.0, seed=5)

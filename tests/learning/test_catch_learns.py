@@ -5,8 +5,8 @@ size is the default 84. The ratio is held at 2 samples per transition (``--learn
 --learner.samples-per-insert 2``), so the transitions a run learns from (about 36K in 1,000 updates) do not depend
 on the machine's speed: with the ratio only capped they did (7,552 on one core, where a 500-update run scored the
 bar exactly; 27K-38K in the suite beside another test; 100K alone on 2 cores, its actors filling the CPU with
-transitions the learner never samples). Held at 4 (20K transitions) it scored 0.67 once in the suite, so 2, near
-what the capped runs saw in the suite, where they always scored 1.00 (docs/testing.md).
+transitions the learner never samples). 2 gives about what the capped runs saw in the suite, where they always
+scored 1.00; at 4 (20K transitions) the margin over the bar was smaller (docs/testing.md).
 
 A ball falls in one of 5 columns; the greedy policy is deterministic, so its return over 200 episodes moves in steps
 of about 0.4 (each column caught or missed): -1.0 catches none, -0.6 one (what a random or broken pipeline scores),
