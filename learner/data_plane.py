@@ -131,11 +131,15 @@ class DataPlane:
         """Per (slot, incarnation) accounting (learner/consolidator.py IncarnationLedger), a copy."""
         return self.consolidator.ledger()
 
+    def accepted_per_actor(self) -> list[int]:
+        """Transitions accepted so far from each actor slot (counted as each message arrives, before ``drain``)."""
+        return [t.accepted_transitions for t in self.consolidator.tracks]
+
     def stats(self) -> DataPlaneStats:
         c = self.consolidator
         return DataPlaneStats(processed=self.processed, batches=self.batches, drops=c.lost_batches,
                               rejected=sum(c.rejects.values()), buffer=len(self.replay), queued=self.queue.qsize(),
-                              per_actor=[t.accepted_transitions for t in c.tracks],
+                              per_actor=self.accepted_per_actor(),
                               lost_in_flight=sum(e.lost_transitions for e in c.ledger()))
 
     def wait_for(self, transitions: int, timeout: float) -> bool:

@@ -15,7 +15,8 @@ class BenchConfig:
     actors: int = 2
     """K: env processes / actor processes for env_ceiling and collection."""
     seconds: float = 20.0
-    """Timed window of each env_ceiling / collection round, after warm-up."""
+    """Timed window of each env_ceiling / collection round, after warm-up (a collection round runs on until each
+    actor has sent 3 messages in it)."""
     rounds: int = 2
     """Alternating env_ceiling / collection rounds."""
     transport_seconds: float = 10.0

@@ -49,6 +49,8 @@ def test_benchmark_json_has_every_key_with_numbers(tmp_path):
     for key in ("transitions_per_s_random", "transitions_per_s_apex", "efficiency_random", "efficiency_apex",
                 "cpu_efficiency_random", "cpu_efficiency_apex"):
         assert is_number(collection[key]) and collection[key] > 0, key
+    for r in collection["rounds_random"] + collection["rounds_apex"]:  # rates from message to message
+        assert len(r["messages"]) == 2 and min(r["messages"]) >= 3 and r["seconds"] >= 1, r
     assert result["transport"]["transitions_per_s"] > 0 and result["transport"]["rejected"] == 0
     assert result["replay"]["bytes_per_transition"] < result["replay"]["naive_uint8_stacked_bytes"]
     learner = result["learner"]
