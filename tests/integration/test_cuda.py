@@ -49,7 +49,8 @@ class _Sampler:
 
 
 # Tolerance: relative error of each gradient's norm. Measured on an H200 (docs/gpu.md): up to 0.015 with TF32, 0.022
-# with bf16, 0.050 with fp16. A lost or doubled micro-batch of 4 would be off by about half.
+# with bf16, 0.050 with fp16. A micro-batch of 4 lost or counted twice would be off by about half (arithmetic, not
+# measured: four nearly independent micro-batch gradients, each about half the norm of their sum).
 @pytest.mark.parametrize("amp, grad_tol", [("off", 5e-2), ("bf16", 1e-1), ("fp16", 1e-1)])  # fp16: GradScaler + fused Adam
 @pytest.mark.parametrize("accum", [1, 4])
 def test_compiled_cuda_graph_update_matches_eager(accum, amp, grad_tol):
