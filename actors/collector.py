@@ -88,6 +88,7 @@ class Collector:
         self.shaped = bool(self.death_penalty or self.success_bonus)  # episode-end shaping (experimental)
         self.weights_version = 0
         self.first_action_weights_version = -1  # the weights the very first action used (tests check it)
+        self.env_seconds = 0.0  # wall time inside the envs' step: the share of the actor's time its envs get
         self.first = np.ones(n_env, dtype=np.uint8)
         self.episode_return = np.zeros(n_env)
         self.finished: list[np.ndarray] = []  # float32 [k, 3] (return, score, success) since the last batch
@@ -177,7 +178,9 @@ class Collector:
                     unscored_stacks.append(self.stacks.copy())  # the step below moves the stacks on
                 else:
                     q[:, t] = q_t
+            tick = time.perf_counter()
             obs, reward, term, trunc, info = self.env.step(actions[:, t])
+            self.env_seconds += time.perf_counter() - tick
             rewards[:, t] = reward
             terminated[:, t] = term
             self.episode_return += reward  # game units: shaping below is for training only
@@ -295,7 +298,7 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
     report = dict(actor=actor_id, incarnation=incarnation, batches=seq,
                   sent_batches=sender.sent_batches, sent_transitions=sender.sent_transitions,
                   dropped_batches=sender.dropped_batches, submit_seconds=sender.submit_seconds,
-                  wait_seconds=sender.wait_seconds, run_seconds=run_seconds,
+                  wait_seconds=sender.wait_seconds, run_seconds=run_seconds, env_seconds=collector.env_seconds,
                   steps=int(collector.stats["steps"]),
                   episodes=int(collector.stats["episodes"]), weights_version=collector.weights_version,
                   first_action_weights_version=collector.first_action_weights_version)

@@ -89,6 +89,9 @@ def main(bench: BenchConfig) -> dict:
             apex_rate = statistics.mean(c["transitions_per_s"] for c in collections)
             result["collection"] = {"rounds_random": collections_random, "rounds_apex": collections,
                                     "transitions_per_s_random": random_rate, "transitions_per_s_apex": apex_rate}
+            for kind, rounds in (("random", collections_random), ("apex", collections)):
+                shares = [c["actor_env_share"] for c in rounds]  # inside the actors: does not drift with the host
+                result["collection"][f"actor_env_share_{kind}"] = None if None in shares else statistics.mean(shares)
             if ceilings:
                 ceiling = result["env_ceiling"]["steps_per_s"]
                 result["collection"]["efficiency_random"] = random_rate / ceiling

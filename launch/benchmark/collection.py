@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 import time
 
 import numpy as np
@@ -106,8 +107,8 @@ def collection(cfg: RunConfig, seconds: float) -> dict:
     server.publish(0, build_q_network(spec, dueling=cfg.net.dueling, norm=cfg.net.norm))
     server.start()
     ctx = spawn_context()
-    stop = ctx.Event()
-    procs = [start_process(ctx, actor_main, (cfg, slot, stop, None), f"actor-{slot}") for slot in range(cfg.actors)]
+    stop, reports = ctx.Event(), ctx.Queue()
+    procs = [start_process(ctx, actor_main, (cfg, slot, stop, reports), f"actor-{slot}") for slot in range(cfg.actors)]
     try:
         deadline = time.monotonic() + 120
         while min(plane.stats().per_actor) == 0 and time.monotonic() < deadline:  # warm-up: every actor delivered
@@ -137,6 +138,14 @@ def collection(cfg: RunConfig, seconds: float) -> dict:
         stop_processes(procs, stop)
         server.stop()
         plane.close()
+    ended = []  # each actor's exit report: the share of its loop's time spent inside its envs' step
+    for _ in procs:
+        try:
+            ended.append(reports.get(timeout=10))
+        except queue.Empty:  # an actor killed on its way out sent none
+            break
+    run = sum(r["run_seconds"] for r in ended)
+    env_share = sum(r["env_seconds"] for r in ended) / run if len(ended) == len(procs) and run > 0 else None
     return {"actors": cfg.actors, "transitions_per_s": rate, "cpu_us_per_transition": cpu_us,
-            "messages": [len(a) for a in arrivals], "seconds": elapsed, "drops": stats.drops,
-            "rejected": stats.rejected}
+            "messages": [len(a) for a in arrivals], "seconds": elapsed, "actor_env_share": env_share,
+            "drops": stats.drops, "rejected": stats.rejected}

@@ -55,6 +55,8 @@ def render_table(r: dict) -> str:
                 text += (f" ({c['efficiency_' + kind]:.1%} of ceiling; CPU per transition "
                          f"{c['cpu_us_per_transition_' + kind]:,.0f} us = {c['cpu_efficiency_' + kind]:.1%} "
                          f"of bare {r['env_ceiling']['cpu_us_per_step']:,.0f} us)")
+            if c.get(f"actor_env_share_{kind}") is not None:
+                text += f"; the actors spent {c['actor_env_share_' + kind]:.1%} of their time in the envs' step"
             rows.append(text + " |")
     if "transport" in r:
         t = r["transport"]

@@ -51,6 +51,8 @@ def test_benchmark_json_has_every_key_with_numbers(tmp_path):
         assert is_number(collection[key]) and collection[key] > 0, key
     for r in collection["rounds_random"] + collection["rounds_apex"]:  # rates from message to message
         assert len(r["messages"]) == 2 and min(r["messages"]) >= 3 and r["seconds"] >= 1, r
+        assert 0 < r["actor_env_share"] < 1, r  # each actor's time inside its envs' step, over its loop's time
+    assert 0 < collection["actor_env_share_random"] < 1 and 0 < collection["actor_env_share_apex"] < 1
     assert result["transport"]["transitions_per_s"] > 0 and result["transport"]["rejected"] == 0
     assert result["replay"]["bytes_per_transition"] < result["replay"]["naive_uint8_stacked_bytes"]
     learner = result["learner"]
