@@ -31,7 +31,7 @@ run: install
 test: install-dev lint
 	$(PY) -m pytest -rs --durations=30 -n 2 --maxschedchunk 1
 
-test-all: install-dev  # also the extended tests (Catch on uniform replay, the plug-in env learned), about 7 minutes more
+test-all: install-dev  # also the extended tests (Catch on uniform replay, the plug-in env learned), several minutes more
 	$(PY) -m pytest -rs --durations=30 -n 2 --maxschedchunk 1 -m ""
 
 lint: install-dev  # ruff, configured in pyproject.toml

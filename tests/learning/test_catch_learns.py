@@ -1,7 +1,7 @@
 """The whole distributed path learns on the shipped defaults: Catch, 2 actor processes, real sockets, weight
 broadcast, prioritized replay with actor priorities, learner (and once more with uniform replay). Only replay
-capacity, min_replay, the budget (a number of updates, never seconds) and the replay ratio are set here; the frame
-size is the default 84. The ratio is held at 2 samples per transition (``--learner.exact-ratio
+capacity, min_replay, the budget (a number of updates, never seconds), the replay ratio and the frame size are set
+here. The ratio is held at 2 samples per transition (``--learner.exact-ratio
 --learner.samples-per-insert 2``), so the transitions a run learns from (about 36K in 1,000 updates) do not depend
 on the machine's speed: with the ratio only capped they did (7,552 on one core, where a 500-update run scored the
 bar exactly; 27K-38K in the suite beside another test; 100K alone on 2 cores, its actors filling the CPU with
@@ -11,9 +11,11 @@ scored 1.00; at 4 (20K transitions) the margin over the bar was smaller (docs/te
 A ball falls in one of 5 columns; the greedy policy is deterministic, so its return over 200 episodes moves in steps
 of about 0.4 (each column caught or missed): -1.0 catches none, -0.6 one (what a random or broken pipeline scores),
 1.0 all five. The bar is 0.2: at least three of five columns caught, which random play (one) or a pipeline that does
-not learn cannot reach; the same bar is checked to fail for the untrained network. At frame size 42 the Nature-DQN
-convolutions end in a 1x1 map and cannot tell the ball's column from the paddle's, so the test keeps the default 84.
-Measured figures (updates, scores, machines): docs/testing.md.
+not learn cannot reach; the same bar is checked to fail for the untrained network. The frames are 52 pixels wide, not
+the default 84: the Nature-DQN convolutions still end in a 3x3 map (at 42 it is 1x1 and cannot tell the ball's column
+from the paddle's), and each update costs about a third of 84's, which was most of this test's time (1,000 updates:
+75-93 s alone on 2 cores for seeds 0-4, each scoring 1.00, against about 200 s). Measured figures (updates, scores,
+machines): docs/testing.md.
 """
 
 import glob
@@ -32,7 +34,7 @@ from shared.network import QNetwork
 from tests.support.paths import ROOT
 from tests.support.runs import free_base_port
 
-SIZE = 84  # the default frame size
+SIZE = 52  # frame side: the smallest at which the Nature-DQN convolutions keep a 3x3 map (docstring)
 
 
 def greedy_return(state: dict, episodes: int) -> float:
@@ -57,13 +59,14 @@ BAR = 0.2  # greedy return over 200 episodes: three of five columns caught
 
 
 def run_catch(tmp_path, steps: int, *extra: str) -> tuple[str, dict]:
-    """launch.local on Catch with the shipped defaults; only replay size, min_replay, the update budget and the held
-    ratio are set, and the seed (0, as every measured figure) and no end-of-run evaluation (the test plays its own)."""
+    """launch.local on Catch with the shipped defaults; only replay size, min_replay, the update budget, the held
+    ratio and the frame size are set, and the seed (0, as every measured figure) and no end-of-run evaluation (the
+    test plays its own)."""
     base = free_base_port(4) + 2
     cmd = [sys.executable, "-m", "launch.local", "--actors", "2", "--env.name", "catch", "--seed", "0",
            "--replay.capacity", "20000", "--learner.min-replay", "1000", "--eval.final-episodes", "0",
            "--learner.steps", str(steps), "--learner.exact-ratio", "--learner.samples-per-insert", "2",
-           "--log-every", "10",
+           "--env.frame-size", str(SIZE), "--log-every", "10",
            "--transport.base-port", str(base), "--run-dir", str(tmp_path), *extra]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1400)  # a hang guard
     out = proc.stdout + proc.stderr
@@ -91,7 +94,7 @@ def test_dqn_learns_catch_end_to_end_on_defaults(tmp_path, record_property):
     assert epochs and all(0 < m["replay/is_weight_min"] <= 1 and m["replay/priority_max"] > 0 for m in epochs)
 
 
-@pytest.mark.extended  # 200 s of a non-default setting: make test-all runs it, make test does not
+@pytest.mark.extended  # 80 s of a non-default setting: make test-all runs it, make test does not
 @pytest.mark.timeout(1500)
 def test_dqn_learns_catch_with_uniform_replay(tmp_path):
     """The same run with uniform replay (``--replay.no-prioritized``), which stays available: the same bar."""
