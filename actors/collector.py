@@ -6,7 +6,9 @@ shared/network.py ``build_q_network``) is a local CPU copy in eval mode under
 ``torch.inference_mode``. The E envs are one vector env (shared/envs/):
 each tick is one ``step(actions[E])`` (Snake and fuel breaks: one numpy call;
 Mario, Catch, fake: the single envs side by side), with same-step auto-reset.
-The forward pass is batched over the envs and skipped when every env explores.
+The forward pass is batched over the envs and skipped when every env explores; it runs on
+``acting_net``, a copy of the received weights with BatchNorm folded into the layers, in bf16 with
+``actor.precision bf16`` (shared/network.py ``acting_copy``).
 With actor-computed replay priorities (shared/priorities.py) every tick needs
 Q: a tick that acted greedily keeps the Q it acted on, and the stacks of ticks
 where every env explored wait for the end of the batch, where they are scored
@@ -41,7 +43,7 @@ from shared.envs import env_spec, make_vector_env
 from shared.exploration import ExplorationHolds, epsilons
 from shared.health import Heartbeat
 from shared.links import held_kernel_buffer
-from shared.network import build_q_network
+from shared.network import acting_copy, build_q_network, cpu_has_native_bf16
 from shared.parent import orphan_check
 from shared.priorities import n_step_priorities
 from shared.protocol import action_dtype
@@ -81,7 +83,8 @@ class Collector:
         self.env_steps = 0  # steps of each env (they advance in lockstep): the exploration schedule's clock
         self.epsilon = epsilons(cfg.actor, cfg.actors, actor_id, 0)
         self.holds = ExplorationHolds(cfg.actor, n_env, self.num_actions, self.rng)
-        self.net = build_q_network(spec, dueling=cfg.net.dueling, norm=cfg.net.norm).eval()
+        self.net = build_q_network(spec, dueling=cfg.net.dueling, norm=cfg.net.norm).eval()  # the learner's layout
+        self.acting_net = acting_copy(self.net, cfg.actor.precision)  # what acts: rebuilt from every load
         self.actor_priorities = cfg.replay.prioritized and cfg.replay.initial_priority == "actor"
         self.reward_scale = cfg.learner.resolved("cpu", cfg.env).reward_scale  # the learner's TD-error units
         self.death_penalty, self.success_bonus = cfg.actor.death_penalty, cfg.actor.success_bonus
@@ -104,12 +107,13 @@ class Collector:
 
     def load_weights(self, version: int, arrays: dict[str, np.ndarray]) -> None:
         self.net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
+        self.acting_net = acting_copy(self.net, self.cfg.actor.precision)
         self.weights_version = version
 
     def q_values(self) -> np.ndarray:
         """Q of every env's current stack, float32 [E, A] (one batched forward pass)."""
         with torch.inference_mode():
-            return self.net(torch.from_numpy(self.stacks)).numpy()
+            return self.acting_net(torch.from_numpy(self.stacks)).numpy()
 
     def _late_q_values(self, ticks: list[np.ndarray]) -> np.ndarray:
         """Q of the stacks of several ticks ([E, *input] each), float32 [len(ticks), E, A].
@@ -121,7 +125,7 @@ class Collector:
         per_pass = -(-_LATE_CHUNK // n_env)  # ticks
         padded = ticks + [ticks[-1]] * (-len(ticks) % per_pass)
         with torch.inference_mode():
-            q = [self.net(torch.from_numpy(np.concatenate(padded[i:i + per_pass]))).numpy()
+            q = [self.acting_net(torch.from_numpy(np.concatenate(padded[i:i + per_pass]))).numpy()
                  for i in range(0, len(padded), per_pass)]
         return np.concatenate(q)[:len(ticks) * n_env].reshape(len(ticks), n_env, -1)
 
@@ -256,6 +260,9 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
     signal.signal(signal.SIGTERM, lambda *_: terminate.append(True))
     orphaned = (lambda: False) if standalone else orphan_check()  # re-parented: the launcher died
     torch.set_num_threads(1)
+    if cfg.actor.precision == "bf16" and not cpu_has_native_bf16():
+        print("[ACTOR] warning: actor.precision bf16 on a CPU without native bf16 (AVX512-BF16/AMX) is slower than "
+              "fp32 here", flush=True)
     if cfg.actor.nice:
         os.nice(cfg.actor.nice)
     incarnation = int.from_bytes(os.urandom(8), "little") >> 1

@@ -12,7 +12,7 @@ import platform
 
 import torch
 
-from learner.trainer import cpu_has_native_bf16
+from shared.network import cpu_has_native_bf16
 
 MACHINE_NAME = "machine.json"
 

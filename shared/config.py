@@ -84,6 +84,11 @@ class ActorConfig:
     at once), 1 otherwise."""
     batch_steps: int = 64
     """T: steps per env gathered into one message (each new frame is sent once)."""
+    precision: Literal["fp32", "bf16"] = "fp32"
+    """The arithmetic of the actors' copy of the network (BatchNorm folded into the layers either way): bf16 halves the
+    cost of a forward pass over 8 or more envs on a CPU with native bf16 (AVX512-BF16/AMX) and saves nothing over one
+    env; Q-values differ from fp32 by about 0.03, so the actors act on a slightly rounded policy. Evaluation and the
+    learner stay as they are. See docs/experiments/mario.md, "Where an actor's time goes"."""
     epsilon: float = -1.0
     """Fixed exploration rate for every env; negative selects the schedule: each env anneals from 1.0 to its floor
     max(eps_min, eps_base**(1 + eps_alpha*i/(N-1))) (shared/exploration.py)."""
@@ -136,6 +141,7 @@ class ActorConfig:
         _check(self.success_bonus >= 0, "actor.success_bonus", self.success_bonus, "must be >= 0")
         _check(1 <= self.envs_per_actor <= 4096, "actor.envs_per_actor", self.envs_per_actor,
                "must be in [1, 4096] (-1, auto, is resolved when the RunConfig is built)")
+        _check(self.precision in ("fp32", "bf16"), "actor.precision", self.precision, "must be fp32 or bf16")
         _check(1 <= self.batch_steps <= 4096, "actor.batch_steps", self.batch_steps, "must be in [1, 4096]")
         _check(self.epsilon <= 1.0, "actor.epsilon", self.epsilon, "must be <= 1 (negative: Ape-X schedule)")
         _check(0.0 < self.eps_base < 1.0, "actor.eps_base", self.eps_base, "must be in (0, 1)")

@@ -31,6 +31,7 @@ from shared.exploration import epsilons
     ("actor.epsilon", 1.5, "actor.epsilon=1.5"),
     ("actor.death_penalty", -50.0, "actor.death_penalty=-50.0"),
     ("actor.success_bonus", -1.0, "actor.success_bonus=-1.0"),
+    ("actor.precision", "fp16", "actor.precision='fp16'"),
     ("learner.bootstrap_epsilon", 1.5, "learner.bootstrap_epsilon=1.5"),
     ("learner.target_sync", 0, "learner.target_sync=0"),
     ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),

@@ -14,10 +14,12 @@ from shared.network import (
     MLPQNetwork,
     QNetwork,
     SmallConvQNetwork,
+    acting_copy,
     build_q_network,
     cell_dilations,
     double_q_bootstrap,
     epsilon_greedy_bootstrap,
+    fold_batchnorm,
     masked_argmax,
     munchausen_terms,
     network_family,
@@ -150,6 +152,42 @@ def test_factory_picks_the_family_and_q_shape(name, dueling):
     obs = sample(spec, 3, seed=1)
     with torch.no_grad():
         torch.testing.assert_close(other(obs), net(obs))
+
+
+@pytest.mark.parametrize("name", SPECS)
+@pytest.mark.parametrize("dueling", [True, False])
+def test_acting_copy_folds_batchnorm_into_the_same_function_and_bf16_stays_close(name, dueling):
+    spec = SPECS[name][0]
+    torch.manual_seed(0)
+    net = build_q_network(spec, dueling=dueling)
+    randomise_batchnorm(net)
+    net.train()  # the source's mode and weights are left as they were
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    fp32, bf16 = acting_copy(net), acting_copy(net, "bf16")
+    assert net.training and all(torch.equal(before[k], v) for k, v in net.state_dict().items())
+    batchnorms = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)
+    assert any(isinstance(m, batchnorms) for m in net.modules())
+    assert not any(isinstance(m, batchnorms) for m in fp32.modules())  # every BatchNorm folded away
+    assert not fp32.training and not any(p.requires_grad for p in fp32.parameters())
+    assert all(p.dtype == torch.bfloat16 for p in bf16.parameters())
+    obs = sample(spec, 8, seed=2)
+    with torch.inference_mode():
+        q, q_fp32, q_bf16 = net.eval()(obs), fp32(obs), bf16(obs)
+    assert q_fp32.dtype == q_bf16.dtype == torch.float32 and q_bf16.shape == q.shape
+    torch.testing.assert_close(q_fp32, q, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(q_bf16, q, atol=0.1, rtol=0.05)  # bf16's 8-bit mantissa
+    with torch.no_grad():  # a copy, not a view: later changes to the source do not reach it
+        next(net.parameters()).add_(1.0)
+    with torch.inference_mode():
+        torch.testing.assert_close(fp32(obs), q_fp32)
+
+
+def test_acting_copy_and_fold_reject_what_they_cannot_do():
+    net = build_q_network(MARIO)
+    with pytest.raises(ValueError, match="'fp16'"):
+        acting_copy(net, "fp16")
+    with pytest.raises(ValueError, match="eval mode"):
+        fold_batchnorm(net.train())
 
 
 def test_factory_rejects_what_no_family_takes():

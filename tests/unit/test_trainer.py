@@ -89,7 +89,7 @@ def test_amp_update_on_cpu(amp):
 
 
 def test_auto_amp_on_cpu_is_bf16_only_with_native_bf16():
-    from learner.trainer import cpu_has_native_bf16
+    from shared.network import cpu_has_native_bf16
     expected = torch.bfloat16 if cpu_has_native_bf16() else None
     assert learner(LearnerConfig(compile=False)).amp_dtype == expected
     assert learner(LearnerConfig(compile=False, amp="off")).amp_dtype is None
