@@ -86,9 +86,9 @@ class ActorConfig:
     """T: steps per env gathered into one message (each new frame is sent once)."""
     precision: Literal["fp32", "bf16"] = "fp32"
     """The arithmetic of the actors' copy of the network (BatchNorm folded into the layers either way): bf16 halves the
-    cost of a forward pass over 8 or more envs on a CPU with native bf16 (AVX512-BF16/AMX) and saves nothing over one
+    cost of a forward pass over 8 envs on a CPU with native bf16 (AVX512-BF16/AMX) and is slower than fp32 over one
     env; Q-values differ from fp32 by about 0.03, so the actors act on a slightly rounded policy. Evaluation and the
-    learner stay as they are. See docs/experiments/mario.md, "Where an actor's time goes"."""
+    learner stay as they are. Measured in docs/experiments/mario.md, "Env steps per hour"."""
     epsilon: float = -1.0
     """Fixed exploration rate for every env; negative selects the schedule: each env anneals from 1.0 to its floor
     max(eps_min, eps_base**(1 + eps_alpha*i/(N-1))) (shared/exploration.py)."""
