@@ -15,7 +15,9 @@ Precision: under mixed precision (autocast bf16/fp16) the convolutions run in
 the low precision, but the head (both linear layers) always runs in fp32 and
 the Q-values it returns are fp32. bf16 keeps 8 bits of mantissa: Q = 800 would
 be rounded to steps of 4, so near-equal action values would tie and argmax
-would favour the lowest index.
+would favour the lowest index. The actors' copies (:func:`acting_copy`) fold BatchNorm into the
+layers and, with ``actor.precision bf16``, run everything in bf16 (``compute_dtype``) but each
+head stream's output layer, so their Q-values are fp32 sums, off by about 0.03, without bf16's ties.
 
 Other envs: :func:`build_q_network` picks the family from an env's
 :class:`shared.spec.EnvSpec` (:func:`network_family` names it): QNetwork for square frames,
@@ -374,7 +376,7 @@ def fold_batchnorm(net: nn.Module) -> nn.Module:
 def acting_copy(net: nn.Module, precision: str = "fp32") -> nn.Module:
     """An eval-mode copy of ``net`` for acting (Q-values only, no gradients): BatchNorm folded (:func:`fold_batchnorm`;
     Q equal to ``net.eval()``'s within float rounding), and with ``precision`` 'bf16' every weight and activation
-    in bfloat16 (Q off by about 0.03 on Mario's network; the Q-values still come back in float32). Measured on one
+    in bfloat16 but each head stream's output layer (Q off by about 0.03 on Mario's network, computed in float32). Measured on one
     CPU thread, Mario's network, per stack (docs/experiments/mario.md, "Env steps per hour"): folding saves
     5-7%; bf16 halves the cost of a batch of 8 stacks and costs more than fp32 at a batch of one."""
     if precision not in ACTING_PRECISIONS:
@@ -383,7 +385,26 @@ def acting_copy(net: nn.Module, precision: str = "fp32") -> nn.Module:
     if precision == "bf16":
         acting = acting.to(torch.bfloat16)
         acting.compute_dtype = torch.bfloat16
+        for name in ("head", "value", "advantage"):  # each stream's output layer back in fp32 (see _Fp32Output)
+            stream = getattr(acting, name, None)
+            if isinstance(stream, nn.Sequential):
+                stream[-1] = _Fp32Output(stream[-1])
+            elif stream is not None:
+                setattr(acting, name, _Fp32Output(stream))
     return acting.requires_grad_(False)
+
+
+class _Fp32Output(nn.Module):
+    """A stream's last layer run in fp32 on bf16 features: the Q-values are then fp32 sums, not values on bf16's grid
+    (steps of 1/16 at Q = 16), where near-equal actions would tie and argmax would pick the lowest index. It costs a
+    [hidden x actions] product, against the [features x hidden] one that stays in bf16."""
+
+    def __init__(self, layer: nn.Module):
+        super().__init__()
+        self.layer = layer.float()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x.float())
 
 
 # --- Action masks --------------------------------------------------------------------------------

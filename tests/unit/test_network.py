@@ -169,13 +169,14 @@ def test_acting_copy_folds_batchnorm_into_the_same_function_and_bf16_stays_close
     assert any(isinstance(m, batchnorms) for m in net.modules())
     assert not any(isinstance(m, batchnorms) for m in fp32.modules())  # every BatchNorm folded away
     assert not fp32.training and not any(p.requires_grad for p in fp32.parameters())
-    assert all(p.dtype == torch.bfloat16 for p in bf16.parameters())
+    assert all(p.dtype == torch.bfloat16 for p in bf16.features.parameters())
     obs = sample(spec, 8, seed=2)
     with torch.inference_mode():
         q, q_fp32, q_bf16 = net.eval()(obs), fp32(obs), bf16(obs)
     assert q_fp32.dtype == q_bf16.dtype == torch.float32 and q_bf16.shape == q.shape
     torch.testing.assert_close(q_fp32, q, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(q_bf16, q, atol=0.1, rtol=0.05)  # bf16's 8-bit mantissa
+    assert not torch.equal(q_bf16, q_bf16.to(torch.bfloat16).float())  # fp32 sums, not bf16's grid (ties)
     with torch.no_grad():  # a copy, not a view: later changes to the source do not reach it
         next(net.parameters()).add_(1.0)
     with torch.inference_mode():
