@@ -17,12 +17,12 @@ import psutil
 import pytest
 import torch
 
-from launch.final_eval import describe
+from launch.final_eval import EPISODES_PER_JOB, describe, episode_jobs, play_job
 from shared.config import ConfigError, RunConfig
 from shared.seeding import EVAL_FINAL, EVAL_ROUND, EVAL_SELECT, draw_seed, stream_seed
 from tests.support.launcher import HANG_GUARD_S, ROOT, TRAINING, Launcher, assert_all_gone
 
-KEEP, SELECT, FINAL = 3, 3, 4
+KEEP, SELECT, FINAL = 3, 3, 7  # FINAL > EPISODES_PER_JOB: each weights' final episodes go out in two jobs
 
 
 def test_component_seeds_follow_the_run_seed_unless_set():
@@ -74,6 +74,16 @@ def test_describe_gives_the_mean_and_flag_rate_with_intervals_around_them():
     assert same["x_pos_ci"] == [700.0, 700.0] and same["flag_rate_ci"][0] == 0.0
 
 
+def test_episode_jobs_split_a_stream_the_same_way_whatever_the_cores():
+    assert EPISODES_PER_JOB == 5
+    jobs = episode_jobs(12, seed=7)
+    assert [n for n, _ in jobs] == [5, 5, 2] and [s for _, s in jobs] == [stream_seed(7, k) for k in range(3)]
+    assert episode_jobs(5, seed=7) == jobs[:1] and episode_jobs(1, seed=7) == [(1, stream_seed(7, 0))]
+    assert len({s for _, s in episode_jobs(50, seed=7)}) == 10
+    with pytest.raises(ValueError, match="episodes=0"):
+        episode_jobs(0, seed=7)
+
+
 def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation_that_repeats(tmp_path):
     run = Launcher(tmp_path, *TRAINING, "--eval.every", "1", "--eval.episodes", "2",
                    "--eval.keep-snapshots", str(KEEP), "--eval.select-episodes", str(SELECT),
@@ -114,6 +124,10 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
         assert best["eval"]["x_pos_mean"] == chosen["fresh"]["x_pos_mean"] and best["eval"]["episodes"] == SELECT
         kept = torch.load(run_dir / "snapshots" / f"v{chosen['weights_version']}.pt", weights_only=True)
         assert all(torch.equal(best["learner"]["online"][k], v) for k, v in kept["learner"]["online"].items())
+    job = dict(env=cfg.env.with_stage(cfg.eval.stage), dueling=cfg.net.dueling, norm=cfg.net.norm,
+               epsilon=cfg.eval.epsilon, weights=checkpoint["learner"]["online"], episodes=FINAL - EPISODES_PER_JOB,
+               seed=episode_jobs(FINAL, result["stream_seed"])[1][1], greedy=False)
+    assert play_job(job)["episodes"] == result["last"]["episodes"][EPISODES_PER_JOB:]  # the second job, in place
     final_rows = [r for r in evals if "final/last_x_pos" in r]
     assert len(final_rows) == 1 and final_rows[0]["final/last_x_pos"] == result["last"]["summary"]["x_pos_mean"]
     assert f"[FINAL] wrote {run_dir / 'eval_final.json'}" in out
@@ -143,7 +157,7 @@ def test_a_second_ctrl_c_skips_the_final_evaluation_and_leaves_no_worker(tmp_pat
         run.proc.send_signal(signal.SIGINT)
         run.wait_for(r"\[FINAL\] final evaluation: ", timeout=HANG_GUARD_S)  # 2 x 1,000 episodes: minutes
         deadline, workers = time.monotonic() + HANG_GUARD_S, []
-        while len(workers) < 2 and time.monotonic() < deadline:  # the pool's two workers (2 jobs: last and best.pt)
+        while len(workers) < 2 and time.monotonic() < deadline:  # the pool's workers (2 x 200 jobs; one per core)
             workers = [p for p in run.descendants() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
             time.sleep(0.1)
         seen = set(workers)
