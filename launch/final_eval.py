@@ -16,9 +16,10 @@ upwards (the winner's curse). So at the end of a run:
 Seeds come from the run's ``eval.seed`` (shared/seeding.py). Each weights' episodes go out in jobs of
 ``EPISODES_PER_JOB``, job k on its own stream (``stream_seed(purpose's seed, k)``), played in parallel worker
 processes, one per core, so a many-core host keeps all its cores busy (one job per weights kept 2-3 of them busy);
-the split is fixed, so the episodes are the same on every machine (``--processes`` changes only the time). Results: ``eval_final.json`` (layout in ``write_results``), one ``final/`` row in
-``metrics.jsonl`` and TensorBoard at the run's last env step, and ``[FINAL]`` lines on the console. A second
-Ctrl-C stops it; the run's checkpoint and snapshots are untouched, so it can be run again later.
+the split is fixed, so the episodes are the same on every machine (``--processes`` changes only the time).
+Results: ``eval_final.json`` (layout in ``write_results``), one ``final/`` row in ``metrics.jsonl`` and
+TensorBoard at the run's last env step, and ``[FINAL]`` lines on the console. A second Ctrl-C stops it; the
+run's checkpoint and snapshots are untouched, so it can be run again later.
 """
 
 from __future__ import annotations
