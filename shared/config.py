@@ -183,6 +183,16 @@ class ReplayConfig:
     """Transitions inserted over which beta rises to 1."""
     priority_eps: float = 1e-3
     """Added to |TD error| so that no slot's priority is 0 (TD errors are in reward_scale units)."""
+    ending_share: float = 0.0
+    """Experimental. Share of each sampled batch drawn uniformly from a reserve of the transitions that led to episode
+    endings (terminations: on Mario a death or the flag), kept for the whole run after the ring overwrote them, so
+    a hazard the policy learned to pass stays in its training data once it stops dying there. 0 (default): off,
+    and no reserve is allocated."""
+    ending_steps: int = 8
+    """Transitions kept per ending in the reserve: the terminating step and the ones before it."""
+    ending_reserve: int = 2000
+    """Endings the reserve holds (the oldest replaced first); it takes ending_reserve x (stack - 1 + ending_steps +
+    n_step) frames, about 200 MB at Mario's defaults."""
 
     def beta_at(self, inserted: int) -> float:
         """The importance-sampling exponent after ``inserted`` transitions."""
@@ -201,6 +211,9 @@ class ReplayConfig:
         _check(self.priority_beta_steps >= 0, "replay.priority_beta_steps", self.priority_beta_steps,
                "must be >= 0 (0: beta is 1 from the start)")
         _check(self.priority_eps > 0.0, "replay.priority_eps", self.priority_eps, "must be > 0")
+        _check(0.0 <= self.ending_share < 1.0, "replay.ending_share", self.ending_share, "must be in [0, 1)")
+        _check(self.ending_steps >= 1, "replay.ending_steps", self.ending_steps, "must be >= 1")
+        _check(self.ending_reserve >= 1, "replay.ending_reserve", self.ending_reserve, "must be >= 1")
 
 
 @dataclass

@@ -40,6 +40,9 @@ from shared.exploration import epsilons
     ("net.norm", "group", "net.norm='group'"),
     ("replay.capacity", 100, "replay.capacity=100"),
     ("replay.gamma", 1.5, "replay.gamma=1.5"),
+    ("replay.ending_share", 1.0, "replay.ending_share=1.0"),
+    ("replay.ending_steps", 0, "replay.ending_steps=0"),
+    ("replay.ending_reserve", 0, "replay.ending_reserve=0"),
     ("transport.host", "0.0.0.0", "transport.host='0.0.0.0'"),
     ("transport.base_port", 80, "transport.base_port=80"),
 ])
