@@ -1,12 +1,11 @@
 """EndingReserve: the transitions that led to episode endings, kept after the replay ring overwrote them.
 
 Why. A policy that has learned to pass a hazard stops dying there, so after one ring's worth of
-transitions the replay holds no example of what failing at it costs; the action values that kept the
-policy off it then drift, and the run's last weights die at a hazard an earlier snapshot passed (on
-Mario 1-1 most of the gap between the last weights and best.pt, docs/experiments/mario.md "Where the
-last weights fail"). The reserve keeps the last ``steps`` transitions before every termination
-(Mario: a death or the flag) of the whole run, up to ``segments`` endings, and the replay draws a
-fixed share of each batch from it (learner/replay.py ``FrameReplay.sample``).
+transitions the replay holds no example of what failing at it costs. The reserve keeps the last
+``steps`` transitions before every termination (Mario: a death or the flag) of the whole run, up to
+``segments`` endings, and the replay draws a fixed share of each batch from it (learner/replay.py
+``FrameReplay.sample``). Opt-in (``replay.ending_share``): on Mario 1-1 it did not stop the last
+weights from losing hazards an earlier snapshot passed (docs/experiments/mario.md).
 
 Contract. Each ending is one segment, one stream of this FrameReplay of ``L = stack - 1 + steps +
 n_step`` slots: ``stack - 1`` slots of frame history, the ``steps`` transitions that end with the
@@ -24,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from learner.replay import FrameReplay, _check, _is_int
+from learner.replay import OBS_DTYPES, FrameReplay, _check, _is_int
 
 
 class EndingReserve(FrameReplay):
@@ -39,7 +38,7 @@ class EndingReserve(FrameReplay):
         length = self.history + source.n_step
         super().__init__(num_streams=int(segments), capacity=int(segments) * length,
                          frame_shape=source.frame_shape, stack=source.stack, n_step=source.n_step,
-                         gamma=source.gamma, device=source.device, obs_dtype=str(source.obs_dtype).split(".")[-1],
+                         gamma=source.gamma, device=source.device, obs_dtype=_dtype_name(source.obs_dtype),
                          num_actions=source.num_actions, masked=source.masked)
         self.kept = 0  # endings written, ever
         self._offsets_history = np.arange(self.history)
@@ -87,3 +86,7 @@ class EndingReserve(FrameReplay):
 
     def _expired(self) -> np.ndarray:
         return np.zeros(self.num_streams, dtype=bool)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return next(name for name, value in OBS_DTYPES.items() if value == dtype)
