@@ -9,7 +9,7 @@ import torch
 from learner.ending_reserve import EndingReserve
 from learner.prioritized_replay import PrioritizedReplay
 from learner.replay import FrameReplay
-from tests.unit.test_replay import CHUNKS_A, CHUNKS_B, SHAPE, RefStream, fill_two_actors
+from tests.unit.test_replay import CHUNKS_A, CHUNKS_B, SHAPE, RefStream, assert_row_matches, fill_two_actors
 
 STACK, N, GAMMA, C, STEPS = 4, 3, 0.9, 37, 5
 HISTORY = STACK - 1 + STEPS
@@ -66,15 +66,7 @@ def test_segments_are_exact_copies_and_sample_like_the_ring():
     for b in range(2048):
         s, i = frame_slot(batch["obs"][b, -1])
         assert any((s, d) in want for d in range(i, i + STEPS)), (s, i)  # one of the STEPS before an ending
-        ref = refs[s].nstep(i, N, GAMMA)
-        assert ref is not None, f"stream {s} slot {i}: a truncation slot was sampled"
-        reward, discount, steps, done = ref
-        assert batch["reward"][b].item() == pytest.approx(reward, abs=1e-5)
-        assert batch["discount"][b].item() == pytest.approx(discount, abs=1e-6)
-        assert int(batch["action"][b]) == refs[s].action[i]
-        np.testing.assert_array_equal(batch["obs"][b].numpy(), refs[s].stacks[i])
-        if not done:
-            np.testing.assert_array_equal(batch["next_obs"][b].numpy(), refs[s].stacks[i + steps])
+        assert_row_matches(batch, b, refs[s], i, N, GAMMA)
         seen.add((s, i))
     assert len(seen) > STEPS * len(want) // 2
 

@@ -79,6 +79,21 @@ def write(replay: FrameReplay, stream0: int, refs: list[RefStream], start: int, 
     replay.add(stream0, *arrays)
 
 
+def assert_row_matches(batch: dict, b: int, ref: RefStream, i: int, n_step: int, gamma: float) -> tuple[int, bool]:
+    """Row b of a sample against the reference's slot i (n-step reward and discount, action, both stacks);
+    returns the reference's (steps, done)."""
+    out = ref.nstep(i, n_step, gamma)
+    assert out is not None, f"slot {i} has no successor step but was sampled"
+    reward, discount, steps, done = out
+    assert batch["reward"][b].item() == pytest.approx(reward, abs=1e-5)
+    assert batch["discount"][b].item() == pytest.approx(discount, abs=1e-6)
+    assert int(batch["action"][b]) == ref.action[i]
+    np.testing.assert_array_equal(batch["obs"][b].numpy(), ref.stacks[i])
+    if not done:
+        np.testing.assert_array_equal(batch["next_obs"][b].numpy(), ref.stacks[i + steps])
+    return steps, done
+
+
 def sampleable_range(h: int, C: int, stack: int, n: int) -> tuple[int, int]:
     lo = h - C + stack - 1 if h > C else 0
     return lo, h - 1 - n
@@ -154,15 +169,7 @@ def test_sample_matches_nstep_reference(n_step):
             s, i = int(batch["stream"][b]), int(batch["slot"][b])
             lo, hi = sampleable_range(int(heads[s]), C, stack, n_step)
             assert lo <= i <= hi, (s, i, lo, hi)
-            ref = refs[s].nstep(i, n_step, gamma)
-            assert ref is not None, f"stream {s} slot {i} has no successor step but was sampled"
-            reward, discount, steps, done = ref
-            assert batch["reward"][b].item() == pytest.approx(reward, abs=1e-5)
-            assert batch["discount"][b].item() == pytest.approx(discount, abs=1e-6)
-            assert int(batch["action"][b]) == refs[s].action[i]
-            np.testing.assert_array_equal(batch["obs"][b].numpy(), refs[s].stacks[i])
-            if not done:
-                np.testing.assert_array_equal(batch["next_obs"][b].numpy(), refs[s].stacks[i + steps])
+            steps, done = assert_row_matches(batch, b, refs[s], i, n_step, gamma)
             if done:
                 cases["terminated inside" if steps < n_step else "terminated at last step"] += 1
             else:
