@@ -339,11 +339,13 @@ class LearnerConfig:
     """Experimental. The TD target bootstraps on the target net's value of the epsilon-greedy policy around the online
     argmax (Expected SARSA): 0 (default) is the Double-DQN max; 0.05 values s' as the evaluation (epsilon 0.05) plays
     it, so a jump that one random press ruins is worth less than one with margin."""
-    munchausen_alpha: float = 0.0
-    """Experimental. Munchausen-DQN (Vieillard et al. 2020): the target adds alpha * clamp(tau * log pi(a|s), -1, 0)
-    to the reward and bootstraps on the soft value sum_a' pi(a'|s') (Q(s', a') - tau * log pi(a'|s')), pi =
-    softmax(Q_target / tau), in place of the Double-DQN max. It widens the action gaps, so a greedy policy flips
-    less between nearby weights. 0 (default): off; the paper's 0.9."""
+    munchausen_alpha: float = AUTO
+    """Munchausen-DQN (Vieillard et al. 2020): the target adds alpha * clamp(tau * log pi(a|s), -1, 0) to the reward
+    and bootstraps on the soft value sum_a' pi(a'|s') (Q(s', a') - tau * log pi(a'|s')), pi = softmax(Q_target /
+    tau), in place of the Double-DQN max. It widens the action gaps, so a greedy policy flips less between nearby
+    weights. 0: off (the Double-DQN max); -1 (auto): the env's, 0.9 (the paper's) for Mario, where it kept the last
+    weights above the constant right+A policy (docs/experiments/mario.md), 0 otherwise, and 0 whenever
+    bootstrap_epsilon is set."""
     munchausen_tau: float = 0.03
     """Munchausen-DQN's softmax temperature, in units of scaled Q (the paper's 0.03 for rewards in [-1, 1])."""
     batchnorm_frozen_after: int = 0
@@ -408,10 +410,10 @@ class LearnerConfig:
                "must be >= 1 (-1: auto)")
         _check(0.0 <= self.bootstrap_epsilon <= 1.0, "learner.bootstrap_epsilon", self.bootstrap_epsilon,
                "must be in [0, 1] (0: the Double-DQN max)")
-        _check(0.0 <= self.munchausen_alpha <= 1.0, "learner.munchausen_alpha", self.munchausen_alpha,
-               "must be in [0, 1] (0: off)")
+        _check(self.munchausen_alpha == AUTO or 0.0 <= self.munchausen_alpha <= 1.0, "learner.munchausen_alpha",
+               self.munchausen_alpha, "must be in [0, 1] (0: off, -1: auto)")
         _check(self.munchausen_tau > 0, "learner.munchausen_tau", self.munchausen_tau, "must be > 0")
-        _check(self.munchausen_alpha == 0 or self.bootstrap_epsilon == 0, "learner.munchausen_alpha",
+        _check(self.munchausen_alpha in (0, AUTO) or self.bootstrap_epsilon == 0, "learner.munchausen_alpha",
                self.munchausen_alpha, f"is a bootstrap of its own: leave learner.bootstrap_epsilon at 0 (it is "
                f"{self.bootstrap_epsilon:g})")
         _check(self.batchnorm_frozen_after >= 0, "learner.batchnorm_frozen_after", self.batchnorm_frozen_after,
@@ -448,10 +450,14 @@ class LearnerConfig:
         """A copy with the auto (-1) settings made concrete for ``device_type`` and the env (its config or name)."""
         cuda = device_type == "cuda"
         auto = self.micro_batch == AUTO, self.accum_steps == AUTO, self.reward_scale == AUTO, self.target_sync == AUTO
+        munchausen = self.munchausen_alpha
+        if munchausen == AUTO:  # Expected SARSA is a bootstrap of its own: asking for it turns the env's Munchausen off
+            munchausen = 0.0 if self.bootstrap_epsilon > 0 else _env_auto(env, "munchausen_alpha", 0.0)
         return dataclasses.replace(self, micro_batch=(512 if cuda else 64) if auto[0] else self.micro_batch,
                                    accum_steps=1 if auto[1] else self.accum_steps,
                                    reward_scale=_env_auto(env, "reward_scale", 1.0) if auto[2] else self.reward_scale,
-                                   target_sync=_env_auto(env, "target_sync", 250) if auto[3] else self.target_sync)
+                                   target_sync=_env_auto(env, "target_sync", 250) if auto[3] else self.target_sync,
+                                   munchausen_alpha=munchausen)
 
 
 def _env_auto(env: EnvConfig | str, key: str, default: Any) -> Any:
@@ -663,6 +669,7 @@ def migrate(data: Any) -> Any:
     - a Mario field the run did not save takes the value its code used: no jump release, no stall truncation;
     - a run saved without a ``net`` section had the Nature-DQN head (``net.dueling`` False);
     - a run saved without ``learner.exact_ratio`` held its replay ratio only as a cap (``exact_ratio`` False);
+    - a run saved without ``learner.munchausen_alpha`` bootstrapped on the Double-DQN max (0, not today's auto);
     - an auto option saved as 0 (before -1 became the one numeric auto) is -1.
     """
     if not isinstance(data, dict):
@@ -682,8 +689,8 @@ def migrate(data: Any) -> Any:
         data["env"] = env
     if "net" not in data:
         data["net"] = {"dueling": False}
-    if isinstance(data.get("learner"), dict) and "exact_ratio" not in data["learner"]:
-        data["learner"] = {**data["learner"], "exact_ratio": False}
+    if isinstance(data.get("learner"), dict):  # runs saved before these options trained without them
+        data["learner"] = {"exact_ratio": False, "munchausen_alpha": 0.0, **data["learner"]}
     for section, key in _ZERO_WAS_AUTO:
         if isinstance(data.get(section), dict) and data[section].get(key) == 0:
             data[section] = {**data[section], key: AUTO}

@@ -57,7 +57,7 @@ def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, 
     """Learner alone on a filled replay: fp32 eager, AMP, AMP + compile, each without and with accumulation."""
     from learner.trainer import DQNLearner
     replay = _filled_replay(cfg, device)
-    base = cfg.learner.resolved(device.type)
+    base = cfg.learner.resolved(device.type, cfg.env)  # the env's own target (Mario: Munchausen), as it trains
     amp = "auto" if device.type == "cuda" else "bf16"
     variants = [("fp32_eager", "off", False), ("amp_eager", amp, False), ("amp_compiled", amp, True)]
     out: dict = {"device": str(device), "micro_batch": base.micro_batch}

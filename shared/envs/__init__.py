@@ -89,6 +89,8 @@ class EnvEntry:
     """actor.eps_anneal_steps -1 (auto) on this env."""
     target_sync: int = 250
     """learner.target_sync -1 (auto) on this env."""
+    munchausen_alpha: float = 0.0
+    """learner.munchausen_alpha -1 (auto) on this env (0: the Double-DQN max)."""
 
     def label_of(self, cfg: EnvConfig) -> str:
         return self.label(cfg) if self.label is not None else self.name

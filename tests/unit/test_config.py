@@ -122,13 +122,20 @@ def test_auto_fields_follow_the_env_until_set_and_are_saved_resolved():
     assert (built.actor.envs_per_actor, built.actor.eps_anneal_steps) == (32, 1_000)
 
 
-@pytest.mark.parametrize("env,scale,sync", [("mario", 1 / 15, 1_000), ("catch", 1.0, 250), ("fake", 1.0, 250)])
-def test_reward_scale_and_target_sync_auto_per_env(env, scale, sync):
+@pytest.mark.parametrize("env,scale,sync,munchausen", [("mario", 1 / 15, 1_000, 0.9), ("catch", 1.0, 250, 0.0),
+                                                        ("fake", 1.0, 250, 0.0)])
+def test_reward_scale_target_sync_and_munchausen_auto_per_env(env, scale, sync, munchausen):
     cfg = LearnerConfig().resolved("cpu", env)
     assert cfg.reward_scale == pytest.approx(scale)
     assert cfg.target_sync == sync
+    assert cfg.munchausen_alpha == munchausen
     assert LearnerConfig(reward_scale=0.5).resolved("cpu", env).reward_scale == 0.5
     assert LearnerConfig(target_sync=7).resolved("cpu", env).target_sync == 7
+    assert LearnerConfig(munchausen_alpha=0.0).resolved("cpu", env).munchausen_alpha == 0.0  # set by hand: off
+    assert LearnerConfig(munchausen_alpha=0.5).resolved("cpu", env).munchausen_alpha == 0.5
+    sarsa = LearnerConfig(bootstrap_epsilon=0.05)  # a bootstrap of its own: the env's Munchausen gives way, no error
+    sarsa.validate()
+    assert sarsa.resolved("cpu", env).munchausen_alpha == 0.0
 
 
 def test_learning_rate_decays_linearly_to_its_final_fraction():
@@ -159,6 +166,9 @@ def test_old_layouts_load_through_one_migration(tmp_path):
     assert (cfg.env.snake.size, cfg.env.snake.obs, cfg.env.fuelbreak.budget) == (6, "grid", 9)
     env["jump_release"] = True  # saved: kept
     assert RunConfig.from_json(json.dumps(flat)).env.mario.jump_release is True
+    assert RunConfig.from_json(json.dumps(flat)).learner.munchausen_alpha == -1  # saved: kept (auto)
+    flat["learner"].pop("munchausen_alpha")
+    assert RunConfig.from_json(json.dumps(flat)).learner.munchausen_alpha == 0.0  # not saved: the Double-DQN max
     (tmp_path / "config.json").write_text(json.dumps(flat))
     assert resumed_config(RunConfig(resume=str(tmp_path))).env.mario.stage == "1-3"
     today = RunConfig()

@@ -406,11 +406,26 @@ def mario_batch(n=16, reward=30.0):
 
 @pytest.mark.parametrize("batchnorm", ["joint", "split"])
 def test_td_target_uses_the_scaled_reward(batchnorm):
-    cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off", batchnorm=batchnorm)
+    cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off", batchnorm=batchnorm,
+                        munchausen_alpha=0.0)  # Mario's Munchausen bonus would add to the reward
     dqn = DQNLearner(cfg, MARIO, CPU, env="mario")
     batch = mario_batch()
     _, td, q = dqn.micro_loss(batch)  # discount 0: target = reward * scale = 2.0
     assert torch.allclose(td, (q - 2.0).abs(), atol=1e-5)
+
+
+def test_mario_learner_trains_on_munchausen_target_by_default():
+    """learner.munchausen_alpha auto is 0.9 on Mario: at discount 0 the target is the scaled reward plus the bonus."""
+    dqn = DQNLearner(LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off"), MARIO, CPU, env="mario")
+    assert dqn.cfg.munchausen_alpha == 0.9
+    batch = mario_batch()
+    dqn.target.eval()
+    with torch.no_grad():
+        log_pi = torch.log_softmax(dqn.target(batch["obs"]) / dqn.cfg.munchausen_tau, dim=1)
+    bonus = (dqn.cfg.munchausen_tau * log_pi.gather(1, batch["action"][:, None]).squeeze(1)).clamp(-1.0, 0.0)
+    assert (bonus < -0.01).any()  # the bonus takes part on this batch
+    _, td, q = dqn.micro_loss(batch)
+    torch.testing.assert_close(td, (q - (2.0 + 0.9 * bonus)).abs(), atol=1e-4, rtol=1e-4)
 
 
 def test_joint_batchnorm_normalises_obs_and_next_obs_together():
