@@ -228,7 +228,7 @@ class DQNLearner:
             if running and batch_stats and self.statistics_move():  # a train-mode pass only to move them
                 self.online.train()
                 self.online_fn(obs)
-            if not joint:
+            if not joint and self.cfg.munchausen_alpha <= 0:  # Munchausen's soft value needs no online argmax
                 self.online.eval()
                 best = masked_argmax(self.online_fn(next_obs), next_mask).clone()
         self.online.train(batch_stats and not running)

@@ -391,6 +391,16 @@ def test_munchausen_target_adds_the_log_policy_bonus_and_bootstraps_on_the_soft_
     torch.testing.assert_close(td, (q - target).abs(), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("alpha, online_on_next_obs", [(0.0, 1), (0.9, 0)])
+def test_the_online_net_plays_s_prime_only_for_the_double_dqn_argmax(alpha, online_on_next_obs):
+    """Munchausen bootstraps on the target net's soft value: the online net's forward on s' would be wasted work."""
+    dqn, batch = learner_on_running_statistics(munchausen_alpha=alpha)
+    seen = []
+    dqn.online.register_forward_hook(lambda module, args, out: seen.append(args[0]))
+    dqn.micro_loss(batch)
+    assert seen and sum(x is batch["next_obs"] for x in seen) == online_on_next_obs
+
+
 def test_munchausen_and_expected_sarsa_are_refused_together():
     cfg = LearnerConfig(munchausen_alpha=0.9, bootstrap_epsilon=0.05)
     with pytest.raises(ConfigError, match="learner.munchausen_alpha=0.9"):
