@@ -376,6 +376,12 @@ def test_expected_sarsa_target_values_the_epsilon_greedy_policy_at_s_next():
     torch.testing.assert_close(td, (q - target).abs(), atol=1e-5, rtol=1e-5)
 
 
+def munchausen_bonus(q_here, action, tau):
+    """The reference bonus: clamp(tau * log softmax(Q_target(s) / tau)[a], -1, 0)."""
+    log_pi = torch.log_softmax(q_here / tau, dim=1).gather(1, action[:, None]).squeeze(1)
+    return (tau * log_pi).clamp(-1.0, 0.0)
+
+
 def test_munchausen_target_adds_the_log_policy_bonus_and_bootstraps_on_the_soft_value():
     """munchausen_alpha a, tau t: target = r + a * clamp(t * log pi(a|s), -1, 0) + discount * t * logsumexp(Q'/t),
     pi = softmax(Q_target(s) / t), Q' = Q_target(s')."""
@@ -383,8 +389,7 @@ def test_munchausen_target_adds_the_log_policy_bonus_and_bootstraps_on_the_soft_
     dqn, batch = learner_on_running_statistics(munchausen_alpha=alpha, munchausen_tau=tau)
     with torch.no_grad():
         q_here, q_next = dqn.target(batch["obs"]), dqn.target(batch["next_obs"])
-    log_pi = torch.log_softmax(q_here / tau, dim=1).gather(1, batch["action"][:, None]).squeeze(1)
-    bonus = (tau * log_pi).clamp(-1.0, 0.0)
+    bonus = munchausen_bonus(q_here, batch["action"], tau)
     assert (bonus < 0).any()  # the bonus takes part on this batch
     _, td, q = dqn.micro_loss(batch)
     target = batch["reward"] + alpha * bonus + batch["discount"] * tau * torch.logsumexp(q_next / tau, dim=1)
@@ -431,8 +436,7 @@ def test_mario_learner_trains_on_munchausen_target_by_default():
     batch = mario_batch()
     dqn.target.eval()
     with torch.no_grad():
-        log_pi = torch.log_softmax(dqn.target(batch["obs"]) / dqn.cfg.munchausen_tau, dim=1)
-    bonus = (dqn.cfg.munchausen_tau * log_pi.gather(1, batch["action"][:, None]).squeeze(1)).clamp(-1.0, 0.0)
+        bonus = munchausen_bonus(dqn.target(batch["obs"]), batch["action"], dqn.cfg.munchausen_tau)
     assert (bonus < -0.01).any()  # the bonus takes part on this batch
     _, td, q = dqn.micro_loss(batch)
     torch.testing.assert_close(td, (q - (2.0 + 0.9 * bonus)).abs(), atol=1e-4, rtol=1e-4)
