@@ -47,9 +47,9 @@ __all__ = [
     "POLICIES",
     "VideoInfo",
     "action_names_for",
-    "best_episode",
     "build_network",
     "play_episodes",
+    "ranked_episode",
     "record_video",
     "summarize",
 ]
@@ -227,9 +227,14 @@ def _play_vector(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int,
                     np.ascontiguousarray(played[:length[i], i])) for i in range(n)]
 
 
-def best_episode(episodes: list[Episode]) -> Episode:
-    """The episode with the highest x_pos, ties broken by the higher return (then the earlier one)."""
-    return max(episodes, key=lambda e: (e.x_pos, e.ret))
+def ranked_episode(episodes: list[Episode], which: str = "best") -> int:
+    """Index of the 'best' episode (highest x_pos, ties broken by the higher return) or the 'worst' (lowest
+    x_pos, then lower return); the earlier one on a full tie."""
+    if which not in ("best", "worst"):
+        raise ValueError(f"which={which!r} must be 'best' or 'worst'")
+    def key(i: int) -> tuple[int, float]:
+        return episodes[i].x_pos, episodes[i].ret
+    return max(range(len(episodes)), key=key) if which == "best" else min(range(len(episodes)), key=key)
 
 
 def summarize(episodes: list[Episode], num_actions: int, action_names: list[str]) -> dict:

@@ -37,8 +37,8 @@ and the action histogram. Written (``--json``; default ``RUN_DIR/eval-STAGE-eps0
 env_steps of the checkpoint, stage, epsilon, policy, seed, env, summary, greedy (the pure-greedy
 episode's summary and record, null for the random policy), episodes (x_pos, flag, return, length
 of each) and video. ``--video PATH.mp4|.gif`` replays the best episode of the epsilon run (highest
-x_pos, then return; ``--video-episode greedy``: the pure-greedy episode) at the NES's 256x240 and
-60 fps (GIF: 15 fps) and checks that the replay reaches the same x_pos. Bad input prints one line on stderr
+x_pos, then return; ``--video-episode worst|greedy|N``: the lowest, the pure-greedy one, or episode N) at the
+NES's 256x240 and 60 fps (GIF: 15 fps) and checks that the replay reaches the same x_pos. Bad input prints one line on stderr
 naming the value and exits with 2.
 """
 
@@ -55,11 +55,12 @@ import torch
 
 from actors.evaluator import (
     POLICIES,
+    Episode,
     action_names_for,
-    best_episode,
     build_network,
     episode_record,
     play_episodes,
+    ranked_episode,
     record_video,
     summarize,
 )
@@ -108,8 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Mario's button set for --policy random or constant (env.mario.actions; default: the run's, "
                         "simple without RUN_DIR): a baseline for runs trained on another set")
     p.add_argument("--video", default=None, metavar="PATH", help="record the best episode to PATH.mp4 or PATH.gif")
-    p.add_argument("--video-episode", default="best", choices=("best", "greedy"),
-                   help="which episode --video records: the best of the epsilon run (default) or the pure-greedy one")
+    p.add_argument("--video-episode", default="best", metavar="WHICH",
+                   help="which episode --video records: 'best' (highest x_pos of the epsilon run, the default), "
+                        "'worst' (lowest x_pos), 'greedy' (the pure-greedy episode), or N, the epsilon run's "
+                        "episode N (0-based, the order of 'episodes' in the JSON; the same --seed plays the same "
+                        "episodes, so a failure found in one evaluation can be filmed in the next)")
     p.add_argument("--json", default=None, metavar="PATH", help="where to write the results")
     return p
 
@@ -122,6 +126,22 @@ def _load_checkpoint_file(path: str) -> dict:
     if not isinstance(state, dict) or not isinstance(state.get("learner"), dict) or "online" not in state["learner"]:
         raise UsageError(f"checkpoint {path!r} holds no learner.online network")
     return state
+
+
+VIDEO_EPISODES = ("best", "worst", "greedy")
+
+
+def video_episode(episodes: list[Episode], greedy_ep: Episode | None, which: str) -> tuple[int | str, Episode]:
+    """The episode ``--video-episode`` names, and its number in ``episodes`` ('greedy' for the greedy episode).
+
+    best: highest x_pos, then return (the earlier on a tie); worst: lowest x_pos, then return; greedy: the
+    pure-greedy episode, or best where there is none (a random or constant policy); a digit string: that
+    episode of the epsilon run.
+    """
+    if which == "greedy" and greedy_ep is not None:
+        return "greedy", greedy_ep
+    index = int(which) if which.isdigit() else ranked_episode(episodes, "worst" if which == "worst" else "best")
+    return index, episodes[index]
 
 
 def resolve(args: argparse.Namespace) -> dict:
@@ -141,6 +161,10 @@ def resolve(args: argparse.Namespace) -> dict:
         raise UsageError(f"--max-episode-steps={args.max_episode_steps!r} must be >= 0")
     if args.video is not None and os.path.splitext(args.video)[1].lower() not in (".mp4", ".gif"):
         raise UsageError(f"--video={args.video!r} must end in .mp4 or .gif")
+    if args.video_episode not in VIDEO_EPISODES and not (
+            args.video_episode.isdigit() and int(args.video_episode) < args.episodes):
+        raise UsageError(f"--video-episode={args.video_episode!r} must be one of {', '.join(VIDEO_EPISODES)} "
+                         f"or an episode number below --episodes={args.episodes}")
     if args.env is not None and args.env not in env_names():
         raise UsageError(f"--env={args.env!r} must be one of {', '.join(env_names())}")
     greedy = args.policy == "greedy"
@@ -318,13 +342,13 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
     video = None
     status = 0
     if args.video:
-        best = greedy_ep if args.video_episode == "greedy" and greedy_ep is not None else best_episode(episodes)
+        which, filmed = video_episode(episodes, greedy_ep, args.video_episode)
         try:
-            info = record_video(env, best.actions, args.video, expected_x_pos=best.x_pos)
-            video = dataclasses.asdict(info)
+            info = record_video(env, filmed.actions, args.video, expected_x_pos=filmed.x_pos)
+            video = {**dataclasses.asdict(info), "episode": which}
             print(f"[EVAL] video {info.path}: {info.bytes:,} bytes, {info.frames:,} frames, {info.seconds:.1f} s "
-                  f"({'greedy' if best is greedy_ep else 'best'} episode: x_pos {best.x_pos}, return {best.ret:.1f}, "
-                  f"{best.length} steps)")
+                  f"({which if which == 'greedy' else f'episode {which}'}: x_pos {filmed.x_pos}, "
+                  f"return {filmed.ret:.1f}, {filmed.length} steps)")
         except RuntimeError as exc:  # the replay diverged; the file is there but shows another episode
             print(f"error: {exc}", file=sys.stderr)
             video, status = {"path": args.video, "error": str(exc)}, 1

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from actors.evaluator import Episode, action_names_for, best_episode, build_network, play_episodes, summarize
-from launch.evaluate import main
+from actors.evaluator import Episode, action_names_for, build_network, play_episodes, ranked_episode, summarize
+from launch.evaluate import main, video_episode
 from learner.checkpoint import save_best, save_checkpoint
 from shared.config import EnvConfig, RunConfig
 from shared.envs.fuelbreak import FuelbreakOptions
@@ -115,10 +115,16 @@ def test_play_episodes_policies():
         play_episodes(None, cfg, 1, 0.0, seed=0)
 
 
-def test_best_episode_and_names():
+def test_ranked_episodes_and_names():
     eps = [Episode(10, False, 1.0, 3, np.zeros(3, np.uint8)), Episode(20, False, 5.0, 3, np.zeros(3, np.uint8)),
-           Episode(20, True, 9.0, 4, np.zeros(4, np.uint8))]
-    assert best_episode(eps) is eps[2]
+           Episode(20, True, 9.0, 4, np.zeros(4, np.uint8)), Episode(10, False, 0.5, 2, np.zeros(2, np.uint8))]
+    assert ranked_episode(eps) == 2 and ranked_episode(eps, "worst") == 3
+    with pytest.raises(ValueError, match="'middle'"):
+        ranked_episode(eps, "middle")
+    greedy = Episode(30, True, 12.0, 5, np.zeros(5, np.uint8))
+    assert video_episode(eps, greedy, "greedy") == ("greedy", greedy)
+    assert video_episode(eps, None, "greedy") == (2, eps[2])  # a random policy has no greedy episode: the best
+    assert video_episode(eps, greedy, "worst") == (3, eps[3]) and video_episode(eps, greedy, "1") == (1, eps[1])
     right_only = EnvConfig(mario=MarioOptions(actions="right_only"))
     assert action_names_for(right_only) == ["NOOP", "right", "right+A", "right+B", "right+A+B"]
 
@@ -135,6 +141,8 @@ def test_best_episode_and_names():
     (["{run}", "--checkpoint", "{missing}"], "{missing}"),
     (["{run}", "--video", "{tmp}/v.avi"], "v.avi"),
     (["{run}", "--video", "{tmp}/v.mp4"], "catch"),  # video needs Mario
+    (["{run}", "--video-episode", "last"], "--video-episode='last'"),
+    (["{run}", "--episodes", "3", "--video-episode", "3"], "--video-episode='3'"),  # episodes 0..2
     (["--episodes", "2"], "RUN_DIR"),
     (["--policy", "random", "--env", "chess"], "'chess'"),
     (["{run}", "--episodes", "many"], "'many'"),
@@ -178,14 +186,14 @@ def test_constant_policy_holds_its_action_but_where_epsilon_explores(tmp_path):
 def test_mario_random_video(tmp_path):
     pytest.importorskip("gym_super_mario_bros")
     imageio = pytest.importorskip("imageio.v2")
-    video, out = tmp_path / "best.mp4", tmp_path / "random.json"
-    assert main(["--policy", "random", "--episodes", "1", "--stage", "1-1", "--max-episode-steps", "120",
-                 "--video", str(video), "--json", str(out)]) == 0
+    video, out = tmp_path / "second.mp4", tmp_path / "random.json"
+    assert main(["--policy", "random", "--episodes", "2", "--stage", "1-1", "--max-episode-steps", "120",
+                 "--video", str(video), "--video-episode", "1", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     assert data["policy"] == "random" and data["greedy"] is None and data["stage"] == "1-1"
-    ep = data["episodes"][0]
+    ep = data["episodes"][1]
     v = data["video"]
-    assert v["x_pos"] == ep["x_pos"] > 0
+    assert v["episode"] == 1 and v["x_pos"] == ep["x_pos"] > 0  # the replay reached the episode's x_pos
     assert 1 + 4 * (ep["length"] - 1) < v["frames"] <= 1 + 4 * ep["length"]  # every emulator frame + reset screen
     assert v["seconds"] == pytest.approx(v["frames"] / 60) and v["bytes"] == video.stat().st_size
     assert video.read_bytes()[4:8] == b"ftyp"  # an MP4 (ISO base media) container
