@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--buttons", default=None, choices=tuple(ACTION_SETS),
                    help="Mario's button set for --policy random or constant (env.mario.actions; default: the run's, "
                         "simple without RUN_DIR): a baseline for runs trained on another set")
-    p.add_argument("--video", default=None, metavar="PATH", help="record the best episode to PATH.mp4 or PATH.gif")
+    p.add_argument("--video", default=None, metavar="PATH",
+                   help="record an episode (the best unless --video-episode says otherwise) to PATH.mp4 or PATH.gif")
     p.add_argument("--video-episode", default="best", metavar="WHICH",
                    help="which episode --video records: 'best' (highest x_pos of the epsilon run, the default), "
                         "'worst' (lowest x_pos), 'greedy' (the pure-greedy episode), or N, the epsilon run's "
@@ -131,16 +132,20 @@ def _load_checkpoint_file(path: str) -> dict:
 VIDEO_EPISODES = ("best", "worst", "greedy")
 
 
+def _is_number(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
 def video_episode(episodes: list[Episode], greedy_ep: Episode | None, which: str) -> tuple[int | str, Episode]:
     """The episode ``--video-episode`` names, and its number in ``episodes`` ('greedy' for the greedy episode).
 
     best: highest x_pos, then return (the earlier on a tie); worst: lowest x_pos, then return; greedy: the
-    pure-greedy episode, or best where there is none (a random or constant policy); a digit string: that
+    pure-greedy episode, or best where there is none (a random or constant policy); a number (ASCII digits): that
     episode of the epsilon run.
     """
     if which == "greedy" and greedy_ep is not None:
         return "greedy", greedy_ep
-    index = int(which) if which.isdigit() else ranked_episode(episodes, "worst" if which == "worst" else "best")
+    index = int(which) if _is_number(which) else ranked_episode(episodes, "worst" if which == "worst" else "best")
     return index, episodes[index]
 
 
@@ -162,9 +167,11 @@ def resolve(args: argparse.Namespace) -> dict:
     if args.video is not None and os.path.splitext(args.video)[1].lower() not in (".mp4", ".gif"):
         raise UsageError(f"--video={args.video!r} must end in .mp4 or .gif")
     if args.video_episode not in VIDEO_EPISODES and not (
-            args.video_episode.isdigit() and int(args.video_episode) < args.episodes):
+            _is_number(args.video_episode) and int(args.video_episode) < args.episodes):
         raise UsageError(f"--video-episode={args.video_episode!r} must be one of {', '.join(VIDEO_EPISODES)} "
                          f"or an episode number below --episodes={args.episodes}")
+    if args.video is None and args.video_episode != "best":
+        raise UsageError(f"--video-episode={args.video_episode!r} names the episode --video records: add --video PATH")
     if args.env is not None and args.env not in env_names():
         raise UsageError(f"--env={args.env!r} must be one of {', '.join(env_names())}")
     greedy = args.policy == "greedy"

@@ -141,8 +141,10 @@ def test_ranked_episodes_and_names():
     (["{run}", "--checkpoint", "{missing}"], "{missing}"),
     (["{run}", "--video", "{tmp}/v.avi"], "v.avi"),
     (["{run}", "--video", "{tmp}/v.mp4"], "catch"),  # video needs Mario
-    (["{run}", "--video-episode", "last"], "--video-episode='last'"),
-    (["{run}", "--episodes", "3", "--video-episode", "3"], "--video-episode='3'"),  # episodes 0..2
+    (["{run}", "--video", "{tmp}/v.mp4", "--video-episode", "last"], "--video-episode='last'"),
+    (["{run}", "--video", "{tmp}/v.mp4", "--episodes", "3", "--video-episode", "3"], "--video-episode='3'"),  # 0..2
+    (["{run}", "--video", "{tmp}/v.mp4", "--video-episode", "\u00b2"], "--video-episode='\u00b2'"),  # not ASCII
+    (["{run}", "--video-episode", "worst"], "--video-episode='worst'"),  # nothing to film without --video
     (["--episodes", "2"], "RUN_DIR"),
     (["--policy", "random", "--env", "chess"], "'chess'"),
     (["{run}", "--episodes", "many"], "'many'"),
