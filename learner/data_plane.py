@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from learner.consolidator import Consolidator
-from learner.ending_reserve import EndingReserve
 from learner.prioritized_replay import PrioritizedReplay
 from learner.replay import FrameReplay
 from shared import curve, protocol
@@ -47,17 +46,14 @@ class DataPlaneStats:
 
 
 def make_replay(cfg: RunConfig, device: torch.device) -> FrameReplay:
-    """The run's replay: one stream per actor env; PrioritizedReplay when ``replay.prioritized``; an ending reserve
-    (learner/ending_reserve.py) when ``replay.ending_share`` is above 0."""
+    """The run's replay: one stream per actor env; PrioritizedReplay when ``replay.prioritized``."""
     r, spec = cfg.replay, env_spec(cfg.env)
     kwargs = dict(num_streams=cfg.actors * cfg.actor.envs_per_actor, capacity=r.capacity,
                   frame_shape=tuple(spec.obs_shape), stack=spec.stack, n_step=r.n_step, gamma=r.gamma, device=device,
                   obs_dtype=spec.obs_dtype, num_actions=spec.num_actions, masked=spec.masked)
-    replay = (PrioritizedReplay(**kwargs, alpha=r.priority_alpha, eps=r.priority_eps) if r.prioritized
-              else FrameReplay(**kwargs))
-    if r.ending_share > 0:
-        replay.attach_endings(EndingReserve(replay, segments=r.ending_reserve, steps=r.ending_steps), r.ending_share)
-    return replay
+    if r.prioritized:
+        return PrioritizedReplay(**kwargs, alpha=r.priority_alpha, eps=r.priority_eps)
+    return FrameReplay(**kwargs)
 
 
 class DataPlane:

@@ -291,7 +291,6 @@ class Learner:
             "learner/rss_mb": psutil.Process().memory_info().rss / 2**20,  # this process: replay, nets, queue
             "replay/size": stats.buffer,
             "replay/live_streams": self.plane.replay.live_streams(),
-            **({"replay/endings_held": self.plane.replay.endings.endings_held()} if self.plane.replay.endings else {}),
             "replay/drops": stats.drops,
             "replay/rejected": stats.rejected,
             "replay/lost_in_flight": stats.lost_in_flight,

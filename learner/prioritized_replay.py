@@ -11,8 +11,7 @@ Contract, on top of FrameReplay's slots, n-step rule and ring (learner/replay.py
   actor's own n-step TD errors), else the largest priority seen so far (max-priority insertion;
   1.0 before any update);
 - ``update_priorities(stream, slot, td)`` sets ``p = |td| + eps`` for the sampled slots, one
-  vectorized call per update; slots overwritten since they were sampled, and rows an ending reserve
-  gave (stream -1), are skipped;
+  vectorized call per update; slots overwritten since they were sampled are skipped;
 - a sample carries ``weight`` [B] float32 = ``(N * P(k))**-beta`` normalised by the batch's
   largest (so weights are in (0, 1]); N is the number of sampleable slots.
 
@@ -63,8 +62,6 @@ class PrioritizedReplay(FrameReplay):
         if not np.isfinite(td).all():
             raise ValueError("td contains non-finite values")
         C = self.stream_capacity
-        ring = stream >= 0  # rows drawn from an ending reserve carry stream -1 and no priority
-        stream, slot, td = stream[ring], slot[ring], td[ring]
         p = np.abs(td) + self.eps
         with self._lock:
             keep = slot >= self._head[stream] - C  # not overwritten since it was sampled

@@ -148,15 +148,6 @@ class FrameReplay:
         self._lock = threading.Lock()
         self._offsets = torch.arange(self.n_step + 1, device=dev)
         self._powers = (self.gamma ** torch.arange(self.n_step + 1, dtype=torch.float64)).to(dev, torch.float32)
-        self.endings = None     # an EndingReserve (learner/ending_reserve.py) once attach_endings is called
-        self.ending_share = 0.0
-
-    def attach_endings(self, reserve: Any, share: float) -> None:
-        """Keep every termination's segment in ``reserve`` (learner/ending_reserve.py) and draw ``share`` of each
-        sample from it (round(share * batch_size) draws, at least one left to the ring)."""
-        _check(isinstance(share, (int, float)) and 0.0 < share < 1.0, f"share={share!r} must be in (0, 1)")
-        _check(reserve.source is self, "the reserve must copy from this replay")
-        self.endings, self.ending_share = reserve, float(share)
 
     # ------------------------------------------------------------------ writing
 
@@ -227,19 +218,16 @@ class FrameReplay:
             _check(bool((heads == heads[0]).all()),
                    f"stream0={stream0}: streams {stream0}..{stream0 + E - 1} must advance in lockstep, "
                    f"but their heads are {heads.tolist()}")
-            start = int(heads[0])  # heads is a view of self._head: read before it advances
-            pos = start % C
+            pos = int(heads[0]) % C
             n1 = min(T, C - pos)
             for dst, src in fields:
                 dst[rows, pos:pos + n1] = src[:, :n1]
                 if n1 < T:
                     dst[rows, :T - n1] = src[:, n1:]
-            self._written_hook(stream0, E, start, T, priorities)
+            self._written_hook(stream0, E, int(heads[0]), T, priorities)
             self._head[rows] += T
             self._written += E * T
             self._last_write[rows] = self._written
-            if self.endings is not None:
-                self.endings.keep(stream0, start, terminated.cpu().numpy())
 
     # ------------------------------------------------------------------ sampling
 
@@ -247,27 +235,9 @@ class FrameReplay:
                beta: float = 1.0) -> dict[str, torch.Tensor]:
         """Draw batch_size valid n-step transitions uniformly; generator, if given, is a CPU torch.Generator.
 
-        ``beta`` is the importance-sampling exponent of :class:`PrioritizedReplay`; uniform draws ignore it.
-        With an ending reserve attached, the last round(ending_share * batch_size) rows come from it: their
-        ``stream`` and ``slot`` are -1 (no priority to update) and their ``weight``, if any, is 1."""
+        ``beta`` is the importance-sampling exponent of :class:`PrioritizedReplay`; uniform draws ignore it."""
         _check(_is_int(batch_size) and batch_size >= 1, f"batch_size={batch_size!r} must be an int >= 1")
-        B = int(batch_size)
-        k = 0
-        if self.endings is not None and self.endings.endings_held() > 0:
-            k = min(int(self.ending_share * B + 0.5), B - 1)
-        if k == 0:
-            return self._sample_ring(B, generator, beta)
-        ring = self._sample_ring(B - k, generator, beta)
-        ends = self.endings.sample(k, generator)
-        ends["stream"] = torch.full_like(ends["stream"], -1)
-        ends["slot"] = torch.full_like(ends["slot"], -1)
-        if "weight" in ring:
-            ends["weight"] = torch.ones(k, dtype=ring["weight"].dtype, device=ring["weight"].device)
-        return {key: torch.cat([value, ends[key]]) for key, value in ring.items()}
-
-    def _sample_ring(self, batch_size: int, generator: torch.Generator | None, beta: float) -> dict[str, torch.Tensor]:
-        """``sample`` from the ring alone."""
-        B, C, shape = batch_size, self.stream_capacity, self.frame_shape
+        B, C, shape = int(batch_size), self.stream_capacity, self.frame_shape
         with self._lock:
             lo, counts = self._ranges(self._head)
             total = int(counts.sum())

@@ -183,16 +183,6 @@ class ReplayConfig:
     """Transitions inserted over which beta rises to 1."""
     priority_eps: float = 1e-3
     """Added to |TD error| so that no slot's priority is 0 (TD errors are in reward_scale units)."""
-    ending_share: float = 0.0
-    """Experimental. Share of each sampled batch drawn uniformly from a reserve of the transitions that led to episode
-    endings (terminations: on Mario a death or the flag), kept for the whole run after the ring overwrote them, so
-    a hazard the policy learned to pass stays in its training data once it stops dying there. 0 (default): off,
-    and no reserve is allocated."""
-    ending_steps: int = 8
-    """Transitions kept per ending in the reserve: the terminating step and the ones before it."""
-    ending_reserve: int = 2000
-    """Endings the reserve holds (the oldest replaced first); it takes ending_reserve x (stack - 1 + ending_steps +
-    n_step) frames, about 200 MB at Mario's defaults."""
 
     def beta_at(self, inserted: int) -> float:
         """The importance-sampling exponent after ``inserted`` transitions."""
@@ -211,9 +201,6 @@ class ReplayConfig:
         _check(self.priority_beta_steps >= 0, "replay.priority_beta_steps", self.priority_beta_steps,
                "must be >= 0 (0: beta is 1 from the start)")
         _check(self.priority_eps > 0.0, "replay.priority_eps", self.priority_eps, "must be > 0")
-        _check(0.0 <= self.ending_share < 1.0, "replay.ending_share", self.ending_share, "must be in [0, 1)")
-        _check(self.ending_steps >= 1, "replay.ending_steps", self.ending_steps, "must be >= 1")
-        _check(self.ending_reserve >= 1, "replay.ending_reserve", self.ending_reserve, "must be >= 1")
 
 
 @dataclass
@@ -670,7 +657,8 @@ def migrate(data: Any) -> Any:
     - a run saved without a ``net`` section had the Nature-DQN head (``net.dueling`` False);
     - a run saved without ``learner.exact_ratio`` held its replay ratio only as a cap (``exact_ratio`` False);
     - a run saved without ``learner.munchausen_alpha`` bootstrapped on the Double-DQN max (0, not today's auto);
-    - an auto option saved as 0 (before -1 became the one numeric auto) is -1.
+    - an auto option saved as 0 (before -1 became the one numeric auto) is -1;
+    - a retired option (:data:`_RETIRED`) is dropped; one that shaped the network refuses a run that used it.
     """
     if not isinstance(data, dict):
         return data
@@ -694,12 +682,28 @@ def migrate(data: Any) -> Any:
     for section, key in _ZERO_WAS_AUTO:
         if isinstance(data.get(section), dict) and data[section].get(key) == 0:
             data[section] = {**data[section], key: AUTO}
+    for (section, key), (default, refusal) in _RETIRED.items():
+        part = data.get(section)
+        if isinstance(part, dict) and key in part:
+            if refusal and part[key] != default:
+                raise ConfigError(f"{section}.{key}={part[key]!r}: {refusal}")
+            data[section] = {name: value for name, value in part.items() if name != key}
     return data
 
 
 _ZERO_WAS_AUTO = (("actor", "envs_per_actor"), ("learner", "micro_batch"), ("learner", "accum_steps"),
                   ("learner", "reward_scale"), ("learner", "threads"))
 """Options whose auto was 0 before -1 became the one numeric auto."""
+
+_RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
+    ("replay", "ending_share"): (0.0, ""),
+    ("replay", "ending_steps"): (8, ""),
+    ("replay", "ending_reserve"): (2000, ""),
+}
+"""Options removed after their screens lost (docs/experiments/mario.md, "Levers retired"): (section, key) -> (the
+value that meant off, why a run that set it otherwise cannot load). A saved run's key is dropped whatever it held
+when the option only shaped training (the trained weights evaluate and resume as they are); an option that changed
+the network refuses a run that used it, naming the commit to evaluate it with."""
 
 
 def is_loopback(host: str) -> bool:
