@@ -87,8 +87,6 @@ class Collector:
         self.acting_net = acting_copy(self.net, cfg.actor.precision)  # what acts: rebuilt from every load
         self.actor_priorities = cfg.replay.prioritized and cfg.replay.initial_priority == "actor"
         self.reward_scale = cfg.learner.resolved("cpu", cfg.env).reward_scale  # the learner's TD-error units
-        self.death_penalty, self.success_bonus = cfg.actor.death_penalty, cfg.actor.success_bonus
-        self.shaped = bool(self.death_penalty or self.success_bonus)  # episode-end shaping (experimental)
         self.weights_version = 0
         self.first_action_weights_version = -1  # the weights the very first action used (tests check it)
         self.env_seconds = 0.0  # wall time inside the envs' step: the share of the actor's time its envs get
@@ -187,9 +185,7 @@ class Collector:
             self.env_seconds += time.perf_counter() - tick
             rewards[:, t] = reward
             terminated[:, t] = term
-            self.episode_return += reward  # game units: shaping below is for training only
-            if self.shaped and term.any():
-                rewards[:, t] += np.where(term, np.where(info["success"], self.success_bonus, -self.death_penalty), 0)
+            self.episode_return += reward
             done = term | trunc
             if stacked:
                 self.stacks[:, :-1] = self.stacks[:, 1:]

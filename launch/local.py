@@ -243,14 +243,6 @@ def learning_phrase(lc) -> str:
     return f"{lr}, target synced every {lc.target_sync:,} updates, {bootstrap}"
 
 
-def shaping_phrase(actor) -> str:
-    """Episode-end shaping for the header ('' when off): what a death and a success add to the trained reward."""
-    if not (actor.death_penalty or actor.success_bonus):
-        return ""
-    return (f" (episode ends shaped for training: termination without success {-actor.death_penalty:+g}, "
-            f"success {actor.success_bonus:+g}, in game units)")
-
-
 def norm_phrase(cfg: RunConfig, lc) -> str:
     """How the network normalises, for the header: LayerNorm, or BatchNorm's mode and when its statistics freeze."""
     if cfg.net.norm == "layer":
@@ -282,7 +274,7 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.d
         floors = [f"{e:.3g}" for a in range(min(cfg.actors, 8)) for e in epsilon_floors(cfg.actor, cfg.actors, a)]
         print(f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
               f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}), {hold}; {ratio_phrase(lc)}, "
-              f"reward scale {lc.reward_scale:.4g}{shaping_phrase(cfg.actor)}, "
+              f"reward scale {lc.reward_scale:.4g}, "
               f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, {learning_phrase(lc)}, "
               f"{norm_phrase(cfg, lc)}", flush=True)
     if not cfg.collect_only:

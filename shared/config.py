@@ -108,13 +108,6 @@ class ActorConfig:
     action for n ~ Zipf(explore_repeat) steps, capped at explore_repeat_max; 0 (default): plain epsilon-greedy."""
     explore_repeat_max: int = 10
     """Longest hold of one exploratory action, in agent steps."""
-    death_penalty: float = 0.0
-    """Experimental. Episode-end shaping: subtracted from the reward of a step that ends its episode by termination
-    without success (Mario: a death; Snake: a crash), in the env's reward units (Mario's game units, before
-    learner.reward_scale); for training only: logged returns stay in game units. 0 (default): off."""
-    success_bonus: float = 0.0
-    """Experimental. Episode-end shaping: added to the reward of a step that ends its episode with success (Mario:
-    the flag), in the env's reward units, for training only. 0 (default): off."""
     max_staged_batches: int = 16
     """Batches an actor holds when the learner does not take them; beyond it the oldest is dropped and counted."""
     send_hwm: int = 4
@@ -136,9 +129,6 @@ class ActorConfig:
         _check(0 <= self.nice <= 19, "actor.nice", self.nice, "must be in [0, 19]")
         _check(self.weights_timeout >= 0, "actor.weights_timeout", self.weights_timeout, "must be >= 0")
         _check(self.slot_wait >= 0, "actor.slot_wait", self.slot_wait, "must be >= 0 (0: wait forever)")
-        _check(self.death_penalty >= 0, "actor.death_penalty", self.death_penalty,
-               "must be >= 0 (it is subtracted: a death penalty of 50 costs 50 reward units)")
-        _check(self.success_bonus >= 0, "actor.success_bonus", self.success_bonus, "must be >= 0")
         _check(1 <= self.envs_per_actor <= 4096, "actor.envs_per_actor", self.envs_per_actor,
                "must be in [1, 4096] (-1, auto, is resolved when the RunConfig is built)")
         _check(self.precision in ("fp32", "bf16"), "actor.precision", self.precision, "must be fp32 or bf16")
@@ -699,6 +689,8 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
     ("replay", "ending_share"): (0.0, ""),
     ("replay", "ending_steps"): (8, ""),
     ("replay", "ending_reserve"): (2000, ""),
+    ("actor", "death_penalty"): (0.0, ""),
+    ("actor", "success_bonus"): (0.0, ""),
 }
 """Options removed after their screens lost (docs/experiments/mario.md, "Levers retired"): (section, key) -> (the
 value that meant off, why a run that set it otherwise cannot load). A saved run's key is dropped whatever it held

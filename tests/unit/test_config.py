@@ -29,8 +29,6 @@ from shared.exploration import epsilons
     ("env.fake.actions", 0, "env.fake.actions=0"),
     ("actor.batch_steps", 0, "actor.batch_steps=0"),
     ("actor.epsilon", 1.5, "actor.epsilon=1.5"),
-    ("actor.death_penalty", -50.0, "actor.death_penalty=-50.0"),
-    ("actor.success_bonus", -1.0, "actor.success_bonus=-1.0"),
     ("actor.precision", "fp16", "actor.precision='fp16'"),
     ("learner.bootstrap_epsilon", 1.5, "learner.bootstrap_epsilon=1.5"),
     ("learner.target_sync", 0, "learner.target_sync=0"),
@@ -217,6 +215,7 @@ def test_runs_saved_before_exact_ratio_keep_the_cap_only_limiter():
 
 RETIRED_AT_THEIR_DEFAULTS = {
     "replay": {"ending_share": 0.0, "ending_steps": 8, "ending_reserve": 2000},
+    "actor": {"death_penalty": 0.0, "success_bonus": 0.0},
 }
 """Every option retired after its screen lost (docs/experiments/mario.md, "Levers retired"), at the value that
 meant off: what every config.json saved before then holds."""
