@@ -83,7 +83,7 @@ class Collector:
         self.env_steps = 0  # steps of each env (they advance in lockstep): the exploration schedule's clock
         self.epsilon = epsilons(cfg.actor, cfg.actors, actor_id, 0)
         self.holds = ExplorationHolds(cfg.actor, n_env, self.num_actions, self.rng)
-        self.net = build_q_network(spec, dueling=cfg.net.dueling, norm=cfg.net.norm).eval()  # the learner's layout
+        self.net = build_q_network(spec, dueling=cfg.net.dueling).eval()  # the learner's layout
         self.acting_net = acting_copy(self.net, cfg.actor.precision)  # what acts: rebuilt from every load
         self.actor_priorities = cfg.replay.prioritized and cfg.replay.initial_priority == "actor"
         self.reward_scale = cfg.learner.resolved("cpu", cfg.env).reward_scale  # the learner's TD-error units

@@ -103,13 +103,11 @@ class VideoInfo:
 # --------------------------------------------------------------------------- network
 
 
-def build_network(env_cfg: EnvConfig, state_dict: dict | None = None, dueling: bool = True,
-                  norm: str = "batch") -> torch.nn.Module:
+def build_network(env_cfg: EnvConfig, state_dict: dict | None = None, dueling: bool = True) -> torch.nn.Module:
     """A CPU Q-network for ``env_cfg``'s spec (``build_q_network``) in eval() mode, loaded with ``state_dict`` if
-    given; ``dueling``/``norm`` are the run's ``net.dueling``/``net.norm`` (for old runs shared/config.py ``migrate``
-    sets ``dueling``; ``norm`` was always BatchNorm). Keys of a ``torch.compile``-wrapped module (``_orig_mod.``
-    prefix) are accepted."""
-    net = build_q_network(env_spec(env_cfg), dueling=dueling, norm=norm)
+    given; ``dueling`` is the run's ``net.dueling`` (shared/config.py ``migrate`` sets it for old runs). Keys of a
+    ``torch.compile``-wrapped module (``_orig_mod.`` prefix) are accepted."""
+    net = build_q_network(env_spec(env_cfg), dueling=dueling)
     if state_dict is not None:
         state = {k.removeprefix("_orig_mod."): v for k, v in state_dict.items()}
         net.load_state_dict(state)

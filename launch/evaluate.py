@@ -254,7 +254,7 @@ def resolve(args: argparse.Namespace) -> dict:
             if key not in state["learner"]:
                 raise UsageError(f"--net={args.net!r}: checkpoint {ckpt_path!r} holds no {args.net} network "
                                  f"(it has {', '.join(k for k in ('online', 'ema') if k in state['learner'])})")
-            net = build_network(env, state["learner"][key], dueling=cfg.net.dueling, norm=cfg.net.norm)
+            net = build_network(env, state["learner"][key], dueling=cfg.net.dueling)
         except (RuntimeError, KeyError, TypeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UsageError(f"checkpoint {ckpt_path!r} does not fit the network of env {env.name} "

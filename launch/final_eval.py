@@ -56,7 +56,7 @@ def _ignore_sigint() -> None:
 def play_job(job: dict) -> dict:
     """Worker: play ``job['episodes']`` episodes (and one greedy one if asked) with the given weights."""
     torch.set_num_threads(1)  # batch-1 forwards: one core per worker
-    net = build_network(job["env"], job["weights"], dueling=job["dueling"], norm=job["norm"])
+    net = build_network(job["env"], job["weights"], dueling=job["dueling"])
     episodes = play_episodes(net, job["env"], job["episodes"], job["epsilon"], job["seed"])
     greedy = play_episodes(net, job["env"], 1, 0.0, job["seed"])[0] if job["greedy"] else None
     return {"episodes": [episode_record(e) for e in episodes],
@@ -103,7 +103,7 @@ def play_weights(common: dict, weights: list[dict], episodes: int, seed: int, gr
                  processes: int) -> list[dict]:
     """Each of ``weights`` plays the same ``episodes`` episodes (``episode_jobs(episodes, seed)``), all jobs in one
     pool; per weights, in order: ``{"episodes": [records in job order], "greedy": record of the first job's greedy
-    episode or None}``. ``common``: the jobs' env, dueling, norm and epsilon."""
+    episode or None}``. ``common``: the jobs' env, dueling and epsilon."""
     split = episode_jobs(episodes, seed)
     jobs = [dict(common, weights=w, episodes=n, seed=s, greedy=greedy and k == 0)
             for w in weights for k, (n, s) in enumerate(split)]
@@ -136,7 +136,7 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
     env = cfg.env.with_stage(ev.stage)  # as the in-training evaluations play
     started = time.perf_counter()
     what = "x_pos" if entry_for(env).make_single is not None else "score"
-    common = dict(env=env, dueling=cfg.net.dueling, norm=cfg.net.norm, epsilon=ev.epsilon)
+    common = dict(env=env, dueling=cfg.net.dueling, epsilon=ev.epsilon)
 
     selection = []
     snapshots = load_snapshots(run_dir)[:ev.keep_snapshots] if ev.keep_snapshots else []

@@ -244,9 +244,7 @@ def learning_phrase(lc) -> str:
 
 
 def norm_phrase(cfg: RunConfig, lc) -> str:
-    """How the network normalises, for the header: LayerNorm, or BatchNorm's mode and when its statistics freeze."""
-    if cfg.net.norm == "layer":
-        return "LayerNorm (no running statistics)"
+    """How the network normalises, for the header: BatchNorm's mode and when its statistics freeze."""
     frozen = lc.batchnorm_frozen_after
     return f"BatchNorm {lc.batchnorm}" + (f", running statistics frozen after {frozen:,} updates" if frozen else "")
 

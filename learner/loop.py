@@ -119,8 +119,7 @@ class Learner:
             # torch.compile's CPU backend builds C++ at run time; the container image carries no compiler
             print("[MAIN] no C++ compiler on PATH: torch.compile needs one on CPU, so the learner runs eager", flush=True)
             learner_cfg = dataclasses.replace(learner_cfg, compile=False)
-        self.dqn = DQNLearner(learner_cfg, self.spec, device, env=cfg.env, dueling=cfg.net.dueling,
-                              norm=cfg.net.norm)
+        self.dqn = DQNLearner(learner_cfg, self.spec, device, env=cfg.env, dueling=cfg.net.dueling)
         self.counters = Counters()
         if resume_state is not None:
             self.dqn.load_state_dict(resume_state["learner"])

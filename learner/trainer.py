@@ -36,7 +36,7 @@ BatchNorm (``learner.batchnorm``):
 - the target net is a copy of the online net's parameters *and* BN buffers at each sync; actors
   run eval mode with the broadcast running statistics (one env is a batch of one).
 - ``learner.batchnorm_frozen_after`` N: from update N on the running statistics stay where they are, so
-  broadcasts change only the weights. ``net.norm`` 'layer' has no running statistics at all (the control).
+  broadcasts change only the weights.
 With BN in train mode, k micro-batches are not exactly one big batch (statistics differ per
 micro-batch); with ``batchnorm_batch_stats=False`` they are, which the accumulation test uses.
 
@@ -103,7 +103,6 @@ from shared.network import (
     build_q_network,
     cpu_has_native_bf16,
     epsilon_greedy_bootstrap,
-    has_running_statistics,
     masked_argmax,
     munchausen_terms,
 )
@@ -160,17 +159,16 @@ class UpdateStats:
 
 class DQNLearner:
     def __init__(self, cfg: LearnerConfig, spec: EnvSpec, device: torch.device, env: Any = "", dueling: bool = True,
-                 batchnorm_batch_stats: bool = True, norm: str = "batch"):
+                 batchnorm_batch_stats: bool = True):
         """``spec``: the env's shared/spec.py EnvSpec, whose network family the learner trains (Mario: QNetwork);
-        ``env``: its EnvConfig or name, for the auto settings; ``dueling``/``norm``: the run's ``net`` section;
+        ``env``: its EnvConfig or name, for the auto settings; ``dueling``: the run's ``net.dueling``;
         ``batchnorm_batch_stats`` False keeps the gradient pass on running statistics too (what the accumulation
         tests compare exactly)."""
         cfg = cfg.resolved(device.type, env)
         self.cfg = cfg
         self.device = device
         torch.manual_seed(cfg.seed)
-        self.online = build_q_network(spec, dueling=dueling, norm=norm).to(device)
-        self.moves_statistics = has_running_statistics(self.online)  # LayerNorm: nothing for a no-grad pass to move
+        self.online = build_q_network(spec, dueling=dueling).to(device)
         self.target = copy.deepcopy(self.online).eval()
         for p in self.target.parameters():
             p.requires_grad_(False)
@@ -203,7 +201,7 @@ class DQNLearner:
     def statistics_move(self) -> bool:
         """Whether this update moves BatchNorm's running statistics (until ``batchnorm_frozen_after`` updates)."""
         frozen_after = self.cfg.batchnorm_frozen_after
-        return self.moves_statistics and (frozen_after == 0 or self.updates < frozen_after)
+        return frozen_after == 0 or self.updates < frozen_after
 
     @property
     def effective_batch(self) -> int:

@@ -462,13 +462,6 @@ class NetConfig:
     values differ by a few percent of the state's value; a single head left those gaps to noise
     (a greedy Mario stood at the first pipe pressing right, Q(right) 1.44 against Q(right+A) 1.41).
     --net.no-dueling: the Nature-DQN head (runs saved before this option load as that)."""
-    norm: Literal["batch", "layer"] = "batch"
-    """Experimental. The frame network's normalisation after each convolution: 'batch' (BatchNorm, the design's;
-    actors play its running statistics) or 'layer' (each sample's map normalised on its own: no running
-    statistics, so training and acting compute the same function; the control for BatchNorm)."""
-
-    def validate(self) -> None:
-        _check(self.norm in ("batch", "layer"), "net.norm", self.norm, "must be 'batch' or 'layer'")
 
 
 @dataclass
@@ -594,7 +587,6 @@ class RunConfig:
         self.transport.validate()
         self.learner.validate()
         self.eval.validate()
-        self.net.validate()
         if self.eval.stage:
             try:
                 parse_stage(self.eval.stage)
@@ -691,6 +683,8 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
     ("replay", "ending_reserve"): (2000, ""),
     ("actor", "death_penalty"): (0.0, ""),
     ("actor", "success_bonus"): (0.0, ""),
+    ("net", "norm"): ("batch", "this run used LayerNorm, removed in warppipe after commit f46d2a1; evaluate it with "
+                               "that commit (git checkout f46d2a1)"),
 }
 """Options removed after their screens lost (docs/experiments/mario.md, "Levers retired"): (section, key) -> (the
 value that meant off, why a run that set it otherwise cannot load). A saved run's key is dropped whatever it held

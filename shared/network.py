@@ -34,8 +34,6 @@ import copy
 import torch
 from torch import nn
 
-from shared.errors import ConfigError
-
 
 def _conv_out(size: int, kernel: int, stride: int) -> int:
     return (size - kernel) // stride + 1
@@ -94,40 +92,20 @@ class _DuelingHead(nn.Module):
             return (self.value(x) + advantage - advantage.mean(dim=1, keepdim=True)).float()
 
 
-NORMS = ("batch", "layer")
-"""QNetwork's normalisation after each convolution: BatchNorm (the design's), or 'layer': each sample's map
-normalised over its channels and pixels (GroupNorm with one group, i.e. LayerNorm over [C, H, W]), with no
-running statistics, so training and acting compute the same function."""
-
-
-def _norm2d(norm: str, channels: int) -> nn.Module:
-    if norm == "batch":
-        return nn.BatchNorm2d(channels)
-    if norm == "layer":
-        return nn.GroupNorm(1, channels)
-    raise ValueError(f"norm {norm!r} must be one of {NORMS}")
-
-
-def has_running_statistics(net: nn.Module) -> bool:
-    """Whether ``net`` holds BatchNorm layers, whose running statistics a no-grad train-mode pass moves."""
-    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in net.modules())
-
-
 class QNetwork(_DuelingHead):
-    """Maps uint8 stacks [B, C, H, W] to Q-values [B, num_actions]; ``norm`` one of :data:`NORMS`."""
+    """Maps uint8 stacks [B, C, H, W] to Q-values [B, num_actions]."""
 
-    def __init__(self, in_channels: int, num_actions: int, frame_size: int = 84, dueling: bool = True,
-                 norm: str = "batch"):
+    def __init__(self, in_channels: int, num_actions: int, frame_size: int = 84, dueling: bool = True):
         super().__init__()
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, 32, kernel_size=8, stride=4, bias=False),
-            _norm2d(norm, 32),
+            nn.BatchNorm2d(32),
             nn.ReLU(inplace=True),
             nn.Conv2d(32, 64, kernel_size=4, stride=2, bias=False),
-            _norm2d(norm, 64),
+            nn.BatchNorm2d(64),
             nn.ReLU(inplace=True),
             nn.Conv2d(64, 64, kernel_size=3, stride=1, bias=False),
-            _norm2d(norm, 64),
+            nn.BatchNorm2d(64),
             nn.ReLU(inplace=True),
             nn.Flatten(),
         )
@@ -316,7 +294,7 @@ def network_family(spec) -> str:
     return _plan(spec, True, None)[0]
 
 
-def build_q_network(spec, dueling: bool = True, frame_size: int | None = None, norm: str = "batch") -> nn.Module:
+def build_q_network(spec, dueling: bool = True, frame_size: int | None = None) -> nn.Module:
     """The Q-network for an env's :class:`shared.spec.EnvSpec`; it takes [B, *spec.input_shape].
 
     - 1-D ``obs_shape`` (F,), stack 1: :class:`MLPQNetwork` with F inputs ("mlp").
@@ -327,15 +305,9 @@ def build_q_network(spec, dueling: bool = True, frame_size: int | None = None, n
       else :class:`SmallConvQNetwork` ("small_conv").
 
     ``frame_size``, when given, must equal the spec's frame side (a check for callers that still
-    carry it in their config). ``norm`` (:data:`NORMS`) is QNetwork's; the other families take BatchNorm
-    only. Anything else raises ValueError naming the spec field or the value.
+    carry it in their config). Anything else raises ValueError naming the spec field or the value.
     """
-    family, cls, kwargs = _plan(spec, dueling, frame_size)
-    if norm != "batch":
-        if family != "nature":
-            raise ConfigError(f"net.norm={norm!r}: only the frame network (QNetwork) has a choice of norm; "
-                              f"this env's network family is {family!r}")
-        kwargs["norm"] = norm
+    _, cls, kwargs = _plan(spec, dueling, frame_size)
     return cls(**kwargs)
 
 

@@ -66,8 +66,7 @@ def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, 
             lc = dataclasses.replace(base, accum_steps=accum, amp=amp_mode, compile=compiled)
             if compiled:  # a fresh Dynamo state per compiled variant: see reset_compiler
                 reset_compiler()
-            dqn = DQNLearner(lc, env_spec(cfg.env), device, env=cfg.env, dueling=cfg.net.dueling,
-                             norm=cfg.net.norm)
+            dqn = DQNLearner(lc, env_spec(cfg.env), device, env=cfg.env, dueling=cfg.net.dueling)
             compile_s = dqn.warm_up(replay) if compiled else 0.0
             if not compiled:
                 dqn.warm_up(replay)  # eager warm-up too: allocator, kernels, the optimizer's first step

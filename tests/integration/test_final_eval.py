@@ -124,7 +124,7 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
         assert best["eval"]["x_pos_mean"] == chosen["fresh"]["x_pos_mean"] and best["eval"]["episodes"] == SELECT
         kept = torch.load(run_dir / "snapshots" / f"v{chosen['weights_version']}.pt", weights_only=True)
         assert all(torch.equal(best["learner"]["online"][k], v) for k, v in kept["learner"]["online"].items())
-    job = dict(env=cfg.env.with_stage(cfg.eval.stage), dueling=cfg.net.dueling, norm=cfg.net.norm,
+    job = dict(env=cfg.env.with_stage(cfg.eval.stage), dueling=cfg.net.dueling,
                epsilon=cfg.eval.epsilon, weights=checkpoint["learner"]["online"], episodes=FINAL - EPISODES_PER_JOB,
                seed=episode_jobs(FINAL, result["stream_seed"])[1][1], greedy=False)
     assert play_job(job)["episodes"] == result["last"]["episodes"][EPISODES_PER_JOB:]  # the second job, in place

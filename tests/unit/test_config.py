@@ -35,7 +35,6 @@ from shared.exploration import epsilons
     ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
     ("learner.munchausen_tau", 0.0, "learner.munchausen_tau=0.0"),
     ("learner.batchnorm_frozen_after", -1, "learner.batchnorm_frozen_after=-1"),
-    ("net.norm", "group", "net.norm='group'"),
     ("replay.capacity", 100, "replay.capacity=100"),
     ("replay.gamma", 1.5, "replay.gamma=1.5"),
     ("transport.host", "0.0.0.0", "transport.host='0.0.0.0'"),
@@ -216,6 +215,7 @@ def test_runs_saved_before_exact_ratio_keep_the_cap_only_limiter():
 RETIRED_AT_THEIR_DEFAULTS = {
     "replay": {"ending_share": 0.0, "ending_steps": 8, "ending_reserve": 2000},
     "actor": {"death_penalty": 0.0, "success_bonus": 0.0},
+    "net": {"norm": "batch"},
 }
 """Every option retired after its screen lost (docs/experiments/mario.md, "Levers retired"), at the value that
 meant off: what every config.json saved before then holds."""
@@ -223,7 +223,8 @@ meant off: what every config.json saved before then holds."""
 
 def test_runs_saved_with_retired_options_load():
     """A config.json holding the retired options at their old defaults loads as today's defaults; an option that
-    only shaped training is dropped whatever it held (its weights evaluate and resume as they are)."""
+    only shaped training is dropped whatever it held (its weights evaluate and resume as they are); a run whose
+    network today's code cannot build (LayerNorm) is refused, naming the option and the commit to use."""
     import json
 
     saved = json.loads(RunConfig().to_json())
@@ -232,3 +233,6 @@ def test_runs_saved_with_retired_options_load():
     assert RunConfig.from_json(json.dumps(saved)) == RunConfig()
     saved["replay"]["ending_share"] = 0.125  # training only: dropped
     assert RunConfig.from_json(json.dumps(saved)) == RunConfig()
+    saved["net"]["norm"] = "layer"  # a network today's code does not build
+    with pytest.raises(ConfigError, match=r"net\.norm='layer': this run used LayerNorm, removed .* commit [0-9a-f]{7}"):
+        RunConfig.from_json(json.dumps(saved))

@@ -209,26 +209,6 @@ def test_factory_rejects_what_no_family_takes():
     assert isinstance(build_q_network(MARIO, frame_size=84), QNetwork)
 
 
-def test_layer_norm_network_has_no_running_statistics_and_acts_alike_in_train_and_eval_mode():
-    from shared.config import ConfigError
-    from shared.network import has_running_statistics
-
-    net = build_q_network(MARIO, norm="layer")
-    assert isinstance(net, QNetwork) and not has_running_statistics(net)
-    assert has_running_statistics(build_q_network(MARIO))
-    assert sum(isinstance(m, torch.nn.GroupNorm) for m in net.modules()) == 3
-    obs = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
-    with torch.no_grad():
-        train_q = net.train()(obs)
-        one = net(obs[:1])  # a batch of one in train mode: no batch statistics needed
-        eval_q = net.eval()(obs)
-    assert eval_q.shape == (5, 7) and torch.equal(train_q, eval_q) and torch.allclose(one, eval_q[:1], atol=1e-5)
-    with pytest.raises(ConfigError, match=r"net.norm='layer'.*'mlp'"):
-        build_q_network(EnvSpec((14,), "float32", 1, 3), norm="layer")
-    with pytest.raises(ValueError, match="norm 'group'"):
-        build_q_network(MARIO, norm="group")
-
-
 def test_other_routes_single_frames_and_large_square_grids():
     torch.manual_seed(0)
     single = EnvSpec((36, 36), "uint8", 1, 5)  # one grey frame, no stack: input [B, H, W]

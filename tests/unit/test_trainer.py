@@ -479,18 +479,3 @@ def test_batchnorm_statistics_stop_moving_after_batchnorm_frozen_after_updates()
     assert not torch.equal(seen[0], seen[1]) and not torch.equal(seen[1], seen[2])  # updates 1 and 2 move them
     assert torch.equal(seen[2], seen[3]) and torch.equal(seen[3], seen[4])  # then they stay where they are
     assert dqn.updates == 4 and int(dqn.optimizer.state[dqn.online.features[0].weight]["step"]) == 4  # still training
-
-
-def test_layer_norm_learner_trains_the_function_the_actors_play_and_has_no_statistics_to_move():
-    cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off", batchnorm="eval")
-    dqn = DQNLearner(cfg, MARIO, CPU, norm="layer")
-    assert not dqn.moves_statistics and not dqn.statistics_move()
-    batch = mario_batch()
-    _, _, q = dqn.micro_loss(batch)
-    dqn.online.eval()
-    with torch.no_grad():
-        played = dqn.online(batch["obs"]).gather(1, batch["action"].unsqueeze(1)).squeeze(1)
-    assert torch.allclose(q, played, atol=1e-5)
-    before = params(dqn.online)
-    dqn.update(None, [batch])
-    assert any(not torch.equal(before[k], v) for k, v in params(dqn.online).items())
