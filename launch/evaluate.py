@@ -94,10 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "(--action on every step, epsilon-greedy around it)")
     p.add_argument("--action", default=None, metavar="NAME",
                    help="the action --policy constant holds, by name (Mario: buttons joined by '+', e.g. right+A)")
-    p.add_argument("--net", default="auto", choices=("auto", "best", "online", "ema"),
+    p.add_argument("--net", default="auto", choices=("auto", "best", "online"),
                    help="which network plays: best = the weights that scored highest in the evaluation during "
                         "training (RUN_DIR/best.pt, chosen on the in-training seeds); online = the last checkpoint's "
-                        "online net; ema = its moving average (--learner.ema-decay); auto (default) = best when "
+                        "online net; auto (default) = best when "
                         "RUN_DIR holds best.pt and no --checkpoint is given, else online")
     p.add_argument("--checkpoint", default=None, metavar="PATH", help="checkpoint file to load instead of RUN_DIR/checkpoint.pt")
     p.add_argument("--env", default=None, help="mario, catch, fake, snake or fuelbreak; only without RUN_DIR "
@@ -250,11 +250,7 @@ def resolve(args: argparse.Namespace) -> dict:
     net = None
     if greedy:
         try:
-            key = "online" if args.net == "best" else args.net
-            if key not in state["learner"]:
-                raise UsageError(f"--net={args.net!r}: checkpoint {ckpt_path!r} holds no {args.net} network "
-                                 f"(it has {', '.join(k for k in ('online', 'ema') if k in state['learner'])})")
-            net = build_network(env, state["learner"][key], dueling=cfg.net.dueling)
+            net = build_network(env, state["learner"]["online"], dueling=cfg.net.dueling)
         except (RuntimeError, KeyError, TypeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UsageError(f"checkpoint {ckpt_path!r} does not fit the network of env {env.name} "

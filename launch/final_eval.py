@@ -8,9 +8,8 @@ upwards (the winner's curse). So at the end of a run:
 1. **Selection.** The kept snapshots (``eval.keep_snapshots`` best in-training scores, ``snapshots/``)
    each play ``eval.select_episodes`` episodes at ``eval.epsilon`` on a stream no in-training evaluation
    used; the best of them (flag rate, then mean x_pos) becomes ``best.pt``, its ``eval`` now the fresh score.
-2. **Final evaluation.** The last weights (``checkpoint.pt``), ``best.pt`` and, when the run keeps one
-   (``learner.ema_decay``), the moving average of the online net each play ``eval.final_episodes`` episodes
-   at ``eval.epsilon`` on a third stream, the same episodes for all, plus one greedy episode (epsilon 0).
+2. **Final evaluation.** The last weights (``checkpoint.pt``) and ``best.pt`` each play ``eval.final_episodes``
+   episodes at ``eval.epsilon`` on a third stream, the same episodes for both, plus one greedy episode (epsilon 0).
    The selection's episodes are not reused, so these figures are unbiased estimates for each.
 
 Seeds come from the run's ``eval.seed`` (shared/seeding.py). Each weights' episodes go out in jobs of
@@ -173,8 +172,6 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
     contenders = [("last", checkpoint["learner"]["online"], checkpoint["counters"])]
     if best is not None:
         contenders.append(("best", best["learner"]["online"], best["counters"]))
-    if "ema" in checkpoint["learner"]:  # the average as of the last checkpoint: same counters as the last weights
-        contenders.append(("ema", checkpoint["learner"]["ema"], checkpoint["counters"]))
     echo(f"[FINAL] final evaluation: {', '.join(name for name, *_ in contenders)} weights play {ev.final_episodes} "
          f"fresh episodes each at epsilon {ev.epsilon:g}, and one greedy episode")
     played = play_weights(common, [weights for _, weights, _ in contenders], ev.final_episodes, seed, greedy=True,
@@ -190,7 +187,6 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
         result[name] = {"weights_version": int(counters["weights_version"]), "env_steps": int(counters["inserted"]),
                         "summary": describe(got["episodes"]), "greedy": got["greedy"], "episodes": got["episodes"]}
     result.setdefault("best", None)
-    result.setdefault("ema", None)
     result["seconds"] = round(time.perf_counter() - started, 1)
     write_results(run_dir, result)
     for name, _, _ in contenders:
@@ -207,9 +203,8 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
 def write_results(run_dir: str, result: dict) -> None:
     """``eval_final.json`` (run_dir, seed, eval_seed, stream_seed, epsilon, env, stage, env_steps, updates,
     samples_per_transition (the run's replay ratio), wall_seconds,
-    selection: per snapshot its in-training and fresh scores, last, best and ema: weights_version, env_steps, summary
-    (``describe``), greedy and episodes (x_pos, flag, return, length each); best is null without snapshots, ema
-    without learner.ema_decay), and
+    selection: per snapshot its in-training and fresh scores, last and best: weights_version, env_steps, summary
+    (``describe``), greedy and episodes (x_pos, flag, return, length each); best is null without snapshots), and
     one ``final/`` metrics row at the run's last env step."""
     path = os.path.join(run_dir, RESULT_NAME)
     with open(path + ".tmp", "w", encoding="utf-8") as fh:
@@ -217,7 +212,7 @@ def write_results(run_dir: str, result: dict) -> None:
         fh.write("\n")
     os.replace(path + ".tmp", path)
     figures = {}
-    for name in ("last", "best", "ema"):
+    for name in ("last", "best"):
         if result.get(name):
             s = result[name]["summary"]
             figures.update({f"final/{name}_x_pos": s["x_pos_mean"], f"final/{name}_flag_rate": s["flag_rate"],

@@ -280,7 +280,7 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.d
         during = (f"every {ev.every} epochs ({ev.every * lc.updates_per_epoch:,} updates), {ev.episodes} episodes at "
                   f"epsilon {ev.epsilon:g}" if ev.every else "none during training")
         end = (f"the best of {ev.keep_snapshots} snapshots on {ev.select_episodes} fresh episodes becomes best.pt, then "
-               f"it, the last weights{' and their moving average' if lc.ema_decay else ''} play {ev.final_episodes} more each"
+               f"it and the last weights play {ev.final_episodes} more each"
                if ev.final_episodes else "none")
         print(f"[MAIN] evaluation: {during}; at the end: {end} (seed {ev.seed})", flush=True)
     if resumed:

@@ -6,8 +6,8 @@
 Runs are grouped by ``--label`` (given at launch) or, where no run has one, by the config values in which the runs
 differ (seeds, ports, folders and log options excepted). Per group: the number of runs, env steps, the machines
 (CPU model, and whether it has native bf16), env steps/s, samples trained per transition, each run's
-final-evaluation mean x_pos and flag rate (``eval_final.json`` of launch/final_eval.py: the last weights, best.pt
-and the moving average where the run kept one), and over the runs the mean and the interquartile mean (IQM: the
+final-evaluation mean x_pos and flag rate (``eval_final.json`` of launch/final_eval.py: the last weights and
+best.pt), and over the runs the mean and the interquartile mean (IQM: the
 mean of the middle half, robust to one odd run) of the last weights' mean x_pos, each with a 95% bootstrap
 confidence interval over runs (scipy.stats.bootstrap, percentile method; none for a single run), and the mean flag
 rate with its interval.
@@ -164,7 +164,7 @@ def replay_ratio(path: str, final: dict | None) -> float | None:
 
 
 def evaluated(part: dict | None, window: float) -> dict | None:
-    """One evaluated set of weights of eval_final.json (last, best or ema) as a per-run entry."""
+    """One evaluated set of weights of eval_final.json (last or best) as a per-run entry."""
     if not part:
         return None
     entry = {**part["summary"], "weights_version": part.get("weights_version"), "env_steps": part.get("env_steps")}
@@ -177,7 +177,6 @@ def summarize_group(name: str, runs: list[dict], window: float = END_WINDOW) -> 
     done = [r for r in runs if r["final"] is not None]
     last = [r["final"]["last"]["summary"] for r in done]
     best = [r["final"]["best"]["summary"] for r in done if r["final"].get("best")]
-    ema = [r["final"]["ema"]["summary"] for r in done if r["final"].get("ema")]
     xs, flags = [s["x_pos_mean"] for s in last], [s["flag_rate"] for s in last]
     per_run = []
     for r in runs:
@@ -188,8 +187,7 @@ def summarize_group(name: str, runs: list[dict], window: float = END_WINDOW) -> 
                         "samples_per_transition": replay_ratio(r["path"], f),
                         "env_steps_per_s": (f["env_steps"] / wall) if f and wall else None,
                         "last": evaluated(f["last"], window) if f else None,
-                        "best": evaluated(f.get("best"), window) if f else None,
-                        "ema": evaluated(f.get("ema"), window) if f else None})
+                        "best": evaluated(f.get("best"), window) if f else None})
     return {"group": name, "runs": len(runs), "evaluated": len(done), "per_run": per_run,
             "env_steps": sorted({p["env_steps"] for p in per_run if p["env_steps"] is not None}),
             "cpus": sorted({p["cpu"] for p in per_run if p["cpu"]}),
@@ -197,9 +195,7 @@ def summarize_group(name: str, runs: list[dict], window: float = END_WINDOW) -> 
             "x_pos_iqm": float(iqm(np.asarray(xs))) if xs else None, "x_pos_iqm_ci": interval(xs, iqm),
             "flag_rate_mean": float(np.mean(flags)) if flags else None, "flag_rate_ci": interval(flags, np.mean),
             "best_x_pos_mean": float(np.mean([s["x_pos_mean"] for s in best])) if best else None,
-            "best_flag_rate_mean": float(np.mean([s["flag_rate"] for s in best])) if best else None,
-            "ema_x_pos_mean": float(np.mean([s["x_pos_mean"] for s in ema])) if ema else None,
-            "ema_flag_rate_mean": float(np.mean([s["flag_rate"] for s in ema])) if ema else None}
+            "best_flag_rate_mean": float(np.mean([s["flag_rate"] for s in best])) if best else None}
 
 
 def load_baseline(path: str) -> dict:
@@ -226,8 +222,8 @@ def _ci(v: list[float] | None, fmt: str) -> str:
 
 def markdown(groups: list[dict], baselines: list[dict]) -> str:
     lines = ["| group | runs | env steps | CPU | env steps/s | samples per transition | each run: last x_pos (flags) "
-             "| x_pos mean [95% CI] | x_pos IQM [95% CI] | flag rate [95% CI] | best.pt x_pos, flags | EMA x_pos, flags |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| x_pos mean [95% CI] | x_pos IQM [95% CI] | flag rate [95% CI] | best.pt x_pos, flags |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for g in groups:
         each = ", ".join(f"{p['last']['x_pos_mean']:,.0f} ({p['last']['flag_rate']:.0%})" if p["last"] else "no final eval"
                          for p in g["per_run"])
@@ -237,15 +233,14 @@ def markdown(groups: list[dict], baselines: list[dict]) -> str:
         mid = "-" if g["x_pos_iqm"] is None else f"{g['x_pos_iqm']:,.0f}{_ci(g['x_pos_iqm_ci'], ',.0f')}"
         flag = "-" if g["flag_rate_mean"] is None else f"{g['flag_rate_mean']:.0%}{_ci(g['flag_rate_ci'], '.0%')}"
         best = "-" if g["best_x_pos_mean"] is None else f"{g['best_x_pos_mean']:,.0f}, {g['best_flag_rate_mean']:.0%}"
-        ema = "-" if g["ema_x_pos_mean"] is None else f"{g['ema_x_pos_mean']:,.0f}, {g['ema_flag_rate_mean']:.0%}"
         lines.append(f"| {g['group']} | {g['evaluated']}/{g['runs']} | {', '.join(f'{s:,}' for s in g['env_steps'])} "
                      f"| {'; '.join(g['cpus']) or '?'} | {', '.join(f'{r:.0f}' for r in rates) or '-'} "
                      f"| {', '.join(f'{r:.2f}' for r in ratios) or '-'} | {each} "
-                     f"| {mean} | {mid} | {flag} | {best} | {ema} |")
+                     f"| {mean} | {mid} | {flag} | {best} |")
     for b in baselines:
         lines.append(f"| {b['group']} | {b['episodes']} episodes | - | - | - | - | - "
                      f"| {b['x_pos_mean']:,.0f}{_ci(b['x_pos_mean_ci'], ',.0f')} | - "
-                     f"| {b['flag_rate_mean']:.0%}{_ci(b['flag_rate_ci'], '.0%')} | - | - |")
+                     f"| {b['flag_rate_mean']:.0%}{_ci(b['flag_rate_ci'], '.0%')} | - |")
     return "\n".join(lines)
 
 

@@ -95,7 +95,6 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from learner.replay import FrameReplay
 from shared.config import LearnerConfig
@@ -188,9 +187,6 @@ class DQNLearner:
             mode = "reduce-overhead" if self.cuda_graphs else None
             self.online_fn = torch.compile(self.online, mode=mode)
             self.target_fn = torch.compile(self.target, mode=mode)
-        self.ema = None  # Polyak average of the online net: what a user plays (launch.evaluate --net ema)
-        if cfg.ema_decay > 0:
-            self.ema = AveragedModel(self.online, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema_decay), use_buffers=True)
         self.params = list(self.online.parameters())  # the same tensors for the whole run (load_state_dict copies in)
         for p in self.params:  # allocated here, outside any CUDA graph; see the module docstring
             p.grad = torch.zeros_like(p)
@@ -297,8 +293,6 @@ class DQNLearner:
             prioritized(stream, slot, td_all)  # one vectorized call
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        if self.ema is not None:
-            self.ema.update_parameters(self.online)
         self.updates += 1
         if self.updates % self.cfg.target_sync == 0:
             self.sync_target()
@@ -338,19 +332,13 @@ class DQNLearner:
         return self.compile_seconds
 
     def state_dict(self) -> dict:
-        state = {"online": self.online.state_dict(), "target": self.target.state_dict(),
-                 "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
-                 "updates": self.updates}
-        if self.ema is not None:
-            state["ema"] = self.ema.module.state_dict()
-            state["ema_averaged"] = int(self.ema.n_averaged)
-        return state
+        return {"online": self.online.state_dict(), "target": self.target.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
+                "updates": self.updates}
 
     def load_state_dict(self, state: dict) -> None:
+        """Load what :meth:`state_dict` saved; other keys (``ema``, the retired moving average) are ignored."""
         self.online.load_state_dict(state["online"])
-        if self.ema is not None:  # a checkpoint from before the average existed starts it at the online net
-            self.ema.module.load_state_dict(state.get("ema", state["online"]))
-            self.ema.n_averaged.fill_(int(state.get("ema_averaged", 1)))
         self.target.load_state_dict(state["target"])
         # The saved groups' settings replace ours on load, "fused" included, and decide where Adam's step goes
         # (torch Optimizer.load_state_dict): keep this device's choice, so a CPU checkpoint resumed on CUDA runs

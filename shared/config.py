@@ -329,11 +329,6 @@ class LearnerConfig:
     """Experimental. Updates after which BatchNorm's running statistics stop moving ('eval': the no-grad pass is
     skipped), so every broadcast carries the same normalisation and only the weights change. 0 (default): they
     move for the whole run."""
-    ema_decay: float = 0.0
-    """Experimental. Decay of an exponential moving average of the online network
-    (torch.optim.swa_utils.AveragedModel, buffers included), kept in the checkpoint as ``ema``; the final evaluation
-    plays it beside the last weights, and ``launch.evaluate --net ema`` plays it later. Training and the actors use
-    the online net either way. 0 (default): off."""
     updates_per_epoch: int = 20
     """Updates in one epoch (the unit of logging, broadcast and checkpoint periods)."""
     broadcast_every: int = 5
@@ -395,7 +390,6 @@ class LearnerConfig:
                f"{self.bootstrap_epsilon:g})")
         _check(self.batchnorm_frozen_after >= 0, "learner.batchnorm_frozen_after", self.batchnorm_frozen_after,
                "must be >= 0 (0: never frozen)")
-        _check(0.0 <= self.ema_decay < 1.0, "learner.ema_decay", self.ema_decay, "must be in [0, 1) (0: off)")
         _check(self.updates_per_epoch >= 1, "learner.updates_per_epoch", self.updates_per_epoch, "must be >= 1")
         _check(self.broadcast_every >= 1, "learner.broadcast_every", self.broadcast_every, "must be >= 1")
         _check(self.checkpoint_every >= 1, "learner.checkpoint_every", self.checkpoint_every, "must be >= 1")
@@ -685,6 +679,7 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
     ("actor", "success_bonus"): (0.0, ""),
     ("net", "norm"): ("batch", "this run used LayerNorm, removed in warppipe after commit f46d2a1; evaluate it with "
                                "that commit (git checkout f46d2a1)"),
+    ("learner", "ema_decay"): (0.0, ""),
 }
 """Options removed after their screens lost (docs/experiments/mario.md, "Levers retired"): (section, key) -> (the
 value that meant off, why a run that set it otherwise cannot load). A saved run's key is dropped whatever it held

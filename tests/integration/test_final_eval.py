@@ -87,7 +87,7 @@ def test_episode_jobs_split_a_stream_the_same_way_whatever_the_cores():
 def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation_that_repeats(tmp_path):
     run = Launcher(tmp_path, *TRAINING, "--eval.every", "1", "--eval.episodes", "2",
                    "--eval.keep-snapshots", str(KEEP), "--eval.select-episodes", str(SELECT),
-                   "--eval.final-episodes", str(FINAL), "--learner.ema-decay", "0.9", collect_only=False)
+                   "--eval.final-episodes", str(FINAL), collect_only=False)
     try:
         run.wait_for(r"\[MAIN\] Eval at ", timeout=HANG_GUARD_S, count=3)
         seen = run.descendants()
@@ -114,7 +114,7 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
     assert result["last"]["summary"]["episodes"] == result["best"]["summary"]["episodes"] == FINAL
     assert len(result["last"]["episodes"]) == FINAL and result["last"]["greedy"]["length"] > 0
     assert result["last"]["weights_version"] == checkpoint["counters"]["weights_version"]
-    assert result["ema"]["summary"]["episodes"] == FINAL and result["ema"]["weights_version"] == result["last"]["weights_version"]
+    assert "ema" not in result and "ema" not in checkpoint["learner"]
     best = torch.load(run_dir / "best.pt", weights_only=True)
     if len(snapshots) > 1:  # chosen by the fresh score: best.pt is that snapshot's weights and carries that score
         assert len(result["selection"]) == len(snapshots)
@@ -133,11 +133,14 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
     assert f"[FINAL] wrote {run_dir / 'eval_final.json'}" in out
     assert_all_gone(seen)
 
+    checkpoint["learner"]["ema"] = checkpoint["learner"]["online"]  # as runs that kept the retired moving average saved
+    torch.save(checkpoint, run_dir / "checkpoint.pt")
     again = subprocess.run([sys.executable, "-m", "launch.final_eval", str(run_dir), "--processes", "1"], cwd=ROOT,
                            capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert again.returncode == 0, again.stdout + again.stderr
     repeated = json.loads((run_dir / "eval_final.json").read_text())
-    for name in ("last", "best", "ema"):  # same weights, same seeds, a deterministic env: the same episodes
+    assert "ema" not in repeated  # an old checkpoint's moving average is ignored
+    for name in ("last", "best"):  # same weights, same seeds, a deterministic env: the same episodes
         assert repeated[name]["episodes"] == result[name]["episodes"]
     assert np.array_equal([s["fresh"]["x_pos_mean"] for s in repeated["selection"]],
                           [s["fresh"]["x_pos_mean"] for s in result["selection"]])

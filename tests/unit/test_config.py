@@ -216,6 +216,7 @@ RETIRED_AT_THEIR_DEFAULTS = {
     "replay": {"ending_share": 0.0, "ending_steps": 8, "ending_reserve": 2000},
     "actor": {"death_penalty": 0.0, "success_bonus": 0.0},
     "net": {"norm": "batch"},
+    "learner": {"ema_decay": 0.0},
 }
 """Every option retired after its screen lost (docs/experiments/mario.md, "Levers retired"), at the value that
 meant off: what every config.json saved before then holds."""

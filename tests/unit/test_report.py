@@ -111,22 +111,6 @@ def test_the_cpu_column_says_bf16_and_the_replay_ratio_comes_from_the_run(tmp_pa
     assert [p["samples_per_transition"] for p in g["per_run"]] == [7.83, 4.15]
 
 
-def test_the_moving_average_column_shows_the_runs_that_kept_one(tmp_path, capsys):
-    """eval_final.json's ema (learner.ema_decay) is averaged over the runs that have it; '-' where none has."""
-    kept = fake_run(tmp_path, "kept", 1e-4, 1, [100], label="ema")
-    fake_run(tmp_path, "none", 1e-4, 2, [300], label="plain")
-    final = json.loads((tmp_path / "kept" / "eval_final.json").read_text())
-    ema = {"summary": {"episodes": 2, "x_pos_mean": 2500.0, "flag_rate": 0.5}}
-    (tmp_path / "kept" / "eval_final.json").write_text(json.dumps({**final, "ema": ema}))
-    by = {g["group"]: g for g in report([str(tmp_path)], [])[0]}
-    assert (by["ema"]["ema_x_pos_mean"], by["ema"]["ema_flag_rate_mean"]) == (2500.0, 0.5)
-    assert by["plain"]["ema_x_pos_mean"] is None and by["ema"]["per_run"][0]["ema"].items() >= ema["summary"].items()
-    assert main([kept, str(tmp_path / "none")]) == 0
-    group_table = capsys.readouterr().out.split("\n\n")[0]  # the per-run table follows it
-    rows = {line.split(" | ")[0]: line for line in group_table.splitlines()}
-    assert rows["| ema"].endswith("| 2,500, 50% |") and rows["| plain"].endswith("| - |")
-
-
 def test_the_per_run_table_says_where_most_missed_episodes_end(tmp_path, capsys):
     """The densest --end-window of the non-flag episodes' ends, counted; flags never count as ends."""
     ends = [650, 700, 660, 1100, 1500, 1190, 3000, 3100]  # the last two reach the flag (fake_run: flags come first)
