@@ -236,8 +236,6 @@ def learning_phrase(lc) -> str:
         lr += f" decaying linearly to {lc.lr * lc.lr_final:g} over {lc.lr_decay_steps:,} transitions"
     if lc.munchausen_alpha > 0:
         bootstrap = f"Munchausen target (alpha {lc.munchausen_alpha:g}, tau {lc.munchausen_tau:g})"
-    elif lc.bootstrap_epsilon > 0:
-        bootstrap = f"Expected SARSA bootstrap at epsilon {lc.bootstrap_epsilon:g}"
     else:
         bootstrap = "Double-DQN bootstrap"
     return f"{lr}, target synced every {lc.target_sync:,} updates, {bootstrap}"

@@ -14,9 +14,7 @@ Target: ``reward_scale * R_n + discount * Q_target(s', argmax_a Q_online(s', a))
 is the n-step return in game units from replay; the scale (auto: 1/15 on Mario) keeps Q near
 unit size for the Huber loss and Adam, while logged returns stay in game units. Masked envs (the
 sample carries ``next_mask``): the argmax is over the valid actions of s' only
-(shared/network.py ``masked_argmax``). With ``bootstrap_epsilon`` above 0 the bootstrap is the
-target net's value of the epsilon-greedy policy around that argmax (Expected SARSA,
-``epsilon_greedy_bootstrap``); with ``munchausen_alpha`` above 0 the target is Munchausen-DQN's
+(shared/network.py ``masked_argmax``). With ``munchausen_alpha`` above 0 the target is Munchausen-DQN's
 (``munchausen_terms``: a scaled log-policy bonus on the reward and a soft value at s', both from the
 target net, whose forward then also runs on s). The network is built from the env's spec when one is given
 (``build_q_network``: Nature CNN for frame stacks, MLP for features, one Q per cell for fuel breaks).
@@ -101,7 +99,6 @@ from shared.config import LearnerConfig
 from shared.network import (
     build_q_network,
     cpu_has_native_bf16,
-    epsilon_greedy_bootstrap,
     masked_argmax,
     munchausen_terms,
 )
@@ -239,7 +236,7 @@ class DQNLearner:
                                                 self.cfg.munchausen_tau, MUNCHAUSEN_LOG_FLOOR)
             reward = reward + self.cfg.munchausen_alpha * bonus
         else:
-            bootstrap = epsilon_greedy_bootstrap(next_target, best, next_mask, self.cfg.bootstrap_epsilon)
+            bootstrap = next_target.gather(1, best).squeeze(1)  # the Double-DQN bootstrap
         target = reward + batch["discount"] * bootstrap
         weight = batch.get("weight")  # importance-sampling weights of prioritized replay
         if weight is None:

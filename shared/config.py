@@ -312,17 +312,12 @@ class LearnerConfig:
     target_sync: int = AUTO
     """Updates between target-network syncs; -1: auto, 1,000 for Mario (at samples_per_insert 4 and batch 64: every
     16,000 transitions; 250 let the last weights fall below snapshots a few broadcasts older), 250 otherwise."""
-    bootstrap_epsilon: float = 0.0
-    """Experimental. The TD target bootstraps on the target net's value of the epsilon-greedy policy around the online
-    argmax (Expected SARSA): 0 (default) is the Double-DQN max; 0.05 values s' as the evaluation (epsilon 0.05) plays
-    it, so a jump that one random press ruins is worth less than one with margin."""
     munchausen_alpha: float = AUTO
     """Munchausen-DQN (Vieillard et al. 2020): the target adds alpha * clamp(tau * log pi(a|s), -1, 0) to the reward
     and bootstraps on the soft value sum_a' pi(a'|s') (Q(s', a') - tau * log pi(a'|s')), pi = softmax(Q_target /
     tau), in place of the Double-DQN max. It widens the action gaps, so a greedy policy flips less between nearby
     weights. 0: off (the Double-DQN max); -1 (auto): the env's, 0.9 (the paper's) for Mario, where it kept the last
-    weights above the constant right+A policy (docs/experiments/mario.md), 0 otherwise, and 0 whenever
-    bootstrap_epsilon is set."""
+    weights above the constant right+A policy (docs/experiments/mario.md), 0 otherwise."""
     munchausen_tau: float = 0.03
     """Munchausen-DQN's softmax temperature, in units of scaled Q (the paper's 0.03 for rewards in [-1, 1])."""
     batchnorm_frozen_after: int = 0
@@ -380,14 +375,9 @@ class LearnerConfig:
         _check(self.max_grad_norm >= 0, "learner.max_grad_norm", self.max_grad_norm, "must be >= 0")
         _check(self.target_sync == AUTO or self.target_sync >= 1, "learner.target_sync", self.target_sync,
                "must be >= 1 (-1: auto)")
-        _check(0.0 <= self.bootstrap_epsilon <= 1.0, "learner.bootstrap_epsilon", self.bootstrap_epsilon,
-               "must be in [0, 1] (0: the Double-DQN max)")
         _check(self.munchausen_alpha == AUTO or 0.0 <= self.munchausen_alpha <= 1.0, "learner.munchausen_alpha",
                self.munchausen_alpha, "must be in [0, 1] (0: off, -1: auto)")
         _check(self.munchausen_tau > 0, "learner.munchausen_tau", self.munchausen_tau, "must be > 0")
-        _check(self.munchausen_alpha in (0, AUTO) or self.bootstrap_epsilon == 0, "learner.munchausen_alpha",
-               self.munchausen_alpha, f"is a bootstrap of its own: leave learner.bootstrap_epsilon at 0 (it is "
-               f"{self.bootstrap_epsilon:g})")
         _check(self.batchnorm_frozen_after >= 0, "learner.batchnorm_frozen_after", self.batchnorm_frozen_after,
                "must be >= 0 (0: never frozen)")
         _check(self.updates_per_epoch >= 1, "learner.updates_per_epoch", self.updates_per_epoch, "must be >= 1")
@@ -421,9 +411,7 @@ class LearnerConfig:
         """A copy with the auto (-1) settings made concrete for ``device_type`` and the env (its config or name)."""
         cuda = device_type == "cuda"
         auto = self.micro_batch == AUTO, self.accum_steps == AUTO, self.reward_scale == AUTO, self.target_sync == AUTO
-        munchausen = self.munchausen_alpha
-        if munchausen == AUTO:  # Expected SARSA is a bootstrap of its own: asking for it turns the env's Munchausen off
-            munchausen = 0.0 if self.bootstrap_epsilon > 0 else _env_auto(env, "munchausen_alpha", 0.0)
+        munchausen = _env_auto(env, "munchausen_alpha", 0.0) if self.munchausen_alpha == AUTO else self.munchausen_alpha
         return dataclasses.replace(self, micro_batch=(512 if cuda else 64) if auto[0] else self.micro_batch,
                                    accum_steps=1 if auto[1] else self.accum_steps,
                                    reward_scale=_env_auto(env, "reward_scale", 1.0) if auto[2] else self.reward_scale,
@@ -680,6 +668,7 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
     ("net", "norm"): ("batch", "this run used LayerNorm, removed in warppipe after commit f46d2a1; evaluate it with "
                                "that commit (git checkout f46d2a1)"),
     ("learner", "ema_decay"): (0.0, ""),
+    ("learner", "bootstrap_epsilon"): (0.0, ""),
 }
 """Options removed after their screens lost (docs/experiments/mario.md, "Levers retired"): (section, key) -> (the
 value that meant off, why a run that set it otherwise cannot load). A saved run's key is dropped whatever it held

@@ -408,25 +408,7 @@ def masked_argmax(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
 def double_q_bootstrap(online_q: torch.Tensor, target_q: torch.Tensor,
                        mask: torch.Tensor | None = None) -> torch.Tensor:
     """Double-DQN bootstrap value at s', [B]: the target net's Q at the online net's best valid action."""
-    return epsilon_greedy_bootstrap(target_q, masked_argmax(online_q, mask), mask, 0.0)
-
-
-def epsilon_greedy_bootstrap(target_q: torch.Tensor, best: torch.Tensor, mask: torch.Tensor | None,
-                             epsilon: float) -> torch.Tensor:
-    """Expected SARSA bootstrap at s', [B]: the target net's value of the epsilon-greedy policy around ``best``.
-
-    ``(1 - epsilon) * target_q[best] + epsilon * mean(target_q over the valid actions)``; ``best`` is long [B, 1]
-    (the online net's :func:`masked_argmax`), ``mask`` bool [B, A] or None. epsilon 0 is the Double-DQN bootstrap.
-    """
-    greedy = target_q.gather(1, best).squeeze(1)
-    if epsilon == 0:
-        return greedy
-    if mask is None:
-        uniform = target_q.mean(dim=1)
-    else:
-        mask = mask.bool()
-        uniform = torch.where(mask, target_q, 0.0).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
-    return (1.0 - epsilon) * greedy + epsilon * uniform
+    return target_q.gather(1, masked_argmax(online_q, mask)).squeeze(1)
 
 
 def munchausen_terms(target_q: torch.Tensor, action: torch.Tensor, mask: torch.Tensor | None,

@@ -30,7 +30,6 @@ from shared.exploration import epsilons
     ("actor.batch_steps", 0, "actor.batch_steps=0"),
     ("actor.epsilon", 1.5, "actor.epsilon=1.5"),
     ("actor.precision", "fp16", "actor.precision='fp16'"),
-    ("learner.bootstrap_epsilon", 1.5, "learner.bootstrap_epsilon=1.5"),
     ("learner.target_sync", 0, "learner.target_sync=0"),
     ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
     ("learner.munchausen_tau", 0.0, "learner.munchausen_tau=0.0"),
@@ -127,9 +126,6 @@ def test_reward_scale_target_sync_and_munchausen_auto_per_env(env, scale, sync, 
     assert LearnerConfig(target_sync=7).resolved("cpu", env).target_sync == 7
     assert LearnerConfig(munchausen_alpha=0.0).resolved("cpu", env).munchausen_alpha == 0.0  # set by hand: off
     assert LearnerConfig(munchausen_alpha=0.5).resolved("cpu", env).munchausen_alpha == 0.5
-    sarsa = LearnerConfig(bootstrap_epsilon=0.05)  # a bootstrap of its own: the env's Munchausen gives way, no error
-    sarsa.validate()
-    assert sarsa.resolved("cpu", env).munchausen_alpha == 0.0
 
 
 def test_learning_rate_decays_linearly_to_its_final_fraction():
@@ -216,7 +212,7 @@ RETIRED_AT_THEIR_DEFAULTS = {
     "replay": {"ending_share": 0.0, "ending_steps": 8, "ending_reserve": 2000},
     "actor": {"death_penalty": 0.0, "success_bonus": 0.0},
     "net": {"norm": "batch"},
-    "learner": {"ema_decay": 0.0},
+    "learner": {"ema_decay": 0.0, "bootstrap_epsilon": 0.0},
 }
 """Every option retired after its screen lost (docs/experiments/mario.md, "Levers retired"), at the value that
 meant off: what every config.json saved before then holds."""

@@ -18,7 +18,6 @@ from shared.network import (
     build_q_network,
     cell_dilations,
     double_q_bootstrap,
-    epsilon_greedy_bootstrap,
     fold_batchnorm,
     masked_argmax,
     munchausen_terms,
@@ -353,17 +352,6 @@ def test_double_q_bootstrap_gathers_the_target_at_the_online_argmax():
     mask = torch.tensor([[True, False, True], [True, False, True]])
     torch.testing.assert_close(double_q_bootstrap(online, target, mask), torch.tensor([30.0, 40.0]))
     torch.testing.assert_close(double_q_bootstrap(online, target), torch.tensor([20.0, 50.0]))
-
-
-def test_epsilon_greedy_bootstrap_mixes_the_greedy_value_with_the_valid_actions_mean():
-    target = torch.tensor([[10.0, 20.0, 30.0], [40.0, 50.0, 60.0]])
-    best = torch.tensor([[2], [0]])
-    mask = torch.tensor([[True, False, True], [True, True, False]])
-    torch.testing.assert_close(epsilon_greedy_bootstrap(target, best, None, 0.0), torch.tensor([30.0, 40.0]))
-    # epsilon 0.1: 0.9 * greedy + 0.1 * mean over all actions (20, 50) or over the valid ones (20, 45)
-    torch.testing.assert_close(epsilon_greedy_bootstrap(target, best, None, 0.1), torch.tensor([29.0, 41.0]))
-    torch.testing.assert_close(epsilon_greedy_bootstrap(target, best, mask, 0.1), torch.tensor([29.0, 40.5]))
-    torch.testing.assert_close(epsilon_greedy_bootstrap(target, best, mask, 1.0), torch.tensor([20.0, 45.0]))
 
 
 def test_munchausen_terms_clip_the_log_policy_bonus_and_soft_value_the_valid_actions():

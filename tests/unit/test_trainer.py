@@ -9,7 +9,7 @@ import torch
 
 from learner.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from learner.trainer import DQNLearner
-from shared.config import ConfigError, LearnerConfig
+from shared.config import LearnerConfig
 from shared.spec import EnvSpec
 
 SIZE, STACK, ACTIONS = 42, 4, 3
@@ -350,15 +350,18 @@ def learner_on_running_statistics(**options):
     return dqn, synthetic_batch(8)
 
 
-def test_expected_sarsa_target_values_the_epsilon_greedy_policy_at_s_next():
-    """bootstrap_epsilon e: the target bootstraps on (1 - e) * Q_target(s', argmax Q_online) + e * mean_a Q_target."""
-    dqn, batch = learner_on_running_statistics(bootstrap_epsilon=0.25)
+def test_double_dqn_target_bootstraps_on_the_target_net_at_the_online_argmax():
+    """munchausen_alpha 0: target = r + discount * Q_target(s', argmax_a Q_online(s', a))."""
+    dqn, batch = learner_on_running_statistics(munchausen_alpha=0.0)
+    torch.manual_seed(5)
     with torch.no_grad():
+        for p in dqn.online.parameters():  # an online net that has moved away from its target copy
+            p.add_(0.05 * torch.randn_like(p))
         q_online, q_target = dqn.online(batch["next_obs"]), dqn.target(batch["next_obs"])
     greedy = q_target.gather(1, q_online.argmax(1, keepdim=True)).squeeze(1)
-    assert not torch.allclose(greedy, q_target.mean(1))  # the two bootstraps differ on this batch
+    assert not torch.allclose(greedy, q_target.max(1).values)  # the target's own max would differ on this batch
     _, td, q = dqn.micro_loss(batch)
-    target = batch["reward"] + batch["discount"] * (0.75 * greedy + 0.25 * q_target.mean(1))
+    target = batch["reward"] + batch["discount"] * greedy
     torch.testing.assert_close(td, (q - target).abs(), atol=1e-5, rtol=1e-5)
 
 
@@ -390,12 +393,6 @@ def test_the_online_net_plays_s_prime_only_for_the_double_dqn_argmax(alpha, onli
     dqn.online.register_forward_hook(lambda module, args, out: seen.append(args[0]))
     dqn.micro_loss(batch)
     assert seen and sum(x is batch["next_obs"] for x in seen) == online_on_next_obs
-
-
-def test_munchausen_and_expected_sarsa_are_refused_together():
-    cfg = LearnerConfig(munchausen_alpha=0.9, bootstrap_epsilon=0.05)
-    with pytest.raises(ConfigError, match="learner.munchausen_alpha=0.9"):
-        cfg.validate()
 
 
 def mario_batch(n=16, reward=30.0):
