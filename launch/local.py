@@ -241,12 +241,6 @@ def learning_phrase(lc) -> str:
     return f"{lr}, target synced every {lc.target_sync:,} updates, {bootstrap}"
 
 
-def norm_phrase(cfg: RunConfig, lc) -> str:
-    """How the network normalises, for the header: BatchNorm's mode and when its statistics freeze."""
-    frozen = lc.batchnorm_frozen_after
-    return f"BatchNorm {lc.batchnorm}" + (f", running statistics frozen after {frozen:,} updates" if frozen else "")
-
-
 def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.device, threads: int,
                  resumed: bool) -> None:
     """The run's first [MAIN] lines: seed, folder and env, exploration and replay, evaluation schedule."""
@@ -272,7 +266,7 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.d
               f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}), {hold}; {ratio_phrase(lc)}, "
               f"reward scale {lc.reward_scale:.4g}, "
               f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, {learning_phrase(lc)}, "
-              f"{norm_phrase(cfg, lc)}", flush=True)
+              f"BatchNorm {lc.batchnorm}", flush=True)
     if not cfg.collect_only:
         ev = cfg.eval
         during = (f"every {ev.every} epochs ({ev.every * lc.updates_per_epoch:,} updates), {ev.episodes} episodes at "

@@ -33,8 +33,6 @@ BatchNorm (``learner.batchnorm``):
   the target come from differently normalised networks.
 - the target net is a copy of the online net's parameters *and* BN buffers at each sync; actors
   run eval mode with the broadcast running statistics (one env is a batch of one).
-- ``learner.batchnorm_frozen_after`` N: from update N on the running statistics stay where they are, so
-  broadcasts change only the weights.
 With BN in train mode, k micro-batches are not exactly one big batch (statistics differ per
 micro-batch); with ``batchnorm_batch_stats=False`` they are, which the accumulation test uses.
 
@@ -191,11 +189,6 @@ class DQNLearner:
         self.compile_seconds = 0.0
         self.is_beta = 1.0  # importance-sampling exponent passed to a prioritized replay (the loop anneals it)
 
-    def statistics_move(self) -> bool:
-        """Whether this update moves BatchNorm's running statistics (until ``batchnorm_frozen_after`` updates)."""
-        frozen_after = self.cfg.batchnorm_frozen_after
-        return frozen_after == 0 or self.updates < frozen_after
-
     @property
     def effective_batch(self) -> int:
         return self.cfg.micro_batch * self.cfg.accum_steps
@@ -216,7 +209,7 @@ class DQNLearner:
             next_target = self.target_fn(next_obs).float().clone()
             if self.cfg.munchausen_alpha > 0:  # Munchausen's bonus: the target net's policy at s
                 target_here = self.target_fn(obs).float().clone()
-            if running and batch_stats and self.statistics_move():  # a train-mode pass only to move them
+            if running and batch_stats:  # a train-mode pass only to move them
                 self.online.train()
                 self.online_fn(obs)
             if not joint and self.cfg.munchausen_alpha <= 0:  # Munchausen's soft value needs no online argmax

@@ -320,10 +320,6 @@ class LearnerConfig:
     weights above the constant right+A policy (docs/experiments/mario.md), 0 otherwise."""
     munchausen_tau: float = 0.03
     """Munchausen-DQN's softmax temperature, in units of scaled Q (the paper's 0.03 for rewards in [-1, 1])."""
-    batchnorm_frozen_after: int = 0
-    """Experimental. Updates after which BatchNorm's running statistics stop moving ('eval': the no-grad pass is
-    skipped), so every broadcast carries the same normalisation and only the weights change. 0 (default): they
-    move for the whole run."""
     updates_per_epoch: int = 20
     """Updates in one epoch (the unit of logging, broadcast and checkpoint periods)."""
     broadcast_every: int = 5
@@ -378,8 +374,6 @@ class LearnerConfig:
         _check(self.munchausen_alpha == AUTO or 0.0 <= self.munchausen_alpha <= 1.0, "learner.munchausen_alpha",
                self.munchausen_alpha, "must be in [0, 1] (0: off, -1: auto)")
         _check(self.munchausen_tau > 0, "learner.munchausen_tau", self.munchausen_tau, "must be > 0")
-        _check(self.batchnorm_frozen_after >= 0, "learner.batchnorm_frozen_after", self.batchnorm_frozen_after,
-               "must be >= 0 (0: never frozen)")
         _check(self.updates_per_epoch >= 1, "learner.updates_per_epoch", self.updates_per_epoch, "must be >= 1")
         _check(self.broadcast_every >= 1, "learner.broadcast_every", self.broadcast_every, "must be >= 1")
         _check(self.checkpoint_every >= 1, "learner.checkpoint_every", self.checkpoint_every, "must be >= 1")
@@ -669,6 +663,7 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
                                "that commit (git checkout f46d2a1)"),
     ("learner", "ema_decay"): (0.0, ""),
     ("learner", "bootstrap_epsilon"): (0.0, ""),
+    ("learner", "batchnorm_frozen_after"): (0, ""),
 }
 """Options removed after their screens lost (docs/experiments/mario.md, "Levers retired"): (section, key) -> (the
 value that meant off, why a run that set it otherwise cannot load). A saved run's key is dropped whatever it held

@@ -33,7 +33,6 @@ from shared.exploration import epsilons
     ("learner.target_sync", 0, "learner.target_sync=0"),
     ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
     ("learner.munchausen_tau", 0.0, "learner.munchausen_tau=0.0"),
-    ("learner.batchnorm_frozen_after", -1, "learner.batchnorm_frozen_after=-1"),
     ("replay.capacity", 100, "replay.capacity=100"),
     ("replay.gamma", 1.5, "replay.gamma=1.5"),
     ("transport.host", "0.0.0.0", "transport.host='0.0.0.0'"),
@@ -212,7 +211,7 @@ RETIRED_AT_THEIR_DEFAULTS = {
     "replay": {"ending_share": 0.0, "ending_steps": 8, "ending_reserve": 2000},
     "actor": {"death_penalty": 0.0, "success_bonus": 0.0},
     "net": {"norm": "batch"},
-    "learner": {"ema_decay": 0.0, "bootstrap_epsilon": 0.0},
+    "learner": {"ema_decay": 0.0, "bootstrap_epsilon": 0.0, "batchnorm_frozen_after": 0},
 }
 """Every option retired after its screen lost (docs/experiments/mario.md, "Levers retired"), at the value that
 meant off: what every config.json saved before then holds."""
