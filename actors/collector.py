@@ -15,8 +15,7 @@ where every env explored wait for the end of the batch, where they are scored
 with the bootstrap stacks after its last step in forward passes of one fixed
 size (a forward of one stack costs about what 2-3 stacks cost per stack in a
 larger pass on a CPU: the head's weights are read once per call). Masked envs (fuel breaks): an exploring env
-draws a fresh uniformly random *valid* action every step (a held cell would be
-invalid once it holds a break), a greedy one the argmax over valid actions, and
+draws a uniformly random *valid* action, a greedy one the argmax over valid actions, and
 each slot's mask travels with the batch. Every T ticks the batch (each new
 observation once, see shared/protocol.py) goes to the learner over this
 actor's own socket, ``tcp://HOST:BASE_PORT+actor_id``.
@@ -40,7 +39,7 @@ from actors.slot_client import lease_slot
 from actors.weights_client import WeightClient
 from shared.config import RunConfig
 from shared.envs import env_spec, make_vector_env
-from shared.exploration import ExplorationHolds, epsilons
+from shared.exploration import epsilons
 from shared.health import Heartbeat
 from shared.links import held_kernel_buffer
 from shared.network import acting_copy, build_q_network, cpu_has_native_bf16
@@ -82,7 +81,6 @@ class Collector:
         self.masked = spec.masked
         self.env_steps = 0  # steps of each env (they advance in lockstep): the exploration schedule's clock
         self.epsilon = epsilons(cfg.actor, cfg.actors, actor_id, 0)
-        self.holds = ExplorationHolds(cfg.actor, n_env, self.num_actions, self.rng)
         self.net = build_q_network(spec, dueling=cfg.net.dueling).eval()  # the learner's layout
         self.acting_net = acting_copy(self.net, cfg.actor.precision)  # what acts: rebuilt from every load
         self.actor_priorities = cfg.replay.prioritized and cfg.replay.initial_priority == "actor"
@@ -128,15 +126,18 @@ class Collector:
         return np.concatenate(q)[:len(ticks) * n_env].reshape(len(ticks), n_env, -1)
 
     def act(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """ez-greedy actions of every env (shared/exploration.py), and the Q-values [E, A] they were chosen with, or
-        None when every env explored (no forward pass)."""
+        """Epsilon-greedy actions of every env (each env's epsilon: shared/exploration.py), and the Q-values [E, A]
+        they were chosen with, or None when every env explored (no forward pass)."""
         if self.first_action_weights_version < 0:
             self.first_action_weights_version = self.weights_version
-        explore = self.holds.step(self.epsilon)
-        actions = self.holds.action.copy()
-        if self.masked and explore.any():  # a fresh valid action: a held one may no longer be valid
-            rows = np.flatnonzero(explore)
-            actions[rows] = np.where(self.mask[rows], self.rng.random((len(rows), self.num_actions)), -1.0).argmax(1)
+        explore = self.rng.random(self.epsilon.shape) < self.epsilon
+        rows = np.flatnonzero(explore)
+        actions = np.zeros(len(explore), np.int64)
+        if len(rows):
+            actions[rows] = self.rng.integers(self.num_actions, size=len(rows))
+            if self.masked:  # a random valid action instead (the draw above keeps the stream as runs drew it)
+                actions[rows] = np.where(self.mask[rows], self.rng.random((len(rows), self.num_actions)),
+                                         -1.0).argmax(1)
         if explore.all():
             return actions, None
         q = self.q_values()
@@ -232,7 +233,6 @@ class Collector:
         self.stats["successes"] += int(success.sum())
         self.finished.append(np.stack([returns, score, success], 1).astype(np.float32))
         self.episode_return[ended] = 0.0
-        self.holds.left[ended] = 0
 
     def close(self) -> None:
         self.env.close()

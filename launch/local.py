@@ -256,14 +256,12 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.d
     print(f"[MAIN] run folder {run_dir}, device {device}, {cfg.actors} actors x {cfg.actor.envs_per_actor} env(s) "
           f"on {cfg.env.name}{'' if label == cfg.env.name else ' ' + label} ({spec_line(cfg)}), {mode}",
           flush=True)
-    hold = (f"each random action held Zipf({cfg.actor.explore_repeat:g}) steps up to {cfg.actor.explore_repeat_max}"
-            if cfg.actor.explore_repeat else "random actions for one step")
     if cfg.actor.epsilon >= 0:
-        print(f"[MAIN] exploration: fixed epsilon {cfg.actor.epsilon:g} in every env, {hold}", flush=True)
+        print(f"[MAIN] exploration: fixed epsilon {cfg.actor.epsilon:g} in every env", flush=True)
     else:
         floors = [f"{e:.3g}" for a in range(min(cfg.actors, 8)) for e in epsilon_floors(cfg.actor, cfg.actors, a)]
         print(f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
-              f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}), {hold}; {ratio_phrase(lc)}, "
+              f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); {ratio_phrase(lc)}, "
               f"reward scale {lc.reward_scale:.4g}, "
               f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, {learning_phrase(lc)}, "
               f"BatchNorm {lc.batchnorm}", flush=True)

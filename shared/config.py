@@ -103,11 +103,6 @@ class ActorConfig:
     """Steps of each env over which its epsilon falls linearly from 1.0 to its floor; 0: start at the floor; -1:
     auto, set when the config is built: 25,000 (Mario's 4 envs: the run's first 100K transitions), 1,000 for
     fuelbreak (its 128 envs: the first 128K transitions)."""
-    explore_repeat: float = 0.0
-    """Experimental. Temporally extended exploration (ez-greedy, Dabney et al. 2021): an exploring env holds one random
-    action for n ~ Zipf(explore_repeat) steps, capped at explore_repeat_max; 0 (default): plain epsilon-greedy."""
-    explore_repeat_max: int = 10
-    """Longest hold of one exploratory action, in agent steps."""
     max_staged_batches: int = 16
     """Batches an actor holds when the learner does not take them; beyond it the oldest is dropped and counted."""
     send_hwm: int = 4
@@ -139,10 +134,6 @@ class ActorConfig:
         _check(0.0 <= self.eps_min <= 1.0, "actor.eps_min", self.eps_min, "must be in [0, 1]")
         _check(self.eps_anneal_steps >= 0, "actor.eps_anneal_steps", self.eps_anneal_steps,
                "must be >= 0 (-1, auto, is resolved when the RunConfig is built)")
-        _check(self.explore_repeat == 0 or self.explore_repeat > 1, "actor.explore_repeat", self.explore_repeat,
-               "must be 0 (off) or > 1 (the Zipf exponent)")
-        _check(1 <= self.explore_repeat_max <= 10_000, "actor.explore_repeat_max", self.explore_repeat_max,
-               "must be in [1, 10000]")
         _check(self.max_staged_batches >= 1, "actor.max_staged_batches", self.max_staged_batches, "must be >= 1")
         _check(self.send_hwm >= 1, "actor.send_hwm", self.send_hwm, "must be >= 1")
 
@@ -664,6 +655,8 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
     ("learner", "ema_decay"): (0.0, ""),
     ("learner", "bootstrap_epsilon"): (0.0, ""),
     ("learner", "batchnorm_frozen_after"): (0, ""),
+    ("actor", "explore_repeat"): (0.0, ""),
+    ("actor", "explore_repeat_max"): (10, ""),
 }
 """Options removed after their screens lost (docs/experiments/mario.md, "Levers retired"): (section, key) -> (the
 value that meant off, why a run that set it otherwise cannot load). A saved run's key is dropped whatever it held

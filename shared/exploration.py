@@ -14,16 +14,6 @@ Why: Ape-X's spread was made for hundreds of actors; with 4 envs it gives 0.40, 
 and 0.00066 from the first step, on a deterministic game with no random starts, so three of
 four envs replay nearly the same trajectory of an untrained network. Annealing from 1.0 fills
 replay with varied play first; the floor keeps every env's trajectory varied later.
-
-Temporally extended exploration (:class:`ExplorationHolds`, ez-greedy of Dabney, Ostrovski and
-Barreto 2021, "Temporally-Extended epsilon-Greedy Exploration"). An env that is not holding an
-exploratory action starts one with probability eps_i(t): a uniformly random action held for
-``n = min(Zipf(explore_repeat), explore_repeat_max)`` steps (its first step included); while it
-holds, its epsilon is not drawn again. ``explore_repeat = 0`` gives n = 1, plain epsilon-greedy.
-Why: on Mario a jump is a button held over several agent steps; single random presses make
-hops, so plain epsilon-greedy almost never finds the held jump that clears a pit the greedy
-policy runs into (Q-values printed along such episodes differed by ~0.1 between jumping and
-not, a step before the edge).
 """
 
 from __future__ import annotations
@@ -73,27 +63,3 @@ def mean_floor(cfg: ActorConfig, num_actors: int) -> float:
         return cfg.epsilon
     return float(np.mean(np.concatenate([epsilon_floors(cfg, num_actors, a) for a in range(num_actors)])))
 
-
-class ExplorationHolds:
-    """Per-env state of ez-greedy: which envs hold which random action for how many more steps."""
-
-    def __init__(self, cfg: ActorConfig, num_envs: int, num_actions: int, rng: np.random.Generator):
-        self.mu, self.cap, self.num_actions, self.rng = cfg.explore_repeat, cfg.explore_repeat_max, num_actions, rng
-        self.left = np.zeros(num_envs, np.int64)      # steps still to play of the held action (0: none held)
-        self.action = np.zeros(num_envs, np.int64)    # the held action
-
-    def step(self, epsilon: np.ndarray) -> np.ndarray:
-        """Advance one step; returns the bool mask [E] of envs that play ``self.action`` this step."""
-        start = (self.left == 0) & (self.rng.random(len(self.left)) < epsilon)
-        n_start = int(start.sum())
-        if n_start:
-            self.action[start] = self.rng.integers(self.num_actions, size=n_start)
-            self.left[start] = (np.minimum(self.rng.zipf(self.mu, size=n_start), self.cap)
-                                if self.mu > 0 else 1)
-        exploring = self.left > 0
-        self.left[exploring] -= 1
-        return exploring
-
-    def clear(self, env: int) -> None:
-        """Drop env ``env``'s hold (its episode ended)."""
-        self.left[env] = 0

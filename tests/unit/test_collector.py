@@ -38,3 +38,21 @@ def test_the_collector_acts_on_a_folded_copy_of_the_weights_it_last_loaded(preci
     if precision == "fp32":
         np.testing.assert_array_equal(batch.arrays[1][:, 0], want.argmax(1))
     assert batch.arrays[1].shape == (8, 4)
+
+
+def test_an_exploring_env_draws_a_fresh_uniform_action_every_step():
+    """Epsilon 1: no forward pass, every action random, each step drawn anew (no action is held over steps)."""
+    from actors.collector import Collector
+    from shared.config import RunConfig
+
+    cfg = RunConfig(actors=1)
+    cfg.env.name, cfg.env.frame_size = "catch", 36
+    cfg.actor.envs_per_actor, cfg.actor.epsilon, cfg.actor.seed = 8, 1.0, 5
+    cfg.validate()
+    collector = Collector(cfg, 0, 1, 0)
+    steps = [collector.act() for _ in range(200)]
+    collector.close()
+    assert all(q is None for _, q in steps)
+    actions = np.stack([a for a, _ in steps])
+    assert set(np.unique(actions)) == set(range(collector.num_actions))
+    assert (actions[1:] != actions[:-1]).mean() > 0.5  # 3 actions: a repeat 1/3 of the time, not held

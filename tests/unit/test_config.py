@@ -209,7 +209,7 @@ def test_runs_saved_before_exact_ratio_keep_the_cap_only_limiter():
 
 RETIRED_AT_THEIR_DEFAULTS = {
     "replay": {"ending_share": 0.0, "ending_steps": 8, "ending_reserve": 2000},
-    "actor": {"death_penalty": 0.0, "success_bonus": 0.0},
+    "actor": {"death_penalty": 0.0, "success_bonus": 0.0, "explore_repeat": 0.0, "explore_repeat_max": 10},
     "net": {"norm": "batch"},
     "learner": {"ema_decay": 0.0, "bootstrap_epsilon": 0.0, "batchnorm_frozen_after": 0},
 }
