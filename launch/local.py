@@ -230,10 +230,8 @@ def ratio_phrase(lc) -> str:
 
 
 def learning_phrase(lc) -> str:
-    """The learning rate's schedule, the target sync and the bootstrap, for the header."""
+    """The learning rate, the target sync and the bootstrap, for the header."""
     lr = f"lr {lc.lr:g}"
-    if lc.lr_final < 1 and lc.lr_decay_steps > 0:
-        lr += f" decaying linearly to {lc.lr * lc.lr_final:g} over {lc.lr_decay_steps:,} transitions"
     if lc.munchausen_alpha > 0:
         bootstrap = f"Munchausen target (alpha {lc.munchausen_alpha:g}, tau {lc.munchausen_tau:g})"
     else:

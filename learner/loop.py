@@ -205,7 +205,6 @@ class Learner:
                 if epoch.updates == 0:  # an epoch's clock starts at its first update (not while replay fills)
                     epoch = EpochAccumulator(started=time.monotonic(), processed_at_start=self.plane.processed)
                 self.dqn.is_beta = self.cfg.replay.beta_at(c.inserted)
-                self.dqn.set_lr(self.dqn.cfg.lr_at(c.inserted))
                 epoch.add(self.dqn.update(replay))
                 c.updates += 1
                 c.samples_trained += self.dqn.effective_batch

@@ -299,11 +299,6 @@ class DQNLearner:
                 f"update {self.updates:,}. To tell arithmetic from divergence, rerun with --learner.amp off or "
                 f"--learner.no-compile.")
 
-    def set_lr(self, lr: float) -> None:
-        """Set the optimizer's learning rate (the loop follows LearnerConfig.lr_at)."""
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-
     def sync_target(self) -> None:
         self.target.load_state_dict(self.online.state_dict())
 

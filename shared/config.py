@@ -290,12 +290,7 @@ class LearnerConfig:
     next_obs through the online net in one train-mode forward (the target net on batch statistics too); 'split' uses
     batch statistics for Q(s, a) and running statistics for the bootstrap."""
     lr: float = 2.5e-4
-    """Adam learning rate at the start."""
-    lr_final: float = 1.0
-    """Experimental. Fraction of lr reached after lr_decay_steps transitions (linear decay, then constant); 1
-    (default): constant."""
-    lr_decay_steps: int = 300_000
-    """Transitions inserted over which the learning rate decays (with lr_final below 1); 0: constant."""
+    """Adam learning rate."""
     adam_eps: float = 1.5e-4
     """Adam epsilon."""
     max_grad_norm: float = 10.0
@@ -357,8 +352,6 @@ class LearnerConfig:
         _check(self.accum_steps == AUTO or 1 <= self.accum_steps <= 1024, "learner.accum_steps", self.accum_steps,
                "must be in [1, 1024] (-1: auto)")
         _check(0 < self.lr < 1, "learner.lr", self.lr, "must be in (0, 1)")
-        _check(0 < self.lr_final <= 1, "learner.lr_final", self.lr_final, "must be in (0, 1] (1: constant)")
-        _check(self.lr_decay_steps >= 0, "learner.lr_decay_steps", self.lr_decay_steps, "must be >= 0 (0: constant)")
         _check(self.max_grad_norm >= 0, "learner.max_grad_norm", self.max_grad_norm, "must be >= 0")
         _check(self.target_sync == AUTO or self.target_sync >= 1, "learner.target_sync", self.target_sync,
                "must be >= 1 (-1: auto)")
@@ -384,13 +377,6 @@ class LearnerConfig:
     def holds_ratio(self) -> bool:
         """Whether the replay ratio is held from below too (exact_ratio with a ratio set): actors then wait, not drop."""
         return self.exact_ratio and self.samples_per_insert > 0
-
-    def lr_at(self, inserted: int) -> float:
-        """The learning rate after ``inserted`` transitions (linear decay to lr * lr_final, then constant)."""
-        if self.lr_decay_steps <= 0:
-            return self.lr
-        done = min(1.0, inserted / self.lr_decay_steps)
-        return self.lr * (1.0 - done * (1.0 - self.lr_final))
 
     def resolved(self, device_type: str, env: EnvConfig | str = "") -> LearnerConfig:
         """A copy with the auto (-1) settings made concrete for ``device_type`` and the env (its config or name)."""
@@ -657,6 +643,8 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
     ("learner", "batchnorm_frozen_after"): (0, ""),
     ("actor", "explore_repeat"): (0.0, ""),
     ("actor", "explore_repeat_max"): (10, ""),
+    ("learner", "lr_final"): (1.0, ""),
+    ("learner", "lr_decay_steps"): (300_000, ""),
 }
 """Options removed after their screens lost (docs/experiments/mario.md, "Levers retired"): (section, key) -> (the
 value that meant off, why a run that set it otherwise cannot load). A saved run's key is dropped whatever it held
