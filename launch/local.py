@@ -261,8 +261,8 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.d
         print(f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
               f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); {ratio_phrase(lc)}, "
               f"reward scale {lc.reward_scale:.4g}, "
-              f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, {learning_phrase(lc)}, "
-              f"BatchNorm {lc.batchnorm}", flush=True)
+              f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, {learning_phrase(lc)}",
+              flush=True)
     if not cfg.collect_only:
         ev = cfg.eval
         during = (f"every {ev.every} epochs ({ev.every * lc.updates_per_epoch:,} updates), {ev.episodes} episodes at "

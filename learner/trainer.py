@@ -1,84 +1,41 @@
-"""The DQN update: Double DQN on n-step returns, Huber loss, Adam, clipping, target sync.
+"""The DQN update: n-step Double DQN (Munchausen-DQN's target on Mario), Huber loss, Adam, clipping, target sync.
 
-One ``update()`` = ``accum_steps`` micro-batches of ``micro_batch`` samples drawn straight from
-the replay on the learner's device; each micro-loss is divided by ``accum_steps`` so the summed
-gradient equals the gradient of the mean loss over the concatenated batch, then one optimizer
-step. Mixed precision (``amp``): bf16 autocast on GPUs that support it (no scaler needed), fp16
-autocast with a GradScaler on other GPUs; on CPU bf16 where the CPU has native bf16, else off.
-Only the convolutions run in low precision: the network's head, every Q-value, the Double-DQN
-argmax, the target and the loss are fp32 (shared/network.py). One exception, seen in inductor's code on CPU: the
-compiled backward computes the head's weight gradients from bf16 operands (eager keeps them fp32): measured within
-4.3% of eager's (norm of the difference over eager's norm; tests/unit/test_trainer.py allows 10%).
+One ``update()`` = ``accum_steps`` micro-batches of ``micro_batch`` samples drawn from the replay on the learner's
+device, each micro-loss divided by ``accum_steps`` (the summed gradient is that of the mean loss over the
+concatenated batch), then one optimizer step.
 
-Target: ``reward_scale * R_n + discount * Q_target(s', argmax_a Q_online(s', a))`` where ``R_n``
-is the n-step return in game units from replay; the scale (auto: 1/15 on Mario) keeps Q near
-unit size for the Huber loss and Adam, while logged returns stay in game units. Masked envs (the
-sample carries ``next_mask``): the argmax is over the valid actions of s' only
-(shared/network.py ``masked_argmax``). With ``munchausen_alpha`` above 0 the target is Munchausen-DQN's
-(``munchausen_terms``: a scaled log-policy bonus on the reward and a soft value at s', both from the
-target net, whose forward then also runs on s). The network is built from the env's spec when one is given
-(``build_q_network``: Nature CNN for frame stacks, MLP for features, one Q per cell for fuel breaks).
+Target: ``reward_scale * R_n + discount * Q_target(s', argmax_a Q_online(s', a))``, ``R_n`` the n-step return in
+game units (the scale, auto 1/15 on Mario, keeps Q near unit size; logged returns stay in game units); on masked
+envs the argmax is over the valid actions of s' (shared/network.py ``masked_argmax``). With ``munchausen_alpha``
+above 0 the target is Munchausen-DQN's (``munchausen_terms``: a log-policy bonus on the reward and a soft value at
+s', both from the target net). The network is built from the env's spec (``build_q_network``).
 
-BatchNorm (``learner.batchnorm``):
-- 'eval' (default): Q(s, a), the Double-DQN argmax at s' and the target net all use running
-  statistics (eval mode), i.e. exactly the function the actors play; a no-grad train-mode pass over
-  the micro-batch's obs keeps the running statistics moving. Measured on Mario: after 17K 'joint'
-  updates the actors' eval-mode argmax matched the learner's train-mode one on 33% of states.
-- 'joint': obs and next_obs go through the online net in ONE train-mode forward, so
-  Q(s, a) and the Double-DQN argmax at s' are normalised with the same batch statistics; the
-  target net, also in train mode, normalises next_obs with its batch statistics. Both sides of
-  the TD target are computed the same way (as CrossQ does for its critics).
-- 'split': online net in train mode for Q(s, a) only; the argmax at s' and the target net use
-  running statistics (eval mode). Cheaper (no backward through next_obs), but the two sides of
-  the target come from differently normalised networks.
-- the target net is a copy of the online net's parameters *and* BN buffers at each sync; actors
-  run eval mode with the broadcast running statistics (one env is a batch of one).
-With BN in train mode, k micro-batches are not exactly one big batch (statistics differ per
-micro-batch); with ``batchnorm_batch_stats=False`` they are, which the accumulation test uses.
+BatchNorm: every forward of the update (Q(s, a), the argmax at s', the target net) uses running statistics, the
+function the actors play (eval mode: one env is a batch of one); a no-grad train-mode pass over each micro-batch's
+obs moves the running statistics. Target syncs copy the BatchNorm buffers too. ``batchnorm_batch_stats=False``
+skips that pass, so micro_loss has no side effects and k micro-batches equal one k times larger (the accumulation
+tests).
 
-``torch.compile`` (mode ``reduce-overhead`` on CUDA, default mode elsewhere) wraps the online
-and target networks. Under CUDA graphs a compiled call may reuse the memory of the previous
-call's outputs, so each micro-step marks a new step, calls the target net first and clones what
-it keeps, and only then runs the online net, whose output is used by the loss and backward with
-no compiled call in between.
+Precision (``amp``): bf16 autocast on GPUs that support it, fp16 with a GradScaler on other GPUs; on CPU bf16 where
+the CPU has it natively, else off. Only the convolutions run in low precision: the head, every Q-value, the argmax,
+the target and the loss are fp32 (shared/network.py); on CPU the compiled backward computes the head's weight
+gradients from bf16 operands (within 4.3% of eager's; tests/unit/test_trainer.py allows 10%). A compiled
+low-precision learner on a CPU whose inductor code would use 512-bit vectors gets 256-bit code
+(``pin_cpu_vectors_to_256_bits``): the 512-bit code wrote non-finite head gradients on an Intel Xeon with AMX
+(docs/testing.md, "Compiled bf16 on an Intel Xeon with AMX").
 
-Gradients live in buffers allocated once, outside any CUDA graph, and are zeroed in place
-(``zero_grad(set_to_none=False)``), on every device. Why: the compiled backward is itself a
-CUDA graph whose outputs (the parameters' gradients) sit in the graph pool. When ``.grad`` is
-None, autograd's AccumulateGrad *steals* the incoming gradient tensor as ``.grad`` instead of
-copying it; that tensor is a graph output, so the next micro-step's
-``cudagraph_mark_step_begin()`` + replay frees or overwrites it, and the next ``backward()``
-either raises "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent
-run" or accumulates into reused memory (pytorch/pytorch#169545, open in torch 2.13: a repro there
-shows the first micro-batch's gradient stolen, not cloned; pytorch/pytorch#184003 words the error
-as "a backward CUDAGraph output installed as a .grad buffer"). When ``.grad`` already exists,
-AccumulateGrad adds in place (``grad += new``), reading the graph output once while it is still
-valid. Compiling without CUDA graphs when accumulating would also avoid the crash but lose the
-launch-overhead saving exactly where micro-batches are small; the preallocated buffers keep one
-code path on CPU and CUDA (the CPU tests exercise it) for one in-place zero per update.
+``torch.compile`` wraps both networks (mode ``reduce-overhead``, CUDA graphs, on CUDA). A graph replay may reuse the
+memory of the previous call's outputs, so each micro-step marks a new step, runs the target net first and clones
+what it keeps, then the online net, whose output feeds the loss and backward with no compiled call in between.
+Gradients live in buffers allocated once, outside any graph, and zeroed in place: were ``.grad`` None, autograd
+would keep the compiled backward's output (graph memory) as ``.grad`` and the next replay would overwrite it
+(pytorch/pytorch#169545, #184003); into an existing buffer it adds in place. One code path on CPU and CUDA.
 
-On CUDA the learner also sets TF32 matmuls/convolutions and ``cudnn.benchmark`` (input shapes
-are fixed: ``micro_batch`` and the env spec), and uses fused Adam: one kernel for all
-parameters, its ``step`` on the device, and with a fp16 GradScaler it takes the scaler's
-``found_inf`` on the device instead of the per-update ``.item()`` that GradScaler's non-fused
-path does (``unscale_`` runs first for the clipping, so the scaler hands it no extra scale).
-
-On a CPU whose inductor code would use 512-bit vectors (AVX-512, AMX), a compiled learner under bf16/fp16 autocast
-has inductor generate 256-bit (AVX2) code instead (``pin_cpu_vectors_to_256_bits``). Measured with torch 2.13 and
-GCC 12 on an Intel Xeon with AMX: the backward's fused kernel that copies the two head weight gradients from bf16 to
-fp32 (each also transposed), in 512-bit code, wrote about 130K-200K non-finite values into each 1.6M-entry gradient,
-a different number each call, and every Catch, Snake and benchmark run stopped at its first updates; a function of
-those copies alone reproduces it (docs/testing.md, "Compiled bf16 on an Intel Xeon with AMX"). 256-bit code computes
-them exactly (the compiled learner ran at 0.89x eager's samples/s at batch 64 x 1 there). fp32 compiled code has no
-such copy and keeps the wider vectors.
-
-A gradient that is not finite stops the run before the optimizer step (``NonFiniteUpdate``), so the weights,
-and the checkpoint the run writes on its way out, are those of the last good update. fp16 with a GradScaler is the
-exception: the scaler skips such steps and lowers its scale, as it is built to.
-
-``warm_up()`` runs full updates (every graph, the optimizer's first
-step) before the first timed epoch and reports that time apart, then restores all state, so
-warm-up changes nothing a checkpoint holds.
+On CUDA the learner also sets TF32 and ``cudnn.benchmark`` (fixed shapes) and uses fused Adam (its step, and a fp16
+scaler's ``found_inf``, stay on the device). A non-finite loss, TD error or gradient stops the run before the
+optimizer step (``NonFiniteUpdate``), except under fp16's GradScaler, which skips the step and lowers its scale.
+``warm_up()`` runs full updates before the first timed epoch and then restores all state, so warm-up changes nothing
+a checkpoint holds.
 """
 
 from __future__ import annotations
@@ -156,8 +113,8 @@ class DQNLearner:
                  batchnorm_batch_stats: bool = True):
         """``spec``: the env's shared/spec.py EnvSpec, whose network family the learner trains (Mario: QNetwork);
         ``env``: its EnvConfig or name, for the auto settings; ``dueling``: the run's ``net.dueling``;
-        ``batchnorm_batch_stats`` False keeps the gradient pass on running statistics too (what the accumulation
-        tests compare exactly)."""
+        ``batchnorm_batch_stats`` False skips the no-grad pass that moves BatchNorm's running statistics (what the
+        accumulation tests compare exactly)."""
         cfg = cfg.resolved(device.type, env)
         self.cfg = cfg
         self.device = device
@@ -197,31 +154,25 @@ class DQNLearner:
         return torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None)
 
     def micro_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Huber loss of one micro-batch (not yet divided), its |TD errors| and Q(s, a), all fp32."""
-        joint, running = self.cfg.batchnorm == "joint", self.cfg.batchnorm == "eval"
-        batch_stats = self.batchnorm_batch_stats
+        """Huber loss of one micro-batch (not yet divided), its |TD errors| and Q(s, a), all fp32; every forward on
+        BatchNorm's running statistics (module docstring)."""
         obs, next_obs, action = batch["obs"], batch["next_obs"], batch["action"].unsqueeze(1)
         next_mask = batch.get("next_mask")  # masked envs: the valid actions at s'; None: all
         if self.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()
         with torch.no_grad(), self._autocast():  # the target net first; clone: a later graph replay may reuse its memory
-            self.target.train(joint and batch_stats)
+            self.target.eval()
             next_target = self.target_fn(next_obs).float().clone()
             if self.cfg.munchausen_alpha > 0:  # Munchausen's bonus: the target net's policy at s
                 target_here = self.target_fn(obs).float().clone()
-            if running and batch_stats:  # a train-mode pass only to move them
+            if self.batchnorm_batch_stats:  # a train-mode pass whose only effect is to move the running statistics
                 self.online.train()
                 self.online_fn(obs)
-            if not joint and self.cfg.munchausen_alpha <= 0:  # Munchausen's soft value needs no online argmax
-                self.online.eval()
+            self.online.eval()
+            if self.cfg.munchausen_alpha <= 0:  # Munchausen's soft value needs no online argmax
                 best = masked_argmax(self.online_fn(next_obs), next_mask).clone()
-        self.online.train(batch_stats and not running)
         with self._autocast():
-            if joint:  # one forward: both sides normalised with the same batch statistics
-                q_all = self.online_fn(torch.cat([obs, next_obs])).float()
-                q_taken, best = q_all[:obs.shape[0]], masked_argmax(q_all[obs.shape[0]:].detach(), next_mask)
-            else:
-                q_taken = self.online_fn(obs).float()
+            q_taken = self.online_fn(obs).float()
         q = q_taken.gather(1, action).squeeze(1)
         reward = self.cfg.reward_scale * batch["reward"]
         if self.cfg.munchausen_alpha > 0:

@@ -284,11 +284,6 @@ class LearnerConfig:
     """Rewards are multiplied by this in the TD target (replay and logged returns stay in game units); -1: auto, 1/15
     for Mario (its per-frame reward clip, so one frame's reward is in [-1, 1]), 1/10 for Snake (food and death are
     +-10), 100 for fuel breaks (rewards in percent of the landscape), 1 otherwise."""
-    batchnorm: Literal["joint", "split", "eval"] = "eval"
-    """BatchNorm in the TD update: 'eval' uses running statistics for Q(s, a), the argmax and the target, i.e. the
-    function the actors play (they run eval mode), moved by a no-grad train-mode pass over obs; 'joint' runs obs and
-    next_obs through the online net in one train-mode forward (the target net on batch statistics too); 'split' uses
-    batch statistics for Q(s, a) and running statistics for the bootstrap."""
     lr: float = 2.5e-4
     """Adam learning rate."""
     adam_eps: float = 1.5e-4
@@ -367,8 +362,6 @@ class LearnerConfig:
         _check(self.amp in ("auto", "off", "bf16", "fp16"), "learner.amp", self.amp, "must be auto, off, bf16 or fp16")
         _check(self.reward_scale == AUTO or self.reward_scale > 0, "learner.reward_scale", self.reward_scale,
                "must be > 0 (-1: auto)")
-        _check(self.batchnorm in ("joint", "split", "eval"), "learner.batchnorm", self.batchnorm,
-               "must be 'joint', 'split' or 'eval'")
         _check(self.steps >= 0, "learner.steps", self.steps, "must be >= 0")
         _check(self.threads == AUTO or self.threads >= 1, "learner.threads", self.threads, "must be >= 1 (-1: auto)")
         _check(self.max_weights_lag >= 0, "learner.max_weights_lag", self.max_weights_lag, "must be >= 0 (0: no limit)")
@@ -645,6 +638,7 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
     ("actor", "explore_repeat_max"): (10, ""),
     ("learner", "lr_final"): (1.0, ""),
     ("learner", "lr_decay_steps"): (300_000, ""),
+    ("learner", "batchnorm"): ("eval", ""),
 }
 """Options removed after their screens lost (docs/experiments/mario.md, "Levers retired"): (section, key) -> (the
 value that meant off, why a run that set it otherwise cannot load). A saved run's key is dropped whatever it held

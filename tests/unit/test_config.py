@@ -202,7 +202,7 @@ RETIRED_AT_THEIR_DEFAULTS = {
     "actor": {"death_penalty": 0.0, "success_bonus": 0.0, "explore_repeat": 0.0, "explore_repeat_max": 10},
     "net": {"norm": "batch"},
     "learner": {"ema_decay": 0.0, "bootstrap_epsilon": 0.0, "batchnorm_frozen_after": 0,
-                "lr_final": 1.0, "lr_decay_steps": 300_000},
+                "lr_final": 1.0, "lr_decay_steps": 300_000, "batchnorm": "eval"},
 }
 """Every option retired after its screen lost (docs/experiments/mario.md, "Levers retired"), at the value that
 meant off: what every config.json saved before then holds."""

@@ -310,14 +310,13 @@ def test_update_writes_the_new_td_errors_back_as_priorities():
     np.testing.assert_allclose(replay._prio[list(last)], np.array(list(last.values())) + 1e-3, rtol=1e-6)
 
 
-@pytest.mark.parametrize("batchnorm", ["eval", "joint", "split"])
-def test_masked_double_dqn_target_takes_the_best_valid_action(batchnorm):
+def test_masked_double_dqn_target_takes_the_best_valid_action():
     """With next_mask the Double-DQN argmax is over s''s valid actions only (fuel-break spec, one Q per cell)."""
     from shared.network import CellQNetwork
     from shared.spec import EnvSpec
 
     spec = EnvSpec((3, 8, 8), "uint8", 1, 64, masked=True)
-    cfg = LearnerConfig(micro_batch=8, accum_steps=1, compile=False, amp="off", batchnorm=batchnorm)
+    cfg = LearnerConfig(micro_batch=8, accum_steps=1, compile=False, amp="off")
     dqn = DQNLearner(cfg, spec, CPU, batchnorm_batch_stats=False)
     assert isinstance(dqn.online, CellQNetwork)
     g = torch.Generator().manual_seed(0)
@@ -402,9 +401,8 @@ def mario_batch(n=16, reward=30.0):
             "action": torch.randint(0, 7, (n,)), "reward": torch.full((n,), reward), "discount": torch.zeros(n)}
 
 
-@pytest.mark.parametrize("batchnorm", ["joint", "split"])
-def test_td_target_uses_the_scaled_reward(batchnorm):
-    cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off", batchnorm=batchnorm,
+def test_td_target_uses_the_scaled_reward():
+    cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off",
                         munchausen_alpha=0.0)  # Mario's Munchausen bonus would add to the reward
     dqn = DQNLearner(cfg, MARIO, CPU, env="mario")
     batch = mario_batch()
@@ -425,22 +423,8 @@ def test_mario_learner_trains_on_munchausen_target_by_default():
     torch.testing.assert_close(td, (q - (2.0 + 0.9 * bonus)).abs(), atol=1e-4, rtol=1e-4)
 
 
-def test_joint_batchnorm_normalises_obs_and_next_obs_together():
-    cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off", batchnorm="joint")
-    dqn = DQNLearner(cfg, MARIO, CPU)
-    batch = mario_batch()
-    _, _, q = dqn.micro_loss(batch)
-    dqn.online.train()
-    with torch.no_grad():
-        joint = dqn.online(torch.cat([batch["obs"], batch["next_obs"]]))[:16]
-        alone = dqn.online(batch["obs"])
-    taken = joint.gather(1, batch["action"].unsqueeze(1)).squeeze(1)
-    assert torch.allclose(q, taken, atol=1e-4)  # Q(s, a) came from the joint forward ...
-    assert not torch.allclose(q, alone.gather(1, batch["action"].unsqueeze(1)).squeeze(1), atol=1e-4)  # ... not obs alone
-
-
-def test_eval_batchnorm_trains_the_function_the_actors_play():
-    cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off", batchnorm="eval")
+def test_the_learner_trains_the_function_the_actors_play():
+    cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off")
     dqn = DQNLearner(cfg, MARIO, CPU)
     batch = mario_batch()
     before = dqn.online.features[1].running_mean.clone()
