@@ -84,7 +84,10 @@ class Collector:
         self.net = build_q_network(spec, dueling=cfg.net.dueling).eval()  # the learner's layout
         self.acting_net = acting_copy(self.net, cfg.actor.precision)  # what acts: rebuilt from every load
         self.actor_priorities = cfg.replay.prioritized and cfg.replay.initial_priority == "actor"
-        self.reward_scale = cfg.learner.resolved("cpu", cfg.env).reward_scale  # the learner's TD-error units
+        learner = cfg.learner.resolved("cpu", cfg.env)
+        self.reward_scale = learner.reward_scale  # the learner's TD-error units
+        # the learner's target rule, so a transition's first priority is on the scale of its later ones
+        self.munchausen = (learner.munchausen_alpha, learner.munchausen_tau) if learner.munchausen_alpha > 0 else None
         self.weights_version = 0
         self.first_action_weights_version = -1  # the weights the very first action used (tests check it)
         self.env_seconds = 0.0  # wall time inside the envs' step: the share of the actor's time its envs get
@@ -219,7 +222,7 @@ class Collector:
             q[:, unscored] = self._late_q_values(unscored_stacks).swapaxes(0, 1)
             r = self.cfg.replay
             priorities = n_step_priorities(q, actions, rewards, terminated, first, self.first, r.n_step, r.gamma,
-                                           self.reward_scale, masks)
+                                           self.reward_scale, masks, self.munchausen)
         return StagedBatch(seq, batch_version, (frames, actions, rewards, terminated, first), episodes, priorities,
                            packed)
 

@@ -52,14 +52,13 @@ import torch.nn.functional as F
 from learner.replay import FrameReplay
 from shared.config import LearnerConfig
 from shared.network import (
+    MUNCHAUSEN_LOG_FLOOR,
     build_q_network,
     cpu_has_native_bf16,
     masked_argmax,
     munchausen_terms,
 )
 from shared.spec import EnvSpec
-
-MUNCHAUSEN_LOG_FLOOR = -1.0  # Munchausen-DQN's l0: the bonus tau * log pi(a|s) is clipped to [l0, 0] (the paper's -1)
 
 
 def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:

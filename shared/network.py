@@ -55,7 +55,9 @@ def _as_float(obs: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Te
     return obs.to(dtype) / 255.0 if obs.dtype == torch.uint8 else obs.to(dtype)
 
 
-def _he_init(net: nn.Module) -> None:
+def init_weights(net: nn.Module) -> None:
+    """He (Kaiming) normal initialisation for ReLU of every Conv2d/Linear of ``net``, biases zero (every family's
+    construction; a reset's fresh draw, learner/resets.py)."""
     for module in net.modules():
         if isinstance(module, (nn.Conv2d, nn.Linear)):
             nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
@@ -111,7 +113,7 @@ class QNetwork(_DuelingHead):
         )
         side = _conv_out(_conv_out(_conv_out(frame_size, 8, 4), 4, 2), 3, 1)
         self._make_head(64 * side * side, 512, num_actions, dueling)
-        _he_init(self)
+        init_weights(self)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         if obs.dim() == 3:  # [B, H, W]: single frames (a 2-D obs spec with stack 1) are one channel
@@ -138,7 +140,7 @@ class MLPQNetwork(_DuelingHead):
             width = h
         self.features = nn.Sequential(*layers)
         self._make_head(width, hidden[-1] if hidden else max(in_features, num_actions), num_actions, dueling)
-        _he_init(self)
+        init_weights(self)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self._head(self.features(_as_float(obs, self.compute_dtype)))
@@ -174,7 +176,7 @@ class SmallConvQNetwork(_DuelingHead):
         self.features = nn.Sequential(*layers, nn.Flatten())
         self.out_hw = (h, w)
         self._make_head(c * h * w, hidden, num_actions, dueling)
-        _he_init(self)
+        init_weights(self)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self._head(self.features(_as_float(obs, self.compute_dtype)))
@@ -237,7 +239,7 @@ class CellQNetwork(nn.Module):
             self.value = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, 1))
         else:
             self.head = nn.Conv2d(channels, 1, kernel_size=1)
-        _he_init(self)
+        init_weights(self)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = self.features(_as_float(obs, self.compute_dtype))
@@ -409,6 +411,10 @@ def double_q_bootstrap(online_q: torch.Tensor, target_q: torch.Tensor,
                        mask: torch.Tensor | None = None) -> torch.Tensor:
     """Double-DQN bootstrap value at s', [B]: the target net's Q at the online net's best valid action."""
     return target_q.gather(1, masked_argmax(online_q, mask)).squeeze(1)
+
+
+MUNCHAUSEN_LOG_FLOOR = -1.0
+"""Munchausen-DQN's l0: the bonus tau * log pi(a|s) is clipped to [l0, 0] (the paper's -1)."""
 
 
 def munchausen_terms(target_q: torch.Tensor, action: torch.Tensor, mask: torch.Tensor | None,

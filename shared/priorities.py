@@ -8,9 +8,16 @@ With L steps added, the priority is
 
     | reward_scale * R + gamma**L * max_a Q(s_{t+L}, a) * (not terminated) - Q(s_t, a_t) |
 
-with the actor's own network for both Q terms (the learner later replaces it with its Double-DQN
-TD error). L = 0 (a truncation slot, never sampled) gets priority 0. All of it is vectorized over
-[E, T]: no per-transition Python.
+with the actor's own network for both Q terms (the learner later replaces it with its own TD error).
+With Munchausen's target (``munchausen`` = (alpha, tau), the learner's rule: shared/network.py
+``munchausen_terms``) the target is instead
+
+    reward_scale * R + alpha * clamp(tau * log pi(a_t|s_t), l0, 0)
+        + gamma**L * sum_a pi(a|s_{t+L}) (Q(s_{t+L}, a) - tau * log pi(a|s_{t+L})) * (not terminated)
+
+with pi = softmax(Q / tau) over the valid actions, so the first replay of a transition does not meet a
+priority computed by another rule. L = 0 (a truncation slot, never sampled) gets priority 0. All of it
+is vectorized over [E, T]: no per-transition Python.
 """
 
 from __future__ import annotations
@@ -18,10 +25,20 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from shared.network import MUNCHAUSEN_LOG_FLOOR
+
+
+def _log_softmax(z: np.ndarray) -> np.ndarray:
+    """log softmax over the last axis; -inf entries (invalid actions) stay -inf."""
+    z = z - z.max(-1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
 
 def n_step_priorities(q: np.ndarray, actions: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
                       first: np.ndarray, next_first: np.ndarray, n_step: int, gamma: float,
-                      reward_scale: float, masks: np.ndarray | None = None) -> np.ndarray:
+                      reward_scale: float, masks: np.ndarray | None = None,
+                      munchausen: tuple[float, float] | None = None) -> np.ndarray:
     """|n-step TD errors| float32 [E, T].
 
     q           float [E, T+1, A]: Q of the observation at each slot, and of the observation after the last step
@@ -29,6 +46,7 @@ def n_step_priorities(q: np.ndarray, actions: np.ndarray, rewards: np.ndarray, t
     next_first  bool/0-1 [E]: whether the observation after the batch starts a new episode
     masks       bool [E, T+1, A] or None: the valid actions at each observation of ``q`` (masked envs);
                 the bootstrap's max is then over valid actions only
+    munchausen  (alpha, tau) or None: Munchausen's target (module docstring) instead of the max
     """
     E, T = rewards.shape
     n = int(n_step)
@@ -48,10 +66,21 @@ def n_step_priorities(q: np.ndarray, actions: np.ndarray, rewards: np.ndarray, t
     ret = (rew_w * include * powers[:n]).sum(2)
     done = (include & term_w).any(2)
     rows = np.arange(E)[:, None]
-    boot_q = q[rows, np.arange(T)[None, :] + steps]
+    boot_q = q[rows, np.arange(T)[None, :] + steps].astype(np.float64)
     if masks is not None:
         boot_q = np.where(masks[rows, np.arange(T)[None, :] + steps], boot_q, -np.inf)
-    boot = boot_q.max(2).astype(np.float64)
-    target = reward_scale * ret + np.where(done, 0.0, powers[steps] * boot)
     taken = q[rows, np.arange(T)[None, :], actions.astype(np.int64)].astype(np.float64)
+    if munchausen is None:
+        boot, bonus = boot_q.max(2), 0.0
+    else:
+        alpha, tau = munchausen
+        log_pi_next = _log_softmax(boot_q / tau)
+        soft = np.where(np.isfinite(boot_q), np.exp(log_pi_next) * (boot_q - tau * log_pi_next), 0.0)
+        boot = soft.sum(2)
+        here = q[:, :T].astype(np.float64)
+        if masks is not None:
+            here = np.where(masks[:, :T], here, -np.inf)
+        log_pi = np.take_along_axis(_log_softmax(here / tau), actions.astype(np.int64)[..., None], 2)[..., 0]
+        bonus = alpha * np.clip(tau * log_pi, MUNCHAUSEN_LOG_FLOOR, 0.0)
+    target = reward_scale * ret + bonus + np.where(done, 0.0, powers[steps] * boot)
     return np.where(steps > 0, np.abs(target - taken), 0.0).astype(np.float32)

@@ -8,6 +8,7 @@ import torch
 
 from learner.prioritized_replay import PrioritizedReplay
 from learner.sum_tree import SumTree
+from shared.network import MUNCHAUSEN_LOG_FLOOR, munchausen_terms
 from shared.priorities import n_step_priorities
 
 H = W = 4
@@ -195,6 +196,51 @@ def test_actor_priorities_match_the_per_transition_reference(n):
     want = reference_priorities(q, actions, rewards, terminated, first, next_first, n, 0.9, 1 / 15)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert got[1, -1] == 0.0  # a truncation slot
+
+
+def test_actor_priorities_under_munchausen_use_the_learners_rule():
+    """With Munchausen's target the actor's priority is |the learner's TD error| (shared/network.py munchausen_terms,
+    the function DQNLearner trains on) for the same Q, per transition, truncations and terminations included."""
+    rng = np.random.default_rng(7)
+    E, T, A, n, gamma, scale, alpha, tau = 2, 30, 7, 3, 0.9, 1 / 15, 0.9, 0.03
+    q = rng.normal(scale=0.3, size=(E, T + 1, A)).astype(np.float32)
+    actions = rng.integers(0, A, (E, T)).astype(np.uint8)
+    rewards = rng.normal(scale=5, size=(E, T)).astype(np.float32)
+    terminated = (rng.random((E, T)) < 0.08).astype(np.uint8)
+    first = np.zeros((E, T), np.uint8)
+    first[:, 1:] = terminated[:, :-1] | (rng.random((E, T - 1)) < 0.05)
+    first[:, 0] = 1
+    next_first = np.array([0, 1], np.uint8)
+    got = n_step_priorities(q, actions, rewards, terminated, first, next_first, n, gamma, scale,
+                            munchausen=(alpha, tau))
+    plain = n_step_priorities(q, actions, rewards, terminated, first, next_first, n, gamma, scale)
+    here, there, taken, acts, rets, discounts, where = [], [], [], [], [], [], []
+    for e in range(E):
+        for t in range(T):
+            ret, steps, done = 0.0, 0, False
+            for k in range(n):
+                j = t + k
+                if j >= T:
+                    break
+                after = first[e, j + 1] if j + 1 < T else next_first[e]
+                if not terminated[e, j] and after:
+                    break
+                ret += gamma ** k * rewards[e, j]
+                steps += 1
+                if terminated[e, j]:
+                    done = True
+                    break
+            if steps:
+                here.append(q[e, t]), there.append(q[e, t + steps]), acts.append(actions[e, t])
+                taken.append(q[e, t, actions[e, t]]), rets.append(ret)
+                discounts.append(0.0 if done else gamma ** steps), where.append((e, t))
+    bonus, soft = munchausen_terms(torch.tensor(np.array(here)), torch.tensor(acts, dtype=torch.long)[:, None], None,
+                                   torch.tensor(np.array(there)), None, tau, MUNCHAUSEN_LOG_FLOOR)
+    target = scale * np.array(rets) + alpha * bonus.double().numpy() + np.array(discounts) * soft.double().numpy()
+    want = np.zeros((E, T))
+    want[tuple(np.array(where).T)] = np.abs(target - np.array(taken))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert not np.allclose(got, plain, atol=1e-3)  # the max-Q rule differs: the test can tell them apart
 
 
 def test_masked_prioritized_replay_samples_weights_and_next_masks():
