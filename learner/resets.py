@@ -1,0 +1,73 @@
+"""Periodic resets of the Q-network (Nikishin et al. 2022; SR-SPR, D'Oro et al. 2023; BBF, Schwarzer et al. 2023).
+
+A reset re-initializes the head (every parameter of the ``value`` and ``advantage`` streams, or of ``head``) and
+shrinks-and-perturbs the rest, the convolutions and their BatchNorm's scale and shift: theta <- alpha * theta +
+(1 - alpha) * theta0, with theta0 a fresh initialization (BatchNorm's theta0: scale 1, shift 0). Adam's state of the
+head's parameters is zeroed (moments and step, so its bias correction starts again); the convolutions keep theirs,
+as bigger_better_faster's ``jit_reset`` copies the encoder's optimizer state. BatchNorm's running statistics belong
+to the old convolutions, so they are re-estimated on replay frames right after the reset
+(``torch.optim.swa_utils.update_bn``: a cumulative average over the batches given): the network the actors receive
+next normalizes with statistics of its own weights. The caller syncs the target network to the result.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+from torch.optim.swa_utils import update_bn
+
+from shared.network import init_weights
+
+HEAD_STREAMS = ("value", "advantage", "head")
+"""The attributes of a Q-network that hold its head (shared/network.py): fully re-initialized by a reset."""
+
+
+def head_parameter_names(net: nn.Module) -> set[str]:
+    """Names (as ``named_parameters`` gives them) of the head's parameters; every other parameter is shrunk."""
+    names = {name for name, _ in net.named_parameters() if name.split(".", 1)[0] in HEAD_STREAMS}
+    if not names:
+        raise ValueError(f"{type(net).__name__} has none of the head streams {HEAD_STREAMS}")
+    return names
+
+
+def fresh_copy(net: nn.Module) -> nn.Module:
+    """A copy of ``net`` with every parameter drawn anew as at construction (``init_weights``; BatchNorm scale 1 and
+    shift 0), drawn from torch's global generator."""
+    fresh = copy.deepcopy(net)
+    init_weights(fresh)
+    for module in fresh.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.affine:
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+    return fresh
+
+
+@torch.no_grad()
+def reset_network(net: nn.Module, optimizer: torch.optim.Optimizer, shrink: float,
+                  frames: Iterable[torch.Tensor] = (), fresh: nn.Module | None = None) -> dict[str, int]:
+    """Reset ``net`` in place as the module docstring says; ``shrink`` is alpha (SR-SPR: 0.8), ``frames`` batches of
+    observations for BatchNorm's statistics (none: they stay), ``fresh`` the theta0 to use (default: ``fresh_copy``).
+    Returns how many parameter tensors were re-initialized and shrunk."""
+    if not 0.0 <= shrink <= 1.0:
+        raise ValueError(f"shrink {shrink!r} must be in [0, 1]")
+    fresh = fresh_copy(net) if fresh is None else fresh
+    head = head_parameter_names(net)
+    new = dict(fresh.named_parameters())
+    counts = {"reinitialized": 0, "shrunk": 0}
+    for name, param in net.named_parameters():
+        if name in head:
+            param.copy_(new[name])
+            for value in optimizer.state.get(param, {}).values():
+                if isinstance(value, torch.Tensor):
+                    value.zero_()  # in place: fused Adam's step and moments keep their storage
+            counts["reinitialized"] += 1
+        else:
+            param.mul_(shrink).add_(new[name], alpha=1.0 - shrink)
+            counts["shrunk"] += 1
+    frames = list(frames)
+    if frames:
+        update_bn(frames, net)  # resets the statistics, averages them over ``frames``, restores net's mode
+    return counts
