@@ -205,7 +205,8 @@ def resolve(args: argparse.Namespace) -> dict:
             name = BEST_NAME if args.net == "best" else CHECKPOINT_NAME
             ckpt_path = os.path.join(run_dir, name)
             if not os.path.isfile(ckpt_path):
-                why = " (it is written at the first evaluation during training, --eval.every)" if args.net == "best" else ""
+                why = (" (it is written at the first evaluation during training, --eval.every-env-steps)"
+                       if args.net == "best" else "")
                 raise UsageError(f"--net={args.net}: no {name} in run folder {run_dir!r}{why}")
         elif os.path.isdir(ckpt_path):
             ckpt_path = os.path.join(ckpt_path, CHECKPOINT_NAME)

@@ -11,7 +11,7 @@
     python -m launch.local --actors 2 --no-spawn-actors    # learner only (= launch.learner); actors: launch.actor
 
 Prints a ``[PROCESSOR]`` line every ``--log-every`` seconds and a ``[MAIN] Epoch``
-line per epoch; every ``--eval.every`` epochs an evaluation process plays the current weights and
+line per epoch; every ``--eval.every-env-steps`` env steps an evaluation process plays the current weights and
 a ``[MAIN] Eval`` line follows; restarts an actor that dies; on Ctrl-C, SIGTERM or the end of a budget
 (``--total-env-steps``, ``--learner.steps``, ``--duration``) it writes the final checkpoint, stops every child,
 plays the final evaluation (launch/final_eval.py: best.pt chosen among the best snapshots on fresh episodes,
@@ -46,8 +46,9 @@ from launch.machine import record_machine
 from launch.processes import ActorPool, spawn_context, start_process, stop_processes
 from learner.checkpoint import BEST_NAME
 from learner.loop import Learner, load_resume_state
+from learner.schedule import EnvStepPeriod
 from learner.trainer import NonFiniteUpdate
-from shared.config import ConfigError, RunConfig
+from shared.config import DEFAULT_BETA_STEPS, ConfigError, RunConfig
 from shared.envs import entry_for, env_label, env_spec
 from shared.exploration import epsilon_floors
 from shared.health import Heartbeat
@@ -179,7 +180,7 @@ def run(cfg: RunConfig) -> int:
     pool = ActorPool(actor_main, cfg, cfg.actors)
     if cfg.spawn_actors and not stopping.is_set():  # else external actors (launch.actor) lease or take the N slots
         pool.start()
-    evaluator = Evaluator(cfg, learner) if cfg.eval.every > 0 and not cfg.collect_only \
+    evaluator = Evaluator(cfg, learner) if cfg.eval.every_env_steps > 0 and not cfg.collect_only \
         and not stopping.is_set() else None
     supervisor = Supervisor(cfg, learner, pool, evaluator)
     start = supervisor.start
@@ -236,7 +237,35 @@ def learning_phrase(lc) -> str:
         bootstrap = f"Munchausen target (alpha {lc.munchausen_alpha:g}, tau {lc.munchausen_tau:g})"
     else:
         bootstrap = "Double-DQN bootstrap"
-    return f"{lr}, target synced every {lc.target_sync:,} updates, {bootstrap}"
+    return f"{lr}, {bootstrap}"
+
+
+def env_steps_phrase(steps: int, lc) -> str:
+    """``steps`` env steps, with the updates they hold at a set replay ratio ('' after the number otherwise)."""
+    if lc.samples_per_insert <= 0:
+        return f"{steps:,} env steps"
+    updates = steps * lc.samples_per_insert / (lc.micro_batch * lc.accum_steps)
+    return f"{steps:,} env steps ({updates:,.0f} updates)"
+
+
+def periods_phrase(cfg: RunConfig, lc) -> str:
+    """Every period of the run in env steps (learner/schedule.py), for the header."""
+    parts = [f"target synced every {env_steps_phrase(lc.target_sync_env_steps, lc)}",
+             f"weights broadcast every {env_steps_phrase(lc.broadcast_env_steps, lc)}"]
+    if lc.reset_env_steps:
+        at = EnvStepPeriod(lc.reset_env_steps, 0, cfg.total_env_steps, lc.reset_env_steps)
+        fire = at.multiples(cfg.total_env_steps) if cfg.total_env_steps else []
+        when = (f", at {', '.join(f'{k:,}' for k in fire) or 'no point'} of {cfg.total_env_steps:,}"
+                if cfg.total_env_steps else "")
+        parts.append(f"network reset every {env_steps_phrase(lc.reset_env_steps, lc)} (shrink "
+                     f"{lc.reset_shrink:g}){when}")
+    if cfg.replay.prioritized:
+        beta_steps = cfg.replay.priority_beta_steps
+        beta_steps = beta_steps if beta_steps >= 0 else (cfg.total_env_steps or DEFAULT_BETA_STEPS)
+        parts.append(f"priority beta {cfg.replay.priority_beta:g} to 1 over {beta_steps:,} env steps")
+    if lc.augment:
+        parts.append("s and s' randomly shifted by up to 4 px")
+    return "; ".join(parts)
 
 
 def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.device, threads: int,
@@ -264,9 +293,11 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.d
               f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, {learning_phrase(lc)}",
               flush=True)
     if not cfg.collect_only:
+        print(f"[MAIN] periods: {periods_phrase(cfg, lc)}", flush=True)
+    if not cfg.collect_only:
         ev = cfg.eval
-        during = (f"every {ev.every} epochs ({ev.every * lc.updates_per_epoch:,} updates), {ev.episodes} episodes at "
-                  f"epsilon {ev.epsilon:g}" if ev.every else "none during training")
+        during = (f"every {env_steps_phrase(ev.every_env_steps, lc)}, {ev.episodes} episodes at "
+                  f"epsilon {ev.epsilon:g}" if ev.every_env_steps else "none during training")
         end = (f"the best of {ev.keep_snapshots} snapshots on {ev.select_episodes} fresh episodes becomes best.pt, then "
                f"it and the last weights play {ev.final_episodes} more each"
                if ev.final_episodes else "none")
@@ -395,13 +426,12 @@ class Evaluator:
         self.requests, self.results = ctx.Queue(maxsize=1), ctx.Queue()
         self.proc = start_process(ctx, eval_process_main, (cfg, self.stop_event, self.requests, self.results),
                                   name="evaluator")
-        self.next_epoch = learner.counters.epoch + cfg.eval.every
+        self.period = EnvStepPeriod(cfg.eval.every_env_steps, learner.counters.inserted)
         self.skipped = 0
 
     def tick(self) -> None:
         c = self.learner.counters
-        if c.epoch >= self.next_epoch:
-            self.next_epoch = c.epoch + self.cfg.eval.every
+        if self.period.due(c.inserted):
             try:  # never wait: while the last evaluation still runs this one is skipped
                 self.requests.put_nowait(dict(updates=c.updates, env_steps=c.inserted,
                                               wall_seconds=round(self.learner.elapsed(), 3),

@@ -4,8 +4,9 @@ One thread does it all, in this order, every iteration: move queued batches into
 replay holds ``min_replay`` transitions and the replay-ratio limiter allows it (never more than
 ``samples_per_insert`` samples trained per transition inserted), do one update; every
 ``updates_per_epoch`` updates close an epoch (console line, metrics.jsonl, TensorBoard); every
-``broadcast_every`` epochs publish the weights with a new ``weights_version``; every
-``checkpoint_every`` epochs, and at exit, write a checkpoint. ``run`` returns why it ended
+``checkpoint_every`` epochs, and at exit, write a checkpoint. The target sync, the weight broadcast (a new
+``weights_version``) and the network's resets follow periods in env steps (learner/schedule.py), so the replay
+ratio and the batch never move them within the run. ``run`` returns why it ended
 (``STOP_REASONS``): ``stop()`` was called, the deadline passed, ``learner.steps`` updates were made, or
 ``total_env_steps`` transitions were inserted (no drain writes a batch past the one that reaches that
 budget, so a run ends within one batch of it). With ``learner.exact_ratio`` (opt-in) the loop also
@@ -55,6 +56,7 @@ from learner.checkpoint import (
 from learner.console import format_epoch_line, format_eval_line, format_processor_line
 from learner.data_plane import DataPlane
 from learner.metrics import MetricsLog
+from learner.schedule import EnvStepPeriod
 from learner.trainer import DQNLearner
 from learner.weights import WeightServer
 from shared.config import RunConfig
@@ -62,6 +64,7 @@ from shared.envs import entry_for, env_spec
 from shared.exploration import mean_floor
 
 IDLE_NOTICE_EVERY = 10.0  # seconds without new experience before the loop says it waits, and between such lines
+RESET_STATISTICS_BATCHES = 8  # replay batches on which a reset re-estimates BatchNorm's statistics (512 frames at 64)
 
 STOP_REASONS = ("stopped", "duration", "updates", "env_steps")
 """What ``Learner.run`` returns: ``stop()`` (a signal), the deadline, ``learner.steps``, ``total_env_steps``."""
@@ -143,6 +146,12 @@ class Learner:
         self.stop_requested = stop_requested if stop_requested is not None else threading.Event()
         self.echo: Callable[[str], None] = lambda line: print(line, flush=True)  # the launcher routes it past its progress bar
         self._inserted_at_start = self.counters.inserted
+        lc, start = self.dqn.cfg, self.counters.inserted
+        self.target_period = EnvStepPeriod(lc.target_sync_env_steps, start)
+        self.broadcast_period = EnvStepPeriod(lc.broadcast_env_steps, start)
+        # no reset within one period of the budget: the last one has a whole period to recover (BBF's no_resets_after)
+        self.reset_period = EnvStepPeriod(lc.reset_env_steps, start, cfg.total_env_steps, lc.reset_env_steps)
+        self.resets = 0
         self._elapsed_at_start = self.counters.elapsed_seconds
         self._started = time.monotonic()
         self.first_epoch_rate: float | None = None
@@ -204,11 +213,12 @@ class Learner:
             if self.train and len(replay) >= cfg.min_replay and replay.num_sampleable() > 0 and self._ratio_allows():
                 if epoch.updates == 0:  # an epoch's clock starts at its first update (not while replay fills)
                     epoch = EpochAccumulator(started=time.monotonic(), processed_at_start=self.plane.processed)
-                self.dqn.is_beta = self.cfg.replay.beta_at(c.inserted)
+                self.dqn.is_beta = self.cfg.replay.beta_at(c.inserted, total)
                 epoch.add(self.dqn.update(replay))
                 c.updates += 1
                 c.samples_trained += self.dqn.effective_batch
                 trained = True
+                self._periodic(c.inserted)
                 if epoch.updates == cfg.updates_per_epoch:
                     self._end_epoch(epoch)
                     epoch = EpochAccumulator()
@@ -242,6 +252,27 @@ class Learner:
         return math.ceil(cfg.ratio_slack + (c.samples_trained + self.dqn.effective_batch) / cfg.samples_per_insert
                          - c.inserted)
 
+    def _periodic(self, env_steps: int) -> None:
+        """What falls due at ``env_steps`` after an update: target sync, reset (then a sync), weight broadcast."""
+        if self.reset_period.due(env_steps):
+            self.reset_network()
+        if self.target_period.due(env_steps):
+            self.dqn.sync_target()
+        if self.broadcast_period.due(env_steps):
+            self.counters.weights_version += 1
+            self._publish(self.counters.weights_version)
+
+    def reset_network(self) -> None:
+        """Reset the online net (learner/resets.py) on this run's replay frames, sync the target net to it, say so."""
+        replay, batch = self.plane.replay, self.dqn.cfg.micro_batch
+        frames = [replay.sample(batch)["obs"] for _ in range(RESET_STATISTICS_BATCHES)]
+        counts = self.dqn.reset(frames)
+        self.resets += 1
+        self.echo(f"[MAIN] reset {self.resets} at {self.counters.inserted:,} env steps ({self.counters.updates:,} "
+                  f"updates): {counts['reinitialized']} head tensors re-initialized, {counts['shrunk']} others shrunk "
+                  f"to {self.dqn.cfg.reset_shrink:g} toward a fresh draw, BatchNorm statistics re-estimated on "
+                  f"{len(frames) * batch} replay frames")
+
     def _end_epoch(self, acc: EpochAccumulator) -> None:
         cfg, c = self.cfg.learner, self.counters
         c.epoch += 1
@@ -252,9 +283,6 @@ class Learner:
             self.first_epoch_rate = updates_per_s
         else:
             self.epoch_rates.append(updates_per_s)
-        if c.epoch % cfg.broadcast_every == 0:
-            c.weights_version += 1
-            self._publish(c.weights_version)
         figures = self.epoch_figures(acc, seconds)
         self.echo(format_epoch_line(c.epoch, figures, entry_for(self.cfg.env)))
         self.metrics.write(c.updates, c.inserted, self.elapsed(), figures)
@@ -277,6 +305,7 @@ class Learner:
             "learner/replay_ratio": self.counters.samples_trained / max(self.counters.inserted, 1),
             "learner/lr": self.dqn.optimizer.param_groups[0]["lr"],
             "learner/weights_version": self.counters.weights_version,
+            "learner/resets": self.resets,
             "actor/experiences_per_s": (stats.processed - acc.processed_at_start) / seconds,
             "learner/updates": self.counters.updates,
             "actor/return": float(window[:, 0].mean()) if len(window) else 0.0,

@@ -49,14 +49,18 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from learner.augment import random_shift
 from learner.replay import FrameReplay
+from learner.resets import reset_network
 from shared.config import LearnerConfig
+from shared.errors import ConfigError
 from shared.network import (
     MUNCHAUSEN_LOG_FLOOR,
     build_q_network,
     cpu_has_native_bf16,
     masked_argmax,
     munchausen_terms,
+    network_family,
 )
 from shared.spec import EnvSpec
 
@@ -115,6 +119,9 @@ class DQNLearner:
         ``batchnorm_batch_stats`` False skips the no-grad pass that moves BatchNorm's running statistics (what the
         accumulation tests compare exactly)."""
         cfg = cfg.resolved(device.type, env)
+        if cfg.augment and network_family(spec) != "nature":
+            raise ConfigError(f"learner.augment=True: random shifts move frame stacks; this env's network family is "
+                              f"{network_family(spec)!r}")
         self.cfg = cfg
         self.device = device
         torch.manual_seed(cfg.seed)
@@ -156,6 +163,8 @@ class DQNLearner:
         """Huber loss of one micro-batch (not yet divided), its |TD errors| and Q(s, a), all fp32; every forward on
         BatchNorm's running statistics (module docstring)."""
         obs, next_obs, action = batch["obs"], batch["next_obs"], batch["action"].unsqueeze(1)
+        if self.cfg.augment:  # DrQ: s and s' each shifted by offsets of their own, used by every net that sees them
+            obs, next_obs = random_shift(obs), random_shift(next_obs)
         next_mask = batch.get("next_mask")  # masked envs: the valid actions at s'; None: all
         if self.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()
@@ -234,8 +243,6 @@ class DQNLearner:
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.updates += 1
-        if self.updates % self.cfg.target_sync == 0:
-            self.sync_target()
         return UpdateStats(loss / steps, td / steps, q / steps, norm)
 
     def _non_finite_message(self, loss: float, td: float, q: float, norm: float, td_all: torch.Tensor | None) -> str:
@@ -250,7 +257,15 @@ class DQNLearner:
                 f"--learner.no-compile.")
 
     def sync_target(self) -> None:
+        """Copy the online net's parameters and BatchNorm buffers into the target net (the loop's period)."""
         self.target.load_state_dict(self.online.state_dict())
+
+    def reset(self, frames: list[torch.Tensor]) -> dict[str, int]:
+        """Reset the online net (learner/resets.py; BatchNorm statistics re-estimated on ``frames``), zero the head's
+        Adam state, and sync the target net to the result."""
+        counts = reset_network(self.online, self.optimizer, self.cfg.reset_shrink, frames)
+        self.sync_target()
+        return counts
 
     def warm_up(self, replay, updates: int = 2) -> float:
         """Compile and run ``updates`` full updates on samples of ``replay``, then restore every piece of

@@ -29,6 +29,8 @@ AUTO = -1
 """A numeric option at -1 takes a value that depends on the env, the device or the run (its docstring says which);
 a string option says 'auto'."""
 
+DEFAULT_BETA_STEPS = 500_000  # replay.priority_beta_steps' auto for a run without an env-step budget
+
 
 @dataclass
 class EnvConfig:
@@ -160,16 +162,18 @@ class ReplayConfig:
     """Exponent alpha of P(k) ~ p_k**alpha (0: uniform)."""
     priority_beta: float = 0.4
     """Importance-sampling exponent at the start; it rises linearly to 1 over priority_beta_steps."""
-    priority_beta_steps: int = 500_000
-    """Transitions inserted over which beta rises to 1."""
+    priority_beta_steps: int = AUTO
+    """Env steps (transitions inserted) over which beta rises to 1; -1: auto, the run's --total-env-steps (beta
+    reaches 1 as the run ends), 500,000 without a budget."""
     priority_eps: float = 1e-3
     """Added to |TD error| so that no slot's priority is 0 (TD errors are in reward_scale units)."""
 
-    def beta_at(self, inserted: int) -> float:
-        """The importance-sampling exponent after ``inserted`` transitions."""
-        if self.priority_beta_steps <= 0:
+    def beta_at(self, inserted: int, budget: int = 0) -> float:
+        """The importance-sampling exponent after ``inserted`` transitions of a run of ``budget`` (0: none)."""
+        steps = self.priority_beta_steps if self.priority_beta_steps != AUTO else (budget or DEFAULT_BETA_STEPS)
+        if steps <= 0:
             return 1.0
-        return self.priority_beta + (1.0 - self.priority_beta) * min(1.0, inserted / self.priority_beta_steps)
+        return self.priority_beta + (1.0 - self.priority_beta) * min(1.0, inserted / steps)
 
     def validate(self) -> None:
         _check(self.capacity >= 64, "replay.capacity", self.capacity, "must be >= 64")
@@ -179,8 +183,8 @@ class ReplayConfig:
                "must be 'actor' or 'max'")
         _check(0.0 <= self.priority_alpha <= 1.0, "replay.priority_alpha", self.priority_alpha, "must be in [0, 1]")
         _check(0.0 <= self.priority_beta <= 1.0, "replay.priority_beta", self.priority_beta, "must be in [0, 1]")
-        _check(self.priority_beta_steps >= 0, "replay.priority_beta_steps", self.priority_beta_steps,
-               "must be >= 0 (0: beta is 1 from the start)")
+        _check(_is_int(self.priority_beta_steps) and self.priority_beta_steps >= AUTO, "replay.priority_beta_steps",
+               self.priority_beta_steps, "must be an integer >= 0 (0: beta is 1 from the start; -1: auto)")
         _check(self.priority_eps > 0.0, "replay.priority_eps", self.priority_eps, "must be > 0")
 
 
@@ -290,9 +294,9 @@ class LearnerConfig:
     """Adam epsilon."""
     max_grad_norm: float = 10.0
     """Gradient-norm clipping threshold (0: off)."""
-    target_sync: int = AUTO
-    """Updates between target-network syncs; -1: auto, 1,000 for Mario (at samples_per_insert 4 and batch 64: every
-    16,000 transitions; 250 let the last weights fall below snapshots a few broadcasts older), 250 otherwise."""
+    target_sync_env_steps: int = AUTO
+    """Env steps (transitions inserted) between target-network syncs, whatever the replay ratio or batch; -1: auto, the
+    env's (Mario 16,000, others 2,000)."""
     munchausen_alpha: float = AUTO
     """Munchausen-DQN (Vieillard et al. 2020): the target adds alpha * clamp(tau * log pi(a|s), -1, 0) to the reward
     and bootstraps on the soft value sum_a' pi(a'|s') (Q(s', a') - tau * log pi(a'|s')), pi = softmax(Q_target /
@@ -301,10 +305,18 @@ class LearnerConfig:
     weights above the constant right+A policy (docs/experiments/mario.md), 0 otherwise."""
     munchausen_tau: float = 0.03
     """Munchausen-DQN's softmax temperature, in units of scaled Q (the paper's 0.03 for rewards in [-1, 1])."""
+    augment: bool = False
+    """Random shifts (DrQ): each sample's s and s' stacks are padded by 4 edge pixels and cropped back at an offset
+    drawn per sample, separately for s and s' (learner/augment.py). Frame envs only."""
+    reset_env_steps: int = 0
+    """Env steps between resets of the network (learner/resets.py: head re-initialized, the rest shrunk toward a fresh
+    draw, BatchNorm statistics re-estimated); none within one period of --total-env-steps. 0: never."""
+    reset_shrink: float = 0.8
+    """alpha of a reset's shrink-and-perturb, theta <- alpha * theta + (1 - alpha) * theta0 (SR-SPR's 0.8)."""
     updates_per_epoch: int = 20
-    """Updates in one epoch (the unit of logging, broadcast and checkpoint periods)."""
-    broadcast_every: int = 5
-    """Epochs between weight broadcasts to the actors."""
+    """Updates in one epoch (the unit of logging and checkpoint periods)."""
+    broadcast_env_steps: int = 1_600
+    """Env steps (transitions inserted) between weight broadcasts to the actors, whatever the replay ratio."""
     checkpoint_every: int = 25
     """Epochs between checkpoints (one is also written at exit)."""
     samples_per_insert: float = 8.0
@@ -348,13 +360,18 @@ class LearnerConfig:
                "must be in [1, 1024] (-1: auto)")
         _check(0 < self.lr < 1, "learner.lr", self.lr, "must be in (0, 1)")
         _check(self.max_grad_norm >= 0, "learner.max_grad_norm", self.max_grad_norm, "must be >= 0")
-        _check(self.target_sync == AUTO or self.target_sync >= 1, "learner.target_sync", self.target_sync,
-               "must be >= 1 (-1: auto)")
+        _check(_is_int(self.target_sync_env_steps) and (self.target_sync_env_steps == AUTO
+                                                        or self.target_sync_env_steps >= 1),
+               "learner.target_sync_env_steps", self.target_sync_env_steps, "must be an integer >= 1 (-1: auto)")
+        _check(_is_int(self.reset_env_steps) and self.reset_env_steps >= 0, "learner.reset_env_steps",
+               self.reset_env_steps, "must be an integer >= 0 (0: never)")
+        _check(0.0 <= self.reset_shrink <= 1.0, "learner.reset_shrink", self.reset_shrink, "must be in [0, 1]")
         _check(self.munchausen_alpha == AUTO or 0.0 <= self.munchausen_alpha <= 1.0, "learner.munchausen_alpha",
                self.munchausen_alpha, "must be in [0, 1] (0: off, -1: auto)")
         _check(self.munchausen_tau > 0, "learner.munchausen_tau", self.munchausen_tau, "must be > 0")
         _check(self.updates_per_epoch >= 1, "learner.updates_per_epoch", self.updates_per_epoch, "must be >= 1")
-        _check(self.broadcast_every >= 1, "learner.broadcast_every", self.broadcast_every, "must be >= 1")
+        _check(_is_int(self.broadcast_env_steps) and self.broadcast_env_steps >= 1, "learner.broadcast_env_steps",
+               self.broadcast_env_steps, "must be an integer >= 1")
         _check(self.checkpoint_every >= 1, "learner.checkpoint_every", self.checkpoint_every, "must be >= 1")
         _check(self.samples_per_insert >= 0, "learner.samples_per_insert", self.samples_per_insert, "must be >= 0")
         _check(self.ratio_slack >= 0, "learner.ratio_slack", self.ratio_slack, "must be >= 0")
@@ -374,12 +391,14 @@ class LearnerConfig:
     def resolved(self, device_type: str, env: EnvConfig | str = "") -> LearnerConfig:
         """A copy with the auto (-1) settings made concrete for ``device_type`` and the env (its config or name)."""
         cuda = device_type == "cuda"
-        auto = self.micro_batch == AUTO, self.accum_steps == AUTO, self.reward_scale == AUTO, self.target_sync == AUTO
+        auto = (self.micro_batch == AUTO, self.accum_steps == AUTO, self.reward_scale == AUTO,
+                self.target_sync_env_steps == AUTO)
         munchausen = _env_auto(env, "munchausen_alpha", 0.0) if self.munchausen_alpha == AUTO else self.munchausen_alpha
         return dataclasses.replace(self, micro_batch=(512 if cuda else 64) if auto[0] else self.micro_batch,
                                    accum_steps=1 if auto[1] else self.accum_steps,
                                    reward_scale=_env_auto(env, "reward_scale", 1.0) if auto[2] else self.reward_scale,
-                                   target_sync=_env_auto(env, "target_sync", 250) if auto[3] else self.target_sync,
+                                   target_sync_env_steps=_env_auto(env, "target_sync_env_steps", 2_000) if auto[3]
+                                   else self.target_sync_env_steps,
                                    munchausen_alpha=munchausen)
 
 
@@ -414,9 +433,9 @@ class NetConfig:
 class EvalConfig:
     """Evaluation during training: a separate process plays the current weights, never stalling training."""
 
-    every: int = 100
-    """Epochs between evaluations (0: off). A request made while the last evaluation still runs is skipped.
-    The weights that score best are kept as best.pt in the run folder."""
+    every_env_steps: int = 32_000
+    """Env steps (transitions inserted) between evaluations (0: off). A request made while the last evaluation still
+    runs is skipped. The weights that score best are kept as best.pt in the run folder."""
     episodes: int = 10
     """Episodes per evaluation."""
     epsilon: float = 0.05
@@ -436,7 +455,8 @@ class EvalConfig:
     evaluation draw their own stream from it: shared/seeding.py); -1: the run's --seed."""
 
     def validate(self) -> None:
-        _check(self.every >= 0, "eval.every", self.every, "must be >= 0 (0: off)")
+        _check(_is_int(self.every_env_steps) and self.every_env_steps >= 0, "eval.every_env_steps",
+               self.every_env_steps, "must be an integer >= 0 (0: off)")
         _check(1 <= self.episodes <= 1000, "eval.episodes", self.episodes, "must be in [1, 1000]")
         _check(0.0 <= self.epsilon <= 1.0, "eval.epsilon", self.epsilon, "must be in [0, 1]")
         _check(_is_int(self.keep_snapshots) and 0 <= self.keep_snapshots <= 20, "eval.keep_snapshots",
@@ -587,6 +607,8 @@ def migrate(data: Any) -> Any:
     - a run saved without ``learner.munchausen_alpha`` bootstrapped on the Double-DQN max (0, not today's auto);
     - an auto option saved as 0 (before -1 became the one numeric auto) is -1;
     - a retired option (:data:`_RETIRED`) is dropped; one that shaped the network refuses a run that used it.
+    - periods saved in updates or epochs (``learner.target_sync``, ``learner.broadcast_every``, ``eval.every``) become
+      the env steps they spanned at the run's replay ratio (:func:`_periods_in_env_steps`).
     """
     if not isinstance(data, dict):
         return data
@@ -616,6 +638,37 @@ def migrate(data: Any) -> Any:
             if refusal and part[key] != default:
                 raise ConfigError(f"{section}.{key}={part[key]!r}: {refusal}")
             data[section] = {name: value for name, value in part.items() if name != key}
+    return _periods_in_env_steps(data)
+
+
+def _periods_in_env_steps(data: dict) -> dict:
+    """A config saved with its periods in updates or epochs, with each as the env steps it spanned: an update was
+    ``batch / samples_per_insert`` env steps (an auto batch counted as the CPU's 64). With no ratio (0) an update
+    had no fixed share of env steps: the period takes today's default (target sync: the env's)."""
+    learner, ev = data.get("learner"), data.get("eval")
+    if not isinstance(learner, dict) or not ({"target_sync", "broadcast_every"} & set(learner)
+                                             or isinstance(ev, dict) and "every" in ev):
+        return data
+    learner = dict(learner)
+    spi = learner.get("samples_per_insert", 8.0)
+    batch = max(learner.get("micro_batch", AUTO), 0) or 64
+    batch *= max(learner.get("accum_steps", AUTO), 0) or 1
+    per_update = batch / spi if spi and spi > 0 else None
+    per_epoch = per_update * learner.get("updates_per_epoch", 20) if per_update else None
+    if "target_sync" in learner:
+        old = learner.pop("target_sync")
+        learner["target_sync_env_steps"] = round(old * per_update) if old > 0 and per_update else AUTO
+    if "broadcast_every" in learner:
+        old = learner.pop("broadcast_every")
+        if per_epoch:
+            learner["broadcast_env_steps"] = max(1, round(old * per_epoch))
+    data = {**data, "learner": learner}
+    if isinstance(ev, dict) and "every" in ev:
+        ev = dict(ev)
+        old = ev.pop("every")
+        if per_epoch or old == 0:
+            ev["every_env_steps"] = round(old * (per_epoch or 0))
+        data["eval"] = ev
     return data
 
 

@@ -42,8 +42,8 @@ class BenchConfig:
     """Optimized system: samples per micro-batch."""
     optimized_accum: int = 4
     """Optimized system: micro-batches accumulated per update."""
-    optimized_sync_every: int = 5
-    """Optimized system: epochs between weight broadcasts."""
+    optimized_broadcast_env_steps: int = 1_600
+    """Optimized system: env steps between weight broadcasts (a training run's default)."""
     original: OriginalSettings = field(default_factory=OriginalSettings)
     """The seed's original pipeline (launch/original.py)."""
     stages: tuple[str, ...] = ("env_ceiling", "collection", "transport", "replay", "learner", "system")

@@ -97,6 +97,13 @@ def _change(original, optimized) -> str:
     return f"{optimized / original - 1:+.0%}"
 
 
+def _optimized_sync(ps: dict) -> str:
+    """The optimized system's broadcast period: env steps since they are set so, epochs in older results."""
+    if "broadcast_env_steps" in ps:
+        return f"weights broadcast every {ps['broadcast_env_steps']:,} env steps"
+    return f"sync every {ps['sync_every']} epochs"
+
+
 def render_system_table(s: dict) -> str:
     """The seed's table (its five rows first) with measured Original, Optimized and Improvement columns."""
     o, p = s["original"], s["optimized"]
@@ -104,8 +111,7 @@ def render_system_table(s: dict) -> str:
     rows = [f"Whole system, {s['actors']} actors x {s['envs_per_actor']} env(s), device {s['device']}; original: "
             f"one locked mp.Queue, batch {os_['batch']}, fp32, sync every {os_['sync_every']} epochs; optimized: "
             f"per-actor sockets, batch {ps['micro_batch']} x {ps['accum_steps']}, AMP {ps.get('amp', 'bfloat16')}, "
-            f"compile, sync every "
-            f"{ps['sync_every']} epochs; epoch = {s['updates_per_epoch']} updates",
+            f"compile, {_optimized_sync(ps)}; epoch = {s['updates_per_epoch']} updates",
             "", "| Metric | Original | Optimized | Improvement |", "|---|---|---|---|"]
 
     def row(label, key, fmt, scale=1.0, suffix=""):

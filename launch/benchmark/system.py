@@ -124,7 +124,7 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
     rc.collect_only = False
     rc.learner = dataclasses.replace(
         rc.learner, micro_batch=bench.optimized_micro_batch, accum_steps=bench.optimized_accum,
-        amp="auto", compile=True, broadcast_every=bench.optimized_sync_every,
+        amp="auto", compile=True, broadcast_env_steps=bench.optimized_broadcast_env_steps,
         updates_per_epoch=bench.system_updates_per_epoch, samples_per_insert=0.0,
         min_replay=bench.system_min_replay, checkpoint_every=1 << 30)
     rc.validate()
@@ -210,7 +210,8 @@ def system_stage(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> di
                "updates_per_epoch": bench.system_updates_per_epoch,
                "original_settings": dataclasses.asdict(bench.original),
                "optimized_settings": {"micro_batch": bench.optimized_micro_batch, "accum_steps": bench.optimized_accum,
-                                      "sync_every": bench.optimized_sync_every, "batch_steps": cfg.actor.batch_steps,
+                                      "broadcast_env_steps": bench.optimized_broadcast_env_steps,
+                                      "batch_steps": cfg.actor.batch_steps,
                                       "amp": str(resolve_amp("auto", device)).removeprefix("torch.")}}
         out["original"] = system_original(cfg, device, bench)
         print(f"system original: {out['original']['experiences_per_s']:.1f} experiences/s, "

@@ -87,8 +87,8 @@ class EnvEntry:
     """actor.envs_per_actor -1 (auto) on this env."""
     eps_anneal_steps: int = 25_000
     """actor.eps_anneal_steps -1 (auto) on this env."""
-    target_sync: int = 250
-    """learner.target_sync -1 (auto) on this env."""
+    target_sync_env_steps: int = 2_000
+    """learner.target_sync_env_steps -1 (auto) on this env."""
     munchausen_alpha: float = 0.0
     """learner.munchausen_alpha -1 (auto) on this env (0: the Double-DQN max)."""
 

@@ -87,7 +87,7 @@ def test_compose_services_run_as_processes_and_train_together(tmp_path):
         "WARPPIPE_RUN_ARGS": "--env.name fake --env.frame-size 36 --actor.batch-steps 16",
         "WARPPIPE_LEARNER_ARGS": "--log-every 2 --learner.no-compile --learner.micro-batch 16 "
                                  "--learner.min-replay 300 --learner.updates-per-epoch 5 --learner.broadcast-every 1 "
-                                 "--replay.capacity 8192 --eval.every 1 --eval.episodes 1",
+                                 "--replay.capacity 8192 --eval.every-env-steps 400 --eval.episodes 1",
     }
     services = interpolate(yaml.safe_load(BASE.read_text())["services"], env)
     logs = {name: tmp_path / f"{name}.log" for name in ("keys", "learner", "actor1", "actor2")}

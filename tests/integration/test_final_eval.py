@@ -85,7 +85,7 @@ def test_episode_jobs_split_a_stream_the_same_way_whatever_the_cores():
 
 
 def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation_that_repeats(tmp_path):
-    run = Launcher(tmp_path, *TRAINING, "--eval.every", "1", "--eval.episodes", "2",
+    run = Launcher(tmp_path, *TRAINING, "--eval.every-env-steps", "400", "--eval.episodes", "2",
                    "--eval.keep-snapshots", str(KEEP), "--eval.select-episodes", str(SELECT),
                    "--eval.final-episodes", str(FINAL), collect_only=False)
     try:
@@ -153,7 +153,7 @@ def test_final_eval_refuses_a_folder_without_a_checkpoint(tmp_path):
 
 
 def test_a_second_ctrl_c_skips_the_final_evaluation_and_leaves_no_worker(tmp_path):
-    run = Launcher(tmp_path, *TRAINING, "--eval.every", "1", "--eval.episodes", "1", "--eval.final-episodes", "1000",
+    run = Launcher(tmp_path, *TRAINING, "--eval.every-env-steps", "400", "--eval.episodes", "1", "--eval.final-episodes", "1000",
                    collect_only=False)
     try:
         run.wait_for(r"\[MAIN\] best evaluation so far", timeout=HANG_GUARD_S)  # best.pt: two contenders, two workers

@@ -174,7 +174,7 @@ def test_ctrl_c_while_training_writes_the_final_checkpoint(tmp_path):
 
 
 def test_training_run_logs_env_steps_wall_clock_and_evaluations_in_plain_lines(tmp_path):
-    run = Launcher(tmp_path, *TRAINING, "--eval.every", "2", "--eval.episodes", "2", "--progress", collect_only=False)
+    run = Launcher(tmp_path, *TRAINING, "--eval.every-env-steps", "400", "--eval.episodes", "2", "--progress", collect_only=False)
     try:
         run.wait_for(r"\[MAIN\] best evaluation so far", timeout=HANG_GUARD_S)  # an evaluation, with best.pt saved
         first = int(run.wait_for(EPOCH_BUFFER, timeout=HANG_GUARD_S)[0][1][2].replace(",", ""))

@@ -104,7 +104,7 @@ def test_actor_host_link_cut_for_20s_reconnects_by_itself_and_nothing_is_accepte
                     "--transport.base-port", str(port), "--transport.curve-server-secret",
                     str(keys / "learner.key_secret"), "--transport.curve-authorized-dir", str(keys / "allowed"),
                     "--learner.no-compile", "--learner.micro-batch", "16", "--learner.min-replay", "300",
-                    "--learner.updates-per-epoch", "5", "--replay.capacity", "8192", "--eval.every", "0", *common]
+                    "--learner.updates-per-epoch", "5", "--replay.capacity", "8192", "--eval.every-env-steps", "0", *common]
     logs = {h: tmp_path / f"{h}.log" for h in ("l", "a1", "a2")}
     procs = {"l": hosts.run("l", learner_args, logs["l"])}
     for i, host in ((1, "a1"), (2, "a2")):

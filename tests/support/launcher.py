@@ -19,11 +19,12 @@ from tests.support.runs import free_base_port
 HANG_GUARD_S = 180.0  # longest wait for an event: on a slow, loaded machine a start-up (torch, spawn) takes seconds
 
 # A small training run on the fake env: trains within seconds of the first batches on 2 CPU cores.
-# --eval.every 0: these tests count and kill actor processes; the evaluation process is tested in
+# --eval.every-env-steps 0: these tests count and kill actor processes; the evaluation process is tested in
 # tests/integration/test_launch.py,
 # the end-of-run evaluation (--eval.final-episodes) in tests/integration/test_final_eval.py
 TRAINING = ("--learner.no-compile", "--learner.micro-batch", "16", "--learner.min-replay", "300",
-            "--learner.updates-per-epoch", "5", "--replay.capacity", "4096", "--eval.every", "0",
+            "--learner.updates-per-epoch", "5", "--replay.capacity", "4096", "--eval.every-env-steps", "0",
+            "--learner.broadcast-env-steps", "50",
             "--eval.final-episodes", "0")
 
 

@@ -1,11 +1,12 @@
 """Configuration: bad values are refused with a message naming the field and the value; JSON round-trips."""
 
+import json
 import subprocess
 import sys
 
 import pytest
 
-from shared.config import ActorConfig, ConfigError, EnvConfig, LearnerConfig, RunConfig
+from shared.config import AUTO, ActorConfig, ConfigError, EnvConfig, LearnerConfig, ReplayConfig, RunConfig
 from shared.exploration import epsilons
 
 
@@ -30,7 +31,12 @@ from shared.exploration import epsilons
     ("actor.batch_steps", 0, "actor.batch_steps=0"),
     ("actor.epsilon", 1.5, "actor.epsilon=1.5"),
     ("actor.precision", "fp16", "actor.precision='fp16'"),
-    ("learner.target_sync", 0, "learner.target_sync=0"),
+    ("learner.target_sync_env_steps", 0, "learner.target_sync_env_steps=0"),
+    ("learner.broadcast_env_steps", 0, "learner.broadcast_env_steps=0"),
+    ("learner.reset_env_steps", -1, "learner.reset_env_steps=-1"),
+    ("learner.reset_shrink", 1.5, "learner.reset_shrink=1.5"),
+    ("eval.every_env_steps", -1, "eval.every_env_steps=-1"),
+    ("replay.priority_beta_steps", -2, "replay.priority_beta_steps=-2"),
     ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
     ("learner.munchausen_tau", 0.0, "learner.munchausen_tau=0.0"),
     ("replay.capacity", 100, "replay.capacity=100"),
@@ -114,15 +120,15 @@ def test_auto_fields_follow_the_env_until_set_and_are_saved_resolved():
     assert (built.actor.envs_per_actor, built.actor.eps_anneal_steps) == (32, 1_000)
 
 
-@pytest.mark.parametrize("env,scale,sync,munchausen", [("mario", 1 / 15, 1_000, 0.9), ("catch", 1.0, 250, 0.0),
-                                                        ("fake", 1.0, 250, 0.0)])
+@pytest.mark.parametrize("env,scale,sync,munchausen", [("mario", 1 / 15, 16_000, 0.9), ("catch", 1.0, 2_000, 0.0),
+                                                        ("fake", 1.0, 2_000, 0.0)])
 def test_reward_scale_target_sync_and_munchausen_auto_per_env(env, scale, sync, munchausen):
     cfg = LearnerConfig().resolved("cpu", env)
     assert cfg.reward_scale == pytest.approx(scale)
-    assert cfg.target_sync == sync
+    assert cfg.target_sync_env_steps == sync
     assert cfg.munchausen_alpha == munchausen
     assert LearnerConfig(reward_scale=0.5).resolved("cpu", env).reward_scale == 0.5
-    assert LearnerConfig(target_sync=7).resolved("cpu", env).target_sync == 7
+    assert LearnerConfig(target_sync_env_steps=7).resolved("cpu", env).target_sync_env_steps == 7
     assert LearnerConfig(munchausen_alpha=0.0).resolved("cpu", env).munchausen_alpha == 0.0  # set by hand: off
     assert LearnerConfig(munchausen_alpha=0.5).resolved("cpu", env).munchausen_alpha == 0.5
 
@@ -223,3 +229,29 @@ def test_runs_saved_with_retired_options_load():
     saved["net"]["norm"] = "layer"  # a network today's code does not build
     with pytest.raises(ConfigError, match=r"net\.norm='layer': this run used LayerNorm, removed .* commit [0-9a-f]{7}"):
         RunConfig.from_json(json.dumps(saved))
+
+
+def test_periods_saved_in_updates_or_epochs_load_as_the_env_steps_they_spanned():
+    saved = json.loads(RunConfig().to_json())
+    for key in ("target_sync_env_steps", "broadcast_env_steps"):
+        del saved["learner"][key]
+    del saved["eval"]["every_env_steps"]
+    saved["learner"].update(target_sync=1_000, broadcast_every=5, samples_per_insert=4.0, updates_per_epoch=20)
+    saved["eval"]["every"] = 100
+    cfg = RunConfig.from_json(json.dumps(saved))  # batch auto: 64, so an update was 16 env steps
+    assert (cfg.learner.target_sync_env_steps, cfg.learner.broadcast_env_steps) == (16_000, 1_600)
+    assert cfg.eval.every_env_steps == 32_000
+    saved["learner"].update(target_sync=-1, samples_per_insert=0.0, broadcast_every=5)
+    saved["eval"]["every"] = 0
+    cfg = RunConfig.from_json(json.dumps(saved))  # no ratio: no share of env steps per update
+    assert cfg.learner.target_sync_env_steps == AUTO and cfg.learner.broadcast_env_steps == 1_600
+    assert cfg.eval.every_env_steps == 0
+
+
+def test_priority_beta_reaches_one_at_the_budget():
+    replay = ReplayConfig()
+    assert replay.beta_at(0, 300_000) == pytest.approx(0.4)
+    assert replay.beta_at(150_000, 300_000) == pytest.approx(0.7)
+    assert replay.beta_at(300_000, 300_000) == pytest.approx(1.0)
+    assert replay.beta_at(250_000) == pytest.approx(0.7)  # no budget: over 500,000 env steps
+    assert ReplayConfig(priority_beta_steps=100).beta_at(50, 300_000) == pytest.approx(0.7)  # set by hand: kept

@@ -9,7 +9,7 @@ import torch
 
 from learner.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from learner.trainer import DQNLearner
-from shared.config import LearnerConfig
+from shared.config import ConfigError, LearnerConfig
 from shared.spec import EnvSpec
 
 SIZE, STACK, ACTIONS = 42, 4, 3
@@ -232,12 +232,39 @@ class _Sampler:
 
 
 def test_target_sync_copies_parameters_and_batchnorm_buffers():
-    dqn = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False, target_sync=2))
-    dqn.update(None, [synthetic_batch(32)])
+    dqn = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False))
+    dqn.update(None, [synthetic_batch(32)])  # an update never syncs: the loop's period in env steps does
     assert not torch.equal(dqn.online.features[1].running_mean, dqn.target.features[1].running_mean)
-    dqn.update(None, [synthetic_batch(32, seed=1)])
+    dqn.sync_target()
     for (name, a), b in zip(dqn.online.state_dict().items(), dqn.target.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
+
+
+def test_augmented_update_trains_on_shifted_stacks_and_only_frame_envs_take_it():
+    plain = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False, amp="off", seed=3))
+    shifted = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False, amp="off", seed=3, augment=True))
+    batch = synthetic_batch(32)
+    a, b = plain.update(None, [batch]), shifted.update(None, [batch])
+    assert all(map(torch.isfinite, map(torch.tensor, (b.loss, b.td_error, b.grad_norm))))
+    assert a.loss != b.loss  # the same weights and batch: only the shifts differ
+    features = EnvSpec((14,), "float32", 1, ACTIONS)
+    with pytest.raises(ConfigError, match="learner.augment=True.*'mlp'"):
+        DQNLearner(LearnerConfig(augment=True, compile=False), features, CPU)
+
+
+def test_reset_zeroes_the_heads_adam_state_and_syncs_the_target():
+    dqn = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False))
+    dqn.update(None, [synthetic_batch(32)])
+    conv = dqn.online.features[0].weight
+    conv_moment = dqn.optimizer.state[conv]["exp_avg"].clone()
+    counts = dqn.reset([synthetic_batch(32, seed=1)["obs"]])
+    assert counts["reinitialized"] == 8  # value and advantage: two Linear layers each, weight and bias
+    assert all(not t.any() for p in dqn.online.advantage.parameters() for t in dqn.optimizer.state[p].values())
+    assert torch.equal(dqn.optimizer.state[conv]["exp_avg"], conv_moment)
+    for (name, a), b in zip(dqn.online.state_dict().items(), dqn.target.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    dqn.update(None, [synthetic_batch(32, seed=2)])  # Adam restarts the head from step 0
+    assert int(dqn.optimizer.state[next(dqn.online.advantage.parameters())]["step"]) == 1
 
 
 def test_a_checkpoint_with_a_moving_average_loads_and_the_average_is_ignored():

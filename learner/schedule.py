@@ -1,0 +1,39 @@
+"""Periods in env steps: what the learner does every N transitions inserted, whatever its replay ratio or batch.
+
+Target sync, weight broadcast, in-training evaluation and resets are set in env steps, so a change of
+``learner.samples_per_insert`` or of the batch changes how much the learner trains between two of them, never where
+they fall in the run. An :class:`EnvStepPeriod` fires once each time the run's env-step count crosses a multiple of
+its period; it keeps no state a checkpoint needs (a resumed run starts from the count it resumes at).
+"""
+
+from __future__ import annotations
+
+
+class EnvStepPeriod:
+    """Fires at the first check at or past each multiple of ``period`` env steps (0: never); ``env_steps`` is the
+    count the run starts from, so a resume does not fire for multiples it already passed. With ``budget`` (the run's
+    total env steps, 0: none), ``last_part`` env steps before it are quiet: a multiple k * period fires only if
+    k * period + last_part <= budget."""
+
+    def __init__(self, period: int, env_steps: int = 0, budget: int = 0, last_part: int = 0):
+        if period < 0:
+            raise ValueError(f"period {period!r} must be >= 0 (0: never)")
+        self.period, self.budget, self.last_part = int(period), int(budget), int(last_part)
+        self.mark = env_steps // period if period else 0
+
+    def due(self, env_steps: int) -> bool:
+        """Whether a multiple of the period was crossed since the last check that fired."""
+        if not self.period:
+            return False
+        k = env_steps // self.period
+        if k <= self.mark:
+            return False
+        self.mark = k
+        return not (self.budget and k * self.period + self.last_part > self.budget)
+
+    def multiples(self, until: int) -> list[int]:
+        """The env-step counts at which it fires in a run of ``until`` env steps (for the run header and tests)."""
+        if not self.period:
+            return []
+        return [k * self.period for k in range(1, until // self.period + 1)
+                if not (self.budget and k * self.period + self.last_part > self.budget)]
