@@ -36,6 +36,7 @@ def _syncs_and_broadcasts(run_dir, samples_per_insert: float, batch: int, env_st
     cfg.learner.samples_per_insert = samples_per_insert
     cfg.learner.micro_batch, cfg.learner.compile, cfg.learner.amp = batch, False, "off"
     cfg.learner.target_sync_env_steps, cfg.learner.broadcast_env_steps = 800, 320
+    run_dir.mkdir()
     learner = Learner(cfg.validate(), str(run_dir), torch.device("cpu"))
     try:
         synced, published = [], []
