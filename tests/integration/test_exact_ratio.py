@@ -17,9 +17,9 @@ SPI, SLACK, BUDGET = 4, 256, 1500  # about 300 updates (the learner may trail by
 
 
 def test_a_learner_slower_than_its_actors_holds_the_ratio_and_the_actors_wait_without_dropping(tmp_path):
-    # a broadcast every 50 updates (200 transitions, about 3 batches): the batches waiting in the sockets stay
-    # within learner.max_weights_lag (8) broadcasts of the learner's weights
-    _, out = run_to_the_end(tmp_path, *TRAINING, "--learner.broadcast-every", "10", "--learner.exact-ratio",
+    # a broadcast every 200 transitions (about 3 batches): the batches waiting in the sockets stay within
+    # learner.max_weights_lag (8) broadcasts of the learner's weights
+    _, out = run_to_the_end(tmp_path, *TRAINING, "--learner.broadcast-env-steps", "200", "--learner.exact-ratio",
                             "--learner.samples-per-insert", str(SPI),
                             "--learner.ratio-slack", str(SLACK), "--total-env-steps", str(BUDGET), collect_only=False)
     assert re.match(STOPPED + r"env-step budget: ", last_line(out)), out

@@ -33,27 +33,28 @@ def tensors_equal(a, b):
 def test_resume_continues_weights_and_counters(tmp_path):
     launch("--actors", "2", "--env.name", "fake", "--run-dir", str(tmp_path), "--learner.no-compile",
            "--learner.micro-batch", "16", "--learner.accum-steps", "1", "--learner.min-replay", "300",
-           "--learner.updates-per-epoch", "10", "--learner.broadcast-every", "1", "--learner.steps", "30",
+           "--learner.updates-per-epoch", "10", "--learner.broadcast-env-steps", "20", "--learner.steps", "30",
            "--replay.capacity", "4096", "--eval.final-episodes", "0")
     (run_dir,) = glob.glob(os.path.join(str(tmp_path), "*"))
     first = load_checkpoint(run_dir)
     assert first["counters"]["updates"] == 30 and first["counters"]["epoch"] == 3
-    assert first["counters"]["weights_version"] == 3
+    v = first["counters"]["weights_version"]  # broadcasts follow env steps, which the actors' pace sets
+    assert v >= 1
 
     # resume with nothing left to do: the checkpoint it writes holds exactly the loaded state
     out = launch("--resume", run_dir, "--learner.steps", "30")
-    assert "[MAIN] resumed at epoch 3, 30 updates, weights v4" in out, out
+    assert f"[MAIN] resumed at epoch 3, 30 updates, weights v{v + 1}" in out, out
     same = load_checkpoint(run_dir)
     assert tensors_equal(same["learner"], first["learner"])  # nets, optimizer, scaler, update count
-    assert same["counters"]["weights_version"] == 4           # bumped once: still strictly increasing
+    assert same["counters"]["weights_version"] == v + 1       # bumped once: still strictly increasing
 
     # resume and train on: counters continue from where they were
     out = launch("--resume", run_dir, "--learner.steps", "50")
-    assert "[MAIN] resumed at epoch 3, 30 updates, weights v5" in out, out
+    assert f"[MAIN] resumed at epoch 3, 30 updates, weights v{v + 2}" in out, out
     assert "[MAIN] Epoch 4 - Loss:" in out and "[MAIN] Epoch 5 - Loss:" in out and "[MAIN] Epoch 1 " not in out
     last = load_checkpoint(run_dir)
     assert last["counters"]["updates"] == 50 and last["counters"]["epoch"] == 5
-    assert last["counters"]["weights_version"] == 7
+    assert last["counters"]["weights_version"] >= v + 2
     assert last["counters"]["samples_trained"] == 50 * 16
     assert not tensors_equal(last["learner"]["online"], first["learner"]["online"])
     with open(os.path.join(run_dir, "metrics.jsonl")) as fh:

@@ -51,7 +51,7 @@ def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path):
     learner_args = ["launch.local", "--no-spawn-actors", "--no-progress", "--log-every", "1",
                     "--run-dir", str(tmp_path / "runs"), *common, "--learner.no-compile",
                     "--learner.micro-batch", "16", "--learner.min-replay", "300", "--learner.updates-per-epoch", "5",
-                    "--learner.broadcast-every", "1", "--learner.checkpoint-every", "1", "--replay.capacity", "4096",
+                    "--learner.broadcast-env-steps", "10", "--learner.checkpoint-every", "1", "--replay.capacity", "4096",
                     "--eval.final-episodes", "0"]
     logs = {name: str(tmp_path / f"{name}.log") for name in ("learner", "resumed", "actor0", "actor1")}
     learner = start(learner_args, logs["learner"])
@@ -97,7 +97,7 @@ def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path):
     assert version == max(saved["weights_version"], published) + 1 > published
     final = load_checkpoint(run_dir)["counters"]
     assert final["updates"] == target and final["epoch"] == saved["epoch"] + 3
-    assert final["weights_version"] == version + 3 and final["inserted"] > saved["inserted"]
+    assert final["weights_version"] > version and final["inserted"] > saved["inserted"]  # broadcasts: env steps
 
     # the same actors (never restarted) took the new learner's weights and kept delivering
     versions = re.search(r"actor weights versions \[(\d+), (\d+)\]", out)
@@ -108,10 +108,10 @@ def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path):
     assert [r["actor"] for r in reports] == [0, 1]
     assert min(r["weights_version"] for r in reports) >= version
 
-    # metrics.jsonl across both learner lives: the published version only ever increases
+    # metrics.jsonl across both learner lives: the published version never goes back
     with open(os.path.join(run_dir, "metrics.jsonl")) as fh:
         published_versions = [int(json.loads(line)["learner/weights_version"]) for line in fh]
-    assert published_versions == sorted(set(published_versions))
+    assert published_versions == sorted(published_versions)
     print(f"\ncheckpoint before the kill: epoch {saved['epoch']}, updates {saved['updates']}, weights "
           f"v{saved['weights_version']} (published v{published}); resumed at v{version}; final: epoch "
           f"{final['epoch']}, updates {final['updates']}, v{final['weights_version']}; actor versions "
