@@ -241,7 +241,7 @@ def learning_phrase(lc) -> str:
 
 
 def env_steps_phrase(steps: int, lc) -> str:
-    """``steps`` env steps, with the updates they hold at a set replay ratio ('' after the number otherwise)."""
+    """``steps`` env steps and, when the replay ratio is set, the updates they hold at that ratio."""
     if lc.samples_per_insert <= 0:
         return f"{steps:,} env steps"
     updates = steps * lc.samples_per_insert / (lc.micro_batch * lc.accum_steps)
@@ -294,7 +294,6 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.d
               flush=True)
     if not cfg.collect_only:
         print(f"[MAIN] periods: {periods_phrase(cfg, lc)}", flush=True)
-    if not cfg.collect_only:
         ev = cfg.eval
         during = (f"every {env_steps_phrase(ev.every_env_steps, lc)}, {ev.episodes} episodes at "
                   f"epsilon {ev.epsilon:g}" if ev.every_env_steps else "none during training")

@@ -151,7 +151,7 @@ class Learner:
         self.broadcast_period = EnvStepPeriod(lc.broadcast_env_steps, start)
         # no reset within one period of the budget: the last one has a whole period to recover (BBF's no_resets_after)
         self.reset_period = EnvStepPeriod(lc.reset_env_steps, start, cfg.total_env_steps, lc.reset_env_steps)
-        self.resets = 0
+        self.resets = len(self.reset_period.multiples(start))  # those a resumed run already made
         self._elapsed_at_start = self.counters.elapsed_seconds
         self._started = time.monotonic()
         self.first_epoch_rate: float | None = None

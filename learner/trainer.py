@@ -1,4 +1,4 @@
-"""The DQN update: n-step Double DQN (Munchausen-DQN's target on Mario), Huber loss, Adam, clipping, target sync.
+"""The DQN update: n-step Double DQN (Munchausen-DQN's target on Mario), Huber loss, Adam, clipping.
 
 One ``update()`` = ``accum_steps`` micro-batches of ``micro_batch`` samples drawn from the replay on the learner's
 device, each micro-loss divided by ``accum_steps`` (the summed gradient is that of the mean loss over the
@@ -8,7 +8,9 @@ Target: ``reward_scale * R_n + discount * Q_target(s', argmax_a Q_online(s', a))
 game units (the scale, auto 1/15 on Mario, keeps Q near unit size; logged returns stay in game units); on masked
 envs the argmax is over the valid actions of s' (shared/network.py ``masked_argmax``). With ``munchausen_alpha``
 above 0 the target is Munchausen-DQN's (``munchausen_terms``: a log-policy bonus on the reward and a soft value at
-s', both from the target net). The network is built from the env's spec (``build_q_network``).
+s', both from the target net). The network is built from the env's spec (``build_q_network``). With ``augment``
+each micro-batch's s and s' are randomly shifted first (learner/augment.py). The target sync and resets
+(``sync_target``, ``reset``: learner/resets.py) are the loop's to call, on its periods in env steps.
 
 BatchNorm: every forward of the update (Q(s, a), the argmax at s', the target net) uses running statistics, the
 function the actors play (eval mode: one env is a batch of one); a no-grad train-mode pass over each micro-batch's
