@@ -14,8 +14,8 @@ Prints a ``[PROCESSOR]`` line every ``--log-every`` seconds and a ``[MAIN] Epoch
 line per epoch; every ``--eval.every-env-steps`` env steps an evaluation process plays the current weights and
 a ``[MAIN] Eval`` line follows; restarts an actor that dies; on Ctrl-C, SIGTERM or the end of a budget
 (``--total-env-steps``, ``--learner.steps``, ``--duration``) it writes the final checkpoint, stops every child,
-plays the final evaluation (launch/final_eval.py: best.pt chosen among the best snapshots on fresh episodes,
-then it and the last weights on ``--eval.final-episodes`` more), prints a last line that says what ended the run,
+plays the final evaluation (launch/final_eval.py: best.pt chosen between the last weights and the best snapshots on
+fresh episodes, then it and the last weights on ``--eval.final-episodes`` more), prints a last line that says what ended the run,
 and exits 0. The budgets in env steps and updates count the
 whole run, resumes included; ``--resume`` keeps the run's budgets unless the command line sets new ones.
 The progress bar shows only on a terminal: a redirected log gets plain lines.
@@ -297,8 +297,9 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.d
         ev = cfg.eval
         during = (f"every {env_steps_phrase(ev.every_env_steps, lc)}, {ev.episodes} episodes at "
                   f"epsilon {ev.epsilon:g}" if ev.every_env_steps else "none during training")
-        end = (f"the best of {ev.keep_snapshots} snapshots on {ev.select_episodes} fresh episodes becomes best.pt, then "
-               f"it and the last weights play {ev.final_episodes} more each"
+        end = (f"the last weights and up to {ev.keep_snapshots} snapshots play {ev.select_episodes} fresh episodes, "
+               f"best.pt is the last weights unless a snapshot beats them beyond chance, then both play "
+               f"{ev.final_episodes} more each"
                if ev.final_episodes else "none")
         print(f"[MAIN] evaluation: {during}; at the end: {end} (seed {ev.seed})", flush=True)
     if resumed:

@@ -443,10 +443,12 @@ class EvalConfig:
     stage: str = ""
     """Mario stage to evaluate on; empty: the training stage."""
     keep_snapshots: int = 3
-    """The best-scoring evaluated weights kept as snapshots/v*.pt; at the end of the run they play
-    select_episodes fresh episodes each and the best of those becomes best.pt (0: best.pt is the in-training best)."""
-    select_episodes: int = 20
-    """Episodes each kept snapshot plays at the end of the run to choose best.pt (not the ones it is scored on)."""
+    """The best-scoring evaluated weights kept as snapshots/v*.pt; at the end of the run they and the last weights
+    play select_episodes fresh episodes each, and best.pt is the last weights unless a snapshot is better beyond
+    chance (launch/final_eval.py). 0: best.pt is the in-training best."""
+    select_episodes: int = 30
+    """Episodes the last weights and each kept snapshot play at the end of the run to choose best.pt (not the ones
+    they are scored on)."""
     final_episodes: int = 50
     """Episodes the last weights and best.pt each play at the end of the run, at --eval.epsilon on seeds no
     in-training evaluation used, plus one greedy episode; eval_final.json (0: no final evaluation)."""
@@ -461,8 +463,8 @@ class EvalConfig:
         _check(0.0 <= self.epsilon <= 1.0, "eval.epsilon", self.epsilon, "must be in [0, 1]")
         _check(_is_int(self.keep_snapshots) and 0 <= self.keep_snapshots <= 20, "eval.keep_snapshots",
                self.keep_snapshots, "must be an integer in [0, 20]")
-        _check(_is_int(self.select_episodes) and 1 <= self.select_episodes <= 1000, "eval.select_episodes",
-               self.select_episodes, "must be an integer in [1, 1000]")
+        _check(_is_int(self.select_episodes) and 2 <= self.select_episodes <= 1000, "eval.select_episodes",
+               self.select_episodes, "must be an integer in [2, 1000] (the choice compares their spread)")
         _check(_is_int(self.final_episodes) and 0 <= self.final_episodes <= 1000, "eval.final_episodes",
                self.final_episodes, "must be an integer in [0, 1000] (0: no final evaluation)")
 

@@ -1,7 +1,7 @@
 """The run's seed and the end-of-run evaluation (shared/seeding.py, launch/final_eval.py).
 
 End to end on the fake env: a training run that evaluated three times is stopped with Ctrl-C; it then
-chooses best.pt among its snapshots on fresh episodes and plays the last and the best weights on more, and
+chooses best.pt between its last weights and its snapshots on fresh episodes and plays the last and the best weights on more, and
 ``python -m launch.final_eval`` on the same folder gives exactly the same figures again.
 """
 
@@ -17,7 +17,7 @@ import psutil
 import pytest
 import torch
 
-from launch.final_eval import EPISODES_PER_JOB, describe, episode_jobs, play_job
+from launch.final_eval import EPISODES_PER_JOB, choose_best, describe, episode_jobs, play_job
 from shared.config import ConfigError, RunConfig
 from shared.seeding import EVAL_FINAL, EVAL_ROUND, EVAL_SELECT, draw_seed, stream_seed
 from tests.support.launcher import HANG_GUARD_S, ROOT, TRAINING, Launcher, assert_all_gone
@@ -40,7 +40,7 @@ def test_component_seeds_follow_the_run_seed_unless_set():
 
 
 @pytest.mark.parametrize("field,value", [("seed", -2), ("seed", 2**31), ("seed", 1.5), ("actor.seed", 2**31),
-                                         ("eval.final_episodes", -1), ("eval.select_episodes", 0),
+                                         ("eval.final_episodes", -1), ("eval.select_episodes", 1),
                                          ("eval.keep_snapshots", 21)])
 def test_bad_seeds_and_final_evaluation_sizes_are_refused_by_name(field, value):
     cfg = RunConfig()
@@ -72,6 +72,28 @@ def test_describe_gives_the_mean_and_flag_rate_with_intervals_around_them():
     assert d["flag_rate_ci"] == pytest.approx([(centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)])
     same = describe([{"x_pos": 700, "flag": False, "return": 1.0, "length": 9}] * 3)  # no spread: a point
     assert same["x_pos_ci"] == [700.0, 700.0] and same["flag_rate_ci"][0] == 0.0
+
+
+def test_best_pt_is_the_last_weights_unless_a_snapshot_beats_them_beyond_chance():
+    rng = np.random.default_rng(0)
+    last = list(rng.normal(1_000, 300, 30))
+    clearly = list(rng.normal(2_000, 300, 30))   # p far below 0.05 / 3
+    noisy = list(rng.normal(1_150, 900, 30))     # a higher mean, within chance
+    assert choose_best(last, []) is None
+    assert choose_best(last, [noisy]) is None
+    assert choose_best(last, [noisy, clearly, noisy]) == 1
+    better = list(rng.normal(2_500, 300, 30))
+    assert choose_best(last, [clearly, better]) == 1  # both pass: the higher mean
+    # Bonferroni: a p-value between 0.05 / 3 and 0.05 passes alone and fails among three snapshots
+    from scipy import stats
+    for shift in range(0, 400, 5):
+        candidate = [x + shift for x in last[::-1]]
+        p = stats.ttest_ind(candidate, last, equal_var=False, alternative="greater").pvalue
+        if 0.05 / 3 < p < 0.05:
+            break
+    assert 0.05 / 3 < p < 0.05
+    assert choose_best(last, [candidate]) == 0 and choose_best(last, [candidate, last, last]) is None
+    assert choose_best([700.0] * 5, [[700.0] * 5]) is None and choose_best([700.0] * 5, [[900.0] * 5]) == 0
 
 
 def test_episode_jobs_split_a_stream_the_same_way_whatever_the_cores():
@@ -116,14 +138,17 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
     assert result["last"]["weights_version"] == checkpoint["counters"]["weights_version"]
     assert "ema" not in result and "ema" not in checkpoint["learner"]
     best = torch.load(run_dir / "best.pt", weights_only=True)
-    if len(snapshots) > 1:  # chosen by the fresh score: best.pt is that snapshot's weights and carries that score
-        assert len(result["selection"]) == len(snapshots)
-        assert all(s["fresh"]["episodes"] == SELECT for s in result["selection"])
-        chosen = max(result["selection"], key=lambda s: (s["fresh"]["flag_rate"], s["fresh"]["x_pos_mean"]))
-        assert best["counters"]["weights_version"] == chosen["weights_version"] == result["best"]["weights_version"]
-        assert best["eval"]["x_pos_mean"] == chosen["fresh"]["x_pos_mean"] and best["eval"]["episodes"] == SELECT
-        kept = torch.load(run_dir / "snapshots" / f"v{chosen['weights_version']}.pt", weights_only=True)
-        assert all(torch.equal(best["learner"]["online"][k], v) for k, v in kept["learner"]["online"].items())
+    selection = result["selection"]  # the last weights, then each snapshot, on the same fresh episodes
+    assert [s["weights"] for s in selection] == ["last"] + ["snapshot"] * len(snapshots)
+    assert all(s["fresh"]["episodes"] == len(s["x_pos"]) == SELECT for s in selection)
+    chosen = choose_best(selection[0]["x_pos"], [s["x_pos"] for s in selection[1:]])
+    pick = selection[0 if chosen is None else chosen + 1]
+    assert best["counters"]["weights_version"] == pick["weights_version"] == result["best"]["weights_version"]
+    assert best["eval"]["x_pos_mean"] == pick["fresh"]["x_pos_mean"] and best["eval"]["episodes"] == SELECT
+    source = checkpoint if chosen is None else \
+        torch.load(run_dir / "snapshots" / f"v{pick['weights_version']}.pt", weights_only=True)
+    assert all(torch.equal(best["learner"]["online"][k], v) for k, v in source["learner"]["online"].items())
+    assert result["best"].get("same_as_last", False) == (chosen is None)
     job = dict(env=cfg.env.with_stage(cfg.eval.stage), dueling=cfg.net.dueling,
                epsilon=cfg.eval.epsilon, weights=checkpoint["learner"]["online"], episodes=FINAL - EPISODES_PER_JOB,
                seed=episode_jobs(FINAL, result["stream_seed"])[1][1], greedy=False)
