@@ -154,10 +154,10 @@ def test_uniform_is_alpha_zero_and_the_loss_weights_are_one():
 # --------------------------------------------------------------------------- actor priorities
 
 
-def reference_priorities(q, actions, rewards, terminated, first, next_first, n, gamma, scale):
-    """One transition at a time, straight from the n-step rule (learner/replay.py), cut at the batch end."""
+def reference_returns(rewards, terminated, first, next_first, n, gamma):
+    """Per transition (e, t) with at least one step: (e, t, R, L, done), one at a time, straight from the n-step rule
+    (learner/replay.py), cut at the batch end."""
     E, T = rewards.shape
-    out = np.zeros((E, T))
     for e in range(E):
         for t in range(T):
             ret, steps, done = 0.0, 0, False
@@ -174,8 +174,15 @@ def reference_priorities(q, actions, rewards, terminated, first, next_first, n, 
                     done = True
                     break
             if steps:
-                boot = 0.0 if done else gamma ** steps * q[e, t + steps].max()
-                out[e, t] = abs(scale * ret + boot - q[e, t, actions[e, t]])
+                yield e, t, ret, steps, done
+
+
+def reference_priorities(q, actions, rewards, terminated, first, next_first, n, gamma, scale):
+    """|max-Q n-step TD error| per transition (0 where no step has a successor)."""
+    out = np.zeros(rewards.shape)
+    for e, t, ret, steps, done in reference_returns(rewards, terminated, first, next_first, n, gamma):
+        boot = 0.0 if done else gamma ** steps * q[e, t + steps].max()
+        out[e, t] = abs(scale * ret + boot - q[e, t, actions[e, t]])
     return out
 
 
@@ -215,25 +222,10 @@ def test_actor_priorities_under_munchausen_use_the_learners_rule():
                             munchausen=(alpha, tau))
     plain = n_step_priorities(q, actions, rewards, terminated, first, next_first, n, gamma, scale)
     here, there, taken, acts, rets, discounts, where = [], [], [], [], [], [], []
-    for e in range(E):
-        for t in range(T):
-            ret, steps, done = 0.0, 0, False
-            for k in range(n):
-                j = t + k
-                if j >= T:
-                    break
-                after = first[e, j + 1] if j + 1 < T else next_first[e]
-                if not terminated[e, j] and after:
-                    break
-                ret += gamma ** k * rewards[e, j]
-                steps += 1
-                if terminated[e, j]:
-                    done = True
-                    break
-            if steps:
-                here.append(q[e, t]), there.append(q[e, t + steps]), acts.append(actions[e, t])
-                taken.append(q[e, t, actions[e, t]]), rets.append(ret)
-                discounts.append(0.0 if done else gamma ** steps), where.append((e, t))
+    for e, t, ret, steps, done in reference_returns(rewards, terminated, first, next_first, n, gamma):
+        here.append(q[e, t]), there.append(q[e, t + steps]), acts.append(actions[e, t])
+        taken.append(q[e, t, actions[e, t]]), rets.append(ret)
+        discounts.append(0.0 if done else gamma ** steps), where.append((e, t))
     bonus, soft = munchausen_terms(torch.tensor(np.array(here)), torch.tensor(acts, dtype=torch.long)[:, None], None,
                                    torch.tensor(np.array(there)), None, tau, MUNCHAUSEN_LOG_FLOOR)
     target = scale * np.array(rets) + alpha * bonus.double().numpy() + np.array(discounts) * soft.double().numpy()
