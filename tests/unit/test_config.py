@@ -121,7 +121,7 @@ def test_auto_fields_follow_the_env_until_set_and_are_saved_resolved():
 
 
 @pytest.mark.parametrize("env,scale,sync,munchausen", [("mario", 1 / 15, 16_000, 0.9), ("catch", 1.0, 2_000, 0.0),
-                                                        ("fake", 1.0, 2_000, 0.0)])
+                                                        ("fake", 1.0, 2_000, 0.0), ("fuelbreak", 100.0, 16_000, 0.0)])
 def test_reward_scale_target_sync_and_munchausen_auto_per_env(env, scale, sync, munchausen):
     cfg = LearnerConfig().resolved("cpu", env)
     assert cfg.reward_scale == pytest.approx(scale)
