@@ -296,7 +296,7 @@ class LearnerConfig:
     """Gradient-norm clipping threshold (0: off)."""
     target_sync_env_steps: int = AUTO
     """Env steps (transitions inserted) between target-network syncs, whatever the replay ratio or batch; -1: auto, the
-    env's (Mario 16,000, others 2,000)."""
+    env's (Mario 16,000, fuel breaks 32,000, others 2,000)."""
     munchausen_alpha: float = AUTO
     """Munchausen-DQN (Vieillard et al. 2020): the target adds alpha * clamp(tau * log pi(a|s), -1, 0) to the reward
     and bootstraps on the soft value sum_a' pi(a'|s') (Q(s', a') - tau * log pi(a'|s')), pi = softmax(Q_target /
@@ -315,8 +315,9 @@ class LearnerConfig:
     """alpha of a reset's shrink-and-perturb, theta <- alpha * theta + (1 - alpha) * theta0 (SR-SPR's 0.8)."""
     updates_per_epoch: int = 20
     """Updates in one epoch (the unit of logging and checkpoint periods)."""
-    broadcast_env_steps: int = 1_600
-    """Env steps (transitions inserted) between weight broadcasts to the actors, whatever the replay ratio."""
+    broadcast_env_steps: int = AUTO
+    """Env steps (transitions inserted) between weight broadcasts to the actors, whatever the replay ratio; -1: auto,
+    the env's (fuel breaks 12,288: six of their 2,048-transition batches; others 1,600)."""
     checkpoint_every: int = 25
     """Epochs between checkpoints (one is also written at exit)."""
     samples_per_insert: float = 8.0
@@ -370,8 +371,8 @@ class LearnerConfig:
                self.munchausen_alpha, "must be in [0, 1] (0: off, -1: auto)")
         _check(self.munchausen_tau > 0, "learner.munchausen_tau", self.munchausen_tau, "must be > 0")
         _check(self.updates_per_epoch >= 1, "learner.updates_per_epoch", self.updates_per_epoch, "must be >= 1")
-        _check(_is_int(self.broadcast_env_steps) and self.broadcast_env_steps >= 1, "learner.broadcast_env_steps",
-               self.broadcast_env_steps, "must be an integer >= 1")
+        _check(_is_int(self.broadcast_env_steps) and (self.broadcast_env_steps == AUTO or self.broadcast_env_steps >= 1),
+               "learner.broadcast_env_steps", self.broadcast_env_steps, "must be an integer >= 1 (-1: auto)")
         _check(self.checkpoint_every >= 1, "learner.checkpoint_every", self.checkpoint_every, "must be >= 1")
         _check(self.samples_per_insert >= 0, "learner.samples_per_insert", self.samples_per_insert, "must be >= 0")
         _check(self.ratio_slack >= 0, "learner.ratio_slack", self.ratio_slack, "must be >= 0")
@@ -399,6 +400,8 @@ class LearnerConfig:
                                    reward_scale=_env_auto(env, "reward_scale", 1.0) if auto[2] else self.reward_scale,
                                    target_sync_env_steps=_env_auto(env, "target_sync_env_steps", 2_000) if auto[3]
                                    else self.target_sync_env_steps,
+                                   broadcast_env_steps=_env_auto(env, "broadcast_env_steps", 1_600)
+                                   if self.broadcast_env_steps == AUTO else self.broadcast_env_steps,
                                    munchausen_alpha=munchausen)
 
 

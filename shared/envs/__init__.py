@@ -89,6 +89,8 @@ class EnvEntry:
     """actor.eps_anneal_steps -1 (auto) on this env."""
     target_sync_env_steps: int = 2_000
     """learner.target_sync_env_steps -1 (auto) on this env."""
+    broadcast_env_steps: int = 1_600
+    """learner.broadcast_env_steps -1 (auto) on this env."""
     munchausen_alpha: float = 0.0
     """learner.munchausen_alpha -1 (auto) on this env (0: the Double-DQN max)."""
 

@@ -121,7 +121,7 @@ def test_auto_fields_follow_the_env_until_set_and_are_saved_resolved():
 
 
 @pytest.mark.parametrize("env,scale,sync,munchausen", [("mario", 1 / 15, 16_000, 0.9), ("catch", 1.0, 2_000, 0.0),
-                                                        ("fake", 1.0, 2_000, 0.0), ("fuelbreak", 100.0, 16_000, 0.0)])
+                                                        ("fake", 1.0, 2_000, 0.0), ("fuelbreak", 100.0, 32_000, 0.0)])
 def test_reward_scale_target_sync_and_munchausen_auto_per_env(env, scale, sync, munchausen):
     cfg = LearnerConfig().resolved("cpu", env)
     assert cfg.reward_scale == pytest.approx(scale)
@@ -240,11 +240,13 @@ def test_periods_saved_in_updates_or_epochs_load_as_the_env_steps_they_spanned()
     saved["eval"]["every"] = 100
     cfg = RunConfig.from_json(json.dumps(saved))  # batch auto: 64, so an update was 16 env steps
     assert (cfg.learner.target_sync_env_steps, cfg.learner.broadcast_env_steps) == (16_000, 1_600)
+    assert LearnerConfig().resolved("cpu", "fuelbreak").broadcast_env_steps == 12_288
+    assert LearnerConfig().resolved("cpu", "mario").broadcast_env_steps == 1_600
     assert cfg.eval.every_env_steps == 32_000
     saved["learner"].update(target_sync=-1, samples_per_insert=0.0, broadcast_every=5)
     saved["eval"]["every"] = 0
     cfg = RunConfig.from_json(json.dumps(saved))  # no ratio: no share of env steps per update
-    assert cfg.learner.target_sync_env_steps == AUTO and cfg.learner.broadcast_env_steps == 1_600
+    assert cfg.learner.target_sync_env_steps == AUTO and cfg.learner.broadcast_env_steps == AUTO
     assert cfg.eval.every_env_steps == 0
 
 
