@@ -49,7 +49,8 @@ def make_replay(cfg: RunConfig, device: torch.device) -> FrameReplay:
     """The run's replay: one stream per actor env; PrioritizedReplay when ``replay.prioritized``."""
     r, spec = cfg.replay, env_spec(cfg.env)
     kwargs = dict(num_streams=cfg.actors * cfg.actor.envs_per_actor, capacity=r.capacity,
-                  frame_shape=tuple(spec.obs_shape), stack=spec.stack, n_step=r.n_step, gamma=r.gamma, device=device,
+                  frame_shape=tuple(spec.obs_shape), stack=spec.stack, n_step=cfg.max_n_step, gamma=r.gamma,
+                  device=device,
                   obs_dtype=spec.obs_dtype, num_actions=spec.num_actions, masked=spec.masked)
     if r.prioritized:
         return PrioritizedReplay(**kwargs, alpha=r.priority_alpha, eps=r.priority_eps)

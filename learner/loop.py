@@ -5,8 +5,8 @@ replay holds ``min_replay`` transitions and the replay-ratio limiter allows it (
 ``samples_per_insert`` samples trained per transition inserted), do one update; every
 ``updates_per_epoch`` updates close an epoch (console line, metrics.jsonl, TensorBoard); every
 ``checkpoint_every`` epochs, and at exit, write a checkpoint. The target sync, the weight broadcast (a new
-``weights_version``) and the network's resets follow periods in env steps (learner/schedule.py), so the replay
-ratio and the batch never move them within the run. ``run`` returns why it ended
+``weights_version``), the network's resets and the n-step schedule follow periods in env steps
+(learner/schedule.py), so the replay ratio and the batch never move them within the run. ``run`` returns why it ended
 (``STOP_REASONS``): ``stop()`` was called, the deadline passed, ``learner.steps`` updates were made, or
 ``total_env_steps`` transitions were inserted (no drain writes a batch past the one that reaches that
 budget, so a run ends within one batch of it). With ``learner.exact_ratio`` (opt-in) the loop also
@@ -56,7 +56,7 @@ from learner.checkpoint import (
 from learner.console import format_epoch_line, format_eval_line, format_processor_line
 from learner.data_plane import DataPlane
 from learner.metrics import MetricsLog
-from learner.schedule import EnvStepPeriod
+from learner.schedule import EnvStepPeriod, NStepSchedule
 from learner.trainer import DQNLearner
 from learner.weights import WeightServer
 from shared.config import RunConfig
@@ -152,6 +152,9 @@ class Learner:
         # no reset within one period of the budget: the last one has a whole period to recover (BBF's no_resets_after)
         self.reset_period = EnvStepPeriod(lc.reset_env_steps, start, cfg.total_env_steps, lc.reset_env_steps)
         self.resets = len(self.reset_period.multiples(start))  # those a resumed run already made
+        self.n_step = NStepSchedule(lc.n_step_start, cfg.replay.n_step, lc.n_step_anneal_env_steps)
+        if self.resets:  # a resumed run picks its cycle up at its last reset
+            self.n_step.restart(self.reset_period.multiples(start)[-1])
         self._elapsed_at_start = self.counters.elapsed_seconds
         self._started = time.monotonic()
         self.first_epoch_rate: float | None = None
@@ -213,7 +216,7 @@ class Learner:
             if self.train and len(replay) >= cfg.min_replay and replay.num_sampleable() > 0 and self._ratio_allows():
                 if epoch.updates == 0:  # an epoch's clock starts at its first update (not while replay fills)
                     epoch = EpochAccumulator(started=time.monotonic(), processed_at_start=self.plane.processed)
-                self.dqn.is_beta = self.cfg.replay.beta_at(c.inserted, total)
+                self._schedule(c.inserted)
                 epoch.add(self.dqn.update(replay))
                 c.updates += 1
                 c.samples_trained += self.dqn.effective_batch
@@ -252,10 +255,19 @@ class Learner:
         return math.ceil(cfg.ratio_slack + (c.samples_trained + self.dqn.effective_batch) / cfg.samples_per_insert
                          - c.inserted)
 
+    def _schedule(self, env_steps: int) -> None:
+        """Set what the next update draws at ``env_steps``: the importance-sampling beta and the n of the returns."""
+        self.dqn.is_beta = self.cfg.replay.beta_at(env_steps, self.cfg.total_env_steps)
+        if self.n_step.start:  # off: the replay's own n, as without a schedule
+            if self.n_step.origin is None:  # the schedule's first cycle starts with training
+                self.n_step.restart(env_steps)
+            self.dqn.n_step = self.n_step.at(env_steps)
+
     def _periodic(self, env_steps: int) -> None:
         """What falls due at ``env_steps`` after an update: target sync, reset (then a sync), weight broadcast."""
         if self.reset_period.due(env_steps):
             self.reset_network()
+            self.n_step.restart(env_steps)  # BBF: each reset starts the n-step schedule over
         if self.target_period.due(env_steps):
             self.dqn.sync_target()
         if self.broadcast_period.due(env_steps):
@@ -306,6 +318,7 @@ class Learner:
             "learner/lr": self.dqn.optimizer.param_groups[0]["lr"],
             "learner/weights_version": self.counters.weights_version,
             "learner/resets": self.resets,
+            "learner/n_step": self.n_step.at(self.counters.inserted),
             "actor/experiences_per_s": (stats.processed - acc.processed_at_start) / seconds,
             "learner/updates": self.counters.updates,
             "actor/return": float(window[:, 0].mean()) if len(window) else 0.0,

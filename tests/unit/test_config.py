@@ -35,6 +35,10 @@ from shared.exploration import epsilons
     ("learner.broadcast_env_steps", 0, "learner.broadcast_env_steps=0"),
     ("learner.reset_env_steps", -1, "learner.reset_env_steps=-1"),
     ("learner.reset_shrink", 1.5, "learner.reset_shrink=1.5"),
+    ("learner.reset_env_steps", 5000, "learner.reset_env_steps=5000"),  # not past learner.min_replay's 5,000
+    ("learner.n_step_start", 2, "learner.n_step_start=2"),  # below replay.n_step's 3, the n it falls to
+    ("learner.n_step_start", 65, "learner.n_step_start=65"),
+    ("learner.n_step_anneal_env_steps", 0, "learner.n_step_anneal_env_steps=0"),
     ("eval.every_env_steps", -1, "eval.every_env_steps=-1"),
     ("replay.priority_beta_steps", -2, "replay.priority_beta_steps=-2"),
     ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
