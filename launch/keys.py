@@ -2,7 +2,8 @@
 
     python -m launch.keys keys --name learner                          # keys/learner.key + keys/learner.key_secret
     python -m launch.keys keys --name actor0 actor1 --authorize keys/allowed   # actor keys, publics into the allow-list
-    python -m launch.keys /keys --name learner actor --authorize /keys/allowed --keep   # docker/compose.yml's keys service
+    python -m launch.keys /keys/learner --name learner --authorize /keys/actor --keep   # docker/compose.yml's keys service:
+    python -m launch.keys /keys/actor --name actor --authorize /keys/learner/allowed --keep  # each secret in its own volume
 
 NAME.key is the public certificate (share it); NAME.key_secret holds the secret key too (keep it on
 the machine that uses it; written with mode 600). The learner admits exactly the actors whose NAME.key
@@ -30,7 +31,8 @@ class KeysConfig:
     name: tuple[str, ...] = ("learner",)
     """One key pair per name, e.g. --name learner, or --name actor0 actor1."""
     authorize: str = ""
-    """Also copy each new public key (NAME.key) into this folder: the learner's --transport.curve-authorized-dir."""
+    """Also copy each new public key (NAME.key) into this folder: an actor key into the learner's
+    --transport.curve-authorized-dir, the learner's key into the folder its actors read it from."""
     force: bool = False
     """Overwrite existing key files."""
     keep: bool = False

@@ -60,15 +60,27 @@ def test_base_file_keeps_the_rules_of_docker_stack_deploy():
         assert "devices" not in service.get("deploy", {}).get("resources", {}).get("reservations", {}), name
         assert "ports" not in service, name                    # nothing published: replicas never collide
     assert spec["services"]["actor"]["deploy"]["replicas"] == "${WARPPIPE_ACTOR_REPLICAS:-4}"
+    # keys split by who needs them: the learner's secret never reaches an actor container
+    volumes = {name: set(mounts(interpolate(service, {})).values()) for name, service in spec["services"].items()}
+    assert volumes == {"keys": {"learner-keys", "actor-keys"}, "learner": {"learner-keys", "runs"},
+                       "actor": {"actor-keys"}}
     assert "--actor-id" not in spec["services"]["actor"]["command"]  # identical replicas lease their slots
     gpu = yaml.safe_load(GPU.read_text())
     assert gpu["services"]["learner"]["deploy"]["resources"]["reservations"]["devices"][0]["driver"] == "nvidia"
 
 
+def mounts(service: dict) -> dict[str, str]:
+    """A service's volumes as {path in the container: volume name}, the longest path first."""
+    pairs = [entry.split(":")[:2] for entry in service.get("volumes", [])]
+    return {dst: src for src, dst in sorted(pairs, key=lambda pair: -len(pair[1]))}
+
+
 def service_process(service: dict, env: dict, tmp: Path, log: Path, health: Path) -> subprocess.Popen:
-    """Start a service's command as a local process: /keys and /runs under tmp, service names on loopback."""
+    """Start a service's command as a local process: each volume a folder tmp/<volume name> at the paths that
+    service mounts it, service names on loopback."""
     def local(arg: str) -> str:
-        arg = arg.replace("/keys", str(tmp / "keys")).replace("/runs", str(tmp / "runs"))
+        for dst, volume in mounts(service).items():
+            arg = re.sub(rf"{re.escape(dst)}(?=/|\b|$)", str(tmp / volume), arg)
         return arg.replace("learner:", "127.0.0.1:")
     command = [local(a) for a in service["command"]]
     if command[0] == "python":
@@ -93,6 +105,10 @@ def test_compose_services_run_as_processes_and_train_together(tmp_path):
     logs = {name: tmp_path / f"{name}.log" for name in ("keys", "learner", "actor1", "actor2")}
     keys = service_process(services["keys"], env, tmp_path, logs["keys"], tmp_path / "keys.health")
     assert keys.wait(timeout=60) == 0, logs["keys"].read_text()
+    held = {volume: sorted(str(p.relative_to(tmp_path / volume)) for p in (tmp_path / volume).rglob("*.key*"))
+            for volume in ("learner-keys", "actor-keys")}
+    assert held == {"learner-keys": ["allowed/actor.key", "learner.key", "learner.key_secret"],
+                    "actor-keys": ["actor.key", "actor.key_secret", "learner.key"]}
     learner = service_process(services["learner"], env, tmp_path, logs["learner"], tmp_path / "learner.health")
     actors = [service_process(services["actor"], env, tmp_path, logs[n], tmp_path / f"{n}.health")
               for n in ("actor1", "actor2")]
