@@ -3,7 +3,8 @@
 N identical replicas (``docker compose up --scale actor=N``, a Swarm service, the same command on
 several hosts) each call :func:`lease_slot` once at start: the learner grants the lowest free slot
 (learner/slots.py), so no replica needs its own configuration. The actor keeps the slot by
-sending; a restarted replica is a new incarnation and asks again. While every slot is held the
+sending (a grant is only a claim until its first batch lands, which must come within the learner's
+grace, 10 s at most); a restarted replica is a new incarnation and asks again. While every slot is held the
 learner refuses with the reason, printed here; the actor asks again every second (a spare),
 for at most ``wait`` seconds when ``wait`` > 0.
 """

@@ -3,7 +3,10 @@
 The learner has ``num_slots`` experience sockets (``base_port + slot``). A slot is *held* by one
 actor incarnation (and, with CURVE, by the public key it connected with) and stays held while
 that holder is heard from: every accepted message renews it, and it lapses ``lease`` seconds
-after the holder's last message. Two ways to get a slot:
+after the holder's last message. A slot granted on request but not yet sent on is only *claimed*:
+the claim lapses ``grace`` seconds after the grant (asking again does not extend it), and the first
+valid message of any incarnation takes a claimed slot, so requests alone (a flood of them under
+fresh incarnations) hold no slot for long and cannot pre-empt an actor that sends. Two ways to get a slot:
 
 - **Ask for one** (``grant``; a SLOT_REQUEST on the learner's ROUTER, shared/protocol.py): an
   actor without a fixed slot (``python -m launch.actor`` replicas under Compose or Swarm) is
@@ -26,6 +29,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+CLAIM_GRACE = 10.0  # seconds a slot granted on request stays claimed before its first message (at most the lease)
+
 
 @dataclass
 class Holder:
@@ -34,33 +39,38 @@ class Holder:
     incarnation: int
     key: str
     last_heard: float
+    sent: bool = False  # a message of its own landed: held for the lease; else only claimed (``grace``)
 
 
 class SlotTable:
     def __init__(self, num_slots: int, lease: float, envs_per_actor: int = 0,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, grace: float = 0.0):
+        """``grace``: seconds a granted slot stays claimed without a message (0: the smaller of ``lease`` and
+        ``CLAIM_GRACE``)."""
         self.num_slots = num_slots
         self.envs_per_actor = envs_per_actor  # > 0: a request for another env count is refused
         self.lease = float(lease)
+        self.grace = float(grace) if grace > 0 else min(self.lease, CLAIM_GRACE)
         self._clock = clock
         self._lock = threading.Lock()
         self._holders: list[Holder | None] = [None] * num_slots
         self.refused_requests = 0   # SLOT_REQUESTs answered with -1
+        self.claims = 0             # slots granted on request (claimed until their first message)
         self.takeovers = 0          # a lapsed or released slot taken by a new holder
 
     def holder(self, slot: int) -> Holder | None:
         with self._lock:
             h = self._holders[slot]
-            return None if h is None else Holder(h.incarnation, h.key, h.last_heard)
+            return None if h is None else Holder(h.incarnation, h.key, h.last_heard, h.sent)
 
     def _free(self, slot: int, now: float) -> bool:
         h = self._holders[slot]
-        return h is None or now - h.last_heard > self.lease
+        return h is None or now - h.last_heard > (self.lease if h.sent else self.grace)
 
-    def _take(self, slot: int, incarnation: int, key: str, now: float) -> None:
+    def _take(self, slot: int, incarnation: int, key: str, now: float, sent: bool) -> None:
         if self._holders[slot] is not None:
             self.takeovers += 1
-        self._holders[slot] = Holder(incarnation, key, now)
+        self._holders[slot] = Holder(incarnation, key, now, sent)
 
     def admit(self, slot: int, incarnation: int, key: str = "") -> bool:
         """Whether a message from ``incarnation`` (sent with CURVE ``key``) may land in ``slot``; renews its lease."""
@@ -68,11 +78,11 @@ class SlotTable:
         with self._lock:
             h = self._holders[slot]
             if h is not None and h.incarnation == incarnation and h.key == key:
-                h.last_heard = now
+                h.last_heard, h.sent = now, True
                 return True
-            if not self._free(slot, now):
+            if h is not None and h.sent and not self._free(slot, now):
                 return False
-            self._take(slot, incarnation, key, now)
+            self._take(slot, incarnation, key, now, sent=True)  # free, lapsed, or only claimed: data beats a claim
             return True
 
     def grant(self, incarnation: int, want: int = -1, key: str = "", envs: int = 0) -> tuple[int, str]:
@@ -87,7 +97,8 @@ class SlotTable:
             for slot, h in enumerate(self._holders):  # asked again: the slot it already holds
                 if h is not None and h.incarnation == incarnation and h.key == key and not self._free(slot, now):
                     if want in (-1, slot):
-                        h.last_heard = now
+                        if h.sent:  # a claim is not extended by asking again
+                            h.last_heard = now
                         return slot, ""
             if want >= self.num_slots:
                 self.refused_requests += 1
@@ -95,7 +106,8 @@ class SlotTable:
             candidates = [want] if want >= 0 else range(self.num_slots)
             for slot in candidates:
                 if self._free(slot, now):
-                    self._take(slot, incarnation, key, now)
+                    self._take(slot, incarnation, key, now, sent=False)
+                    self.claims += 1
                     return slot, ""
             self.refused_requests += 1
             if want >= 0:

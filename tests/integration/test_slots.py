@@ -51,9 +51,27 @@ def test_slot_table_grants_distinct_slots_refuses_extras_and_frees_lapsed_or_rel
     clock.now = 31.0                                        # slot 0's holder last heard at 0 s: lapsed
     assert table.held() == [False, True]
     assert table.grant(33) == (0, "") and table.takeovers == 1
+    assert table.admit(0, 33)                               # the new holder's first message
     assert not table.admit(0, 11)                           # the old holder is now the intruder
     table.release(1)                                        # the launcher restarts slot 1's process
     assert table.admit(1, 44) and table.holder(1).incarnation == 44
+
+
+def test_a_claim_without_data_lapses_after_its_grace_and_yields_to_data():
+    clock = Clock()
+    table = SlotTable(2, lease=30, clock=clock)
+    assert table.grace == 10.0                              # the smaller of the lease and CLAIM_GRACE
+    assert table.grant(11) == (0, "") and table.grant(22) == (1, "")
+    clock.now = 9.0
+    assert table.grant(11) == (0, "")                       # asked again: the same slot; the claim is not extended
+    clock.now = 10.5
+    assert table.held() == [False, False]                   # neither sent within the grace: both claims lapsed
+    assert table.grant(33, want=1) == (1, "")               # a flood's claim on the slot an actor is about to send on
+    assert table.admit(1, 44) and table.holder(1).incarnation == 44 and table.holder(1).sent  # data beats a claim
+    assert not table.admit(1, 33)                           # the claimant is now an intruder
+    clock.now = 35.0
+    assert table.held() == [False, True]                    # the sender holds it for the lease
+    assert table.claims == 3
 
 
 def test_slot_is_bound_to_the_curve_key_that_holds_it():
@@ -164,3 +182,52 @@ def test_identical_replicas_lease_slots_intruders_are_refused_and_a_dead_replica
     live = sorted(r["actor"] for r in got[1:])
     assert live == [0, 1] and all(r["batches"] > 0 for r in got[1:])
     assert codes[0:3].count(-9) == 1 and codes.count(0) == 3
+
+
+def test_a_flood_of_slot_requests_holds_no_slot_from_actors_that_send(make_config):
+    """Slot requests under 3,000 fresh incarnations, beside a real actor on slot 0: that actor keeps landing, an
+    actor started during the flood with its fixed slot 2 lands too (data beats the flood's claims), and once
+    the flood stops its claims lapse after the grace."""
+    cfg = make_config(actors=3, envs=1, steps=16, capacity=8192, frame_size=36)
+    cfg.transport.slot_lease = 4.0  # the claims' grace: the smaller of the lease and 10 s
+    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    server = WeightServer(cfg.transport, slots=plane.consolidator.slots)
+    server.start()
+    mp = spawn_context()
+    stop, reports = mp.Event(), mp.Queue()
+    tracks, table = plane.consolidator.tracks, plane.consolidator.slots
+    flood = zmq.Context.instance().socket(zmq.DEALER)
+    flood.setsockopt(zmq.LINGER, 0)
+    flood.connect(protocol.weights_endpoints(cfg.transport)[1])
+    procs = [start_process(mp, actor_main, (cfg, 0, stop, reports), "actor-0")]
+
+    def wait_until(cond, timeout, what):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not cond():
+            plane.drain(timeout=0.02)
+        assert cond(), f"{what} within {timeout}s"
+
+    try:
+        wait_until(lambda: tracks[0].accepted_batches >= 3, 60, "the actor on slot 0 landing")
+        before = tracks[0].accepted_batches
+        for i in range(3_000):
+            flood.send_multipart(protocol.encode_slot_request(1_000_000 + i, 2 if i % 2 else -1, 1))
+            if i == 100:  # an actor with a fixed slot starts while the flood claims its slot
+                procs.append(start_process(mp, actor_main, (cfg, 2, stop, reports), "actor-2"))
+            while flood.poll(0):
+                flood.recv_multipart()
+        wait_until(lambda: server.slot_requests >= 3_000, 60, "the server answering every request")
+        wait_until(lambda: tracks[2].accepted_batches >= 3 and tracks[0].accepted_batches >= before + 3, 60,
+                   "both actors landing after the flood")
+        assert table.holder(0).sent and table.holder(2).sent
+        assert table.holder(2).incarnation == tracks[2].incarnation  # the actor, not a flood incarnation
+        assert table.claims >= 1 and plane.consolidator.rejects["slot_owned"] == 0
+        wait_until(lambda: table.held() == [True, False, True], 30, "the flood's claim on slot 1 lapsing")
+        print(f"\nflood: {server.slot_requests} requests, {table.claims} claims granted, {table.refused_requests} "
+              f"refused; slot 0 accepted {before} -> {tracks[0].accepted_batches}, slot 2 {tracks[2].accepted_batches}")
+    finally:
+        stop.set()
+        stop_processes(procs, stop, timeout=20)
+        flood.close()
+        server.stop()
+        plane.close()
