@@ -89,6 +89,7 @@ class Collector:
         # the learner's target rule, so a transition's first priority is on the scale of its later ones
         self.munchausen = (learner.munchausen_alpha, learner.munchausen_tau) if learner.munchausen_alpha > 0 else None
         self.weights_version = 0
+        self.weights_run = 0  # the run those weights came from (0: none yet)
         self.first_action_weights_version = -1  # the weights the very first action used (tests check it)
         self.env_seconds = 0.0  # wall time inside the envs' step: the share of the actor's time its envs get
         self.first = np.ones(n_env, dtype=np.uint8)
@@ -104,10 +105,11 @@ class Collector:
             self.stacks = self.obs
         self.mask = self.env.action_mask() if self.masked else None
 
-    def load_weights(self, version: int, arrays: dict[str, np.ndarray]) -> None:
+    def load_weights(self, version: int, arrays: dict[str, np.ndarray], run: int = 0) -> None:
+        """Act with ``arrays``, weights ``version`` of run ``run`` (shared/protocol.py) from now on."""
         self.net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
         self.acting_net = acting_copy(self.net, self.cfg.actor.precision)
-        self.weights_version = version
+        self.weights_version, self.weights_run = version, run
 
     def q_values(self) -> np.ndarray:
         """Q of every env's current stack, float32 [E, A] (one batched forward pass)."""
@@ -150,7 +152,7 @@ class Collector:
     def collect(self, n_steps: int, seq: int, refresh: Callable[[int], Any] | None = None) -> StagedBatch:
         """Play ``n_steps`` ticks of every env and return them as one batch.
 
-        ``refresh(have)`` is asked between ticks for newer weights (version, arrays) or None.
+        ``refresh(have)`` is asked between ticks for newer weights (version, arrays[, run]) or None.
         """
         n_env, spec = self.env.num_envs, self.spec
         frames = np.empty((n_env, n_steps, *spec.obs_shape), dtype=spec.obs_dtype)
@@ -164,14 +166,14 @@ class Collector:
         unscored_stacks: list[np.ndarray] = []
         stacked = spec.stack > 1
         start = time.perf_counter()
-        batch_version = -1  # the weights of the batch's first step: the oldest it was played with
+        batch_version, batch_run = -1, 0  # the weights of the batch's first step: the oldest it was played with
         for t in range(n_steps):
             if refresh is not None:
                 newer = refresh(self.weights_version)
                 if newer is not None:
                     self.load_weights(*newer)
             if t == 0:
-                batch_version = self.weights_version
+                batch_version, batch_run = self.weights_version, self.weights_run
             self.epsilon = epsilons(self.cfg.actor, self.cfg.actors, self.actor_id, self.env_steps)
             frames[:, t] = self.obs
             first[:, t] = self.first
@@ -224,7 +226,7 @@ class Collector:
             priorities = n_step_priorities(q, actions, rewards, terminated, first, self.first, r.n_step, r.gamma,
                                            self.reward_scale, masks, self.munchausen)
         return StagedBatch(seq, batch_version, (frames, actions, rewards, terminated, first), episodes, priorities,
-                           packed)
+                           packed, batch_run)
 
     def _end_episodes(self, ended: np.ndarray, info: dict[str, Any]) -> None:
         """Record the episodes of envs ``ended`` (return, score, success); ``info`` was read before their reset."""
@@ -289,11 +291,15 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
         current = weights.fetch(have=-1, timeout=cfg.actor.weights_timeout,
                                 should_stop=should_stop)
         if current is not None:
-            collector.load_weights(*current)
+            collector.load_weights(*current, weights.run)
+    def refresh(have: int) -> tuple[int, dict, int] | None:  # newer weights, with the run they belong to
+        got = weights.poll(have)
+        return None if got is None else (*got, weights.run)
+
     seq = 0
     started = time.perf_counter()
     while not should_stop() and (max_batches <= 0 or seq < max_batches):
-        batch = collector.collect(cfg.actor.batch_steps, seq, weights.poll)
+        batch = collector.collect(cfg.actor.batch_steps, seq, refresh)
         sender.submit(batch, collector.stats)
         heartbeat.beat()
         seq += 1
@@ -307,6 +313,7 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
                   wait_seconds=sender.wait_seconds, run_seconds=run_seconds, env_seconds=collector.env_seconds,
                   steps=int(collector.stats["steps"]),
                   episodes=int(collector.stats["episodes"]), weights_version=collector.weights_version,
+                  weights_run=collector.weights_run,
                   first_action_weights_version=collector.first_action_weights_version)
     if report_queue is not None:
         report_queue.put(report)

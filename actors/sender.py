@@ -51,6 +51,7 @@ class StagedBatch:
     episodes: np.ndarray | None = None  # float32 [K, 3]: return, max x_pos, flag of episodes finished in the batch
     priorities: np.ndarray | None = None  # float32 [E, T]: initial replay priorities (prioritized replay, actor source)
     masks: np.ndarray | None = None  # uint8 [E, T, ceil(A/8)]: packed action masks (masked envs)
+    run: int = 0  # the run of the weights that played the first step (0: none yet)
 
 
 class BatchSender:
@@ -123,7 +124,7 @@ class BatchSender:
             stats = dict(stats, dropped=self.dropped_batches, sent=self.sent_transitions + transitions)
             parts = protocol.encode_batch(self.actor_id, self.incarnation, batch.seq, batch.weights_version,
                                           *batch.arrays, stats=stats, episodes=batch.episodes,
-                                          priorities=batch.priorities, masks=batch.masks)
+                                          priorities=batch.priorities, masks=batch.masks, run=batch.run)
             frames = [zmq.Frame(part, track=True, copy_threshold=self._socket.copy_threshold) for part in parts]
             try:
                 self._socket.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)

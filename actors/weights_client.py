@@ -2,8 +2,10 @@
 
 ``fetch`` sends a WEIGHTS_REQUEST and waits for the reply, re-asking every second, so the actor
 has the learner's current weights before its first action. ``poll`` is non-blocking: it drains
-the broadcast socket and returns the newest weights newer than what the actor has, or None.
-Malformed weight messages are counted and ignored; the actor keeps its current weights.
+the broadcast socket and returns the newest weights newer than what the actor has, or None: a higher
+version of the run it follows, or any weights of another run (a learner that started over at version 0;
+``run`` is then the new run's). Malformed weight messages are counted and ignored; the actor keeps its
+current weights.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class WeightClient:
         self._dealer = open_socket(ctx, zmq.DEALER, transport, server=False, recv_hwm=2, max_message=max_bytes)
         self._dealer.connect(router_addr)
         self.rejected = 0
+        self.run = 0  # the run whose weights the actor holds (0: none yet)
 
     def fetch(self, have: int, timeout: float, should_stop=lambda: False) -> tuple[int, dict] | None:
         """Ask for the current weights; None if none came within ``timeout`` seconds."""
@@ -50,11 +53,13 @@ class WeightClient:
                     continue
                 got = self._decode(self._dealer.recv_multipart(copy=False))
                 if got is not None:
-                    return got
+                    self.run = got[0]
+                    return got[1:]
         return None
 
     def poll(self, have: int) -> tuple[int, dict] | None:
-        """The newest broadcast weights with a version above ``have``, or None (never blocks)."""
+        """The newest broadcast (version, arrays) to take over version ``have`` of ``self.run``, or None (never
+        blocks): a higher version of that run, else the highest of another run (which ``self.run`` becomes)."""
         newest = None
         while True:
             try:
@@ -62,11 +67,21 @@ class WeightClient:
             except zmq.Again:
                 break
             got = self._decode(parts)
-            if got is not None and got[0] > have and (newest is None or got[0] > newest[0]):
+            if got is None:
+                continue
+            run, version = got[0], got[1]
+            if newest is not None and run == newest[0]:
+                newer = version > newest[1]
+            else:  # a message of a later run than the best so far (broadcasts arrive in order) or the first one
+                newer = run != self.run or version > have
+            if newer:
                 newest = got
-        return newest
+        if newest is None:
+            return None
+        self.run = newest[0]
+        return newest[1:]
 
-    def _decode(self, parts: list) -> tuple[int, dict] | None:
+    def _decode(self, parts: list) -> tuple[int, int, dict] | None:
         try:
             return protocol.decode_weights(parts, self.expected)
         except protocol.ProtocolError:

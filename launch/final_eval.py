@@ -41,7 +41,7 @@ import torch
 
 from actors.evaluator import build_network, episode_record, play_episodes
 from launch.processes import spawn_context
-from learner.checkpoint import CHECKPOINT_NAME, load_best, load_checkpoint, load_snapshots, save_best
+from learner.checkpoint import CHECKPOINT_NAME, has_checkpoint, load_best, load_checkpoint, load_snapshots, save_best
 from learner.metrics import MetricsLog
 from shared.config import ConfigError, RunConfig
 from shared.envs import entry_for, env_label
@@ -153,7 +153,7 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
     """Select ``best.pt`` among the run's snapshots, then evaluate it and the last weights (module docstring).
     Returns what ``eval_final.json`` holds, or None when the run has no trained checkpoint or
     ``eval.final_episodes`` is 0."""
-    checkpoint = load_checkpoint(run_dir)
+    checkpoint = load_checkpoint(run_dir, say=echo)
     cfg = RunConfig.from_json(checkpoint["config"])
     ev = cfg.eval
     if ev.final_episodes == 0 or not checkpoint.get("counters", {}).get("updates"):
@@ -269,12 +269,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder made by launch.local")
     p.add_argument("--processes", type=int, default=0, help="worker processes (default: one per core)")
     args = p.parse_args(argv)
-    if not os.path.isfile(os.path.join(args.run_dir, CHECKPOINT_NAME)):
+    if not has_checkpoint(args.run_dir):
         print(f"error: run_dir={args.run_dir!r} has no {CHECKPOINT_NAME}", file=sys.stderr)
         return 2
     try:
         result = final_evaluation(args.run_dir, args.processes)
-    except ConfigError as exc:
+    except (ConfigError, ValueError) as exc:  # ValueError: no readable checkpoint, each file's fault named
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if result is None:

@@ -43,10 +43,11 @@ from actors.collector import actor_main
 from actors.eval_actor import eval_process_main
 from launch.final_eval import final_evaluation
 from launch.machine import record_machine
-from launch.processes import ActorPool, spawn_context, start_process, stop_processes
-from learner.checkpoint import BEST_NAME
+from launch.processes import BACKOFF_CAP_S, QUICK_EXIT_S, ActorPool, spawn_context, start_process, stop_processes
+from learner.checkpoint import BEST_NAME, checkpoint_mtime, has_checkpoint
 from learner.loop import Learner, load_resume_state
 from learner.schedule import EnvStepPeriod
+from learner.supervised import ThreadDied
 from learner.trainer import NonFiniteUpdate
 from shared.config import DEFAULT_BETA_STEPS, ConfigError, RunConfig
 from shared.envs import entry_for, env_label, env_spec
@@ -114,9 +115,8 @@ def latest_run(run_dir: str) -> str:
     if not os.path.isdir(run_dir):
         return ""
     runs = [os.path.join(run_dir, name) for name in os.listdir(run_dir)
-            if os.path.isfile(os.path.join(run_dir, name, "checkpoint.pt"))
-            and os.path.isfile(os.path.join(run_dir, name, "config.json"))]
-    return max(runs, key=lambda path: os.path.getmtime(os.path.join(path, "checkpoint.pt")), default="")
+            if has_checkpoint(os.path.join(run_dir, name)) and os.path.isfile(os.path.join(run_dir, name, "config.json"))]
+    return max(runs, key=checkpoint_mtime, default="")
 
 
 def progress_budget(cfg: RunConfig) -> tuple[str, int] | None:
@@ -147,13 +147,25 @@ def run(cfg: RunConfig) -> int:
     stopping, terminated = threading.Event(), threading.Event()  # terminated: SIGTERM, a supervisor's stop
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
     signal.signal(signal.SIGTERM, lambda *_: (terminated.set(), stopping.set()))
-    if cfg.resume == "latest":  # a restarted container continues its run; the first start begins one
+    latest = cfg.resume == "latest"
+    if latest:  # a restarted container continues its run; the first start begins one
         cfg.resume = latest_run(cfg.run_dir)
         print("[MAIN] --resume latest: " + (f"continuing {cfg.resume}" if cfg.resume else
                                               f"no run with a checkpoint under {cfg.run_dir!r}; starting a new one"),
               flush=True)
     cfg.validate()
     resume_state = None
+    if cfg.resume:
+        try:
+            resume_state = load_resume_state(cfg.resume) if os.path.isfile(os.path.join(cfg.resume, "config.json")) \
+                else None
+        except FileNotFoundError as exc:
+            raise ConfigError(f"resume={cfg.resume!r}: {exc}") from None
+        except ValueError as exc:  # neither checkpoint.pt nor checkpoint.prev.pt can be read
+            if not latest:
+                raise ConfigError(f"resume={cfg.resume!r}: {exc}") from None
+            print(f"[MAIN] --resume latest: {exc}; starting a new run (that folder is left as it is)", flush=True)
+            cfg.resume = ""
     if cfg.resume:
         cfg = resumed_config(cfg).validate()
         run_dir = cfg.resume
@@ -168,8 +180,6 @@ def run(cfg: RunConfig) -> int:
     local_actors = cfg.actors if cfg.spawn_actors else 0  # launch.learner: the actors run elsewhere
     threads = cfg.learner.threads if cfg.learner.threads > 0 else max(1, (os.cpu_count() or 1) - local_actors)
     torch.set_num_threads(threads)  # actors each keep a core busy; spin-waiting extra threads only slow us down
-    if cfg.resume:
-        resume_state = load_resume_state(run_dir)
     learner = Learner(cfg, run_dir, device, resume_state, stop_requested=stopping)
     print_header(cfg, learner, run_dir, device, threads, resumed=resume_state is not None)
     compile_seconds = learner.compile()
@@ -217,6 +227,10 @@ def run(cfg: RunConfig) -> int:
           f"epoch {c.epoch}, {c.updates} updates, {c.inserted:,} env steps, weights v{c.weights_version}, "
           f"actor weights versions {versions} (lag {lags}), actor exit codes {codes}"
           + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else ""), flush=True)
+    if learner.checkpoint_failed:
+        print(f"error: the last checkpoint could not be written (see above); {run_dir} keeps the newest one that "
+              "was", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
@@ -384,8 +398,14 @@ class Supervisor:
             self.logged_at, self.logged_processed = now, processed
 
     def restart_dead_actors(self) -> None:
-        for slot in self.pool.restart_dead(before_start=self.learner.release_slot):
-            print(f"[MAIN] actor {slot} exited; restarted (restarts: {self.pool.restarts[slot]})", flush=True)
+        pool = self.pool
+        for slot, delay in pool.restart_dead(before_start=self.learner.release_slot):
+            if not delay:
+                print(f"[MAIN] actor {slot} exited; restarted (restarts: {pool.restarts[slot]})", flush=True)
+            else:
+                print(f"[MAIN] actor {slot} exited (exit code {pool.procs[slot].exitcode}), its exit {pool.quick_exits[slot]} "
+                      f"in a row within {QUICK_EXIT_S:g}s of a start; restarting in {delay:g}s (at most "
+                      f"{BACKOFF_CAP_S:g}s apart; restarts: {pool.restarts[slot]})", flush=True)
 
     def report_silent_slots(self, now: float) -> None:
         """Once, SILENT_SLOT_NOTICE seconds in: the slots no actor has sent on (their replay shares stay empty)."""
@@ -471,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except NonFiniteUpdate as exc:  # the run stopped and saved its last good weights (learner/trainer.py)
+    except (NonFiniteUpdate, ThreadDied) as exc:  # the run stopped and saved its last good weights
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

@@ -21,6 +21,8 @@ from typing import Any
 from shared.parent import orphan_check  # noqa: F401  (the launchers' children import it from here)
 
 _SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+QUICK_EXIT_S = 30.0  # an actor that exits sooner than this after its start counts as a failing start
+BACKOFF_FIRST_S, BACKOFF_CAP_S = 0.5, 30.0  # the wait before the 2nd quick restart in a row, doubling up to the cap
 
 
 def spawn_context() -> Any:
@@ -82,6 +84,9 @@ class ActorPool:
         self.report_queue = report_queue
         self.procs: list[Any] = [None] * num_actors
         self.restarts = [0] * num_actors
+        self.quick_exits = [0] * num_actors  # per slot: exits within QUICK_EXIT_S of the start, in a row
+        self.started_at = [0.0] * num_actors
+        self.due: list[float | None] = [None] * num_actors  # per slot: when a dead actor is started again
 
     def start(self) -> ActorPool:
         for slot in range(len(self.procs)):
@@ -91,19 +96,38 @@ class ActorPool:
     def _start(self, slot: int) -> None:
         self.procs[slot] = start_process(self.ctx, self.target, (self.cfg, slot, self.stop_event, self.report_queue),
                                          name=f"actor-{slot}", kwargs={"generation": self.restarts[slot]})
+        self.started_at[slot] = time.monotonic()
 
-    def restart_dead(self, before_start: Callable[[int], None] | None = None) -> list[int]:
-        """Restart every slot whose process has exited (``before_start(slot)`` first); returns the restarted slots."""
+    def restart_delay(self, slot: int) -> float:
+        """Seconds before ``slot`` starts again: none after an exit that follows a healthy run or a first quick exit,
+        then 0.5 s doubling with each further quick exit in a row, at most 30 s (an actor that cannot start does not
+        spin at full speed re-importing torch)."""
+        quick = self.quick_exits[slot]
+        return 0.0 if quick <= 1 else min(BACKOFF_FIRST_S * 2 ** (quick - 2), BACKOFF_CAP_S)
+
+    def restart_dead(self, before_start: Callable[[int], None] | None = None) -> list[tuple[int, float]]:
+        """Schedule a restart of every slot whose process has exited, after ``restart_delay``, and start those that
+        are due (``before_start(slot)`` first); returns (slot, delay) for each exit found by this call."""
         if self.stop_event.is_set():
             return []
-        dead = [slot for slot, p in enumerate(self.procs) if p is not None and not p.is_alive()]
-        for slot in dead:
-            self.procs[slot].join(timeout=0)
+        now, found = time.monotonic(), []
+        for slot, p in enumerate(self.procs):
+            if p is None or self.due[slot] is not None or p.is_alive():
+                continue
+            p.join(timeout=0)
             self.restarts[slot] += 1
-            if before_start is not None:
-                before_start(slot)
-            self._start(slot)
-        return dead
+            quick = now - self.started_at[slot] < QUICK_EXIT_S
+            self.quick_exits[slot] = self.quick_exits[slot] + 1 if quick else 0
+            delay = self.restart_delay(slot)
+            self.due[slot] = now + delay
+            found.append((slot, delay))
+        for slot, due in enumerate(self.due):
+            if due is not None and now >= due:
+                self.due[slot] = None
+                if before_start is not None:
+                    before_start(slot)
+                self._start(slot)
+        return found
 
     def stop_all(self, timeout: float = 10.0, while_waiting: Callable[[], Any] | None = None) -> list[int | None]:
         """Ask every child to stop, wait (calling ``while_waiting``, see stop_processes), escalate; the exit codes."""

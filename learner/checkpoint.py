@@ -4,8 +4,10 @@ A checkpoint is a dict of tensors and plain values: the learner's state (online 
 nets, optimizer, grad scaler, update count), the run's counters (epoch, weights_version,
 inserted and trained sample counts) and the run config as JSON text. It is written to a
 temporary file in the same folder, flushed and fsync'd, then renamed over ``checkpoint.pt``
-with ``os.replace``, so a crash at any moment leaves the previous checkpoint whole; a leftover
-temporary file is never read, and a resume removes it (``discard_partial``).
+with ``os.replace`` and the folder fsync'd, so a crash at any moment leaves the previous checkpoint whole; a
+leftover temporary file is never read, and a resume removes it (``discard_partial``). The checkpoint it replaces
+is kept as ``checkpoint.prev.pt``: when ``checkpoint.pt`` is missing, truncated or not a checkpoint,
+``load_checkpoint`` falls back to it and says so, so one damaged file costs one checkpoint period, not the run.
 
 Every published weights version is also recorded in ``weights_version`` (same atomic write), so a
 learner killed after publishing but before its next checkpoint resumes above every version its
@@ -25,29 +27,63 @@ at the end of a run (launch/final_eval.py) they play fresh episodes and the best
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
+from collections.abc import Callable
 
 import torch
 
 CHECKPOINT_NAME = "checkpoint.pt"
+PREVIOUS_NAME = "checkpoint.prev.pt"
+DAMAGED_SUFFIX = ".damaged"  # a checkpoint.pt a resume could not read, kept beside the run for inspection
+CHECKPOINT_KEYS = ("learner", "counters", "config")
 BEST_NAME = "best.pt"
 PUBLISHED_NAME = "weights_version"
 SNAPSHOT_DIR = "snapshots"
 
 
-def _save_atomic(path: str, state: dict) -> str:
+def _write_temporary(path: str, state: dict) -> str:
+    """``state`` whole and fsync'd in a temporary file beside ``path``; on any error the file is removed."""
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        torch.save(state, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            torch.save(state, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    return tmp
+
+
+def _fsync_dir(folder: str) -> None:
+    """Make the renames in ``folder`` durable (a no-op where directories cannot be opened)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _save_atomic(path: str, state: dict) -> str:
+    os.replace(_write_temporary(path, state), path)
+    _fsync_dir(os.path.dirname(path) or ".")
     return path
 
 
 def save_checkpoint(run_dir: str, state: dict) -> str:
-    return _save_atomic(os.path.join(run_dir, CHECKPOINT_NAME), state)
+    """Write ``checkpoint.pt``, keeping the one it replaces as ``checkpoint.prev.pt``. Raises OSError (or torch's
+    RuntimeError) when the disk refuses the write; both files on disk are then as they were."""
+    path, previous = os.path.join(run_dir, CHECKPOINT_NAME), os.path.join(run_dir, PREVIOUS_NAME)
+    tmp = _write_temporary(path, state)
+    if os.path.exists(path):  # a crash between the two renames leaves the newest checkpoint as the previous one
+        os.replace(path, previous)
+    os.replace(tmp, path)
+    _fsync_dir(run_dir)
+    return path
 
 
 def save_best(run_dir: str, state: dict) -> str:
@@ -92,11 +128,57 @@ def best_score(summary: dict) -> tuple[float, float]:
     return float(summary["flag_rate"]), float(summary["x_pos_mean"])
 
 
-def load_checkpoint(run_dir: str, map_location: str | torch.device = "cpu") -> dict:
-    path = os.path.join(run_dir, CHECKPOINT_NAME)
-    if not os.path.exists(path):
+def has_checkpoint(run_dir: str) -> bool:
+    """Whether ``run_dir`` holds a checkpoint or the previous one (readable or not)."""
+    return any(os.path.isfile(os.path.join(run_dir, name)) for name in (CHECKPOINT_NAME, PREVIOUS_NAME))
+
+
+def checkpoint_mtime(run_dir: str) -> float:
+    """When ``run_dir``'s newest checkpoint file was written (0.0: none)."""
+    paths = [os.path.join(run_dir, name) for name in (CHECKPOINT_NAME, PREVIOUS_NAME)]
+    return max((os.path.getmtime(path) for path in paths if os.path.isfile(path)), default=0.0)
+
+
+def _read_checkpoint(path: str, map_location: str | torch.device) -> dict:
+    """The checkpoint at ``path``; ValueError saying why when it is missing, unreadable or not a checkpoint."""
+    if not os.path.isfile(path):
+        raise ValueError("missing")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # truncated, bit-flipped, foreign: torch and pickle raise many kinds
+        first = str(exc).split(". ")[0].splitlines()[0][:120] if str(exc) else ""  # torch's messages run long
+        raise ValueError(f"unreadable ({type(exc).__name__}: {first})") from exc
+    if not (isinstance(state, dict) and all(key in state for key in CHECKPOINT_KEYS)):
+        raise ValueError(f"not a checkpoint (no {', '.join(CHECKPOINT_KEYS)} entries)")
+    return state
+
+
+def load_checkpoint(run_dir: str, map_location: str | torch.device = "cpu",
+                    say: Callable[[str], None] | None = None, set_aside: bool = False) -> dict:
+    """``checkpoint.pt`` of ``run_dir``, else ``checkpoint.prev.pt`` (``say`` is told why and what is lost);
+    FileNotFoundError when neither exists, ValueError naming both files' faults when neither can be read.
+    ``set_aside`` (a resume, which saves again): a damaged ``checkpoint.pt`` is renamed ``checkpoint.pt.damaged``
+    (kept, never read), so the next save does not rotate it over the previous checkpoint."""
+    if not has_checkpoint(run_dir):
         raise FileNotFoundError(f"no {CHECKPOINT_NAME} in run folder {run_dir!r}")
-    return torch.load(path, map_location=map_location, weights_only=True)
+    faults = []
+    for name in (CHECKPOINT_NAME, PREVIOUS_NAME):
+        try:
+            state = _read_checkpoint(os.path.join(run_dir, name), map_location)
+        except ValueError as fault:
+            faults.append(f"{name}: {fault}")
+            continue
+        if faults and say is not None:
+            c = state["counters"]
+            say(f"[MAIN] {faults[0]}; loading {name} instead (epoch {c.get('epoch', 0)}, {c.get('updates', 0):,} "
+                f"updates, {c.get('inserted', 0):,} env steps): what was trained after it is lost")
+        damaged = os.path.join(run_dir, CHECKPOINT_NAME)
+        if faults and set_aside and os.path.isfile(damaged):
+            os.replace(damaged, damaged + DAMAGED_SUFFIX)
+            if say is not None:
+                say(f"[MAIN] the damaged file is kept as {damaged + DAMAGED_SUFFIX}")
+        return state
+    raise ValueError(f"run folder {run_dir!r} has no readable checkpoint: {'; '.join(faults)}")
 
 
 def discard_partial(run_dir: str) -> list[str]:

@@ -36,8 +36,13 @@ def format_epoch_line(epoch: int, f: dict[str, float], env: EnvEntry) -> str:
             f"Epsilon: {f['actor/epsilon']:.3f}, Buffer: {int(f['replay/size']):,}, "
             f"Updates/s: {f['learner/updates_per_s']:.2f}, Samples/s: {f['learner/samples_per_s']:,.0f}, "
             f"Experiences/s: {f['actor/experiences_per_s']:,.1f}, Replay ratio: {f['learner/replay_ratio']:.2f}, "
-            f"Weights: v{int(f['learner/weights_version'])} (max lag {int(f['actor/weights_lag_max'])}), "
-            f"RSS: {f['learner/rss_mb']:,.0f} MB")
+            f"Weights: v{int(f['learner/weights_version'])} (max lag {int(f['actor/weights_lag_max'])}"
+            f"{other_run_phrase(int(f.get('actor/other_run', 0)))}), RSS: {f['learner/rss_mb']:,.0f} MB")
+
+
+def other_run_phrase(actors: int) -> str:
+    """Actors whose latest batch another run's weights played (a learner that started over), if any."""
+    return f"; {actors} actor(s) still on another run's weights" if actors else ""
 
 
 def format_processor_line(s: DataPlaneStats, rate: float) -> str:

@@ -9,7 +9,9 @@ stitches frames across the hole; a new incarnation starts a new track and
 messages from older incarnations of the slot are rejected as stale. A batch
 whose first step used weights more than ``max_weights_lag`` versions behind
 ``weights_version`` (set by the learner when it publishes) is rejected as
-``stale_weights``.
+``stale_weights``. A batch played with another run's weights (the actor has not yet
+taken those of a learner that started over) is accepted, counted on its track
+(``other_run_batches``) and left out of lag checks and figures.
 
 Slot ownership (learner/slots.py): a message is sequenced only if its incarnation holds the
 slot (or takes a free or lapsed one); anyone else's message is rejected as ``slot_owned`` and
@@ -41,6 +43,7 @@ import numpy as np
 import zmq
 
 from learner.slots import SlotTable
+from learner.supervised import SupervisedThread
 from shared import protocol
 from shared.config import TransportConfig
 from shared.links import bind, held_kernel_buffer, open_socket
@@ -100,10 +103,12 @@ class SlotTrack:
     refused_batches: int = 0       # valid messages from an incarnation that does not hold the slot (slot_owned)
     stats: dict = field(default_factory=dict)
     weights_version: int = 0
+    run: int = 0                   # the run of the weights its latest accepted batch was played with
+    other_run_batches: int = 0     # batches accepted that another run's weights played (a learner that started over)
     old_incarnations: collections.deque = field(default_factory=lambda: collections.deque(maxlen=STALE_INCARNATIONS_KEPT))
 
 
-class Consolidator(threading.Thread):
+class Consolidator(SupervisedThread):
     def __init__(self, transport: TransportConfig, num_actors: int, envs_per_actor: int, limits: protocol.Limits,
                  out: queue.Queue, context: zmq.Context | None = None, held: bool = False, batch_steps: int = 64):
         """``held``: the learner holds its replay ratio (``learner.exact_ratio``), so under a slower learner the
@@ -146,6 +151,7 @@ class Consolidator(threading.Thread):
         self.accepted_transitions = 0
         self.lost_batches = 0
         self.weights_version = 0   # the learner's current published version (an int: set atomically by the learner)
+        self.run_id = 0            # the learner's run identity (shared/protocol.py), set by the learner
         self.max_weights_lag = 0   # 0: no limit
         self.ledgers: list[collections.OrderedDict[int, IncarnationLedger]] = [
             collections.OrderedDict() for _ in range(num_actors)]
@@ -156,7 +162,7 @@ class Consolidator(threading.Thread):
         with self._ledger_lock:
             return [dataclasses.replace(entry) for slot in self.ledgers for entry in slot.values()]
 
-    def run(self) -> None:
+    def serve(self) -> None:
         poller = zmq.Poller()
         for sock in self.sockets:
             poller.register(sock, zmq.POLLIN)
@@ -236,7 +242,8 @@ class Consolidator(threading.Thread):
             ledger.duplicate_batches += 1
             return None
         _note_new_seq(ledger, batch)
-        if self.max_weights_lag and self.weights_version - batch.weights_version > self.max_weights_lag:
+        same_run = batch.run == self.run_id  # another run's version numbers say nothing about this run's lag
+        if same_run and self.max_weights_lag and self.weights_version - batch.weights_version > self.max_weights_lag:
             # its seq stays unused in the track: the next accepted batch sees the gap and starts an episode
             self.rejects["stale_weights"] += 1
             ledger.rejected_batches += 1
@@ -253,7 +260,8 @@ class Consolidator(threading.Thread):
         track.accepted_batches += 1
         track.accepted_transitions += batch.num_transitions
         track.stats = batch.stats
-        track.weights_version = batch.weights_version
+        track.weights_version, track.run = batch.weights_version, batch.run
+        track.other_run_batches += not same_run
         self.accepted_batches += 1
         self.accepted_transitions += batch.num_transitions
         return batch

@@ -55,15 +55,19 @@ from learner.checkpoint import (
 )
 from learner.console import format_epoch_line, format_eval_line, format_processor_line
 from learner.data_plane import DataPlane
-from learner.metrics import MetricsLog
+from learner.metrics import ROLLED_BACK_NAME, MetricsLog
 from learner.schedule import EnvStepPeriod, NStepSchedule
+from learner.supervised import check_alive
 from learner.trainer import DQNLearner
 from learner.weights import WeightServer
+from shared import protocol
 from shared.config import RunConfig
 from shared.envs import entry_for, env_spec
 from shared.exploration import mean_floor
 
 IDLE_NOTICE_EVERY = 10.0  # seconds without new experience before the loop says it waits, and between such lines
+COMPILERS = {"cpu": ("g++", "c++", "clang++"), "cuda": ("cc", "gcc", "clang")}  # torch.compile's: C++ on CPU, C for Triton
+REBROADCAST_EVERY = 1.0  # seconds between repeats of the current weights while an actor is on another run's
 RESET_STATISTICS_BATCHES = 8  # replay batches on which a reset re-estimates BatchNorm's statistics (512 frames at 64)
 
 STOP_REASONS = ("stopped", "duration", "updates", "env_steps")
@@ -80,6 +84,7 @@ class Counters:
     epoch: int = 0
     updates: int = 0
     weights_version: int = 0
+    run: int = 0               # the run's identity on the wire (shared/protocol.py): drawn at its start, kept on resume
     samples_trained: int = 0
     inserted: int = 0          # transitions inserted into replay over the whole run (the env steps of metrics rows)
     wall_seconds: float = 0.0  # training time over the whole run
@@ -118,9 +123,11 @@ class Learner:
         learner_cfg = cfg.learner.resolved(device.type, cfg.env)
         if not self.train:
             learner_cfg = dataclasses.replace(learner_cfg, compile=False)
-        elif learner_cfg.compile and device.type == "cpu" and not any(map(shutil.which, ("g++", "c++", "clang++"))):
-            # torch.compile's CPU backend builds C++ at run time; the container image carries no compiler
-            print("[MAIN] no C++ compiler on PATH: torch.compile needs one on CPU, so the learner runs eager", flush=True)
+        elif learner_cfg.compile and not any(map(shutil.which, COMPILERS.get(device.type, COMPILERS["cuda"]))):
+            # torch.compile builds code at run time (C++ on CPU; Triton's C launcher on CUDA); the image has no compiler
+            what = "a C++ compiler" if device.type == "cpu" else "a C compiler (for Triton)"
+            print(f"[MAIN] no compiler on PATH: torch.compile needs {what} on {device.type}, so the learner runs eager",
+                  flush=True)
             learner_cfg = dataclasses.replace(learner_cfg, compile=False)
         self.dqn = DQNLearner(learner_cfg, self.spec, device, env=cfg.env, dueling=cfg.net.dueling)
         self.counters = Counters()
@@ -129,6 +136,8 @@ class Learner:
             self.counters = Counters(**resume_state["counters"])
             # above the checkpoint's and above anything published after it (actors that never stopped hold those)
             self.counters.weights_version = max(self.counters.weights_version, read_published(run_dir)) + 1
+        if not self.counters.run:  # a new run (or a checkpoint from before run identities): actors take its weights
+            self.counters.run = protocol.new_run_id()
         best = load_best(run_dir) if resume_state is not None else None
         self.best: tuple[float, float] | None = best_score(best["eval"]) if best and "eval" in best else None
         # (in-training score, weights_version) of the kept snapshots, best first (learner/checkpoint.py)
@@ -138,11 +147,16 @@ class Learner:
         self.final_epsilon = mean_floor(cfg.actor, cfg.actors)  # the mean once annealing is over
         self.plane = DataPlane(cfg, self.num_actions, device)
         try:
-            self.server = WeightServer(cfg.transport, slots=self.plane.consolidator.slots)
+            self.server = WeightServer(cfg.transport, slots=self.plane.consolidator.slots, run=self.counters.run)
+            self.plane.consolidator.run_id = self.counters.run
         except BaseException:  # e.g. its ports held by another run: the experience sockets are let go too
             self.plane.close()
             raise
-        self.metrics = MetricsLog(run_dir) if self.train else None
+        resumed_at = self.counters.inserted if resume_state is not None else None
+        self.metrics = MetricsLog(run_dir, resumed_at=resumed_at) if self.train else None
+        if self.metrics is not None and self.metrics.rolled_back:
+            print(f"[MAIN] {self.metrics.rolled_back} metrics rows past the checkpoint ({resumed_at:,} env steps) moved "
+                  f"to {ROLLED_BACK_NAME}: the training they describe was lost", flush=True)
         self.stop_requested = stop_requested if stop_requested is not None else threading.Event()
         self.echo: Callable[[str], None] = lambda line: print(line, flush=True)  # the launcher routes it past its progress bar
         self._inserted_at_start = self.counters.inserted
@@ -156,6 +170,8 @@ class Learner:
         if self.resets:  # a resumed run picks its cycle up at its last reset
             self.n_step.restart(self.reset_period.multiples(start)[-1])
         self._elapsed_at_start = self.counters.elapsed_seconds
+        self.checkpoint_failed = False  # the last periodic save failed: retry at the next epoch
+        self._rebroadcast_at = 0.0  # when the weights were last sent again for actors on another run's
         self._started = time.monotonic()
         self.first_epoch_rate: float | None = None
         self.epoch_rates: collections.deque[float] = collections.deque(maxlen=EPOCH_RATES_KEPT)  # updates/s after the first
@@ -179,8 +195,9 @@ class Learner:
         self.stop_requested.set()
 
     def close(self) -> None:
+        """The last checkpoint (a failed write is said and leaves ``checkpoint_failed`` set), then the sockets."""
         if self.train and self.counters.updates > 0:
-            self.checkpoint()
+            self.checkpoint_or_say(last=True)
         self.server.stop()
         self.plane.close()
         if self.metrics is not None:
@@ -236,9 +253,12 @@ class Learner:
             elif now - heard >= IDLE_NOTICE_EVERY and now - said >= IDLE_NOTICE_EVERY:
                 said = now  # every actor may be dead or restarting: say so, at most once per IDLE_NOTICE_EVERY
                 self.echo(f"[MAIN] no experience from any actor for {now - heard:.0f}s; waiting")
-            if on_tick is not None and time.monotonic() - last_tick >= 0.25:
+            if time.monotonic() - last_tick >= 0.25:
                 last_tick = time.monotonic()
-                on_tick()
+                check_alive({"consolidation": self.plane.consolidator, "weight-server": self.server})
+                self._call_over_other_runs()
+                if on_tick is not None:
+                    on_tick()
         return reason
 
     def _ratio_allows(self) -> bool:
@@ -254,6 +274,15 @@ class Learner:
             return 1 << 62
         return math.ceil(cfg.ratio_slack + (c.samples_trained + self.dqn.effective_batch) / cfg.samples_per_insert
                          - c.inserted)
+
+    def _call_over_other_runs(self) -> None:
+        """While an actor's latest batch was played with another run's weights (this learner started over and the
+        actor missed its broadcast), send the current weights again, at most every REBROADCAST_EVERY seconds."""
+        now = time.monotonic()
+        if now - self._rebroadcast_at >= REBROADCAST_EVERY and any(
+                t.stats and t.run != self.counters.run for t in self.plane.consolidator.tracks):
+            self._rebroadcast_at = now
+            self.server.rebroadcast()
 
     def _schedule(self, env_steps: int) -> None:
         """Set what the next update draws at ``env_steps``: the importance-sampling beta and the n of the returns."""
@@ -298,13 +327,13 @@ class Learner:
         figures = self.epoch_figures(acc, seconds)
         self.echo(format_epoch_line(c.epoch, figures, entry_for(self.cfg.env)))
         self.metrics.write(c.updates, c.inserted, self.elapsed(), figures)
-        if c.epoch % cfg.checkpoint_every == 0:
-            self.checkpoint()
+        if c.epoch % cfg.checkpoint_every == 0 or self.checkpoint_failed:
+            self.checkpoint_or_say()
 
     def epoch_figures(self, acc: EpochAccumulator, seconds: float) -> dict[str, float]:
         tracks = self.plane.consolidator.tracks
         live = [t for t in tracks if t.stats]
-        lags = [self.counters.weights_version - t.weights_version for t in live]
+        lags = [self.counters.weights_version - t.weights_version for t in live if t.run == self.counters.run]
         stats = self.plane.stats()
         window = np.asarray(self.plane.episodes, dtype=np.float64).reshape(-1, 3)  # return, max x_pos, flag
         epsilon = statistics.mean(t.stats["epsilon"] for t in live) if live else 1.0
@@ -317,6 +346,7 @@ class Learner:
             "learner/replay_ratio": self.counters.samples_trained / max(self.counters.inserted, 1),
             "learner/lr": self.dqn.optimizer.param_groups[0]["lr"],
             "learner/weights_version": self.counters.weights_version,
+            "actor/other_run": sum(t.run != self.counters.run for t in live),
             "learner/resets": self.resets,
             "learner/n_step": self.n_step.at(self.counters.inserted),
             "actor/experiences_per_s": (stats.processed - acc.processed_at_start) / seconds,
@@ -408,6 +438,22 @@ class Learner:
             "config": self.cfg.to_json(),
         })
 
+    def checkpoint_or_say(self, last: bool = False) -> bool:
+        """A checkpoint that a full or failing disk does not end: the error is printed, training goes on, and the
+        next epoch tries again (the files on disk stay as they were); ``last``: the one at exit. Returns whether it
+        was written."""
+        try:
+            self.checkpoint()
+        except (OSError, RuntimeError) as exc:  # torch.save reports a failed write as RuntimeError
+            self.checkpoint_failed = True
+            then = "the run ends without it" if last else "training goes on and the next epoch tries again"
+            self.echo(f"[MAIN] checkpoint at epoch {self.counters.epoch} failed ({type(exc).__name__}: {exc}); {then}")
+            return False
+        if self.checkpoint_failed:
+            self.echo(f"[MAIN] checkpoint at epoch {self.counters.epoch} written after earlier failures")
+        self.checkpoint_failed = False
+        return True
+
     def processor_line(self, rate: float) -> str:
         return format_processor_line(self.plane.stats(), rate)
 
@@ -422,8 +468,9 @@ class Learner:
         return [t.weights_version if t.stats else -1 for t in self.plane.consolidator.tracks]
 
     def weights_lag(self) -> list[int]:
-        """Per actor slot: versions behind the learner's current weights (-1: nothing heard yet)."""
-        return [self.counters.weights_version - t.weights_version if t.stats else -1
+        """Per actor slot: versions behind the learner's current weights (-1: nothing heard yet, or its latest batch
+        was played with another run's weights)."""
+        return [self.counters.weights_version - t.weights_version if t.stats and t.run == self.counters.run else -1
                 for t in self.plane.consolidator.tracks]
 
     def slot_incarnations(self) -> list[int]:
@@ -459,7 +506,8 @@ class _SyntheticReplay:
 
 
 def load_resume_state(run_dir: str) -> dict:
-    """The run folder's last complete checkpoint, on the CPU; temporary files of a crashed save are removed.
+    """The run folder's last readable checkpoint (else the previous one, said), on the CPU; temporary files of a
+    crashed save are removed.
 
     Loaded to the CPU whatever the learner's device: ``DQNLearner.load_state_dict`` copies the nets' tensors onto their
     parameters' device, and ``Optimizer.load_state_dict`` moves Adam's moments there too but keeps ``step`` where
@@ -468,4 +516,4 @@ def load_resume_state(run_dir: str) -> dict:
     tensor, and every update would read it back with ``.item()`` once per parameter."""
     for path in discard_partial(run_dir):
         print(f"[MAIN] removed {path}, left by a save that did not finish", flush=True)
-    return load_checkpoint(run_dir, map_location="cpu")
+    return load_checkpoint(run_dir, map_location="cpu", say=lambda line: print(line, flush=True), set_aside=True)

@@ -17,6 +17,7 @@ import torch
 import zmq
 
 from learner.slots import SlotTable
+from learner.supervised import SupervisedThread
 from shared import curve, protocol
 from shared.config import TransportConfig
 from shared.links import bind, open_socket
@@ -32,11 +33,13 @@ def state_arrays(net: torch.nn.Module) -> dict[str, np.ndarray]:
     return out
 
 
-class WeightServer(threading.Thread):
+class WeightServer(SupervisedThread):
     def __init__(self, transport: TransportConfig, context: zmq.Context | None = None,
-                 slots: SlotTable | None = None):
+                 slots: SlotTable | None = None, run: int = 0):
+        """``run``: the run identity every broadcast carries (shared/protocol.py; 0: a fresh one)."""
         super().__init__(name="weight-server", daemon=True)
         self.slots = slots
+        self.run_id = run or protocol.new_run_id()
         self._curve = bool(transport.curve_server_secret)
         ctx = context or zmq.Context.instance()
         pub_addr, router_addr = weights_endpoints(transport)
@@ -64,16 +67,21 @@ class WeightServer(threading.Thread):
 
     def publish(self, version: int, net: torch.nn.Module) -> None:
         arrays = state_arrays(net)
-        frames = protocol.encode_weights(version, arrays)
+        frames = protocol.encode_weights(version, arrays, self.run_id)
         with self._lock:
             self._frames, self.version, self._unsent, self._arrays = frames, version, True, arrays
+
+    def rebroadcast(self) -> None:
+        """Send the current weights again (for actors still on another run's, which may have missed the first)."""
+        with self._lock:
+            self._unsent = self._frames is not None
 
     def current(self) -> tuple[int, dict[str, np.ndarray]] | None:
         """The last published (version, arrays), or None before the first publish; the arrays are never written."""
         with self._lock:
             return None if self._frames is None else (self.version, self._arrays)
 
-    def run(self) -> None:
+    def serve(self) -> None:
         poller = zmq.Poller()
         poller.register(self._router, zmq.POLLIN)
         try:

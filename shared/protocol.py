@@ -10,7 +10,7 @@ and the values of the small arrays; any failure raises :class:`ProtocolError`
 with a short ``reason`` that the learner counts. A batch is accepted whole or
 not at all.
 
-BATCH (actor -> learner), protocol version 5. E envs, T steps, observations of shape S (the env's
+BATCH (actor -> learner), protocol version 6. E envs, T steps, observations of shape S (the env's
 ``EnvSpec.obs_shape``: (H, W) frames, (F,) features, (C, H, W) grids), A actions, K episodes::
 
     frame  content      dtype     shape            meaning
@@ -37,7 +37,8 @@ BATCH (actor -> learner), protocol version 5. E envs, T steps, observations of s
 Header map (all keys required, no others): ``v`` protocol version; ``kind``
 "batch"; ``actor`` slot id; ``inc`` incarnation (random per actor process
 start); ``seq`` message counter of this incarnation, from 0; ``wv`` weights
-version the batch's first step was played with (the oldest in the batch); ``E``, ``T`` the dimensions;
+version the batch's first step was played with (the oldest in the batch) and ``run`` the run those weights came
+from (0: none yet); ``E``, ``T`` the dimensions;
 ``shape`` the observation shape S (a list of 1 to 4 ints); ``K`` the finished episodes (0 <= K <= E * T);
 ``P`` 1 when frame 8 carries priorities, else 0; ``M`` 1 when frame 6 carries masks, else 0; ``dtypes``
 the five array dtypes of frames 1-5 in order (numpy ``dtype.str``); ``stats`` a map of
@@ -47,8 +48,12 @@ dtypes and M against the spec it expects (:class:`Limits`).
 WEIGHTS (learner -> actors, PUB on base_port-1, and as the reply to a request)::
 
     frame  content      dtype    meaning
-    0      header       msgpack  {v, kind: "weights", wv, names, dtypes, shapes}
+    0      header       msgpack  {v, kind: "weights", run, wv, names, dtypes, shapes}
     1..K   tensors      per header, one raw frame per state_dict entry, in ``names`` order
+
+``run`` identifies the learner's run (drawn when it starts, kept across its resumes) and ``wv`` counts the
+weights within it: an actor takes any weights of another run, and within one run only a higher ``wv``, so a
+learner that starts over at version 0 is followed at once.
 
 WEIGHTS_REQUEST (actor -> learner, DEALER to ROUTER on base_port-2): one frame,
 ``{v, kind: "weights_request", actor, inc, have}``; the reply is a WEIGHTS message.
@@ -68,6 +73,7 @@ see learner/replay.py for how stacks and n-step returns use these flags.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -77,7 +83,7 @@ import numpy as np
 
 from shared.spec import OBS_DTYPES as SPEC_OBS_DTYPES
 
-VERSION = 5
+VERSION = 6
 KIND_BATCH = "batch"
 KIND_WEIGHTS = "weights"
 KIND_WEIGHTS_REQUEST = "weights_request"
@@ -91,8 +97,8 @@ ARRAY_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint8), np.dtype(np.float32), np
 """Mario's dtypes (frames uint8, actions uint8); other specs change the first two (:func:`batch_dtypes`)."""
 OBS_DTYPES = {name: np.dtype(name) for name in SPEC_OBS_DTYPES}  # the dtypes an EnvSpec may declare
 EPISODE_FIELDS = ("return", "score", "success")  # the columns of the episodes frame
-HEADER_KEYS = frozenset({"v", "kind", "actor", "inc", "seq", "wv", "E", "T", "shape", "K", "P", "M", "dtypes",
-                         "stats"})
+HEADER_KEYS = frozenset({"v", "kind", "actor", "inc", "seq", "wv", "run", "E", "T", "shape", "K", "P", "M",
+                         "dtypes", "stats"})
 MAX_OBS_DIMS = 4
 NUM_FRAMES = 9  # header + frames, actions, rewards, terminated, first + masks, episodes, priorities
 STAT_KEYS = frozenset({
@@ -176,6 +182,7 @@ class Batch:
     episodes: np.ndarray  # float32 [K, 3]: return, score, success of each episode finished in the batch
     priorities: np.ndarray | None = None  # float32 [E, T]: the actor's initial replay priorities, if it sent them
     masks: np.ndarray | None = None  # uint8 [E, T, ceil(A/8)]: packed action masks (little bit order), masked envs
+    run: int = 0  # the run whose weights played the first step (0: none yet)
 
     @property
     def num_transitions(self) -> int:
@@ -185,7 +192,7 @@ class Batch:
 def encode_batch(actor: int, incarnation: int, seq: int, weights_version: int, frames: np.ndarray,
                  actions: np.ndarray, rewards: np.ndarray, terminated: np.ndarray, first: np.ndarray,
                  stats: dict[str, float], episodes: np.ndarray | None = None,
-                 priorities: np.ndarray | None = None, masks: np.ndarray | None = None) -> list:
+                 priorities: np.ndarray | None = None, masks: np.ndarray | None = None, run: int = 0) -> list:
     """Return the frames of a BATCH message (header bytes + the arrays themselves, not copied).
 
     ``frames`` [E, T, *S] of an OBS_DTYPES dtype; ``actions`` uint8 or uint16 [E, T]. ``episodes`` is
@@ -226,7 +233,7 @@ def encode_batch(actor: int, incarnation: int, seq: int, weights_version: int, f
                          f"got {masks.dtype} {masks.shape}")
     header = {
         "v": VERSION, "kind": KIND_BATCH, "actor": int(actor), "inc": int(incarnation), "seq": int(seq),
-        "wv": int(weights_version), "E": n_env, "T": n_steps, "shape": [int(d) for d in frames.shape[2:]],
+        "wv": int(weights_version), "run": int(run), "E": n_env, "T": n_steps, "shape": [int(d) for d in frames.shape[2:]],
         "K": int(episodes.shape[0]), "P": int(priorities.size > 0), "M": int(masks.size > 0),
         "dtypes": dtype_strs, "stats": {k: float(stats[k]) for k in STAT_KEYS},
     }
@@ -281,6 +288,7 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     incarnation = _int_field(header, "inc", 0, _INT64_MAX)
     seq = _int_field(header, "seq", 0, _INT64_MAX)
     weights_version = _int_field(header, "wv", 0, _INT64_MAX)
+    run = _int_field(header, "run", 0, _INT64_MAX)
     n_env = _int_field(header, "E", 1, limits.max_envs)
     n_steps = _int_field(header, "T", 1, limits.max_steps)
     n_episodes = _int_field(header, "K", 0, n_env * n_steps)
@@ -338,7 +346,7 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
         if not (np.isfinite(priorities).all() and (priorities >= 0).all()):
             raise ProtocolError("values", "priorities must be finite and >= 0")
     return Batch(actor, incarnation, seq, weights_version, frames, actions, rewards, terminated, first,
-                 {k: float(v) for k, v in stats.items()}, episodes, priorities, masks)
+                 {k: float(v) for k, v in stats.items()}, episodes, priorities, masks, run)
 
 
 def _decode_masks(part: Any, has_masks: int, n_env: int, n_steps: int, actions: np.ndarray,
@@ -364,20 +372,21 @@ def _decode_masks(part: Any, has_masks: int, n_env: int, n_steps: int, actions: 
     return masks
 
 
-def encode_weights(weights_version: int, state: dict[str, np.ndarray]) -> list:
-    """Frames of a WEIGHTS message; ``state`` maps names to C-contiguous float32/int64 arrays."""
+def encode_weights(weights_version: int, state: dict[str, np.ndarray], run: int) -> list:
+    """Frames of a WEIGHTS message of run ``run``; ``state`` maps names to C-contiguous float32/int64 arrays."""
     names = list(state)
     arrays = [np.require(state[n], requirements="C") for n in names]  # keeps 0-d arrays 0-d
     for name, arr in zip(names, arrays):
         if arr.dtype.str not in WEIGHT_DTYPES:
             raise ValueError(f"weight {name} has dtype {arr.dtype}, expected one of {sorted(WEIGHT_DTYPES)}")
-    header = {"v": VERSION, "kind": KIND_WEIGHTS, "wv": int(weights_version), "names": names,
+    header = {"v": VERSION, "kind": KIND_WEIGHTS, "run": int(run), "wv": int(weights_version), "names": names,
               "dtypes": [a.dtype.str for a in arrays], "shapes": [list(a.shape) for a in arrays]}
     return [msgpack.packb(header, use_bin_type=True), *arrays]
 
 
-def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ...], str]]) -> tuple[int, dict]:
-    """Decode WEIGHTS against ``expected`` {name: (shape, dtype str)}; returns (weights_version, arrays)."""
+def decode_weights(parts: Sequence[Any],
+                   expected: dict[str, tuple[tuple[int, ...], str]]) -> tuple[int, int, dict]:
+    """Decode WEIGHTS against ``expected`` {name: (shape, dtype str)}; returns (run, weights_version, arrays)."""
     if len(parts) != 1 + len(expected):
         raise ProtocolError("frame_count", f"{len(parts)} frames, expected {1 + len(expected)}")
     try:
@@ -387,9 +396,11 @@ def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ..
         raise ProtocolError("header_msgpack", f"{type(exc).__name__}: {exc}"[:200]) from None
     if not isinstance(header, dict) or header.get("v") != VERSION or header.get("kind") != KIND_WEIGHTS:
         raise ProtocolError("kind", "not a WEIGHTS message of this protocol version")
-    wv = header.get("wv")
+    wv, run = header.get("wv"), header.get("run")
     if type(wv) is not int or not 0 <= wv <= _INT64_MAX:
         raise ProtocolError("field", f"wv={wv!r}")
+    if type(run) is not int or not 1 <= run <= _INT64_MAX:
+        raise ProtocolError("field", f"run={run!r}")
     names, dtypes, shapes = header.get("names"), header.get("dtypes"), header.get("shapes")
     if names != list(expected) or not isinstance(dtypes, list) or not isinstance(shapes, list):
         raise ProtocolError("field", "weight names differ from this network's")
@@ -403,7 +414,12 @@ def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ..
         if buf.nbytes != int(np.prod(want_shape)) * np_dtype.itemsize:
             raise ProtocolError("size", f"{name}: {buf.nbytes} bytes")
         out[name] = np.frombuffer(buf, dtype=np_dtype).reshape(want_shape)
-    return wv, out
+    return run, wv, out
+
+
+def new_run_id() -> int:
+    """A fresh run identity for WEIGHTS and BATCH headers: 63 random bits, never 0 (0 means no weights yet)."""
+    return secrets.randbits(63) or 1
 
 
 def weights_endpoints(transport: Any) -> tuple[str, str]:

@@ -1,6 +1,7 @@
 """Checkpoint, stop, --resume: identical weights and optimizer state, counters and weights_version continue."""
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -48,9 +49,18 @@ def test_resume_continues_weights_and_counters(tmp_path):
     assert tensors_equal(same["learner"], first["learner"])  # nets, optimizer, scaler, update count
     assert same["counters"]["weights_version"] == v + 1       # bumped once: still strictly increasing
 
+    # rows a learner wrote after its last checkpoint before it died describe lost training: they roll back
+    inserted = same["counters"]["inserted"]
+    with open(os.path.join(run_dir, "metrics.jsonl"), "a") as fh:
+        fh.write(json.dumps({"step": 35, "env_steps": inserted + 500, "wall_seconds": 1.0}) + "\n")
+        fh.write('{"step": 36, "env_st')  # cut short by the crash
+
     # resume and train on: counters continue from where they were
     out = launch("--resume", run_dir, "--learner.steps", "50")
     assert f"[MAIN] resumed at epoch 3, 30 updates, weights v{v + 2}" in out, out
+    assert f"[MAIN] 2 metrics rows past the checkpoint ({inserted:,} env steps) moved to" in out, out
+    with open(os.path.join(run_dir, "metrics.rolled_back.jsonl")) as fh:
+        assert [line.split(",")[0] for line in fh] == ['{"step": 35', '{"step": 36']
     assert "[MAIN] Epoch 4 - Loss:" in out and "[MAIN] Epoch 5 - Loss:" in out and "[MAIN] Epoch 1 " not in out
     last = load_checkpoint(run_dir)
     assert last["counters"]["updates"] == 50 and last["counters"]["epoch"] == 5
@@ -58,5 +68,7 @@ def test_resume_continues_weights_and_counters(tmp_path):
     assert last["counters"]["samples_trained"] == 50 * 16
     assert not tensors_equal(last["learner"]["online"], first["learner"]["online"])
     with open(os.path.join(run_dir, "metrics.jsonl")) as fh:
-        steps = [int(line.split('"step": ')[1].split(",")[0]) for line in fh]
-    assert steps == [10, 20, 30, 40, 50]
+        rows = [json.loads(line) for line in fh]
+    assert [row["step"] for row in rows] == [10, 20, 30, 40, 50]
+    env_steps = [row["env_steps"] for row in rows]
+    assert env_steps == sorted(env_steps)  # nothing goes back across the resume

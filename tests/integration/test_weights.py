@@ -2,14 +2,16 @@
 
 import time
 
+import msgpack
 import numpy as np
+import pytest
 import torch
 import zmq
 
 from actors.weights_client import WeightClient
 from learner.weights import WeightServer, state_arrays, weights_endpoints
 from shared import protocol
-from shared.config import TransportConfig
+from shared.config import ConfigError, TransportConfig
 from tests.support.networks import nets
 from tests.support.runs import free_base_port
 
@@ -23,9 +25,13 @@ def test_encode_decode_round_trip_keeps_every_shape_including_scalars():
     net, other = nets()
     expected = {n: (tuple(t.shape), np.dtype(np.float32 if t.is_floating_point() else np.int64).str)
                 for n, t in other.state_dict().items()}
-    frames = [bytes(memoryview(f)) for f in protocol.encode_weights(5, state_arrays(net))]
-    version, arrays = protocol.decode_weights(frames, expected)
-    assert version == 5
+    frames = [bytes(memoryview(f)) for f in protocol.encode_weights(5, state_arrays(net), run=77)]
+    run, version, arrays = protocol.decode_weights(frames, expected)
+    assert (run, version) == (77, 5)
+    for bad in (0, -1, "77"):  # a run identity is a positive int
+        header = msgpack.unpackb(frames[0], raw=False) | {"run": bad}
+        with pytest.raises(protocol.ProtocolError, match=f"run={bad!r}"):
+            protocol.decode_weights([msgpack.packb(header, use_bin_type=True), *frames[1:]], expected)
     assert arrays["features.1.num_batches_tracked"].shape == ()
     other.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in arrays.items()})
     assert_same(net, other)
@@ -90,3 +96,44 @@ def test_malformed_requests_are_counted_and_do_not_stop_the_server():
         client.close()
         server.stop()
 
+
+
+def test_an_actor_takes_a_new_runs_weights_whatever_their_version():
+    """The learner starts over (a new run, as after a death before its first checkpoint): its v1 replaces the
+    v8 the actor holds, while within one run only a higher version is taken."""
+    transport = TransportConfig(base_port=free_base_port(3) + 2)
+    learner_net, actor_net = nets()
+    old = WeightServer(transport, run=111)
+    old.publish(8, learner_net)
+    old.start()
+    client = WeightClient(transport, 0, 1, actor_net)
+    new = None
+    try:
+        assert client.fetch(have=-1, timeout=10)[0] == 8 and client.run == 111
+        old.stop()
+        with torch.no_grad():
+            learner_net.advantage[2].bias.add_(1.0)
+        deadline = time.monotonic() + 60  # a hang guard: ZeroMQ lets the closed sockets' ports go asynchronously
+        while new is None:
+            try:
+                new = WeightServer(transport, run=222)
+            except ConfigError:
+                assert time.monotonic() < deadline, "the old server's ports were never freed"
+                time.sleep(0.1)
+        new.publish(1, learner_net)
+        new.start()
+        got, deadline = None, time.monotonic() + 60  # a hang guard
+        while got is None and time.monotonic() < deadline:
+            new.rebroadcast()  # until the subscription has reached the new publisher (ZeroMQ's slow joiner)
+            time.sleep(0.05)
+            got = client.poll(have=8)
+        assert got is not None and got[0] == 1 and client.run == 222
+        assert np.array_equal(got[1]["advantage.2.bias"], learner_net.advantage[2].bias.detach().numpy())
+        new.rebroadcast()  # the same run's same version again: nothing to take
+        time.sleep(0.2)
+        assert client.poll(have=1) is None and client.run == 222
+    finally:
+        client.close()
+        if new is not None:
+            new.stop()
+        old.stop()

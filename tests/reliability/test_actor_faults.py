@@ -145,7 +145,7 @@ def test_when_every_actor_is_dead_the_learner_waits_says_so_every_10s_and_resume
 
         updates = learner.counters.updates
         restarted = pool.restart_dead(learner.plane.consolidator.slots.release)  # as the launcher does every 0.25 s
-        assert restarted == [0, 1]
+        assert restarted == [(0, 0.0), (1, 0.0)]  # a first exit restarts at once
         back_at = time.monotonic()
         wait_until(lambda: learner.plane.processed > processed and learner.counters.updates > updates
                    and all(len(t.old_incarnations) == 1 for t in tracks), 120, "experience and updates again")

@@ -118,6 +118,67 @@ def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path):
           f"{[r['weights_version'] for r in reports]}, dropped {[r['dropped_batches'] for r in reports]}")
 
 
+def test_a_learner_that_starts_over_is_followed_at_once_by_the_same_actors(tmp_path):
+    """The learner dies before its first checkpoint, so ``--resume latest`` starts a new run at weights v0 while
+    the actors, never restarted, hold a higher version of the dead run. They take the new run's v0 at once (its
+    broadcasts carry a new run identity), though the new run publishes nothing above v0."""
+    common = ["--actors", "2", "--env.name", "fake", "--transport.base-port", str(free_base_port(4) + 2),
+              "--actor.batch-steps", "16"]
+    learner_args = ["launch.local", "--no-spawn-actors", "--no-progress", "--log-every", "1", "--resume", "latest",
+                    "--run-dir", str(tmp_path / "runs"), *common, "--learner.no-compile",
+                    "--learner.micro-batch", "16", "--learner.min-replay", "300", "--learner.updates-per-epoch", "5",
+                    "--learner.checkpoint-every", "100000", "--replay.capacity", "4096", "--eval.final-episodes", "0"]
+    logs = {name: str(tmp_path / f"{name}.log") for name in ("learner", "restarted", "actor0", "actor1")}
+    learner = start([*learner_args, "--learner.broadcast-env-steps", "10"], logs["learner"])
+    actors = [start(["launch.actor", "--actor-id", str(i), *common], logs[f"actor{i}"]) for i in range(2)]
+    restarted = None
+    try:
+        versions = r"\[MAIN\] Epoch \d+ .*Weights: v(\d+)"
+        wait_until(lambda: [v for v in re.findall(versions, read(logs["learner"])) if int(v) >= 6], 120,
+                   "weights v6 from the first learner", procs=[(learner[0], logs["learner"])])
+        learner[0].send_signal(signal.SIGKILL)
+        learner[0].wait(timeout=30)
+        (dead_run,) = (tmp_path / "runs").glob("*")
+        assert not (dead_run / "checkpoint.pt").exists()  # died before its first checkpoint
+        dead_version = read_published(str(dead_run))
+        assert dead_version >= 6
+        pids = [proc.pid for proc, _ in actors]
+
+        # a new run that publishes v0 at its start and nothing after it; it runs until an epoch line says no actor
+        # is on another run's weights any more (the actors' first batches there were played with the dead run's)
+        restarted = start([*learner_args, "--learner.broadcast-env-steps", "1000000"], logs["restarted"])
+
+        def followed():
+            epochs = re.findall(r"\[MAIN\] Epoch \d+ .*", read(logs["restarted"]))
+            return len(epochs) >= 2 and "on another run's weights" not in epochs[-1]
+        wait_until(followed, 120, "both actors on the new run's weights", procs=[(restarted[0], logs["restarted"])])
+        restarted[0].send_signal(signal.SIGTERM)  # a clean stop: accounting and the final line
+        restarted[0].wait(timeout=120)
+        out = read(logs["restarted"])
+        assert restarted[0].returncode == 0, out
+        assert [proc.pid for proc, _ in actors] == pids and all(proc.poll() is None for proc, _ in actors)
+        for proc, _ in actors:
+            proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait(timeout=30) for proc, _ in actors]
+    finally:
+        for proc, log in [learner, *actors] + ([restarted] if restarted else []):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+            log.close()
+    assert codes == [0, 0], [read(logs[f"actor{i}"]) for i in range(2)]
+    assert "--resume latest: no run with a checkpoint" in out, out
+    lags = [int(v) for v in re.findall(r"Weights: v\d+ \(max lag (-?\d+)", out)]
+    assert lags and min(lags) >= 0, out  # never a negative lag from the dead run's version numbers
+    # both actors' latest batches were played with the new run's v0, below the dead run's version
+    assert re.search(r"actor weights versions \[0, 0\] \(lag \[0, 0\]\)", out), out
+    reports = [json.loads(read(logs[f"actor{i}"]).split("[ACTOR] ", 1)[1]) for i in range(2)]
+    assert [r["weights_version"] for r in reports] == [0, 0]
+    assert len({r["weights_run"] for r in reports}) == 1 and reports[0]["weights_run"] > 0
+    print(f"\nthe dead run had published v{dead_version}; the new run's v0 reached both actors "
+          f"(lags after the restart {sorted(set(lags))})")
+
+
 def test_actors_spawned_by_a_sigkilled_launcher_exit_by_themselves(tmp_path):
     base = free_base_port(4) + 2
     cmd = [sys.executable, "-m", "launch.local", "--actors", "2", "--collect-only", "--no-progress", "--env.name",

@@ -29,7 +29,7 @@ def good_parts(**overrides):
     """A valid batch of random content and non-zero ids and stats, with its arrays: the round trips compare what
     arrives with these (tests/support/messages.py's all-zero batch for a learner's sockets could not show a swap)."""
     arrays = make_arrays()
-    return wire(protocol.encode_batch(3, 12345, 7, 2, *arrays, stats=STATS)), arrays
+    return wire(protocol.encode_batch(3, 12345, 7, 2, *arrays, stats=STATS, run=(1 << 62) + 5)), arrays
 
 
 def with_header(parts, **changes):
@@ -42,6 +42,7 @@ def test_round_trip_is_exact():
     parts, arrays = good_parts()
     batch = protocol.decode_batch(parts, LIMITS)
     assert (batch.actor, batch.incarnation, batch.seq, batch.weights_version) == (3, 12345, 7, 2)
+    assert batch.run == (1 << 62) + 5  # the run of the weights that played it
     for name, sent, got in zip(protocol.ARRAY_NAMES, arrays, (batch.frames, batch.actions, batch.rewards,
                                                               batch.terminated, batch.first)):
         assert got.dtype == sent.dtype and got.shape == sent.shape, name
@@ -78,6 +79,8 @@ def bad_messages():
     yield "kind", with_header(parts, kind="weights")
     yield "field", with_header(parts, extra=1)
     yield "field", with_header(parts, seq=-1)
+    yield "field", with_header(parts, run=-1)
+    yield "field", with_header(parts, run=1 << 63)
     yield "field", with_header(parts, E=1 << 32)                                  # absurd element count
     yield "field", with_header(parts, T=10_000)
     yield "shape", with_header(parts, shape=[96, 84])
