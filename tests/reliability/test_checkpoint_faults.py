@@ -131,8 +131,9 @@ def test_resume_with_nothing_readable_is_an_error_and_latest_starts_a_new_run(tm
     assert "has no readable checkpoint" in out.stderr
     cfg = small_config(actors=1, envs=1)  # a free port for the new run
     out = subprocess.run([sys.executable, "-m", "launch.local", "--resume", "latest", "--run-dir", str(runs),
-                          "--env.name", "fake", "--actors", "1", "--no-spawn-actors", "--no-progress",
-                          "--duration", "1", "--transport.base-port", str(cfg.transport.base_port)],
+                          "--env.name", "fake", "--actors", "1", "--collect-only", "--no-progress",
+                          "--total-env-steps", "64", "--actor.batch-steps", "16",
+                          "--transport.base-port", str(cfg.transport.base_port)],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"--resume latest: run folder {run_dir!r} has no readable checkpoint" in out.stdout, out.stdout
