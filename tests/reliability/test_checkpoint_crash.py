@@ -11,22 +11,11 @@ import torch
 
 from learner.checkpoint import CHECKPOINT_NAME, load_checkpoint
 from tests.support.paths import ROOT
+from tests.support.runs import SMALL_LEARNER_SCRIPT
 
 # A real Learner writes a real checkpoint, trains on, and starts a second save that dies at the rename
 # (os.replace is where the crash is simulated: the process ends there with no clean-up of any kind).
-CRASHING_LEARNER = r"""
-import os, sys, torch
-from learner.loop import Learner
-from tests.support.runs import small_config
-
-run_dir = sys.argv[1]
-cfg = small_config(actors=1, envs=1, steps=16, capacity=1024)
-cfg.collect_only = False
-cfg.learner.compile = False
-cfg.learner.micro_batch = 16
-with open(os.path.join(run_dir, "config.json"), "w") as fh:
-    fh.write(cfg.to_json())
-learner = Learner(cfg, run_dir, torch.device("cpu"))
+CRASHING_LEARNER = SMALL_LEARNER_SCRIPT + r"""
 learner.counters.epoch, learner.counters.updates, learner.counters.weights_version = 1, 5, 1
 learner.checkpoint()
 print("first saved", flush=True)

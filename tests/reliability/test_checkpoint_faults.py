@@ -19,7 +19,7 @@ from learner.checkpoint import (
 )
 from learner.loop import Learner
 from tests.support.paths import ROOT
-from tests.support.runs import small_config
+from tests.support.runs import SMALL_LEARNER_SCRIPT, small_config
 
 
 def _state(epoch: int) -> dict:
@@ -70,19 +70,7 @@ def test_no_readable_checkpoint_names_both_faults(tmp_path):
 
 
 # A real Learner writes two checkpoints (epochs 1 and 2) with the run's config.json, as a run does.
-TWO_CHECKPOINTS = r"""
-import os, sys, torch
-from learner.loop import Learner
-from tests.support.runs import small_config
-
-run_dir = sys.argv[1]
-cfg = small_config(actors=1, envs=1, steps=16, capacity=1024)
-cfg.collect_only = False
-cfg.learner.compile = False
-cfg.learner.micro_batch = 16
-with open(os.path.join(run_dir, "config.json"), "w") as fh:
-    fh.write(cfg.to_json())
-learner = Learner(cfg, run_dir, torch.device("cpu"))
+TWO_CHECKPOINTS = SMALL_LEARNER_SCRIPT + r"""
 for epoch in (1, 2):
     learner.counters.epoch, learner.counters.updates, learner.counters.weights_version = epoch, 5 * epoch, epoch
     learner.checkpoint()

@@ -46,3 +46,21 @@ def small_config(actors=2, envs=2, steps=16, env="fake", capacity=8192, **env_ov
     cfg.eval.final_episodes = 0  # the end-of-run evaluation has its own tests (tests/integration/test_final_eval.py)
     cfg.transport.base_port = free_base_port(actors + 2) + 2  # weights sockets sit at base_port - 1 and - 2
     return cfg.validate()
+
+
+# The start of a ``python -c`` script (argv[1]: a run folder): a small real Learner on the fake env, its
+# config.json written as a run writes it; the checkpoint tests go on from ``learner``.
+SMALL_LEARNER_SCRIPT = r"""
+import os, sys, torch
+from learner.loop import Learner
+from tests.support.runs import small_config
+
+run_dir = sys.argv[1]
+cfg = small_config(actors=1, envs=1, steps=16, capacity=1024)
+cfg.collect_only = False
+cfg.learner.compile = False
+cfg.learner.micro_batch = 16
+with open(os.path.join(run_dir, "config.json"), "w") as fh:
+    fh.write(cfg.to_json())
+learner = Learner(cfg, run_dir, torch.device("cpu"))
+"""
