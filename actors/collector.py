@@ -17,7 +17,7 @@ size (a forward of one stack costs about what 2-3 stacks cost per stack in a
 larger pass on a CPU: the head's weights are read once per call). Masked envs (fuel breaks): an exploring env
 draws a uniformly random *valid* action, a greedy one the argmax over valid actions, and
 each slot's mask travels with the batch. Every T ticks the batch (each new
-observation once, see shared/protocol.py) goes to the learner over this
+observation once, see shared/wire/protocol.py) goes to the learner over this
 actor's own socket, ``tcp://HOST:BASE_PORT+actor_id``.
 """
 
@@ -41,11 +41,11 @@ from shared.config import RunConfig
 from shared.envs import env_spec, make_vector_env
 from shared.exploration import epsilons
 from shared.health import Heartbeat
-from shared.links import held_kernel_buffer
 from shared.network import acting_copy, build_q_network, cpu_has_native_bf16
 from shared.parent import orphan_check
 from shared.priorities import n_step_priorities
-from shared.protocol import action_dtype
+from shared.wire.links import held_kernel_buffer
+from shared.wire.protocol import action_dtype
 
 # Received weight arrays are read-only views on ZeroMQ frames; load_state_dict only copies from them.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -106,7 +106,7 @@ class Collector:
         self.mask = self.env.action_mask() if self.masked else None
 
     def load_weights(self, version: int, arrays: dict[str, np.ndarray], run: int = 0) -> None:
-        """Act with ``arrays``, weights ``version`` of run ``run`` (shared/protocol.py) from now on."""
+        """Act with ``arrays``, weights ``version`` of run ``run`` (shared/wire/protocol.py) from now on."""
         self.net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
         self.acting_net = acting_copy(self.net, self.cfg.actor.precision)
         self.weights_version, self.weights_run = version, run

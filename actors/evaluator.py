@@ -40,7 +40,7 @@ from shared.config import EnvConfig
 from shared.envs import action_names, entry_for, env_spec, make_env, make_vector_env
 from shared.envs.frames import FrameStacker
 from shared.network import build_q_network
-from shared.protocol import action_dtype
+from shared.wire.protocol import action_dtype
 
 __all__ = [
     "Episode",

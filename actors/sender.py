@@ -34,9 +34,9 @@ from dataclasses import dataclass
 import numpy as np
 import zmq
 
-from shared import protocol
 from shared.config import TransportConfig
-from shared.links import HELD_KERNEL_BUFFER, open_socket
+from shared.wire import protocol
+from shared.wire.links import HELD_KERNEL_BUFFER, open_socket
 
 DROP_LINE_EVERY_S = 10.0  # a stalled learner is said at most this often per actor, not once per dropped batch
 WAIT_POLL_MS = 100  # a waiting sender checks should_stop and beats on_wait this often

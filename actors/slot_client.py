@@ -1,4 +1,4 @@
-"""Ask the learner for an actor slot (SLOT_REQUEST, shared/protocol.py), for actors without a fixed one.
+"""Ask the learner for an actor slot (SLOT_REQUEST, shared/wire/protocol.py), for actors without a fixed one.
 
 N identical replicas (``docker compose up --scale actor=N``, a Swarm service, the same command on
 several hosts) each call :func:`lease_slot` once at start: the learner grants the lowest free slot
@@ -16,10 +16,10 @@ from collections.abc import Callable
 
 import zmq
 
-from shared import protocol
 from shared.config import TransportConfig
-from shared.links import open_socket
-from shared.protocol import weights_endpoints
+from shared.wire import protocol
+from shared.wire.links import open_socket
+from shared.wire.protocol import weights_endpoints
 
 NOTICE_EVERY = 60.0  # seconds between repeated "still refused" / "no learner yet" lines
 

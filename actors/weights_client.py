@@ -16,10 +16,10 @@ import numpy as np
 import torch
 import zmq
 
-from shared import protocol
 from shared.config import TransportConfig
-from shared.links import open_socket
-from shared.protocol import weights_endpoints
+from shared.wire import protocol
+from shared.wire.links import open_socket
+from shared.wire.protocol import weights_endpoints
 
 
 class WeightClient:

@@ -33,7 +33,7 @@ import tyro
 
 from actors.collector import actor_main
 from shared.config import ConfigError, RunConfig
-from shared.curve import key_wait, wait_for_key_files
+from shared.wire.curve import key_wait, wait_for_key_files
 
 EXIT_REFUSED = 3
 

@@ -7,7 +7,7 @@
   shared/config.py (an env's own options: its module in shared/envs/), and the string under each field is what
   ``--help`` prints; this writes the same text as one table per section, between that heading and the next
   "## " heading of the page.
-- docs/protocol.md: the wire's contract, the docstring of shared/protocol.py.
+- docs/protocol.md: the wire's contract, the docstring of shared/wire/protocol.py.
 """
 
 from __future__ import annotations
@@ -91,10 +91,10 @@ def render(page: str) -> str:
 
 
 def protocol_page() -> str:
-    """docs/protocol.md: shared/protocol.py's docstring under a title, as Markdown."""
-    from shared import protocol
+    """docs/protocol.md: shared/wire/protocol.py's docstring under a title, as Markdown."""
+    from shared.wire import protocol
 
-    return ("# Wire protocol\n\n*Written by `python -m launch.gendocs` from the docstring of `shared/protocol.py`; the "
+    return ("# Wire protocol\n\n*Written by `python -m launch.gendocs` from the docstring of `shared/wire/protocol.py`; the "
             "versions are in [CHANGELOG.md](CHANGELOG.md).*\n\n" + textwrap.dedent(protocol.__doc__).strip() + "\n")
 
 

@@ -22,7 +22,7 @@ import tyro
 from launch.local import run
 from learner.trainer import NonFiniteUpdate
 from shared.config import ConfigError, RunConfig
-from shared.curve import key_wait, wait_for_key_files
+from shared.wire.curve import key_wait, wait_for_key_files
 
 
 def main(argv: list[str] | None = None) -> int:

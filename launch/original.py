@@ -30,7 +30,7 @@ import torch
 from actors.collector import Collector
 from actors.weights_client import WeightClient
 from launch.processes import orphan_check
-from learner.replay import FrameReplay
+from learner.replay.frames import FrameReplay
 from learner.trainer import DQNLearner
 from learner.weights import WeightServer
 from shared.config import LearnerConfig, RunConfig

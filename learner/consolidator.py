@@ -1,6 +1,6 @@
 """The consolidation thread: polls one PULL socket per actor slot, validates, queues whole batches.
 
-Every message is decoded by shared/protocol.py and must also fit the run:
+Every message is decoded by shared/wire/protocol.py and must also fit the run:
 the right slot, envs-per-actor, and a fresh ``(incarnation, seq)``. Rejects
 are counted by reason and never stop the thread. Sequence tracking per slot:
 a replayed or older seq is rejected; a gap is counted as lost batches and
@@ -44,9 +44,9 @@ import zmq
 
 from learner.slots import SlotTable
 from learner.supervised import SupervisedThread
-from shared import protocol
 from shared.config import TransportConfig
-from shared.links import bind, held_kernel_buffer, open_socket
+from shared.wire import protocol
+from shared.wire.links import bind, held_kernel_buffer, open_socket
 
 MAX_PER_SOCKET_PER_ROUND = 8  # fairness: drain at most this many messages from one actor before the next
 # While the learner holds its replay ratio every batch waits for room in a full queue, so a round of 8 from one
@@ -151,7 +151,7 @@ class Consolidator(SupervisedThread):
         self.accepted_transitions = 0
         self.lost_batches = 0
         self.weights_version = 0   # the learner's current published version (an int: set atomically by the learner)
-        self.run_id = 0            # the learner's run identity (shared/protocol.py), set by the learner
+        self.run_id = 0            # the learner's run identity (shared/wire/protocol.py), set by the learner
         self.max_weights_lag = 0   # 0: no limit
         self.ledgers: list[collections.OrderedDict[int, IncarnationLedger]] = [
             collections.OrderedDict() for _ in range(num_actors)]

@@ -18,11 +18,11 @@ import numpy as np
 import torch
 
 from learner.consolidator import Consolidator
-from learner.prioritized_replay import PrioritizedReplay
-from learner.replay import FrameReplay
-from shared import curve, protocol
+from learner.replay.frames import FrameReplay
+from learner.replay.prioritized import PrioritizedReplay
 from shared.config import RunConfig
 from shared.envs import env_spec
+from shared.wire import curve, protocol
 
 # Decoded arrays are read-only views on received ZeroMQ frames; replay only reads them.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")

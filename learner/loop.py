@@ -60,10 +60,10 @@ from learner.schedule import EnvStepPeriod, NStepSchedule
 from learner.supervised import check_alive
 from learner.trainer import DQNLearner
 from learner.weights import WeightServer
-from shared import protocol
 from shared.config import RunConfig
 from shared.envs import entry_for, env_spec
 from shared.exploration import mean_floor
+from shared.wire import protocol
 
 IDLE_NOTICE_EVERY = 10.0  # seconds without new experience before the loop says it waits, and between such lines
 COMPILERS = {"cpu": ("g++", "c++", "clang++"), "cuda": ("cc", "gcc", "clang")}  # torch.compile's: C++ on CPU, C for Triton
@@ -84,7 +84,7 @@ class Counters:
     epoch: int = 0
     updates: int = 0
     weights_version: int = 0
-    run: int = 0               # the run's identity on the wire (shared/protocol.py): drawn at its start, kept on resume
+    run: int = 0               # the run's identity on the wire (shared/wire/protocol.py): drawn at its start, kept on resume
     samples_trained: int = 0
     inserted: int = 0          # transitions inserted into replay over the whole run (the env steps of metrics rows)
     wall_seconds: float = 0.0  # training time over the whole run

@@ -8,7 +8,7 @@ the claim lapses ``grace`` seconds after the grant (asking again does not extend
 valid message of any incarnation takes a claimed slot, so requests alone (a flood of them under
 fresh incarnations) hold no slot for long and cannot pre-empt an actor that sends. Two ways to get a slot:
 
-- **Ask for one** (``grant``; a SLOT_REQUEST on the learner's ROUTER, shared/protocol.py): an
+- **Ask for one** (``grant``; a SLOT_REQUEST on the learner's ROUTER, shared/wire/protocol.py): an
   actor without a fixed slot (``python -m launch.actor`` replicas under Compose or Swarm) is
   given the lowest free or lapsed slot; with every slot held it is refused with the reason, and
   asks again later (a spare). Asking again with the same incarnation returns the same slot.

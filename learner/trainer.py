@@ -52,7 +52,7 @@ import torch
 import torch.nn.functional as F
 
 from learner.augment import random_shift
-from learner.replay import FrameReplay
+from learner.replay.frames import FrameReplay
 from learner.resets import reset_network
 from shared.config import LearnerConfig
 from shared.errors import ConfigError

@@ -1,7 +1,7 @@
 """The learner's weight channel: PUB for broadcasts, ROUTER for "give me the current weights" (and a slot).
 
 ``WeightServer`` is a thread that owns both sockets. The trainer calls ``publish(version, net)``
-every N epochs: the weights are copied to CPU numpy arrays once, encoded (shared/protocol.py
+every N epochs: the weights are copied to CPU numpy arrays once, encoded (shared/wire/protocol.py
 WEIGHTS) and handed to the thread, which broadcasts them and, from then on, answers every
 request with them. So an actor that starts or restarts at any time asks once and has the
 current weights before its first action, without waiting for the next broadcast. The same ROUTER answers SLOT_REQUESTs from actors
@@ -18,10 +18,10 @@ import zmq
 
 from learner.slots import SlotTable
 from learner.supervised import SupervisedThread
-from shared import curve, protocol
 from shared.config import TransportConfig
-from shared.links import bind, open_socket
-from shared.protocol import weights_endpoints  # noqa: F401  (re-exported: the learner's side of the endpoints)
+from shared.wire import curve, protocol
+from shared.wire.links import bind, open_socket
+from shared.wire.protocol import weights_endpoints  # noqa: F401  (re-exported: the learner's side of the endpoints)
 
 
 def state_arrays(net: torch.nn.Module) -> dict[str, np.ndarray]:
@@ -36,7 +36,7 @@ def state_arrays(net: torch.nn.Module) -> dict[str, np.ndarray]:
 class WeightServer(SupervisedThread):
     def __init__(self, transport: TransportConfig, context: zmq.Context | None = None,
                  slots: SlotTable | None = None, run: int = 0):
-        """``run``: the run identity every broadcast carries (shared/protocol.py; 0: a fresh one)."""
+        """``run``: the run identity every broadcast carries (shared/wire/protocol.py; 0: a fresh one)."""
         super().__init__(name="weight-server", daemon=True)
         self.slots = slots
         self.run_id = run or protocol.new_run_id()

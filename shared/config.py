@@ -210,7 +210,7 @@ class TransportConfig:
     max_steps_per_message: int = 4096
     """Largest steps-per-env a message may claim (validation bound)."""
     tcp_keepalive_idle: int = 60
-    """Seconds a TCP link may stay silent before the OS sends keepalive probes, on every socket (shared/links.py); keep
+    """Seconds a TCP link may stay silent before the OS sends keepalive probes, on every socket (shared/wire/links.py); keep
     it well under the 900 s after which Docker Swarm's routing mesh drops an idle connection. 0 turns keepalives
     off."""
     tcp_keepalive_interval: int = 10

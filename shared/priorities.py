@@ -1,6 +1,6 @@
 """Initial replay priorities an actor computes for its own batch (Ape-X), with the replay's n-step rule.
 
-For slot t of env e the n-step return follows learner/replay.py: add ``gamma**k * reward[t+k]`` for
+For slot t of env e the n-step return follows learner/replay/frames.py: add ``gamma**k * reward[t+k]`` for
 k = 0..n-1, stopping before a step with no successor frame (a truncation: ``terminated`` 0 and the
 next slot's ``first`` 1), after a terminating step, and, here only, at the end of the batch (the
 actor does not yet know later rewards; it bootstraps from the batch's last observation instead).

@@ -9,10 +9,10 @@ import time
 import numpy as np
 import torch
 
-from learner.replay import FrameReplay
+from learner.replay.frames import FrameReplay
 from shared.config import RunConfig
 from shared.envs import env_spec
-from shared.protocol import action_dtype
+from shared.wire.protocol import action_dtype
 
 # ----------------------------------------------------------------------------- learner
 

@@ -8,8 +8,8 @@ import time
 import numpy as np
 import torch
 
-from learner.prioritized_replay import PrioritizedReplay
-from learner.replay import FrameReplay
+from learner.replay.frames import FrameReplay
+from learner.replay.prioritized import PrioritizedReplay
 from shared.config import RunConfig
 
 # ----------------------------------------------------------------------------- replay

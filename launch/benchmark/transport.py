@@ -11,10 +11,10 @@ import zmq
 
 from launch.processes import orphan_check, spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
-from shared import protocol
 from shared.config import RunConfig
 from shared.envs import env_spec
-from shared.links import open_socket
+from shared.wire import protocol
+from shared.wire.links import open_socket
 
 # ----------------------------------------------------------------------------- transport
 

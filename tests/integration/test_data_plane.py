@@ -14,7 +14,7 @@ import zmq
 from actors.collector import actor_main, env_seed
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
-from learner.prioritized_replay import PrioritizedReplay
+from learner.replay.prioritized import PrioritizedReplay
 from shared.envs import env_spec, make_env, make_vector_env
 from shared.envs.frames import FrameStacker
 from tests.support.messages import valid_batch

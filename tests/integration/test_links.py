@@ -20,10 +20,10 @@ from actors.sender import BatchSender
 from actors.weights_client import WeightClient
 from learner.consolidator import Consolidator
 from learner.weights import WeightServer
-from shared import protocol
 from shared.config import ConfigError, TransportConfig
-from shared.links import link_options
 from shared.network import QNetwork
+from shared.wire import protocol
+from shared.wire.links import link_options
 from tests.support.paths import ROOT
 from tests.support.runs import free_base_port
 
@@ -69,7 +69,7 @@ def test_bad_link_settings_are_refused_by_name(field, value):
 PEER = """
 import sys, time, zmq
 from shared.config import TransportConfig
-from shared.links import link_options
+from shared.wire.links import link_options
 port, beat = int(sys.argv[1]), float(sys.argv[2])
 sock = zmq.Context().socket(zmq.PUSH)
 link_options(sock, TransportConfig(heartbeat_interval=beat, heartbeat_timeout=4 * beat if beat else 30.0))

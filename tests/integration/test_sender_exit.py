@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import zmq
 
-from shared import protocol
+from shared.wire import protocol
 from tests.support.paths import ROOT
 
 # 3.6 MB of frames a batch, 29 MB in all: more than the kernel's buffers and the receiving socket take in unread
@@ -27,7 +27,7 @@ SENDER = f"""
 import sys
 import numpy as np
 from actors.sender import BatchSender, StagedBatch
-from shared import protocol
+from shared.wire import protocol
 port = int(sys.argv[1])
 for _ in range(3):  # free arrays of the batch's size first, as a long-running actor has (glibc's mmap threshold
     np.ones(({ENVS}, {STEPS}) + {SHAPE}, np.uint8)  # then rises and the frames come from the heap)

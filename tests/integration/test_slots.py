@@ -20,9 +20,9 @@ from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
 from learner.slots import SlotTable
 from learner.weights import WeightServer
-from shared import protocol
 from shared.config import ConfigError, RunConfig
 from shared.envs import env_spec
+from shared.wire import protocol
 from tests.support.messages import valid_batch
 
 

@@ -10,8 +10,8 @@ import zmq
 
 from actors.weights_client import WeightClient
 from learner.weights import WeightServer, state_arrays, weights_endpoints
-from shared import protocol
 from shared.config import ConfigError, TransportConfig
+from shared.wire import protocol
 from tests.support.networks import nets
 from tests.support.runs import free_base_port
 

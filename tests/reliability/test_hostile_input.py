@@ -23,8 +23,8 @@ from zmq.utils.monitor import recv_monitor_message
 from actors.collector import actor_main
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
-from shared import protocol
 from shared.envs import env_spec
+from shared.wire import protocol
 from tests.support.messages import valid_batch
 
 PER_KIND = 640          # messages of each hostile kind (17 kinds: 10,880 in all)

@@ -25,10 +25,10 @@ from launch.keys import KeysConfig, make_keys
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
 from learner.weights import WeightServer
-from shared import curve
 from shared.config import ConfigError, TransportConfig
 from shared.envs import env_spec
 from shared.network import QNetwork
+from shared.wire import curve
 from tests.support.messages import valid_batch
 from tests.support.paths import ROOT as ROOT_DIR
 from tests.support.runs import free_base_port, small_config

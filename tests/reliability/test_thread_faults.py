@@ -11,7 +11,7 @@ import zmq
 
 from learner.loop import Learner
 from learner.supervised import ThreadDied
-from shared import protocol
+from shared.wire import protocol
 from tests.support.runs import small_config
 
 

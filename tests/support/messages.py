@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from shared import protocol
+from shared.wire import protocol
 
 
 def valid_batch(cfg, actor=0, incarnation=99, seq=0) -> list[bytes]:

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from learner.prioritized_replay import PrioritizedReplay
-from learner.sum_tree import SumTree
+from learner.replay.prioritized import PrioritizedReplay
+from learner.replay.sum_tree import SumTree
 from shared.network import MUNCHAUSEN_LOG_FLOOR, munchausen_terms
 from shared.priorities import n_step_priorities
 
@@ -156,7 +156,7 @@ def test_uniform_is_alpha_zero_and_the_loss_weights_are_one():
 
 def reference_returns(rewards, terminated, first, next_first, n, gamma):
     """Per transition (e, t) with at least one step: (e, t, R, L, done), one at a time, straight from the n-step rule
-    (learner/replay.py), cut at the batch end."""
+    (learner/replay/frames.py), cut at the batch end."""
     E, T = rewards.shape
     for e in range(E):
         for t in range(T):

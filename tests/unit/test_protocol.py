@@ -4,7 +4,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from shared import protocol
+from shared.wire import protocol
 
 LIMITS = protocol.Limits(obs_shape=(84, 84), num_actions=7, max_envs=8, max_steps=128, max_message_bytes=1 << 22)
 STATS = {k: 1.0 for k in protocol.STAT_KEYS}
@@ -287,8 +287,8 @@ def test_encode_refuses_unlisted_dtypes_and_shapes():
 
 
 def test_a_held_socket_buffers_about_one_batch_and_at_most_128_kib():
-    from shared.links import HELD_KERNEL_BUFFER, held_kernel_buffer
     from shared.spec import EnvSpec
+    from shared.wire.links import HELD_KERNEL_BUFFER, held_kernel_buffer
 
     # 64 steps of 8 float32s, a uint8 action, a float32 reward, terminated and first: 64 x 39 = 2,496 bytes
     corridor = EnvSpec(obs_shape=(8,), obs_dtype="float32", stack=1, num_actions=2)

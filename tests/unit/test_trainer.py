@@ -314,7 +314,7 @@ def test_importance_weights_scale_each_sample_in_the_loss():
 def test_update_writes_the_new_td_errors_back_as_priorities():
     import numpy as np
 
-    from learner.prioritized_replay import PrioritizedReplay
+    from learner.replay.prioritized import PrioritizedReplay
     replay = PrioritizedReplay(2, 512, frame_shape=(SIZE, SIZE), stack=STACK, n_step=3, gamma=0.9, alpha=1.0, eps=1e-3)
     rng = np.random.default_rng(0)
     for stream in (0, 1):

@@ -10,8 +10,8 @@ from shared.envs.frames import FrameVectorEnv
 from shared.envs.fuelbreak import FuelbreakOptions
 from shared.envs.mario import MarioOptions
 from shared.envs.snake import SnakeOptions
-from shared.protocol import action_dtype
 from shared.spec import EnvSpec, VectorEnv
+from shared.wire.protocol import action_dtype
 
 
 def test_specs_of_every_env():

@@ -68,7 +68,7 @@ experience socket is base_port + slot) or -1 when refused, ``slots`` the learner
 
 A truncated episode (time limit, actor restart, a lost batch) is marked only
 by the next slot's ``first`` = 1 with ``terminated`` = 0 on the slot before;
-see learner/replay.py for how stacks and n-step returns use these flags.
+see learner/replay/frames.py for how stacks and n-step returns use these flags.
 """
 
 from __future__ import annotations

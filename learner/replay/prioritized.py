@@ -1,6 +1,6 @@
 """PrioritizedReplay: FrameReplay with proportional prioritization (Schaul et al. 2016; Ape-X).
 
-Contract, on top of FrameReplay's slots, n-step rule and ring (learner/replay.py):
+Contract, on top of FrameReplay's slots, n-step rule and ring (learner/replay/frames.py):
 - every written slot k holds a priority p_k > 0; it is drawn with probability
   ``P(k) = p_k**alpha / sum_j p_j**alpha`` over the *sampleable* slots j, the same set uniform
   replay draws from (sampleable ranges of live streams; a draw whose n-step return is empty, a
@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from learner.replay import FrameReplay
-from learner.sum_tree import SumTree
+from learner.replay.frames import FrameReplay
+from learner.replay.sum_tree import SumTree
 
 _MAX_REJECT_ROUNDS = 64
 

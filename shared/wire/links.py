@@ -2,7 +2,7 @@
 
 :func:`open_socket` sets what every socket carries (LINGER 0: closing never blocks on unsent messages), the
 high-water marks and maximum message size its role asks for, the link options below, and CURVE (server side
-on bound sockets, client side on connecting ones) when the run has keys (shared/curve.py).
+on bound sockets, client side on connecting ones) when the run has keys (shared/wire/curve.py).
 
 A NAT, a firewall or Docker Swarm's routing mesh (IPVS, which forgets a TCP connection idle for
 900 s) can drop a quiet link without telling either end: an actor whose learner is busy, or a
@@ -26,11 +26,11 @@ from __future__ import annotations
 import numpy as np
 import zmq
 
-from shared import curve
 from shared.config import TransportConfig
 from shared.errors import ConfigError
-from shared.protocol import Limits, batch_dtypes
 from shared.spec import EnvSpec
+from shared.wire import curve
+from shared.wire.protocol import Limits, batch_dtypes
 
 HELD_KERNEL_BUFFER = 1 << 17
 """Largest kernel send/receive buffer (bytes) of the experience sockets while the learner holds its replay ratio

@@ -32,7 +32,7 @@ bootstrap's argmax).
 Ring. Per-stream capacity C = capacity // num_streams (S * C slots in all); a stream's head h
 counts the slots ever written to it, and absolute slot a lives at a % C. Slot i is sampleable iff
 lo <= i <= h - 1 - n, with lo = h - C + s - 1 when h > C, else 0. sample() draws uniformly over
-the sampleable slots of all streams (redrawing invalid ones); learner/prioritized_replay.py
+the sampleable slots of all streams (redrawing invalid ones); learner/replay/prioritized.py
 draws over the same slots in proportion to their priorities.
 
 Dead streams. A stream whose actor never connected holds nothing (its C slots stay unused: the
