@@ -6,9 +6,10 @@ concatenated batch), then one optimizer step.
 
 Target: ``reward_scale * R_n + discount * Q_target(s', argmax_a Q_online(s', a))``, ``R_n`` the n-step return in
 game units (the scale, auto 1/15 on Mario, keeps Q near unit size; logged returns stay in game units); on masked
-envs the argmax is over the valid actions of s' (shared/network.py ``masked_argmax``). With ``munchausen_alpha``
-above 0 the target is Munchausen-DQN's (``munchausen_terms``: a log-policy bonus on the reward and a soft value at
-s', both from the target net). The network is built from the env's spec (``build_q_network``). With ``augment``
+envs the argmax is over the valid actions of s'. With ``munchausen_alpha`` above 0 the target is Munchausen-DQN's
+(a log-policy bonus on the reward and a soft value at s', both from the target net). Each rule is one function in
+shared/targets.py; this module runs the forward passes the rule needs and picks it by name (``self.rule``). The
+network is built from the env's spec (``build_q_network``). With ``augment``
 each micro-batch's s and s' are randomly shifted first (learner/augment.py). The target sync and resets
 (``sync_target``, ``reset``: learner/resets.py) are the loop's to call, on its periods in env steps.
 
@@ -56,15 +57,9 @@ from learner.replay.frames import FrameReplay
 from learner.resets import reset_network
 from shared.config import LearnerConfig
 from shared.errors import ConfigError
-from shared.network import (
-    MUNCHAUSEN_LOG_FLOOR,
-    build_q_network,
-    cpu_has_native_bf16,
-    masked_argmax,
-    munchausen_terms,
-    network_family,
-)
+from shared.network import build_q_network, cpu_has_native_bf16, network_family
 from shared.spec import EnvSpec
+from shared.targets import NEEDS, RULES, rule_name
 
 
 def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
@@ -139,6 +134,7 @@ class DQNLearner:
         self.amp_dtype = resolve_amp(cfg.amp, device)
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp_dtype == torch.float16)
         self.batchnorm_batch_stats = batchnorm_batch_stats
+        self.rule = rule_name(cfg.munchausen_alpha)  # the TD target (shared/targets.py)
         self.online_fn, self.target_fn = self.online, self.target
         self.cuda_graphs = cfg.compile and device.type == "cuda"
         self.cpu_vectors_pinned = bool(cfg.compile and device.type == "cpu" and self.amp_dtype is not None
@@ -169,30 +165,29 @@ class DQNLearner:
         if self.cfg.augment:  # DrQ: s and s' each shifted by offsets of their own, used by every net that sees them
             obs, next_obs = random_shift(obs), random_shift(next_obs)
         next_mask = batch.get("next_mask")  # masked envs: the valid actions at s'; None: all
+        needs = NEEDS[self.rule]
         if self.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()
         with torch.no_grad(), self._autocast():  # the target net first; clone: a later graph replay may reuse its memory
             self.target.eval()
             next_target = self.target_fn(next_obs).float().clone()
-            if self.cfg.munchausen_alpha > 0:  # Munchausen's bonus: the target net's policy at s
+            if "target(s)" in needs:  # Munchausen's bonus: the target net's policy at s
                 target_here = self.target_fn(obs).float().clone()
             if self.batchnorm_batch_stats:  # a train-mode pass whose only effect is to move the running statistics
                 self.online.train()
                 self.online_fn(obs)
             self.online.eval()
-            if self.cfg.munchausen_alpha <= 0:  # Munchausen's soft value needs no online argmax
-                best = masked_argmax(self.online_fn(next_obs), next_mask).clone()
+            if "online(s')" in needs:  # Double DQN's argmax (Munchausen's soft value needs none)
+                next_online = self.online_fn(next_obs).float().clone()
         with self._autocast():
             q_taken = self.online_fn(obs).float()
         q = q_taken.gather(1, action).squeeze(1)
-        reward = self.cfg.reward_scale * batch["reward"]
-        if self.cfg.munchausen_alpha > 0:
-            bonus, bootstrap = munchausen_terms(target_here, action, batch.get("mask"), next_target, next_mask,
-                                                self.cfg.munchausen_tau, MUNCHAUSEN_LOG_FLOOR)
-            reward = reward + self.cfg.munchausen_alpha * bonus
+        reward, discount = self.cfg.reward_scale * batch["reward"], batch["discount"]
+        if self.rule == "munchausen":
+            target = RULES["munchausen"](reward, discount, action, target_here, batch.get("mask"), next_target,
+                                         next_mask, self.cfg.munchausen_alpha, self.cfg.munchausen_tau)
         else:
-            bootstrap = next_target.gather(1, best).squeeze(1)  # the Double-DQN bootstrap
-        target = reward + batch["discount"] * bootstrap
+            target = RULES["double_dqn"](reward, discount, next_online, next_target, next_mask)
         weight = batch.get("weight")  # importance-sampling weights of prioritized replay
         if weight is None:
             loss = F.smooth_l1_loss(q, target)

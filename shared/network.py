@@ -24,7 +24,7 @@ Other envs: :func:`build_q_network` picks the family from an env's
 :class:`MLPQNetwork` for feature vectors, :class:`SmallConvQNetwork` for small grids and
 :class:`CellQNetwork` (fully convolutional, one Q per cell) when there is one action per cell.
 All share the conventions above. :func:`masked_argmax` is the argmax over valid actions of
-masked envs (Double-DQN: :func:`double_q_bootstrap`).
+masked envs (the TD rules that use it: shared/targets.py).
 """
 
 from __future__ import annotations
@@ -394,7 +394,7 @@ def masked_argmax(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     it can run inside torch.compile and CUDA graphs.
 
     Double DQN with masks: ``best = masked_argmax(online(s'), mask(s'))`` then
-    ``target(s').gather(1, best)`` (:func:`double_q_bootstrap`).
+    ``target(s').gather(1, best)`` (shared/targets.py ``double_q_bootstrap``).
     """
     if mask is None:
         return q.argmax(dim=1, keepdim=True)
@@ -405,34 +405,3 @@ def masked_argmax(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     at_max = mask & (filled == filled.max(dim=1, keepdim=True).values)
     rank = mask.to(torch.uint8) + at_max.to(torch.uint8)  # 2: a valid maximum, 1: valid, 0: invalid
     return rank.argmax(dim=1, keepdim=True)
-
-
-def double_q_bootstrap(online_q: torch.Tensor, target_q: torch.Tensor,
-                       mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Double-DQN bootstrap value at s', [B]: the target net's Q at the online net's best valid action."""
-    return target_q.gather(1, masked_argmax(online_q, mask)).squeeze(1)
-
-
-MUNCHAUSEN_LOG_FLOOR = -1.0
-"""Munchausen-DQN's l0: the bonus tau * log pi(a|s) is clipped to [l0, 0] (the paper's -1)."""
-
-
-def munchausen_terms(target_q: torch.Tensor, action: torch.Tensor, mask: torch.Tensor | None,
-                     next_target_q: torch.Tensor, next_mask: torch.Tensor | None, tau: float,
-                     log_floor: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Munchausen-DQN's two terms (Vieillard et al. 2020), each [B]: the bonus ``clamp(tau * log pi(a|s),
-    log_floor, 0)`` and the soft value at s' ``sum_a' pi(a'|s') (Q(s', a') - tau * log pi(a'|s'))``, where
-    ``pi = softmax(Q_target / tau)`` over the valid actions. ``target_q``/``next_target_q`` are the target net's
-    Q [B, A] at s and s', ``action`` long [B, 1], the masks bool [B, A] or None (all valid). The caller scales the
-    bonus by alpha and adds it to the reward."""
-    def log_policy(q: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
-        if valid is not None:
-            q = q.masked_fill(~valid.bool(), float("-inf"))
-        return torch.log_softmax(q / tau, dim=1)
-
-    bonus = (tau * log_policy(target_q, mask).gather(1, action).squeeze(1)).clamp(min=log_floor, max=0.0)
-    log_pi = log_policy(next_target_q, next_mask)
-    soft = log_pi.exp() * (next_target_q - tau * log_pi)
-    if next_mask is not None:  # invalid actions: probability 0 and log -inf, whose product is NaN, not 0
-        soft = torch.where(next_mask.bool(), soft, 0.0)
-    return bonus, soft.sum(dim=1)

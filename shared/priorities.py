@@ -9,8 +9,8 @@ With L steps added, the priority is
     | reward_scale * R + gamma**L * max_a Q(s_{t+L}, a) * (not terminated) - Q(s_t, a_t) |
 
 with the actor's own network for both Q terms (the learner later replaces it with its own TD error).
-With Munchausen's target (``munchausen`` = (alpha, tau), the learner's rule: shared/network.py
-``munchausen_terms``) the target is instead
+With Munchausen's target (``munchausen`` = (alpha, tau), the learner's rule: shared/targets.py
+``munchausen``) the target is instead
 
     reward_scale * R + alpha * clamp(tau * log pi(a_t|s_t), l0, 0)
         + gamma**L * sum_a pi(a|s_{t+L}) (Q(s_{t+L}, a) - tau * log pi(a|s_{t+L})) * (not terminated)
@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from shared.network import MUNCHAUSEN_LOG_FLOOR
+from shared.targets import MUNCHAUSEN_LOG_FLOOR
 
 
 def _log_softmax(z: np.ndarray) -> np.ndarray:

@@ -17,10 +17,8 @@ from shared.network import (
     acting_copy,
     build_q_network,
     cell_dilations,
-    double_q_bootstrap,
     fold_batchnorm,
     masked_argmax,
-    munchausen_terms,
     network_family,
 )
 from shared.spec import EnvSpec
@@ -344,39 +342,3 @@ def test_masked_argmax_edge_cases():
     assert best[0] == 1 and best[2] == 0
     with pytest.raises(ValueError, match="mask shape"):
         masked_argmax(q, mask[:, :3])
-
-
-def test_double_q_bootstrap_gathers_the_target_at_the_online_argmax():
-    online = torch.tensor([[1.0, 5.0, 3.0], [-2e9, 0.0, -3e9]])
-    target = torch.tensor([[10.0, 20.0, 30.0], [40.0, 50.0, 60.0]])
-    mask = torch.tensor([[True, False, True], [True, False, True]])
-    torch.testing.assert_close(double_q_bootstrap(online, target, mask), torch.tensor([30.0, 40.0]))
-    torch.testing.assert_close(double_q_bootstrap(online, target), torch.tensor([20.0, 50.0]))
-
-
-def test_munchausen_terms_clip_the_log_policy_bonus_and_soft_value_the_valid_actions():
-    # tau 1: pi at s is uniform over 2 actions (log 1/2), over 4 (log 1/4, clipped to -1); at s' the soft value is
-    # sum pi (q - log pi) = 1 + log 2 for q' = (1, 1), and the invalid third action (Q 100) takes no part
-    here = torch.tensor([[0.0, 0.0, -1e4, -1e4], [0.0, 0.0, 0.0, 0.0]])
-    mask_here = torch.tensor([[True, True, False, False], [True, True, True, True]])
-    action = torch.tensor([[1], [3]])
-    nxt = torch.tensor([[1.0, 1.0, 100.0], [1.0, 1.0, 100.0]])
-    nxt_mask = torch.tensor([[True, True, False], [True, True, False]])
-    bonus, soft = munchausen_terms(here, action, mask_here, nxt, nxt_mask, tau=1.0, log_floor=-1.0)
-    log2 = torch.log(torch.tensor(2.0))
-    torch.testing.assert_close(bonus, torch.stack([-log2, torch.tensor(-1.0)]))
-    torch.testing.assert_close(soft, torch.full((2,), 1.0) + log2)
-    assert torch.isfinite(soft).all()
-
-
-def test_munchausen_soft_value_is_tau_logsumexp():
-    """sum_a pi(a) (q(a) - tau log pi(a)) with pi = softmax(q / tau) equals tau * logsumexp(q / tau)."""
-    g = torch.Generator().manual_seed(3)
-    q_here, q_next = torch.randn(6, 5, generator=g), torch.randn(6, 5, generator=g)
-    action = torch.randint(0, 5, (6, 1), generator=g)
-    for tau in (0.03, 0.5):
-        bonus, soft = munchausen_terms(q_here, action, None, q_next, None, tau=tau, log_floor=-1.0)
-        torch.testing.assert_close(soft, tau * torch.logsumexp(q_next / tau, dim=1))
-        want = (tau * torch.log_softmax(q_here / tau, dim=1).gather(1, action).squeeze(1)).clamp(-1.0, 0.0)
-        torch.testing.assert_close(bonus, want)
-        assert (bonus <= 0).all() and (bonus >= -1).all()

@@ -8,8 +8,8 @@ import torch
 
 from learner.replay.prioritized import PrioritizedReplay
 from learner.replay.sum_tree import SumTree
-from shared.network import MUNCHAUSEN_LOG_FLOOR, munchausen_terms
 from shared.priorities import n_step_priorities
+from shared.targets import MUNCHAUSEN_LOG_FLOOR, munchausen_terms
 
 H = W = 4
 
@@ -206,7 +206,7 @@ def test_actor_priorities_match_the_per_transition_reference(n):
 
 
 def test_actor_priorities_under_munchausen_use_the_learners_rule():
-    """With Munchausen's target the actor's priority is |the learner's TD error| (shared/network.py munchausen_terms,
+    """With Munchausen's target the actor's priority is |the learner's TD error| (shared/targets.py munchausen_terms,
     the function DQNLearner trains on) for the same Q, per transition, truncations and terminations included."""
     rng = np.random.default_rng(7)
     E, T, A, n, gamma, scale, alpha, tau = 2, 30, 7, 3, 0.9, 1 / 15, 0.9, 0.03
