@@ -1,6 +1,7 @@
 """The learner is SIGKILLed and restarted with --resume while standalone actors keep running.
 
-The learner runs alone (``launch.local --no-spawn-actors``); two actors run as their own programs
+Each runs with the replay ratio capped and held (``--learner.exact-ratio``: actors wait at the socket rather than
+drop). The learner runs alone (``launch.local --no-spawn-actors``); two actors run as their own programs
 (``python -m launch.actor``), so they outlive it. After the kill the resumed learner continues from the
 last complete checkpoint (epoch and updates equal to it, never below), publishes a weights version
 above every version the killed one published (so above any an actor holds), and the same actor
@@ -17,6 +18,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from learner.checkpoint import load_checkpoint, read_published
 from tests.support.paths import ROOT
@@ -45,9 +47,13 @@ def wait_until(condition, timeout, what, procs=()):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path):
+RATIO = {"capped": "--learner.no-exact-ratio", "held": "--learner.exact-ratio"}  # actors drop, or wait (held)
+
+
+@pytest.mark.parametrize("ratio", list(RATIO))
+def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path, ratio):
     common = ["--actors", "2", "--env.name", "fake", "--transport.base-port", str(free_base_port(4) + 2),
-              "--actor.batch-steps", "16"]
+              "--actor.batch-steps", "16", RATIO[ratio]]
     learner_args = ["launch.local", "--no-spawn-actors", "--no-progress", "--log-every", "1",
                     "--run-dir", str(tmp_path / "runs"), *common, "--learner.no-compile",
                     "--learner.micro-batch", "16", "--learner.min-replay", "300", "--learner.updates-per-epoch", "5",
@@ -118,12 +124,13 @@ def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path):
           f"{[r['weights_version'] for r in reports]}, dropped {[r['dropped_batches'] for r in reports]}")
 
 
-def test_a_learner_that_starts_over_is_followed_at_once_by_the_same_actors(tmp_path):
+@pytest.mark.parametrize("ratio", list(RATIO))
+def test_a_learner_that_starts_over_is_followed_at_once_by_the_same_actors(tmp_path, ratio):
     """The learner dies before its first checkpoint, so ``--resume latest`` starts a new run at weights v0 while
     the actors, never restarted, hold a higher version of the dead run. They take the new run's v0 at once (its
     broadcasts carry a new run identity), though the new run publishes nothing above v0."""
     common = ["--actors", "2", "--env.name", "fake", "--transport.base-port", str(free_base_port(4) + 2),
-              "--actor.batch-steps", "16"]
+              "--actor.batch-steps", "16", RATIO[ratio]]
     learner_args = ["launch.local", "--no-spawn-actors", "--no-progress", "--log-every", "1", "--resume", "latest",
                     "--run-dir", str(tmp_path / "runs"), *common, "--learner.no-compile",
                     "--learner.micro-batch", "16", "--learner.min-replay", "300", "--learner.updates-per-epoch", "5",
