@@ -10,8 +10,7 @@ import re
 
 import torch
 
-from tests.integration.test_launch import FAKE_BATCH, STOPPED, last_line, run_to_the_end
-from tests.support.launcher import TRAINING
+from tests.support.launcher import FAKE_BATCH, STOPPED, TRAINING, last_line, run_to_the_end
 
 SPI, SLACK, BUDGET = 4, 256, 1500  # about 300 updates (the learner may trail by SLACK): its work sets the test's time
 

@@ -162,3 +162,36 @@ def processor_lines(launcher: Launcher, after: float = 0.0) -> list[tuple[float,
 
 
 EPOCH = r"\[MAIN\] Epoch (\d+) "
+
+
+FAKE_BATCH = 64  # transitions per fake-env message: 1 env x the default 64 steps
+STOPPED = r"\[MAIN\] stopped after [\d.]+s by "
+
+
+def last_line(out: str) -> str:
+    return out.rstrip("\n").splitlines()[-1]
+
+
+def collect_until_exit(run: Launcher) -> tuple[str, set]:
+    """Wait for a run that ends by itself, keeping every descendant seen meanwhile (for assert_all_gone)."""
+    seen = set()
+    while run.proc.poll() is None:
+        seen |= run.descendants()
+        try:
+            run.proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            pass
+    return run.wait_exit(), seen
+
+
+def run_to_the_end(tmp_path, *args, collect_only: bool) -> tuple[Launcher, str]:
+    """A run that must end by itself: exit 0, no traceback, every process it started gone; returns its output."""
+    run = Launcher(tmp_path, *args, collect_only=collect_only)
+    try:
+        out, seen = collect_until_exit(run)
+    finally:
+        run.kill()
+    assert run.proc.returncode == 0, out
+    assert "Traceback" not in out, out
+    assert_all_gone(seen)
+    return run, out

@@ -14,7 +14,7 @@ def test_the_collector_acts_on_a_folded_copy_of_the_weights_it_last_loaded(preci
     from actors.collector import Collector
     from shared.config import RunConfig
     from shared.network import build_q_network
-    from tests.unit.test_network import randomise_batchnorm
+    from tests.support.networks import randomise_batchnorm
 
     cfg = RunConfig(actors=1)
     cfg.env.name, cfg.env.frame_size = "catch", 36

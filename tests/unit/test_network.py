@@ -22,6 +22,7 @@ from shared.network import (
     network_family,
 )
 from shared.spec import EnvSpec
+from tests.support.networks import randomise_batchnorm
 
 torch.set_num_threads(1)
 
@@ -44,19 +45,6 @@ def sample(spec: EnvSpec, batch: int, seed: int = 0) -> torch.Tensor:
     if spec.obs_dtype == "uint8":
         return torch.randint(0, 256, shape, dtype=torch.uint8, generator=g)
     return torch.randn(shape, generator=g)
-
-
-def randomise_batchnorm(net: torch.nn.Module, seed: int = 0) -> None:
-    """Non-trivial running statistics and affine parameters, so eval mode is not the identity."""
-    g = torch.Generator().manual_seed(seed)
-    for m in net.modules():
-        if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
-            n = m.num_features
-            m.running_mean.copy_(torch.randn(n, generator=g) * 0.1)
-            m.running_var.copy_(torch.rand(n, generator=g) + 0.5)
-            with torch.no_grad():
-                m.weight.copy_(torch.rand(n, generator=g) + 0.5)
-                m.bias.copy_(torch.randn(n, generator=g) * 0.1)
 
 
 def test_nature_dueling_q_is_value_plus_centred_advantage():

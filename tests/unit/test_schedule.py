@@ -7,8 +7,8 @@ import torch
 
 from learner.loop import Learner
 from learner.schedule import EnvStepPeriod, NStepSchedule
+from tests.support.batches import synthetic_batch
 from tests.support.runs import small_config
-from tests.unit.test_trainer import synthetic_batch
 
 
 def test_a_period_fires_once_per_multiple_crossed_and_not_for_those_passed_before_a_resume():

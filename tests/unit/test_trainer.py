@@ -11,20 +11,11 @@ from learner.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from learner.trainer import DQNLearner
 from shared.config import ConfigError, LearnerConfig
 from shared.spec import EnvSpec
+from tests.support.batches import ACTIONS, SIZE, STACK, synthetic_batch
 
-SIZE, STACK, ACTIONS = 42, 4, 3
 SPEC = EnvSpec((SIZE, SIZE), "uint8", STACK, ACTIONS)
 MARIO = EnvSpec((84, 84), "uint8", 4, 7)
 CPU = torch.device("cpu")
-
-
-def synthetic_batch(n, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return {"obs": torch.randint(0, 256, (n, STACK, SIZE, SIZE), dtype=torch.uint8, generator=g),
-            "next_obs": torch.randint(0, 256, (n, STACK, SIZE, SIZE), dtype=torch.uint8, generator=g),
-            "action": torch.randint(0, ACTIONS, (n,), generator=g),
-            "reward": torch.randn(n, generator=g),
-            "discount": torch.where(torch.rand(n, generator=g) < 0.2, 0.0, 0.99 ** 3)}
 
 
 def split(batch, parts):
