@@ -90,7 +90,7 @@ class ActorConfig:
     """The arithmetic of the actors' copy of the network (BatchNorm folded into the layers either way): bf16 halves the
     cost of a forward pass over 8 envs on a CPU with native bf16 (AVX512-BF16/AMX) and is slower than fp32 over one
     env; Q-values differ from fp32 by about 0.03, so the actors act on a slightly rounded policy. Evaluation and the
-    learner stay as they are. Measured in docs/experiments/mario.md, "Env steps per hour"."""
+    learner stay as they are. Measured in docs/lab/experiments/mario.md, "Env steps per hour"."""
     epsilon: float = -1.0
     """Fixed exploration rate for every env; negative selects the schedule: each env anneals from 1.0 to its floor
     max(eps_min, eps_base**(1 + eps_alpha*i/(N-1))) (shared/exploration.py)."""
@@ -302,7 +302,7 @@ class LearnerConfig:
     and bootstraps on the soft value sum_a' pi(a'|s') (Q(s', a') - tau * log pi(a'|s')), pi = softmax(Q_target /
     tau), in place of the Double-DQN max. It widens the action gaps, so a greedy policy flips less between nearby
     weights. 0: off (the Double-DQN max); -1 (auto): the env's, 0.9 (the paper's) for Mario, where it kept the last
-    weights above the constant right+A policy (docs/experiments/mario.md), 0 otherwise."""
+    weights above the constant right+A policy (docs/lab/experiments/mario.md), 0 otherwise."""
     munchausen_tau: float = 0.03
     """Munchausen-DQN's softmax temperature, in units of scaled Q (the paper's 0.03 for rewards in [-1, 1])."""
     augment: bool = False
@@ -720,7 +720,7 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
     ("learner", "lr_decay_steps"): (300_000, ""),
     ("learner", "batchnorm"): ("eval", ""),
 }
-"""Options removed after their screens lost (docs/experiments/mario.md, "Levers retired"): (section, key) -> (the
+"""Options removed after their screens lost (docs/lab/experiments/mario.md, "Levers retired"): (section, key) -> (the
 value that meant off, why a run that set it otherwise cannot load). A saved run's key is dropped whatever it held
 when the option only shaped training (the trained weights evaluate and resume as they are); an option that changed
 the network refuses a run that used it, naming the commit to evaluate it with."""

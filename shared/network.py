@@ -351,7 +351,7 @@ def acting_copy(net: nn.Module, precision: str = "fp32") -> nn.Module:
     """An eval-mode copy of ``net`` for acting (Q-values only, no gradients): BatchNorm folded (:func:`fold_batchnorm`;
     Q equal to ``net.eval()``'s within float rounding), and with ``precision`` 'bf16' every weight and activation
     in bfloat16 but each head stream's output layer (Q off by about 0.03 on Mario's network, computed in float32). Measured on one
-    CPU thread, Mario's network, per stack (docs/experiments/mario.md, "Env steps per hour"): folding saves
+    CPU thread, Mario's network, per stack (docs/lab/experiments/mario.md, "Env steps per hour"): folding saves
     5-7%; bf16 halves the cost of a batch of 8 stacks and costs more than fp32 at a batch of one."""
     if precision not in ACTING_PRECISIONS:
         raise ValueError(f"precision {precision!r} must be one of {ACTING_PRECISIONS}")

@@ -171,4 +171,4 @@ ENTRY = register(frame_entry(
 The target net syncs every 16,000 env steps (1,000 updates at 4 samples per transition, batch 64): at a quarter of
 that a run's last weights fell far below its own earlier snapshots.
 Munchausen's target (alpha 0.9): its 3-seed group at 300K env steps scored above the Double-DQN defaults' groups
-and the constant right+A policy on the last weights (docs/experiments/mario.md)."""
+and the constant right+A policy on the last weights (docs/lab/experiments/mario.md)."""

@@ -214,7 +214,7 @@ RETIRED_AT_THEIR_DEFAULTS = {
     "learner": {"ema_decay": 0.0, "bootstrap_epsilon": 0.0, "batchnorm_frozen_after": 0,
                 "lr_final": 1.0, "lr_decay_steps": 300_000, "batchnorm": "eval"},
 }
-"""Every option retired after its screen lost (docs/experiments/mario.md, "Levers retired"), at the value that
+"""Every option retired after its screen lost (docs/lab/experiments/mario.md, "Levers retired"), at the value that
 meant off: what every config.json saved before then holds."""
 
 
