@@ -48,7 +48,7 @@ class _Sampler:
         return synthetic_batch(n, seed=99)
 
 
-# Tolerance: relative error of each gradient's norm. Measured on an H200 (docs/gpu.md): up to 0.015 with TF32, 0.022
+# Tolerance: relative error of each gradient's norm. Measured on an H200 (docs/lab/gpu-log.md): up to 0.015 with TF32, 0.022
 # with bf16, 0.050 with fp16. A micro-batch of 4 lost or counted twice would be off by about half (arithmetic, not
 # measured: four nearly independent micro-batch gradients, each about half the norm of their sum).
 @pytest.mark.parametrize("amp, grad_tol", [("off", 5e-2), ("bf16", 1e-1), ("fp16", 1e-1)])  # fp16: GradScaler + fused Adam
