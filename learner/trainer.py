@@ -25,7 +25,7 @@ the target and the loss are fp32 (shared/network.py); on CPU the compiled backwa
 gradients from bf16 operands (within 4.3% of eager's; tests/unit/test_trainer.py allows 10%). A compiled
 low-precision learner on a CPU whose inductor code would use 512-bit vectors gets 256-bit code
 (``pin_cpu_vectors_to_256_bits``): the 512-bit code wrote non-finite head gradients on an Intel Xeon with AMX
-(docs/testing.md, "Compiled bf16 on an Intel Xeon with AMX").
+(docs/lab/testing-log.md, "Compiled bf16 on an Intel Xeon with AMX").
 
 ``torch.compile`` wraps both networks (mode ``reduce-overhead``, CUDA graphs, on CUDA). A graph replay may reuse the
 memory of the previous call's outputs, so each micro-step marks a new step, runs the target net first and clones

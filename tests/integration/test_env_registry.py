@@ -11,7 +11,7 @@ from shared.config import ConfigError, EnvConfig, RunConfig
 from shared.envs import BUILTIN, EnvEntry, entry_for, env_spec, names, register
 from tests.support.learning import train_on_defaults
 
-UPDATES = 5_000  # the learning test's budget: 100% in every run since the ratio is held (docs/testing.md)
+UPDATES = 5_000  # the learning test's budget: 100% in every run since the ratio is held (docs/lab/testing-log.md)
 PLUMBING_UPDATES = 200
 EPISODES = 64
 
@@ -46,7 +46,7 @@ def test_auto_settings_come_from_the_entry():
 
 def train_corridor(tmp_path, updates: int) -> tuple[str, dict, RunConfig, torch.nn.Module]:
     """launch.local on the plug-in env, defaults, the ratio held (so every machine trains the same samples per
-    transition; docs/testing.md has the failures); checks what any such run must show, returns its output, checkpoint,
+    transition; docs/lab/testing-log.md has the failures); checks what any such run must show, returns its output, checkpoint,
     config and the last weights' network rebuilt from that config."""
     out, run = train_on_defaults(tmp_path, "corridor", "--env.module", "tests.support.plugin_env",
                                  "--learner.steps", str(updates), "--learner.exact-ratio", timeout=800)

@@ -6,7 +6,7 @@ here. The ratio is held at 2 samples per transition (``--learner.exact-ratio
 on the machine's speed: with the ratio only capped they did (7,552 on one core, where a 500-update run scored the
 bar exactly; 27K-38K in the suite beside another test; 100K alone on 2 cores, its actors filling the CPU with
 transitions the learner never samples). 2 gives about what the capped runs saw in the suite, where they always
-scored 1.00; at 4 (20K transitions) the margin over the bar was smaller (docs/testing.md).
+scored 1.00; at 4 (20K transitions) the margin over the bar was smaller (docs/lab/testing-log.md).
 
 A ball falls in one of 5 columns; the greedy policy is deterministic, so its return over 200 episodes moves in steps
 of about 0.4 (each column caught or missed): -1.0 catches none, -0.6 one (what a random or broken pipeline scores),
@@ -15,7 +15,7 @@ not learn cannot reach; the same bar is checked to fail for the untrained networ
 the default 84: the Nature-DQN convolutions still end in a 3x3 map (at 42 it is 1x1 and cannot tell the ball's column
 from the paddle's), and each update costs about a third of 84's, which was most of this test's time (1,000 updates:
 75-93 s alone on 2 cores for seeds 0-4, each scoring 1.00, against about 200 s). Measured figures (updates, scores,
-machines): docs/testing.md.
+machines): docs/testing.md, docs/lab/testing-log.md.
 """
 
 import glob

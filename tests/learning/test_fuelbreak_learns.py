@@ -12,7 +12,7 @@ random valid placements do the same on the same 100 episodes: cells saved agains
 The bar: greedy saves at least 2.25x the cells random placements save, and at least 20 cells more per episode. An
 untrained cell network already places breaks better than random (its local features see the fire: 6 to 44 cells
 for init seeds 0-5 against random's 16), so the bar is checked to fail for the network this run starts from
-(--seed 0: learner seed 0). Measured figures: docs/testing.md.
+(--seed 0: learner seed 0). Measured figures: docs/testing.md, docs/lab/testing-log.md.
 """
 
 import pytest

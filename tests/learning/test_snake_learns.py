@@ -9,7 +9,7 @@ not seconds.
 The final checkpoint's greedy policy (epsilon 0) then plays 100 episodes, one per env of one vector env, and a
 uniformly random policy 100 more on the same seeds: food eaten per episode. The bar: greedy at least 2 food above
 random and at least 4x random, which a pipeline that does not learn cannot reach: the same bar is checked to fail
-for the untrained network. Measured figures: docs/testing.md.
+for the untrained network. Measured figures: docs/testing.md, docs/lab/testing-log.md.
 """
 
 import pytest

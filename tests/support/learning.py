@@ -26,7 +26,7 @@ def clears_bar(greedy: float, random: float, bar: tuple[float, float]) -> bool:
 def train_on_defaults(tmp_path, env_name: str, *budget: str, timeout: float) -> tuple[str, str]:
     """``python -m launch.local --env.name ENV BUDGET...`` on the shipped defaults (only the budget, e.g.
     ``--learner.steps N``, the run folder, ports and log interval set, ``--seed 0``: the seed the measured
-    figures in docs/testing.md used, and no end-of-run evaluation: the tests play their own); asserts exit 0 and
+    figures in docs/lab/testing-log.md used, and no end-of-run evaluation: the tests play their own); asserts exit 0 and
     returns (console output, run folder). ``timeout`` only guards against a hang."""
     base = free_base_port(6) + 2
     cmd = [sys.executable, "-m", "launch.local", "--env.name", env_name, "--seed", "0", "--eval.final-episodes", "0",
