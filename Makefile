@@ -6,6 +6,7 @@ TORCH ?= torch==2.13.0
 VENV := .venv
 PY := $(VENV)/bin/python
 ACTORS ?= 4
+ARGS ?=
 
 .PHONY: install install-dev run test test-all lint docs bench clean
 
@@ -23,8 +24,10 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
+# the published run: Mario 1-1 on the defaults to their 300K env-step budget, the final evaluation, best.mp4;
+# ARGS adds options, e.g. make run ARGS="--total-env-steps 20000" (a short look) or "--total-env-steps 0" (no limit)
 run: install
-	$(PY) -m launch.local --actors $(ACTORS)
+	$(PY) -m launch.local --actors $(ACTORS) $(ARGS)
 
 # 2 workers (pytest-xdist), one test at a time each, the slow ones first (tests/conftest.py); every test is bounded
 # by work (updates, env steps, events), not seconds, so it passes on a slow machine too, only later

@@ -21,7 +21,8 @@ Seeds come from the run's ``eval.seed`` (shared/seeding.py). Each weights' episo
 processes, one per core, so a many-core host keeps all its cores busy (one job per weights kept 2-3 of them busy);
 the split is fixed, so the episodes are the same on every machine (``--processes`` changes only the time).
 Results: ``eval_final.json`` (layout in ``write_results``), one ``final/`` row in ``metrics.jsonl`` and
-TensorBoard at the run's last env step, and ``[FINAL]`` lines on the console. A second Ctrl-C stops it; the
+TensorBoard at the run's last env step, ``[FINAL]`` lines on the console, and on Mario ``best.mp4``, best.pt's greedy
+episode. A second Ctrl-C stops it; the
 run's checkpoint and snapshots are untouched, so it can be run again later.
 """
 
@@ -48,6 +49,7 @@ from shared.envs import entry_for, env_label
 from shared.seeding import EVAL_FINAL, EVAL_SELECT, stream_seed
 
 RESULT_NAME = "eval_final.json"
+VIDEO_NAME = "best.mp4"  # best.pt's greedy episode, on envs that film (Mario)
 CONFIDENCE = 0.95
 SELECTION_LEVEL = 0.05
 """Family-wise chance that ``best.pt`` is a snapshot whose mean x_pos is no better than the last weights'."""
@@ -65,7 +67,7 @@ def play_job(job: dict) -> dict:
     episodes = play_episodes(net, job["env"], job["episodes"], job["epsilon"], job["seed"])
     greedy = play_episodes(net, job["env"], 1, 0.0, job["seed"])[0] if job["greedy"] else None
     return {"episodes": [episode_record(e) for e in episodes],
-            "greedy": None if greedy is None else episode_record(greedy)}
+            "greedy": None if greedy is None else episode_record(greedy) | {"actions": greedy.actions.tolist()}}
 
 
 def describe(records: list[dict]) -> dict:
@@ -222,6 +224,11 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
         result[name] = {"weights_version": int(counters["weights_version"]), "env_steps": int(counters["inserted"]),
                         "summary": describe(got["episodes"]), "greedy": got["greedy"], "episodes": got["episodes"]}
     result.setdefault("best", dict(result["last"], same_as_last=True) if best_is_last else None)
+    filmed_name = "best.pt" if result["best"] else "the last weights"
+    filmed = dict((result["best"] or result["last"])["greedy"])
+    for name in ("last", "best"):  # the greedy episodes' actions: filmed below, not kept in the JSON
+        if result[name]:
+            result[name]["greedy"].pop("actions", None)
     result["seconds"] = round(time.perf_counter() - started, 1)
     write_results(run_dir, result)
     for name, _, _ in contenders:
@@ -234,7 +241,22 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
     if best_is_last:
         echo("[FINAL] best: the last weights (no snapshot beat them on the selection's episodes)")
     echo(f"[FINAL] wrote {os.path.join(run_dir, RESULT_NAME)} in {result['seconds']:.0f}s")
+    if entry_for(env).video:
+        film_greedy(env, filmed["actions"], filmed["x_pos"], os.path.join(run_dir, VIDEO_NAME), filmed_name, echo)
     return result
+
+
+def film_greedy(env: Any, actions: list[int], x_pos: int, path: str, name: str, echo: Callable[[str], None]) -> None:
+    """Film the greedy episode of ``name``'s weights (best.pt, else the last weights) to ``path``; a failure is said,
+    not raised: the figures are already written."""
+    from actors.evaluator import record_video  # imageio: only where an env films
+
+    try:
+        info = record_video(env, actions, path, expected_x_pos=x_pos)
+    except Exception as exc:  # noqa: BLE001 - ffmpeg, disk, or a replay that differs: the run's results stand
+        echo(f"[FINAL] no video: {type(exc).__name__}: {exc}")
+        return
+    echo(f"[FINAL] video of {name}'s greedy episode (x_pos {x_pos:,}): {info.path} ({info.frames:,} frames)")
 
 
 def write_results(run_dir: str, result: dict) -> None:

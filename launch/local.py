@@ -41,10 +41,10 @@ from tqdm import tqdm
 
 from actors.collector import actor_main
 from actors.eval_actor import eval_process_main
-from launch.final_eval import final_evaluation
+from launch.final_eval import RESULT_NAME, VIDEO_NAME, final_evaluation
 from launch.machine import record_machine
 from launch.processes import BACKOFF_CAP_S, QUICK_EXIT_S, ActorPool, spawn_context, start_process, stop_processes
-from learner.checkpoint import BEST_NAME, checkpoint_mtime, has_checkpoint
+from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME, checkpoint_mtime, has_checkpoint
 from learner.loop import Learner, load_resume_state
 from learner.schedule import EnvStepPeriod
 from learner.supervised import ThreadDied
@@ -58,9 +58,12 @@ from shared.seeding import draw_seed
 
 SILENT_SLOT_NOTICE = 60.0  # seconds after start when a slot that has sent nothing is reported (its replay share is idle)
 
+# What a run leaves for its user, said at the end: weights, final figures, the video, the curves.
+RUN_RESULTS = (CHECKPOINT_NAME, BEST_NAME, RESULT_NAME, VIDEO_NAME, "metrics.jsonl", "config.json")
 # Options a resumed run takes from the command line; everything else comes from the run folder.
 RESUME_OVERRIDES = ("duration", "log_every", "progress", "resume", "spawn_actors")
-# Budgets of the whole run: a resume keeps the saved one unless the command line sets one (non-zero).
+# Budgets of the whole run: a resume keeps the saved one unless the command line sets one (non-zero and not the
+# env's default budget, which the command line's config holds when the option is not given).
 RESUME_BUDGETS = (("total_env_steps",), ("learner", "steps"))
 
 
@@ -93,12 +96,14 @@ def resumed_config(cli: RunConfig) -> RunConfig:
         saved = RunConfig.from_json(fh.read())
     for name in RESUME_OVERRIDES:
         setattr(saved, name, getattr(cli, name))
+    defaults = cli.__dict__.get("_auto_resolved", {})  # what the CLI config filled in from the env's defaults
     for *path, name in RESUME_BUDGETS:
         cli_owner, saved_owner = cli, saved
         for part in path:
             cli_owner, saved_owner = getattr(cli_owner, part), getattr(saved_owner, part)
-        if getattr(cli_owner, name):
-            setattr(saved_owner, name, getattr(cli_owner, name))
+        value = getattr(cli_owner, name)
+        if value and not (not path and defaults.get(name) == value):
+            setattr(saved_owner, name, value)
     return saved
 
 
@@ -223,6 +228,8 @@ def run(cfg: RunConfig) -> int:
     if os.path.isfile(os.path.join(run_dir, BEST_NAME)):
         print(f"[MAIN] play the best evaluated weights: python -m launch.evaluate {run_dir} "
               f"(the last checkpoint: add --net online)", flush=True)
+    left = [name for name in RUN_RESULTS if os.path.isfile(os.path.join(run_dir, name))]
+    print(f"[MAIN] the run folder {run_dir} holds {', '.join(left) or 'no results'}", flush=True)
     print(f"[MAIN] stopped after {elapsed:.1f}s by {stop_line(reason, cfg, c.inserted, c.updates)}: "
           f"epoch {c.epoch}, {c.updates} updates, {c.inserted:,} env steps, weights v{c.weights_version}, "
           f"actor weights versions {versions} (lag {lags}), actor exit codes {codes}"

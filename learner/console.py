@@ -51,3 +51,13 @@ def format_processor_line(s: DataPlaneStats, rate: float) -> str:
             f"Lost in flight: {s.lost_in_flight:,}, "
             f"Buffer: {s.buffer:,}, Consolidated Queue: {s.queued:,}, Rejected: {s.rejected:,}, "
             f"Rate: {rate:,.0f}/s, Per actor: {s.per_actor}")
+
+
+def format_duration(seconds: float) -> str:
+    """``42s``, ``7m05s`` or ``3h02m``: a remaining time at a glance."""
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"

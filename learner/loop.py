@@ -53,7 +53,7 @@ from learner.checkpoint import (
     save_snapshot,
     snapshot_path,
 )
-from learner.console import format_epoch_line, format_eval_line, format_processor_line
+from learner.console import format_duration, format_epoch_line, format_eval_line, format_processor_line
 from learner.data_plane import DataPlane
 from learner.metrics import ROLLED_BACK_NAME, MetricsLog
 from learner.schedule import EnvStepPeriod, NStepSchedule
@@ -174,6 +174,7 @@ class Learner:
         self._rebroadcast_at = 0.0  # when the weights were last sent again for actors on another run's
         self._started = time.monotonic()
         self.first_epoch_rate: float | None = None
+        self.eta_origin: tuple[float, int] | None = None  # (monotonic time, env steps) at this start's first epoch
         self.epoch_rates: collections.deque[float] = collections.deque(maxlen=EPOCH_RATES_KEPT)  # updates/s after the first
 
     # ------------------------------------------------------------------ lifecycle
@@ -325,10 +326,23 @@ class Learner:
         else:
             self.epoch_rates.append(updates_per_s)
         figures = self.epoch_figures(acc, seconds)
-        self.echo(format_epoch_line(c.epoch, figures, entry_for(self.cfg.env)))
+        self.echo(format_epoch_line(c.epoch, figures, entry_for(self.cfg.env)) + self.budget_phrase())
         self.metrics.write(c.updates, c.inserted, self.elapsed(), figures)
         if c.epoch % cfg.checkpoint_every == 0 or self.checkpoint_failed:
             self.checkpoint_or_say()
+
+    def budget_phrase(self) -> str:
+        """``, Budget: N of M env steps, ETA 1h02m`` under --total-env-steps (the ETA at this start's env-step rate
+        since its first epoch); empty without a budget."""
+        total, now, done = self.cfg.total_env_steps, time.monotonic(), self.counters.inserted
+        if not total:
+            return ""
+        if self.eta_origin is None:
+            self.eta_origin = (now, done)
+        since, at = self.eta_origin
+        rate = (done - at) / (now - since) if now > since and done > at else 0.0
+        eta = format_duration(max(total - done, 0) / rate) if rate > 0 else "-"
+        return f", Budget: {done:,} of {total:,} env steps, ETA {eta}"
 
     def epoch_figures(self, acc: EpochAccumulator, seconds: float) -> dict[str, float]:
         tracks = self.plane.consolidator.tracks

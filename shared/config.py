@@ -326,16 +326,13 @@ class LearnerConfig:
     the env's (fuel breaks 12,288: six of their 2,048-transition batches; others 1,600)."""
     checkpoint_every: int = 25
     """Epochs between checkpoints (one is also written at exit)."""
-    samples_per_insert: float = 8.0
+    samples_per_insert: float = 4.0
     """Samples trained per transition inserted into replay (the replay ratio): the learner never trains past it;
     with exact_ratio it also never falls more than ratio_slack transitions behind it. 0: unlimited."""
-    exact_ratio: bool = False
-    """Opt-in (docs/architecture.md says what is still open). Hold the replay ratio from both sides: once training
-    has started, the learner stops taking in experience while it is more than ratio_slack transitions behind
-    samples_per_insert, and actors wait at their socket instead of dropping batches. Every run then trains the same
-    samples per env step whatever the machine's speed, so env-step budgets compare across machines. Off (default):
-    the ratio is only a cap, and a learner slower than the actors trains less per env step (on the 2-core AMD EPYC
-    without bf16, 4.1 of 8 samples per transition)."""
+    exact_ratio: bool = True
+    """Hold the replay ratio from both sides: the learner stops taking in experience while it trails
+    samples_per_insert by more than ratio_slack, and actors wait instead of dropping, so a run trains the same samples
+    per env step on any machine. --learner.no-exact-ratio: the ratio is only a cap (a slower learner trains less)."""
     ratio_slack: int = 4096
     """Transitions the learner may take in beyond samples_per_insert's share before it waits (exact_ratio); the run's
     replay ratio stays between samples_per_insert * (1 - (ratio_slack + one batch) / env steps) and samples_per_insert
@@ -427,8 +424,8 @@ def _env_auto(env: EnvConfig | str, key: str, default: Any) -> Any:
 
 
 SEEDED_SECTIONS = ("actor", "learner", "eval")  # each has a seed; -1 takes RunConfig.seed
-_AUTO_FIELDS = (("envs_per_actor", 1), ("eps_anneal_steps", 25_000))
-"""actor.envs_per_actor and actor.eps_anneal_steps at -1: the env's values (its registry entry)."""
+_AUTO_FIELDS = (("actor", "envs_per_actor", 1), ("actor", "eps_anneal_steps", 25_000), ("", "total_env_steps", 0))
+"""actor.envs_per_actor, actor.eps_anneal_steps and total_env_steps at -1: the env's values (its registry entry)."""
 
 
 @dataclass
@@ -499,10 +496,9 @@ class RunConfig:
     """The run's seed: the learner's initialisation, the actors' envs and exploration and the evaluations derive
     theirs from it. -1: the launcher draws a fresh one, prints it in the run header and saves it in config.json;
     --seed N repeats a run as far as process timing allows."""
-    total_env_steps: int = 0
-    """Stop once this many environment steps (transitions) were inserted into replay over the whole run, resumes
-    included (0: no limit); the run ends as with --duration: final checkpoint, every child stopped, exit 0. Also
-    honoured by --collect-only."""
+    total_env_steps: int = AUTO
+    """Stop once this many env steps (transitions) were inserted into replay over the whole run, resumes included;
+    then the final checkpoint and evaluation, exit 0. -1: the env's budget (Mario 300,000; others none); 0: no limit."""
     log_every: float = 5.0
     """Seconds between the console lines."""
     device: str = "auto"
@@ -530,17 +526,18 @@ class RunConfig:
         self.resolve_auto()
 
     def resolve_auto(self) -> None:
-        """Give the auto fields their values: actor.envs_per_actor and actor.eps_anneal_steps at -1 for env.name,
-        the components' seeds -1 the run's seed.
+        """Give the auto fields their values: actor.envs_per_actor, actor.eps_anneal_steps and total_env_steps at -1
+        for env.name, the components' seeds -1 the run's seed.
 
         Runs when the config is built and again in validate(): a field resolved here follows a later change of
         env.name until it is set to something else, so a saved config holds the numbers the run used."""
         resolved = self.__dict__.setdefault("_auto_resolved", {})
-        for key, default in _AUTO_FIELDS:
-            value = getattr(self.actor, key)
+        for section, key, default in _AUTO_FIELDS:
+            owner = getattr(self, section) if section else self
+            value = getattr(owner, key)
             if value == AUTO or resolved.get(key) == value:
                 resolved[key] = _env_auto(self.env, key, default)
-                setattr(self.actor, key, resolved[key])
+                setattr(owner, key, resolved[key])
         for section in SEEDED_SECTIONS:  # -1: the run's seed (0 until a launcher has drawn one)
             owner, key = getattr(self, section), f"{section}.seed"
             if owner.seed < 0 or resolved.get(key) == owner.seed:
@@ -563,7 +560,7 @@ class RunConfig:
             value = getattr(self, section).seed
             _check(_is_int(value) and 0 <= value < 2**31, f"{section}.seed", value, "must be an integer in [0, 2**31)")
         _check(_is_int(self.total_env_steps) and self.total_env_steps >= 0, "total_env_steps", self.total_env_steps,
-               "must be an integer >= 0 (0: no limit)")
+               "must be an integer >= 0 (0: no limit; -1: the env's budget)")
         _check(self.log_every > 0, "log_every", self.log_every, "must be > 0")
         _check(self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"),
                "device", self.device, "must be 'auto', 'cpu' or 'cuda[:i]'")
@@ -630,7 +627,8 @@ def migrate(data: Any) -> Any:
       ``env.snake.size``);
     - a Mario field the run did not save takes the value its code used: no jump release, no stall truncation;
     - a run saved without a ``net`` section had the Nature-DQN head (``net.dueling`` False);
-    - a run saved without ``learner.exact_ratio`` held its replay ratio only as a cap (``exact_ratio`` False);
+    - a run saved without ``learner.exact_ratio`` held its replay ratio only as a cap (``exact_ratio`` False), one
+      without ``learner.samples_per_insert`` capped it at 8, one without ``total_env_steps`` had no budget (0);
     - a run saved without ``learner.munchausen_alpha`` bootstrapped on the Double-DQN max (0, not today's auto);
     - an auto option saved as 0 (before -1 became the one numeric auto) is -1;
     - a retired option (:data:`_RETIRED`) is dropped; one that shaped the network refuses a run that used it.
@@ -654,8 +652,9 @@ def migrate(data: Any) -> Any:
         data["env"] = env
     if "net" not in data:
         data["net"] = {"dueling": False}
-    if isinstance(data.get("learner"), dict):  # runs saved before these options trained without them
-        data["learner"] = {"exact_ratio": False, "munchausen_alpha": 0.0, **data["learner"]}
+    if isinstance(data.get("learner"), dict):  # runs saved before these options or defaults trained without them
+        data["learner"] = {"exact_ratio": False, "munchausen_alpha": 0.0, "samples_per_insert": 8.0, **data["learner"]}
+        data.setdefault("total_env_steps", 0)
     for section, key in _ZERO_WAS_AUTO:
         if isinstance(data.get(section), dict) and data[section].get(key) == 0:
             data[section] = {**data[section], key: AUTO}

@@ -93,6 +93,8 @@ class EnvEntry:
     """learner.broadcast_env_steps -1 (auto) on this env."""
     munchausen_alpha: float = 0.0
     """learner.munchausen_alpha -1 (auto) on this env (0: the Double-DQN max)."""
+    total_env_steps: int = 0
+    """total_env_steps -1 (auto) on this env: the budget a run on the defaults trains for (0: until stopped)."""
 
     def label_of(self, cfg: EnvConfig) -> str:
         return self.label(cfg) if self.label is not None else self.name

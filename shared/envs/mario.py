@@ -166,9 +166,10 @@ def _action_names(cfg: EnvConfig) -> list[str]:
 ENTRY = register(frame_entry(
     "mario", make_mario_env, _action_names, validate=lambda cfg: cfg.mario.validate(),
     label=lambda cfg: cfg.mario.stage, options=lambda cfg: cfg.mario.describe(), score="Distance", success="Flags",
-    video=True, reward_scale=1 / 15, target_sync_env_steps=16_000, munchausen_alpha=0.9))
+    video=True, reward_scale=1 / 15, target_sync_env_steps=16_000, munchausen_alpha=0.9, total_env_steps=300_000))
 """Mario's reward (x progress, clock, death) is clipped to +-15 per frame by gym-super-mario-bros: scaled by 1/15.
 The target net syncs every 16,000 env steps (1,000 updates at 4 samples per transition, batch 64): at a quarter of
 that a run's last weights fell far below its own earlier snapshots.
 Munchausen's target (alpha 0.9): its 3-seed group at 300K env steps scored above the Double-DQN defaults' groups
-and the constant right+A policy on the last weights (docs/lab/experiments/mario.md)."""
+and the constant right+A policy on the last weights (docs/lab/experiments/mario.md). A run on the defaults trains
+300,000 env steps, the budget of every published 1-1 group."""

@@ -246,6 +246,22 @@ def test_gif_every_fourth_frame(tmp_path):
         record_video(cfg, actions, str(tmp_path / "c.mp4"), expected_x_pos=info.x_pos + 1)
 
 
+@pytest.mark.slow
+def test_the_final_evaluation_films_a_greedy_episode_and_says_a_failure_without_raising(tmp_path):
+    pytest.importorskip("gym_super_mario_bros")
+    from actors.evaluator import record_video
+    from launch.final_eval import film_greedy
+
+    cfg, actions = EnvConfig(), [4] * 15  # right+A+B from the start
+    x_pos = record_video(cfg, actions, str(tmp_path / "reference.mp4")).x_pos
+    lines: list[str] = []
+    film_greedy(cfg, actions, x_pos, str(tmp_path / "best.mp4"), "best.pt", lines.append)
+    assert (tmp_path / "best.mp4").stat().st_size > 0
+    assert lines == [f"[FINAL] video of best.pt's greedy episode (x_pos {x_pos:,}): {tmp_path / 'best.mp4'} (61 frames)"]
+    film_greedy(cfg, actions, x_pos + 1, str(tmp_path / "other.mp4"), "best.pt", lines.append)  # a replay that differs
+    assert lines[-1].startswith("[FINAL] no video: RuntimeError:") and "x_pos" in lines[-1], lines
+
+
 def test_evaluation_plays_vector_envs_greedy_and_random():
     """actors/evaluator.py on Snake and fuel breaks: one episode per env, scores from info, valid actions only."""
     from actors.evaluator import action_names_for, build_network, play_episodes, summarize

@@ -35,6 +35,8 @@ EPOCH_BUFFER = r"\[MAIN\] Epoch (\d+) .*Buffer: ([\d,]+)"  # the epoch number, t
 
 def test_the_progress_bar_follows_the_budget_that_is_set():
     cfg = RunConfig()
+    assert progress_budget(cfg) == ("env steps", 300_000)  # Mario's default budget
+    cfg.total_env_steps = 0
     assert progress_budget(cfg) is None  # until Ctrl-C: no bar
     cfg.duration = 60
     assert progress_budget(cfg) == ("s", 60)
@@ -70,6 +72,7 @@ def test_budgets_end_a_training_run_and_a_resume_continues_toward_the_same_budge
     out, first = train(*TRAINING, "--learner.steps", "10")
     assert re.match(STOPPED + r"update budget: 10 of --learner.steps 10 updates: ", last_line(out)), out
     assert first["updates"] == 10, first
+    assert "[MAIN] Epoch 1 " in out and ", Budget:" not in out, out  # the fake env has no default env-step budget
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
 
     # a budget on the command line counts the whole run, resumes included; the env-step budget ends this one
@@ -78,6 +81,7 @@ def test_budgets_end_a_training_run_and_a_resume_continues_toward_the_same_budge
     assert re.match(STOPPED + rf"env-step budget: [\d,]+ of --total-env-steps {budget:,} env steps inserted: ",
                     last_line(out)), out
     assert budget <= more["inserted"] < budget + FAKE_BATCH, (budget, more)
+    assert re.search(rf"\[MAIN\] Epoch \d+ - .*, Budget: [\d,]+ of {budget:,} env steps, ETA (-|\d+[hms])", out), out
 
     # a resume without a budget on the command line keeps the run's: nothing is left to do
     out, again = train("--resume", str(run_dir))

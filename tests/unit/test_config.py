@@ -12,7 +12,7 @@ from shared.exploration import epsilons
 
 @pytest.mark.parametrize("path,value,needle", [
     ("actors", 0, "actors=0"),
-    ("total_env_steps", -1, "total_env_steps=-1"),
+    ("total_env_steps", -2, "total_env_steps=-2"),
     ("total_env_steps", 1.5, "total_env_steps=1.5"),
     ("learner.steps", -1, "learner.steps=-1"),
     ("env.mario.stage", "9-9", "env.mario.stage='9-9'"),
@@ -104,12 +104,13 @@ def test_generated_pages_are_current_and_list_every_option():
 
 def test_auto_fields_follow_the_env_until_set_and_are_saved_resolved():
     cfg = RunConfig()
-    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps) == (1, 25_000)  # Mario
+    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps, cfg.total_env_steps) == (1, 25_000, 300_000)  # Mario
     cfg.env.name = "fuelbreak"
     cfg.validate()
-    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps) == (32, 1_000)
+    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps, cfg.total_env_steps) == (32, 1_000, 0)
     saved = RunConfig.from_json(cfg.to_json())
-    assert (saved.actor.envs_per_actor, saved.actor.eps_anneal_steps) == (32, 1_000)
+    assert (saved.actor.envs_per_actor, saved.actor.eps_anneal_steps, saved.total_env_steps) == (32, 1_000, 0)
+    assert RunConfig(total_env_steps=0).total_env_steps == 0  # set: no limit, on Mario too
     cfg.actor.envs_per_actor = 4  # set by hand: no longer auto
     cfg.env.name = "mario"
     cfg.validate()
@@ -185,17 +186,19 @@ def test_auto_is_minus_one_and_old_zero_autos_migrate():
             bad.validate()
 
 
-def test_runs_saved_before_exact_ratio_keep_the_cap_only_limiter():
+def test_runs_saved_before_the_held_ratio_keep_the_cap_only_limiter_and_no_budget():
     import json
 
     today = RunConfig()
-    assert not today.learner.exact_ratio  # opt-in while large batches can starve actors of fresh weights
-    today.learner.exact_ratio = True
+    assert today.learner.exact_ratio and today.learner.samples_per_insert == 4.0  # held at 4: the published runs
     assert today.learner.holds_ratio
     saved = json.loads(today.to_json())
-    saved["learner"].pop("exact_ratio")
+    for key in ("exact_ratio", "samples_per_insert"):
+        saved["learner"].pop(key)
+    saved.pop("total_env_steps")
     old = RunConfig.from_json(json.dumps(saved))
     assert old.learner.exact_ratio is False and not old.learner.holds_ratio  # as those runs trained
+    assert old.learner.samples_per_insert == 8.0 and old.total_env_steps == 0  # a cap of 8, no budget
     saved["learner"]["exact_ratio"] = True
     assert RunConfig.from_json(json.dumps(saved)).learner.exact_ratio is True  # saved: kept
     unlimited = RunConfig()
