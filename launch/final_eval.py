@@ -256,7 +256,7 @@ def film_greedy(env: Any, actions: list[int], x_pos: int, path: str, name: str, 
     except Exception as exc:  # noqa: BLE001 - ffmpeg, disk, or a replay that differs: the run's results stand
         echo(f"[FINAL] no video: {type(exc).__name__}: {exc}")
         return
-    echo(f"[FINAL] video of {name}'s greedy episode (x_pos {x_pos:,}): {info.path} ({info.frames:,} frames)")
+    echo(f"[FINAL] video of the greedy episode of {name} (x_pos {x_pos:,}): {info.path} ({info.frames:,} frames)")
 
 
 def write_results(run_dir: str, result: dict) -> None:

@@ -257,7 +257,8 @@ def test_the_final_evaluation_films_a_greedy_episode_and_says_a_failure_without_
     lines: list[str] = []
     film_greedy(cfg, actions, x_pos, str(tmp_path / "best.mp4"), "best.pt", lines.append)
     assert (tmp_path / "best.mp4").stat().st_size > 0
-    assert lines == [f"[FINAL] video of best.pt's greedy episode (x_pos {x_pos:,}): {tmp_path / 'best.mp4'} (61 frames)"]
+    assert lines == [f"[FINAL] video of the greedy episode of best.pt (x_pos {x_pos:,}): {tmp_path / 'best.mp4'} "
+                     "(61 frames)"]
     film_greedy(cfg, actions, x_pos + 1, str(tmp_path / "other.mp4"), "best.pt", lines.append)  # a replay that differs
     assert lines[-1].startswith("[FINAL] no video: RuntimeError:") and "x_pos" in lines[-1], lines
 
