@@ -29,7 +29,7 @@ import signal
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -141,12 +141,13 @@ class Collector:
         if len(rows):
             actions[rows] = self.rng.integers(self.num_actions, size=len(rows))
             if self.masked:  # a random valid action instead (the draw above keeps the stream as runs drew it)
-                actions[rows] = np.where(self.mask[rows], self.rng.random((len(rows), self.num_actions)),
+                actions[rows] = np.where(cast("np.ndarray", self.mask)[rows], self.rng.random((len(rows), self.num_actions)),
                                          -1.0).argmax(1)
         if explore.all():
             return actions, None
         q = self.q_values()
-        greedy = q.argmax(axis=1) if not self.masked else np.where(self.mask, q, -np.inf).argmax(axis=1)
+        # masked: self.mask is the env's current action mask (None only when not masked)
+        greedy = q.argmax(axis=1) if not self.masked else np.where(cast("np.ndarray", self.mask), q, -np.inf).argmax(axis=1)
         return np.where(explore, actions, greedy), q
 
     def collect(self, n_steps: int, seq: int, refresh: Callable[[int], Any] | None = None) -> StagedBatch:

@@ -30,8 +30,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -147,8 +148,8 @@ def play_episodes(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int
     if constant and (not single or not (isinstance(action, int) and 0 <= action < num_actions)):
         raise ValueError(f"policy='constant' needs action in [0, {num_actions}) on a single env, got action={action!r} "
                          f"on env.name={env_cfg.name!r}")
-    if greedy:
-        net.eval()
+    if greedy:  # greedy: net is not None (checked above), here and in the loop below
+        cast("torch.nn.Module", net).eval()
     if not single:
         return _play_vector(net if greedy else None, env_cfg, episodes, float(epsilon) if greedy else 1.0, seed)
     rng = np.random.default_rng(seed)
@@ -167,10 +168,10 @@ def play_episodes(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int
                 while not done:
                     if eps >= 1.0 or (eps > 0.0 and draw() < eps):
                         a = int(pick(num_actions))
-                    elif constant:
-                        a = action
+                    elif constant:  # constant: action is an int (checked above)
+                        a = cast(int, action)
                     else:
-                        a = int(net(obs_t).argmax(dim=1))
+                        a = int(cast("torch.nn.Module", net)(obs_t).argmax(dim=1))
                     frame, reward, terminated, truncated, info = step(a)
                     push(frame)
                     actions.append(a)
@@ -286,7 +287,7 @@ def episode_record(e: Episode) -> dict:
 # --------------------------------------------------------------------------- video
 
 
-def _emulator_frames(env_cfg: EnvConfig, actions: np.ndarray, track: dict) -> Iterator[np.ndarray]:
+def _emulator_frames(env_cfg: EnvConfig, actions: np.ndarray, track: dict) -> Generator[np.ndarray, None, None]:
     """Replay ``actions`` on a fresh Mario env, yielding the reset screen and then every emulator frame.
 
     Each agent action is sent ``frame_skip`` times straight to ``env.inner`` (the JoypadSpace, or

@@ -47,7 +47,7 @@ TRACKER_GRACE_S = 5.0  # after the linger ran out, ZeroMQ's I/O thread drops wha
 class StagedBatch:
     seq: int
     weights_version: int
-    arrays: tuple[np.ndarray, ...]  # frames, actions, rewards, terminated, first
+    arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # frames, actions, rewards, terminated, first
     episodes: np.ndarray | None = None  # float32 [K, 3]: return, max x_pos, flag of episodes finished in the batch
     priorities: np.ndarray | None = None  # float32 [E, T]: initial replay priorities (prioritized replay, actor source)
     masks: np.ndarray | None = None  # uint8 [E, T, ceil(A/8)]: packed action masks (masked envs)

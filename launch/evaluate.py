@@ -50,6 +50,7 @@ import json
 import os
 import sys
 import time
+from typing import NoReturn, cast
 
 import torch
 
@@ -77,7 +78,7 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line instead of usage + message
+    def error(self, message: str) -> NoReturn:  # one line instead of usage + message
         raise UsageError(message)
 
 
@@ -250,6 +251,7 @@ def resolve(args: argparse.Namespace) -> dict:
 
     net = None
     if greedy:
+        assert state is not None and cfg is not None  # greedy: the checkpoint and its config were loaded above
         try:
             net = build_network(env, state["learner"]["online"], dueling=cfg.net.dueling)
         except (RuntimeError, KeyError, TypeError, ValueError) as exc:
@@ -371,7 +373,8 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
         "seed": args.seed,
         "env": dataclasses.asdict(env),
         "summary": summary,
-        "greedy": None if greedy_ep is None else {**greedy_summary, "episode": episode_record(greedy_ep)},
+        # greedy_summary is set whenever greedy_ep is
+        "greedy": None if greedy_ep is None else {**cast(dict, greedy_summary), "episode": episode_record(greedy_ep)},
         "random": random_summary,
         "episodes": [episode_record(e) for e in episodes],
         "video": video,

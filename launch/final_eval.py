@@ -166,7 +166,8 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
     what = "x_pos" if entry_for(env).make_single is not None else "score"
     common = dict(env=env, dueling=cfg.net.dueling, epsilon=ev.epsilon)
 
-    selection = []
+    selection: list[dict[str, Any]] = []  # one row per contender: the last weights, then each snapshot
+    best: dict | None  # the checkpoint that is (or becomes) best.pt; None: none
     snapshots = load_snapshots(run_dir)[:ev.keep_snapshots] if ev.keep_snapshots else []
     last_weights = {"learner": {"online": checkpoint["learner"]["online"]}, "counters": checkpoint["counters"],
                     "config": checkpoint["config"]}

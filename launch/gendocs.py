@@ -19,7 +19,8 @@ import inspect
 import os
 import sys
 import textwrap
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 from shared.config import RunConfig
 
@@ -32,7 +33,7 @@ HEADING = "## Configuration reference"
 def field_docs(cls: type) -> dict[str, str]:
     """Field name -> the string literal written under it in the class body (what tyro prints for --help)."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    body = tree.body[0].body
+    body = cast(ast.ClassDef, tree.body[0]).body  # getsource(cls) parses to the one class statement
     docs = {}
     for node, after in zip(body, body[1:]):
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
@@ -51,14 +52,15 @@ def _default(value: Any) -> str:
 
 def _rows(cls: type, prefix: str, tables: list[tuple[str, str, list[str]]]) -> None:
     docs, rows = field_docs(cls), []
-    nested = []
+    nested: list[tuple[Any, str]] = []  # (a nested dataclass, its flags' prefix)
     for f in dataclasses.fields(cls):
         factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
         if factory is not None and dataclasses.is_dataclass(factory):
             nested.append((factory, prefix + f.name + "."))
             continue
         flag = "--" + prefix + f.name.replace("_", "-")
-        default = f.default if f.default is not dataclasses.MISSING else factory()
+        # every field has a default or a factory (RunConfig() builds with no arguments)
+        default = f.default if f.default is not dataclasses.MISSING else cast(Callable[[], Any], factory)()
         if isinstance(default, bool):
             flag += f"` / `--{prefix}no-{f.name.replace('_', '-')}"
         text = docs.get(f.name, "").replace("|", "\\|")
@@ -103,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when a generated page is not current")
     args = parser.parse_args(argv)
     with open(PAGE, encoding="utf-8") as fh:
-        pages = {PAGE: (fh.read(), None)}
-    pages[PAGE] = (pages[PAGE][0], render(pages[PAGE][0]))
+        page = fh.read()
+    pages = {PAGE: (page, render(page))}
     old = open(PROTOCOL_PAGE, encoding="utf-8").read() if os.path.exists(PROTOCOL_PAGE) else ""
     pages[PROTOCOL_PAGE] = (old, protocol_page())
     stale = [path for path, (old, new) in pages.items() if old != new]

@@ -97,12 +97,12 @@ def resumed_config(cli: RunConfig) -> RunConfig:
     for name in RESUME_OVERRIDES:
         setattr(saved, name, getattr(cli, name))
     defaults = cli.__dict__.get("_auto_resolved", {})  # what the CLI config filled in from the env's defaults
-    for *path, name in RESUME_BUDGETS:
+    for *owners, name in RESUME_BUDGETS:  # owners: the attribute path to the section holding name ([]: the run's)
         cli_owner, saved_owner = cli, saved
-        for part in path:
+        for part in owners:
             cli_owner, saved_owner = getattr(cli_owner, part), getattr(saved_owner, part)
         value = getattr(cli_owner, name)
-        if value and not (not path and defaults.get(name) == value):
+        if value and not (not owners and defaults.get(name) == value):
             setattr(saved_owner, name, value)
     return saved
 
@@ -151,7 +151,12 @@ def run(cfg: RunConfig) -> int:
     # being built: a Ctrl-C during start-up is neither ignored nor raised through half-built sockets.
     stopping, terminated = threading.Event(), threading.Event()  # terminated: SIGTERM, a supervisor's stop
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
-    signal.signal(signal.SIGTERM, lambda *_: (terminated.set(), stopping.set()))
+
+    def on_sigterm(*_: object) -> None:
+        terminated.set()
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     latest = cfg.resume == "latest"
     if latest:  # a restarted container continues its run; the first start begins one
         cfg.resume = latest_run(cfg.run_dir)
@@ -389,6 +394,7 @@ class Supervisor:
 
     def advance_progress(self, now: float) -> None:
         if self.bar is not None:
+            assert self.budget is not None  # the bar is made only with a budget
             self.bar.n = min(self.bar.total, self._done(self.budget[0]))
             self.bar.refresh()
 

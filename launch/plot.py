@@ -41,11 +41,17 @@ import math
 import os
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import matplotlib
 from matplotlib.figure import Figure  # no pyplot: nothing global, never a window
 from matplotlib.lines import Line2D
 from matplotlib.ticker import EngFormatter, LogFormatter, PercentFormatter
+
+if TYPE_CHECKING:  # types only: matplotlib.typing is 3.8+, setup.cfg asks >= 3.7
+    from collections.abc import Sequence
+
+    from matplotlib.typing import RcKeyType
 
 # x columns: (row key, axis label, scale applied to the value)
 X_COLUMNS = [
@@ -53,7 +59,7 @@ X_COLUMNS = [
     ("wall_seconds", "wall-clock minutes", 1.0 / 60.0),
 ]
 
-FONTS = {
+FONTS: dict[RcKeyType, Any] = {
     "font.size": 12,
     "axes.titlesize": 13,
     "axes.labelsize": 12,
@@ -77,7 +83,7 @@ class Run:
     skipped: int  # rows without env_steps
 
 
-def is_number(value) -> bool:
+def is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -169,7 +175,8 @@ def style_legend(ax, entries) -> None:
 def plot(runs: list[Run], out: str, title: str | None = None, baseline_x: float | None = None,
          baseline_label: str = "random") -> Figure:
     """Draw every panel for runs and save the PNG to out; return the figure."""
-    palette = matplotlib.colormaps["tab10"].colors
+    # tab10 is a ListedColormap of RGB tuples; the stubs type a Colormap without colors
+    palette: Sequence[tuple[float, float, float]] = cast(Any, matplotlib.colormaps["tab10"]).colors
     colours = [palette[i % len(palette)] for i in range(len(runs))]
     with matplotlib.rc_context(FONTS):
         fig = Figure(figsize=(14, 18), dpi=100)

@@ -38,6 +38,7 @@ import dataclasses
 import queue
 import threading
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import zmq
@@ -237,6 +238,8 @@ class Consolidator(SupervisedThread):
                 track.old_incarnations.append(track.incarnation)
             track.incarnation, track.next_seq = batch.incarnation, 0
             batch.first = _mark_episode_start(batch.first)
+        # the track's current incarnation has a ledger: made when it started (the newest entry, not the one dropped)
+        ledger = cast(IncarnationLedger, ledger)
         if batch.seq < max(track.next_seq, ledger.next_seq):
             self.rejects["replayed_seq"] += 1
             ledger.duplicate_batches += 1

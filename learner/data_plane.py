@@ -13,6 +13,7 @@ import queue
 import time
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -48,10 +49,10 @@ class DataPlaneStats:
 def make_replay(cfg: RunConfig, device: torch.device) -> FrameReplay:
     """The run's replay: one stream per actor env; PrioritizedReplay when ``replay.prioritized``."""
     r, spec = cfg.replay, env_spec(cfg.env)
-    kwargs = dict(num_streams=cfg.actors * cfg.actor.envs_per_actor, capacity=r.capacity,
-                  frame_shape=tuple(spec.obs_shape), stack=spec.stack, n_step=cfg.max_n_step, gamma=r.gamma,
-                  device=device,
-                  obs_dtype=spec.obs_dtype, num_actions=spec.num_actions, masked=spec.masked)
+    kwargs: dict[str, Any] = dict(num_streams=cfg.actors * cfg.actor.envs_per_actor, capacity=r.capacity,
+                                  frame_shape=tuple(spec.obs_shape), stack=spec.stack, n_step=cfg.max_n_step,
+                                  gamma=r.gamma, device=device,
+                                  obs_dtype=spec.obs_dtype, num_actions=spec.num_actions, masked=spec.masked)
     if r.prioritized:
         return PrioritizedReplay(**kwargs, alpha=r.priority_alpha, eps=r.priority_eps)
     return FrameReplay(**kwargs)

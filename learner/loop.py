@@ -327,6 +327,7 @@ class Learner:
             self.epoch_rates.append(updates_per_s)
         figures = self.epoch_figures(acc, seconds)
         self.echo(format_epoch_line(c.epoch, figures, entry_for(self.cfg.env)) + self.budget_phrase())
+        assert self.metrics is not None  # epochs end only when training, and a training loop opens the metrics log
         self.metrics.write(c.updates, c.inserted, self.elapsed(), figures)
         if c.epoch % cfg.checkpoint_every == 0 or self.checkpoint_failed:
             self.checkpoint_or_say()

@@ -30,7 +30,8 @@ def roll_back(run_dir: str, env_steps: int) -> int:
         return 0
     with open(path) as fh:
         lines = [line for line in fh if line.strip()]
-    keep, moved = [], []
+    keep: list[str] = []
+    moved: list[str] = []
     for line in lines:
         try:
             past = int(json.loads(line)["env_steps"]) > env_steps

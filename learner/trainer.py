@@ -46,8 +46,9 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -135,6 +136,8 @@ class DQNLearner:
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp_dtype == torch.float16)
         self.batchnorm_batch_stats = batchnorm_batch_stats
         self.rule = rule_name(cfg.munchausen_alpha)  # the TD target (shared/targets.py)
+        self.online_fn: Callable[..., torch.Tensor]  # the nets, or their torch.compile wrappers
+        self.target_fn: Callable[..., torch.Tensor]
         self.online_fn, self.target_fn = self.online, self.target
         self.cuda_graphs = cfg.compile and device.type == "cuda"
         self.cpu_vectors_pinned = bool(cfg.compile and device.type == "cpu" and self.amp_dtype is not None
@@ -203,7 +206,7 @@ class DQNLearner:
         td_total = torch.zeros((), device=self.device)
         q_total = torch.zeros((), device=self.device)
         prioritized = getattr(replay, "update_priorities", None)
-        shorter = {} if self.n_step is None else {"n_step": self.n_step}  # the n-step schedule's n, when one runs
+        shorter: dict[str, Any] = {} if self.n_step is None else {"n_step": self.n_step}  # the n-step schedule's n, when one runs
         sampled = []
         for i in range(steps):
             if batches is not None:
@@ -223,7 +226,8 @@ class DQNLearner:
         if self.cfg.max_grad_norm > 0:
             grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
         else:
-            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self.params])
+            # every .grad is a tensor: allocated in __init__, never set to None (zero_grad(set_to_none=False))
+            grad_norm = torch.nn.utils.get_total_norm(cast("list[torch.Tensor]", [p.grad for p in self.params]))
         # The update's one device-to-host copy (and, on a GPU, its one sync), before the step so that a non-finite
         # gradient never reaches the weights: the figures the loop logs and, for prioritized replay, the TD errors
         # its host-side sum tree needs, with the (stream, slot) they belong to.
@@ -238,7 +242,8 @@ class DQNLearner:
         if not self.scaler.is_enabled() and not all(map(math.isfinite, (loss, td, q, norm))):
             raise NonFiniteUpdate(self._non_finite_message(loss / steps, td / steps, q / steps, norm, td_all))
         if td_all is not None:
-            prioritized(stream, slot, td_all)  # one vectorized call
+            # td_all is set only when sampled holds TD errors, which it collects only for a prioritized replay
+            cast("Callable[..., None]", prioritized)(stream, slot, td_all)  # one vectorized call
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.updates += 1

@@ -11,6 +11,7 @@ without a fixed slot from the learner's :class:`~learner.slots.SlotTable` (when 
 from __future__ import annotations
 
 import threading
+from typing import cast
 
 import numpy as np
 import torch
@@ -44,7 +45,8 @@ class WeightServer(SupervisedThread):
         ctx = context or zmq.Context.instance()
         pub_addr, router_addr = weights_endpoints(transport)
         self._release_auth = curve.start_authenticator(transport, ctx)  # the allow-list runs before any socket binds
-        self._pub = self._router = None
+        self._pub: zmq.Socket | None = None
+        self._router: zmq.Socket | None = None
         try:
             self._pub = open_socket(ctx, zmq.PUB, transport, server=True, send_hwm=2)
             # at most 2 replies (a few MB each) queued per peer: a peer that asks but never reads gets the rest dropped
@@ -82,14 +84,15 @@ class WeightServer(SupervisedThread):
             return None if self._frames is None else (self.version, self._arrays)
 
     def serve(self) -> None:
+        assert self._pub is not None and self._router is not None  # both bound in __init__, which raises otherwise
         poller = zmq.Poller()
         poller.register(self._router, zmq.POLLIN)
         try:
             while not self._stop_event.is_set():
                 with self._lock:
                     frames, unsent, self._unsent = self._frames, self._unsent, False
-                if unsent:
-                    self._pub.send_multipart(frames, copy=False)
+                if unsent:  # set only once _frames holds a publish
+                    self._pub.send_multipart(cast(list, frames), copy=False)
                     self.broadcasts += 1
                 if poller.poll(timeout=20):
                     self._answer(frames)
@@ -97,6 +100,7 @@ class WeightServer(SupervisedThread):
             self._close_sockets()
 
     def _answer(self, frames: list | None) -> None:
+        assert self._router is not None  # bound in __init__
         while True:
             try:
                 identity, *parts = self._router.recv_multipart(flags=zmq.NOBLOCK, copy=False)
@@ -108,12 +112,14 @@ class WeightServer(SupervisedThread):
                 self.bad_requests += 1
                 continue
             if request["kind"] == protocol.KIND_SLOT_REQUEST:
-                self._answer_slot(identity, request, parts[0].get("User-Id") if self._curve else "")
+                # the ZAP handler's User-Id (the client's key, a str) on a CURVE socket
+                self._answer_slot(identity, request, cast(str, parts[0].get("User-Id")) if self._curve else "")
             elif frames is not None:  # before the first publish there is nothing to give; the actor asks again
                 self._router.send_multipart([identity, *frames], copy=False)
                 self.requests_served += 1
 
     def _answer_slot(self, identity, request: dict, key: str) -> None:
+        assert self._router is not None  # bound in __init__
         if self.slots is None:  # a weights-only server (benchmark, tests): no slots to give
             slot, slots, lease, reason = -1, 1, 1.0, "this learner hands out no slots; give the actor --actor-id"
         else:

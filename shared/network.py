@@ -358,7 +358,8 @@ def acting_copy(net: nn.Module, precision: str = "fp32") -> nn.Module:
     acting = fold_batchnorm(copy.deepcopy(net).eval())
     if precision == "bf16":
         acting = acting.to(torch.bfloat16)
-        acting.compute_dtype = torch.bfloat16
+        # compute_dtype is a plain class attribute of our nets; nn.Module's stubs only allow Tensor | Module values
+        acting.compute_dtype = torch.bfloat16  # type: ignore[assignment]
         for name in ("head", "value", "advantage"):  # each stream's output layer back in fp32 (see _Fp32Output)
             stream = getattr(acting, name, None)
             if isinstance(stream, nn.Sequential):

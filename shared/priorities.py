@@ -70,6 +70,7 @@ def n_step_priorities(q: np.ndarray, actions: np.ndarray, rewards: np.ndarray, t
     if masks is not None:
         boot_q = np.where(masks[rows, np.arange(T)[None, :] + steps], boot_q, -np.inf)
     taken = q[rows, np.arange(T)[None, :], actions.astype(np.int64)].astype(np.float64)
+    bonus: float | np.ndarray
     if munchausen is None:
         boot, bonus = boot_q.max(2), 0.0
     else:

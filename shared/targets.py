@@ -9,6 +9,8 @@ the same rule in numpy. Masks are bool [B, A], True = valid, or None (every acti
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from shared.network import masked_argmax
@@ -59,7 +61,7 @@ def munchausen(reward: torch.Tensor, discount: torch.Tensor, action: torch.Tenso
     return reward + alpha * bonus + discount * soft
 
 
-RULES = {"double_dqn": double_dqn, "munchausen": munchausen}
+RULES: dict[str, Callable[..., torch.Tensor]] = {"double_dqn": double_dqn, "munchausen": munchausen}
 """The TD rules by name (``learner.munchausen_alpha`` above 0 picks ``munchausen``)."""
 
 NEEDS = {"double_dqn": frozenset({"online(s')", "target(s')"}), "munchausen": frozenset({"target(s)", "target(s')"})}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
+from typing import Literal
 
 import numpy as np
 import torch
@@ -58,8 +59,9 @@ def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, 
     from learner.trainer import DQNLearner
     replay = _filled_replay(cfg, device)
     base = cfg.learner.resolved(device.type, cfg.env)  # the env's own target (Mario: Munchausen), as it trains
-    amp = "auto" if device.type == "cuda" else "bf16"
-    variants = [("fp32_eager", "off", False), ("amp_eager", amp, False), ("amp_compiled", amp, True)]
+    amp: Literal["auto", "bf16"] = "auto" if device.type == "cuda" else "bf16"
+    variants: list[tuple[str, Literal["auto", "off", "bf16", "fp16"], bool]] = [
+        ("fp32_eager", "off", False), ("amp_eager", amp, False), ("amp_compiled", amp, True)]
     out: dict = {"device": str(device), "micro_batch": base.micro_batch}
     for name, amp_mode, compiled in variants:
         for accum in (1, 4):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -55,12 +56,13 @@ def priority_stage(cfg: RunConfig, capacities: tuple[int, ...], batches: tuple[i
 
     8 streams, filled past wrap-around with 84x84 frames, 200-step episodes, random actor priorities;
     one replay in memory at a time. Uniform replay has no priority update (0 ms)."""
+    out: dict[str, Any]  # "{kind}_{capacity}_{batch}": the timings; "capacities", "batches": the lists
     size, out = cfg.env.frame_size, {}
     rng = np.random.default_rng(0)
     for capacity in capacities:
         for kind in ("uniform", "prioritized"):
-            kwargs = dict(num_streams=8, capacity=capacity, frame_shape=(size, size), stack=cfg.env.stack,
-                          n_step=cfg.replay.n_step, gamma=cfg.replay.gamma)
+            kwargs: dict[str, Any] = dict(num_streams=8, capacity=capacity, frame_shape=(size, size), stack=cfg.env.stack,
+                                          n_step=cfg.replay.n_step, gamma=cfg.replay.gamma)
             replay = PrioritizedReplay(**kwargs, alpha=cfg.replay.priority_alpha) if kind == "prioritized" \
                 else FrameReplay(**kwargs)
             t = min(4096, replay.stream_capacity)
@@ -80,7 +82,7 @@ def priority_stage(cfg: RunConfig, capacities: tuple[int, ...], batches: tuple[i
                     drawn = replay.sample(batch, beta=0.5)
                     s1 = time.perf_counter()
                     if kind == "prioritized":
-                        replay.update_priorities(drawn["stream"], drawn["slot"], torch.rand(batch))
+                        cast(PrioritizedReplay, replay).update_priorities(drawn["stream"], drawn["slot"], torch.rand(batch))
                     s2 = time.perf_counter()
                     stream, slot = replay._draw(lo, counts, None)(batch)  # choosing the slots, without the frames
                     replay._sampled(stream, slot, counts, 0.5)

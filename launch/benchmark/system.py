@@ -8,6 +8,7 @@ import statistics
 import tempfile
 import threading
 import time
+from typing import Any
 
 import psutil
 import torch
@@ -205,6 +206,7 @@ def system_stage(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> di
     """Original, then optimized, same machine state; torch threads = the cores the actors leave free."""
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, (os.cpu_count() or 1) - cfg.actors))
+    out: dict[str, Any]  # the settings, then "original" and "optimized": each stage's figures
     try:
         out = {"actors": cfg.actors, "envs_per_actor": cfg.actor.envs_per_actor, "device": str(device),
                "updates_per_epoch": bench.system_updates_per_epoch,

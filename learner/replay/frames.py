@@ -54,7 +54,7 @@ reads and writes of the ring. All device work is enqueued on the current CUDA st
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -203,7 +203,7 @@ class FrameReplay:
 
         # Host-to-device transfers and casts happen outside the lock (no-ops on a CPU replay).
         dev = self.device
-        fields = (
+        fields: tuple[tuple[torch.Tensor, torch.Tensor], ...] = (
             (self._frames, frames.to(dev)),
             (self._actions, actions.to(dev, self._actions.dtype)),
             (self._rewards, rewards.to(dev, torch.float32)),
@@ -211,7 +211,7 @@ class FrameReplay:
             (self._first, first.to(dev)),
         )
         if self.masked:
-            fields += ((self._masks, masks.to(dev)),)
+            fields += ((cast("torch.Tensor", self._masks), masks.to(dev)),)  # masked: _masks is allocated
         rows = slice(stream0, stream0 + E)
         with self._lock:
             heads = self._head[rows]
@@ -273,7 +273,7 @@ class FrameReplay:
             frames = frames.view(2 * B, *shape) if self.stack == 1 else frames.view(2 * B, self.stack, *shape)
             action = self._actions.view(-1)[stream * C + slot % C]
             if self.masked:  # the masks of slot i (Munchausen's log-policy at s) and of the bootstrap's slot i + L
-                packed = self._masks.view(-1, self.mask_bytes).index_select(0, flat[:, -1])
+                packed = cast("torch.Tensor", self._masks).view(-1, self.mask_bytes).index_select(0, flat[:, -1])
                 both = unpack_masks(packed, self.num_actions)
                 extra_mask = {"mask": both[:B], "next_mask": both[B:]}
             else:
@@ -326,7 +326,7 @@ class FrameReplay:
                    "reward": float(self._rewards[stream, k]), "terminated": bool(self._terminated[stream, k]),
                    "first": bool(self._first[stream, k])}
             if self.masked:
-                out["mask"] = unpack_masks(self._masks[stream, k], self.num_actions).clone()
+                out["mask"] = unpack_masks(cast("torch.Tensor", self._masks)[stream, k], self.num_actions).clone()
             return out
 
     # ------------------------------------------------------------------ sizes
@@ -349,9 +349,9 @@ class FrameReplay:
 
     @property
     def nbytes(self) -> int:
-        tensors = (self._frames, self._actions, self._rewards, self._terminated, self._first)
+        tensors: tuple[torch.Tensor, ...] = (self._frames, self._actions, self._rewards, self._terminated, self._first)
         if self.masked:
-            tensors += (self._masks,)
+            tensors += (cast("torch.Tensor", self._masks),)
         return sum(t.numel() * t.element_size() for t in tensors)
 
     @property

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import cv2
 import numpy as np
@@ -174,10 +174,12 @@ class Preprocess:
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
         a = checked_action(self._needs_reset, action, self.num_actions)
         inner_step = self.inner.step
-        gray = self._gray
+        gray = cast("list[np.ndarray]", self._gray)  # set by reset(), which checked_action requires first
         total = 0.0
         terminated = truncated = False
         info: dict = {}
+        g: np.ndarray | None
+        last: np.ndarray | None
         g = last = None
         for i in range(self._skip):
             out = inner_step(a)
@@ -192,6 +194,7 @@ class Preprocess:
             last, g = g, self._to_gray(frame, gray[i & 1])
             if terminated or truncated:
                 break
+        g = cast("np.ndarray", g)  # frame_skip >= 1 (checked in __init__): the loop ran at least once
         if last is not None:
             g = np.maximum(g, last, out=g)
         obs = self._out(g)

@@ -47,7 +47,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -160,7 +160,7 @@ class FuelBreakVectorEnv:
 
     def __init__(self, num_envs: int = 16, size: int | tuple[int, int] = 32, budget: int = 16,
                  ignitions: int = 3, seed: int | None = 0):
-        h, w = (size, size) if np.isscalar(size) else size
+        h, w = cast("tuple[int, int]", (size, size) if np.isscalar(size) else size)
         if int(num_envs) < 1:
             raise ValueError(f"num_envs {num_envs!r} must be >= 1")
         if int(h) < 8 or int(w) < 8:

@@ -154,6 +154,7 @@ class SnakeVectorEnv:
         self.num_envs, self.height, self.width = int(num_envs), int(h), int(w)
         self.obs_kind, self.flood = obs, bool(flood)
         self.max_steps, self.hunger = int(max_steps), int(hunger)
+        shape: tuple[int, ...]
         if obs == "grid":
             shape, dtype = (3, self.height, self.width), "uint8"
         else:

@@ -93,7 +93,7 @@ def start_authenticator(transport: TransportConfig, context: zmq.Context | None 
             raise ConfigError(f"transport.curve_authorized_dir={folder!r} differs from {entry[2]!r}, "
                               "whose allow-list already guards this zmq.Context")
         entry[3] += 1
-    released = []
+    released: list[bool] = []  # [True] once release() ran: it runs once
 
     def release() -> None:
         with _lock:

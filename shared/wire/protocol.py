@@ -75,8 +75,8 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 import numpy as np
@@ -135,6 +135,10 @@ class Limits:
     max_message_bytes: int = 64 << 20
     obs_dtype: str = "uint8"
     masked: bool = False
+    if TYPE_CHECKING:  # set by __post_init__; declared for the type checker only, so fields(), repr and == stay as they are
+        dtypes: tuple[np.dtype, ...] = field(init=False)
+        dtype_strs: list[str] = field(init=False)
+        shape_list: list[int] = field(init=False)
 
     def __post_init__(self) -> None:  # computed once, not per message: decode_batch is the learner's hot path
         object.__setattr__(self, "dtypes", batch_dtypes(self.obs_dtype, self.num_actions))
@@ -440,7 +444,8 @@ def decode_weights_request(parts: Sequence[Any]) -> dict:
     return header
 
 
-_REQUEST_KEYS = {KIND_WEIGHTS_REQUEST: ("actor", "inc", "have"), KIND_SLOT_REQUEST: ("inc", "want", "E")}
+_REQUEST_KEYS: dict[Any, tuple[str, ...]] = {  # Any: looked up with whatever "kind" the header holds
+    KIND_WEIGHTS_REQUEST: ("actor", "inc", "have"), KIND_SLOT_REQUEST: ("inc", "want", "E")}
 
 
 def decode_request(parts: Sequence[Any]) -> dict:
