@@ -37,8 +37,9 @@ test: install-dev lint
 test-all: install-dev  # also the extended tests (Catch on uniform replay, the plug-in env learned), several minutes more
 	$(PY) -m pytest -rs --durations=30 -n 2 --maxschedchunk 1 -m ""
 
-lint: install-dev  # ruff, then mypy's type check, both configured in pyproject.toml
+lint: install-dev  # ruff's lint and format check, then mypy's type check, all configured in pyproject.toml
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
 docs: install  # rewrite the generated pages: docs/configuration.md's option tables, docs/protocol.md
