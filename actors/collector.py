@@ -95,8 +95,9 @@ class Collector:
         self.first = np.ones(n_env, dtype=np.uint8)
         self.episode_return = np.zeros(n_env)
         self.finished: list[np.ndarray] = []  # float32 [k, 3] (return, score, success) since the last batch
-        self.stats: dict[str, float] = dict(steps=0, episodes=0, last_return=0.0, last_score=0, successes=0, fps=0.0,
-                                            epsilon=float(self.epsilon.mean()))
+        self.stats: dict[str, float] = dict(
+            steps=0, episodes=0, last_return=0.0, last_score=0, successes=0, fps=0.0, epsilon=float(self.epsilon.mean())
+        )
         self.obs = self.env.reset()  # [E, *obs_shape]: the observation each env's next action is chosen at
         if spec.stack > 1:  # the network's input: the last `stack` observations (the reset one repeated)
             self.stacks = np.empty((n_env, spec.stack, *spec.obs_shape), dtype=spec.obs_dtype)
@@ -126,9 +127,11 @@ class Collector:
         per_pass = -(-_LATE_CHUNK // n_env)  # ticks
         padded = ticks + [ticks[-1]] * (-len(ticks) % per_pass)
         with torch.inference_mode():
-            q = [self.acting_net(torch.from_numpy(np.concatenate(padded[i:i + per_pass]))).numpy()
-                 for i in range(0, len(padded), per_pass)]
-        return np.concatenate(q)[:len(ticks) * n_env].reshape(len(ticks), n_env, -1)
+            q = [
+                self.acting_net(torch.from_numpy(np.concatenate(padded[i : i + per_pass]))).numpy()
+                for i in range(0, len(padded), per_pass)
+            ]
+        return np.concatenate(q)[: len(ticks) * n_env].reshape(len(ticks), n_env, -1)
 
     def act(self) -> tuple[np.ndarray, np.ndarray | None]:
         """Epsilon-greedy actions of every env (each env's epsilon: shared/exploration.py), and the Q-values [E, A]
@@ -141,8 +144,9 @@ class Collector:
         if len(rows):
             actions[rows] = self.rng.integers(self.num_actions, size=len(rows))
             if self.masked:  # a random valid action instead (the draw above keeps the stream as runs drew it)
-                actions[rows] = np.where(cast("np.ndarray", self.mask)[rows], self.rng.random((len(rows), self.num_actions)),
-                                         -1.0).argmax(1)
+                actions[rows] = np.where(
+                    cast("np.ndarray", self.mask)[rows], self.rng.random((len(rows), self.num_actions)), -1.0
+                ).argmax(1)
         if explore.all():
             return actions, None
         q = self.q_values()
@@ -224,10 +228,12 @@ class Collector:
             unscored_stacks.append(self.stacks)
             q[:, unscored] = self._late_q_values(unscored_stacks).swapaxes(0, 1)
             r = self.cfg.replay
-            priorities = n_step_priorities(q, actions, rewards, terminated, first, self.first, r.n_step, r.gamma,
-                                           self.reward_scale, masks, self.munchausen)
-        return StagedBatch(seq, batch_version, (frames, actions, rewards, terminated, first), episodes, priorities,
-                           packed, batch_run)
+            priorities = n_step_priorities(
+                q, actions, rewards, terminated, first, self.first, r.n_step, r.gamma, self.reward_scale, masks, self.munchausen
+            )
+        return StagedBatch(
+            seq, batch_version, (frames, actions, rewards, terminated, first), episodes, priorities, packed, batch_run
+        )
 
     def _end_episodes(self, ended: np.ndarray, info: dict[str, Any]) -> None:
         """Record the episodes of envs ``ended`` (return, score, success); ``info`` was read before their reset."""
@@ -244,8 +250,15 @@ class Collector:
         self.env.close()
 
 
-def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any = None,
-               max_batches: int = 0, standalone: bool = False, generation: int = -1) -> dict:
+def actor_main(
+    cfg: RunConfig,
+    actor_id: int,
+    stop_event: Any,
+    report_queue: Any = None,
+    max_batches: int = 0,
+    standalone: bool = False,
+    generation: int = -1,
+) -> dict:
     """Process entry: collect and send until ``stop_event`` is set (or ``max_batches`` sent, if > 0).
 
     ``actor_id`` < 0: ask the learner for a free slot first (actors/slot_client.py); the slot count
@@ -263,36 +276,52 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
     orphaned = (lambda: False) if standalone else orphan_check()  # re-parented: the launcher died
     torch.set_num_threads(1)
     if cfg.actor.precision == "bf16" and not cpu_has_native_bf16():
-        print("[ACTOR] warning: actor.precision bf16 on a CPU without native bf16 (AVX512-BF16/AMX) is slower than "
-              "fp32 here", flush=True)
+        print(
+            "[ACTOR] warning: actor.precision bf16 on a CPU without native bf16 (AVX512-BF16/AMX) is slower than fp32 here",
+            flush=True,
+        )
     if cfg.actor.nice:
         os.nice(cfg.actor.nice)
     incarnation = int.from_bytes(os.urandom(8), "little") >> 1
     if actor_id < 0:
-        lease = lease_slot(cfg.transport, incarnation, cfg.actor.envs_per_actor, wait=cfg.actor.slot_wait,
-                           should_stop=lambda: stop_event.is_set() or bool(terminate) or orphaned(),
-                           echo=lambda line: print(line, flush=True))
+        lease = lease_slot(
+            cfg.transport,
+            incarnation,
+            cfg.actor.envs_per_actor,
+            wait=cfg.actor.slot_wait,
+            should_stop=lambda: stop_event.is_set() or bool(terminate) or orphaned(),
+            echo=lambda line: print(line, flush=True),
+        )
         if lease is None or lease["slot"] < 0:
             report = dict(actor=-1, incarnation=incarnation, batches=0, refused=lease["reason"] if lease else "stopped")
             if report_queue is not None:
                 report_queue.put(report)
             return report
         actor_id, cfg = lease["slot"], dataclasses.replace(cfg, actors=lease["slots"])
-        print(f"[ACTOR] slot {actor_id} of {lease['slots']} (lease {lease['lease']:g} s), incarnation {incarnation:#x}",
-              flush=True)
+        print(
+            f"[ACTOR] slot {actor_id} of {lease['slots']} (lease {lease['lease']:g} s), incarnation {incarnation:#x}", flush=True
+        )
     collector = Collector(cfg, actor_id, incarnation, generation)
     heartbeat = Heartbeat("actor")
     should_stop = lambda: stop_event.is_set() or bool(terminate) or orphaned()  # noqa: E731
-    sender = BatchSender(experience_endpoint(cfg, actor_id), actor_id, incarnation,
-                         cfg.actor.max_staged_batches, cfg.actor.send_hwm, transport=cfg.transport,
-                         wait_when_full=cfg.learner.holds_ratio, should_stop=should_stop, on_wait=heartbeat.beat,
-                         kernel_buffer=held_kernel_buffer(collector.spec, cfg.actor.envs_per_actor, cfg.actor.batch_steps))
+    sender = BatchSender(
+        experience_endpoint(cfg, actor_id),
+        actor_id,
+        incarnation,
+        cfg.actor.max_staged_batches,
+        cfg.actor.send_hwm,
+        transport=cfg.transport,
+        wait_when_full=cfg.learner.holds_ratio,
+        should_stop=should_stop,
+        on_wait=heartbeat.beat,
+        kernel_buffer=held_kernel_buffer(collector.spec, cfg.actor.envs_per_actor, cfg.actor.batch_steps),
+    )
     weights = WeightClient(cfg.transport, actor_id, incarnation, collector.net)
     if cfg.actor.weights_timeout > 0:  # the learner's current weights before the first action
-        current = weights.fetch(have=-1, timeout=cfg.actor.weights_timeout,
-                                should_stop=should_stop)
+        current = weights.fetch(have=-1, timeout=cfg.actor.weights_timeout, should_stop=should_stop)
         if current is not None:
             collector.load_weights(*current, weights.run)
+
     def refresh(have: int) -> tuple[int, dict, int] | None:  # newer weights, with the run they belong to
         got = weights.poll(have)
         return None if got is None else (*got, weights.run)
@@ -308,14 +337,23 @@ def actor_main(cfg: RunConfig, actor_id: int, stop_event: Any, report_queue: Any
     sender.close(collector.stats, timeout=5.0)
     weights.close()
     collector.close()
-    report = dict(actor=actor_id, incarnation=incarnation, batches=seq,
-                  sent_batches=sender.sent_batches, sent_transitions=sender.sent_transitions,
-                  dropped_batches=sender.dropped_batches, submit_seconds=sender.submit_seconds,
-                  wait_seconds=sender.wait_seconds, run_seconds=run_seconds, env_seconds=collector.env_seconds,
-                  steps=int(collector.stats["steps"]),
-                  episodes=int(collector.stats["episodes"]), weights_version=collector.weights_version,
-                  weights_run=collector.weights_run,
-                  first_action_weights_version=collector.first_action_weights_version)
+    report = dict(
+        actor=actor_id,
+        incarnation=incarnation,
+        batches=seq,
+        sent_batches=sender.sent_batches,
+        sent_transitions=sender.sent_transitions,
+        dropped_batches=sender.dropped_batches,
+        submit_seconds=sender.submit_seconds,
+        wait_seconds=sender.wait_seconds,
+        run_seconds=run_seconds,
+        env_seconds=collector.env_seconds,
+        steps=int(collector.stats["steps"]),
+        episodes=int(collector.stats["episodes"]),
+        weights_version=collector.weights_version,
+        weights_run=collector.weights_run,
+        first_action_weights_version=collector.first_action_weights_version,
+    )
     if report_queue is not None:
         report_queue.put(report)
     return report

@@ -62,10 +62,19 @@ def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: A
         episodes = play_episodes(net, env_cfg, cfg.eval.episodes, cfg.eval.epsilon, seed)
         baseline = None
         if reference:  # the random policy on the same seeds, to read the score against
-            baseline = summarize(play_episodes(None, env_cfg, cfg.eval.episodes, 1.0, seed, policy="random"),
-                                 len(names), names)
+            baseline = summarize(play_episodes(None, env_cfg, cfg.eval.episodes, 1.0, seed, policy="random"), len(names), names)
             baseline.pop("action_counts"), baseline.pop("action_fractions")
         rounds += 1
-        results.put(dict(request, weights_version=version, epsilon=cfg.eval.epsilon, stage=env_label(env_cfg),
-                         seconds=time.perf_counter() - start, env=env_cfg.name, random=baseline,
-                         summary=summarize(episodes, len(names), names), state=arrays))
+        results.put(
+            dict(
+                request,
+                weights_version=version,
+                epsilon=cfg.eval.epsilon,
+                stage=env_label(env_cfg),
+                seconds=time.perf_counter() - start,
+                env=env_cfg.name,
+                random=baseline,
+                summary=summarize(episodes, len(names), names),
+                state=arrays,
+            )
+        )

@@ -123,8 +123,15 @@ def action_names_for(env_cfg: EnvConfig) -> list[str]:
 # --------------------------------------------------------------------------- playing
 
 
-def play_episodes(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int, epsilon: float, seed: int,
-                  policy: str = "greedy", action: int | None = None) -> list[Episode]:
+def play_episodes(
+    net: torch.nn.Module | None,
+    env_cfg: EnvConfig,
+    episodes: int,
+    epsilon: float,
+    seed: int,
+    policy: str = "greedy",
+    action: int | None = None,
+) -> list[Episode]:
     """Play ``episodes`` whole episodes on one env and return them (see the module docstring).
 
     ``policy="greedy"``: epsilon-greedy on ``net`` (a random action with probability ``epsilon``,
@@ -146,8 +153,10 @@ def play_episodes(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int
     num_actions = env_spec(env_cfg).num_actions
     single = entry_for(env_cfg).make_single is not None
     if constant and (not single or not (isinstance(action, int) and 0 <= action < num_actions)):
-        raise ValueError(f"policy='constant' needs action in [0, {num_actions}) on a single env, got action={action!r} "
-                         f"on env.name={env_cfg.name!r}")
+        raise ValueError(
+            f"policy='constant' needs action in [0, {num_actions}) on a single env, got action={action!r} "
+            f"on env.name={env_cfg.name!r}"
+        )
     if greedy:  # greedy: net is not None (checked above), here and in the loop below
         cast("torch.nn.Module", net).eval()
     if not single:
@@ -181,15 +190,15 @@ def play_episodes(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int
                         x_max = x
                     flag = flag or info["flag_get"]
                     done = terminated or truncated
-                out.append(Episode(int(x_max), bool(flag), float(ret), len(actions),
-                                   np.frombuffer(actions, np.uint8)))  # no copy; a new bytearray per episode
+                out.append(
+                    Episode(int(x_max), bool(flag), float(ret), len(actions), np.frombuffer(actions, np.uint8))
+                )  # no copy; a new bytearray per episode
     finally:
         env.close()
     return out
 
 
-def _play_vector(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int, eps: float,
-                 seed: int) -> list[Episode]:
+def _play_vector(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int, eps: float, seed: int) -> list[Episode]:
     """One episode in each of ``episodes`` envs of one vector env, stepped together; env i's episode is the
     first it finishes. Exploring steps (all of them when ``net`` is None) take a uniformly random valid action."""
     spec = env_spec(env_cfg)
@@ -222,8 +231,12 @@ def _play_vector(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int,
     finally:
         env.close()
     played = np.stack(taken).astype(action_dtype(spec.num_actions))  # [steps, n]
-    return [Episode(int(round(score[i])), bool(success[i]), float(ret[i]), int(length[i]),
-                    np.ascontiguousarray(played[:length[i], i])) for i in range(n)]
+    return [
+        Episode(
+            int(round(score[i])), bool(success[i]), float(ret[i]), int(length[i]), np.ascontiguousarray(played[: length[i], i])
+        )
+        for i in range(n)
+    ]
 
 
 def ranked_episode(episodes: list[Episode], which: str = "best") -> int:
@@ -231,8 +244,10 @@ def ranked_episode(episodes: list[Episode], which: str = "best") -> int:
     x_pos, then lower return); the earlier one on a full tie."""
     if which not in ("best", "worst"):
         raise ValueError(f"which={which!r} must be 'best' or 'worst'")
+
     def key(i: int) -> tuple[int, float]:
         return episodes[i].x_pos, episodes[i].ret
+
     return max(range(len(episodes)), key=key) if which == "best" else min(range(len(episodes)), key=key)
 
 
@@ -340,8 +355,9 @@ def _gif_durations_ms(fps: float, every: int) -> Iterator[int]:
         k += 1
 
 
-def record_video(env_cfg: EnvConfig, actions: Iterable[int], path: str, fps: float = 60,
-                 expected_x_pos: int | None = None) -> VideoInfo:
+def record_video(
+    env_cfg: EnvConfig, actions: Iterable[int], path: str, fps: float = 60, expected_x_pos: int | None = None
+) -> VideoInfo:
     """Replay ``actions`` on a fresh Mario env and write the emulator's frames to ``path``.
 
     ``.mp4``: every emulator frame, 256x240 RGB as the NES draws it, H.264 (libx264) yuv420p via
@@ -366,10 +382,18 @@ def record_video(env_cfg: EnvConfig, actions: Iterable[int], path: str, fps: flo
     if ext == ".mp4":
         import imageio.v2 as imageio
 
-        writer = imageio.get_writer(path, format="FFMPEG", mode="I", fps=fps, codec="libx264",
-                                    pixelformat="yuv420p", macro_block_size=MACRO_BLOCK, quality=None,
-                                    output_params=["-crf", "18", "-movflags", "+faststart"],
-                                    ffmpeg_log_level="error")
+        writer = imageio.get_writer(
+            path,
+            format="FFMPEG",
+            mode="I",
+            fps=fps,
+            codec="libx264",
+            pixelformat="yuv420p",
+            macro_block_size=MACRO_BLOCK,
+            quality=None,
+            output_params=["-crf", "18", "-movflags", "+faststart"],
+            ffmpeg_log_level="error",
+        )
         try:
             for frame in frames:
                 writer.append_data(_padded(frame, MACRO_BLOCK))  # a contiguous copy of the shared screen
@@ -403,11 +427,19 @@ def record_video(env_cfg: EnvConfig, actions: Iterable[int], path: str, fps: flo
         finally:
             frames.close()
         seconds = total_ms / 1000.0
-    info = VideoInfo(path=path, frames=written, emulator_frames=emulated, seconds=seconds,
-                     x_pos=int(track["x_pos"]), bytes=os.path.getsize(path))
+    info = VideoInfo(
+        path=path,
+        frames=written,
+        emulator_frames=emulated,
+        seconds=seconds,
+        x_pos=int(track["x_pos"]),
+        bytes=os.path.getsize(path),
+    )
     if track["steps"] < len(actions):
         raise RuntimeError(f"replay ended after {track['steps']} of {len(actions)} actions (video {path} written)")
     if expected_x_pos is not None and info.x_pos != int(expected_x_pos):
-        raise RuntimeError(f"replay reached x_pos {info.x_pos}, the episode {expected_x_pos} "
-                           f"(the emulator should be deterministic; video {path} written)")
+        raise RuntimeError(
+            f"replay reached x_pos {info.x_pos}, the episode {expected_x_pos} "
+            f"(the emulator should be deterministic; video {path} written)"
+        )
     return info

@@ -55,10 +55,20 @@ class StagedBatch:
 
 
 class BatchSender:
-    def __init__(self, endpoint: str, actor_id: int, incarnation: int, max_staged: int, send_hwm: int,
-                 context: zmq.Context | None = None, transport: TransportConfig | None = None,
-                 wait_when_full: bool = False, should_stop: Callable[[], bool] = lambda: False,
-                 on_wait: Callable[[], None] = lambda: None, kernel_buffer: int = HELD_KERNEL_BUFFER):
+    def __init__(
+        self,
+        endpoint: str,
+        actor_id: int,
+        incarnation: int,
+        max_staged: int,
+        send_hwm: int,
+        context: zmq.Context | None = None,
+        transport: TransportConfig | None = None,
+        wait_when_full: bool = False,
+        should_stop: Callable[[], bool] = lambda: False,
+        on_wait: Callable[[], None] = lambda: None,
+        kernel_buffer: int = HELD_KERNEL_BUFFER,
+    ):
         """``kernel_buffer``: the socket's kernel buffer while it waits (``wait_when_full``), about one batch
         (shared/links.held_kernel_buffer)."""
         self.actor_id = actor_id
@@ -71,8 +81,14 @@ class BatchSender:
         # waiting, the sender keeps one message queued and a small kernel buffer (``kernel_buffer``),
         # except under CURVE, where the learner's side keeps its defaults too (learner/consolidator.py)
         small = wait_when_full and not (transport is not None and transport.curve_client_secret)
-        self._socket = open_socket(self._context, zmq.PUSH, transport, server=False, send_hwm=1 if small else send_hwm,
-                                   kernel_buffer=kernel_buffer if small else None)
+        self._socket = open_socket(
+            self._context,
+            zmq.PUSH,
+            transport,
+            server=False,
+            send_hwm=1 if small else send_hwm,
+            kernel_buffer=kernel_buffer if small else None,
+        )
         self._socket.connect(endpoint)
         self._staged: collections.deque[StagedBatch] = collections.deque()
         self._in_flight: collections.deque[zmq.MessageTracker] = collections.deque()  # sent, ZeroMQ still holds them
@@ -95,8 +111,11 @@ class BatchSender:
             self.dropped_batches += 1
             if start - self._said_full_at >= DROP_LINE_EVERY_S:
                 self._said_full_at = start
-                print(f"[ACTOR {self.actor_id}] staging full ({self.max_staged} batches), the learner is not reading: "
-                      f"dropped the oldest batch ({self.dropped_batches:,} dropped so far)", flush=True)
+                print(
+                    f"[ACTOR {self.actor_id}] staging full ({self.max_staged} batches), the learner is not reading: "
+                    f"dropped the oldest batch ({self.dropped_batches:,} dropped so far)",
+                    flush=True,
+                )
         self.flush(stats)
         self.submit_seconds += time.perf_counter() - start
 
@@ -108,9 +127,8 @@ class BatchSender:
         said = start
         while self._staged and not self._should_stop():
             if time.perf_counter() - said >= DROP_LINE_EVERY_S:  # a stall (learner down, this actor refused), not
-                said = time.perf_counter()                       # the ratio's short waits: said every 10 s
-                print(f"[ACTOR {self.actor_id}] the learner has not read for {said - start:.0f}s: waiting",
-                      flush=True)
+                said = time.perf_counter()  # the ratio's short waits: said every 10 s
+                print(f"[ACTOR {self.actor_id}] the learner has not read for {said - start:.0f}s: waiting", flush=True)
             self._on_wait()
             if self._socket.poll(WAIT_POLL_MS, zmq.POLLOUT):
                 self.flush(stats)
@@ -122,9 +140,18 @@ class BatchSender:
             batch = self._staged[0]
             transitions = batch.arrays[1].size
             stats = dict(stats, dropped=self.dropped_batches, sent=self.sent_transitions + transitions)
-            parts = protocol.encode_batch(self.actor_id, self.incarnation, batch.seq, batch.weights_version,
-                                          *batch.arrays, stats=stats, episodes=batch.episodes,
-                                          priorities=batch.priorities, masks=batch.masks, run=batch.run)
+            parts = protocol.encode_batch(
+                self.actor_id,
+                self.incarnation,
+                batch.seq,
+                batch.weights_version,
+                *batch.arrays,
+                stats=stats,
+                episodes=batch.episodes,
+                priorities=batch.priorities,
+                masks=batch.masks,
+                run=batch.run,
+            )
             frames = [zmq.Frame(part, track=True, copy_threshold=self._socket.copy_threshold) for part in parts]
             try:
                 self._socket.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
@@ -158,5 +185,8 @@ class BatchSender:
                 tracker.wait(max(0.0, release_by - time.monotonic()))
         except zmq.NotDone:
             held = sum(not tracker.done for tracker in self._in_flight)
-            print(f"[ACTOR {self.actor_id}] ZeroMQ still held {held} sent batches {linger + TRACKER_GRACE_S:.1f}s after "
-                  f"closing; they may arrive damaged or not at all", flush=True)
+            print(
+                f"[ACTOR {self.actor_id}] ZeroMQ still held {held} sent batches {linger + TRACKER_GRACE_S:.1f}s after "
+                f"closing; they may arrive damaged or not at all",
+                flush=True,
+            )

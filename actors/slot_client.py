@@ -24,9 +24,16 @@ from shared.wire.protocol import weights_endpoints
 NOTICE_EVERY = 60.0  # seconds between repeated "still refused" / "no learner yet" lines
 
 
-def lease_slot(transport: TransportConfig, incarnation: int, envs: int, want: int = -1, wait: float = 0.0,
-               should_stop: Callable[[], bool] = lambda: False, echo: Callable[[str], None] = print,
-               context: zmq.Context | None = None) -> dict | None:
+def lease_slot(
+    transport: TransportConfig,
+    incarnation: int,
+    envs: int,
+    want: int = -1,
+    wait: float = 0.0,
+    should_stop: Callable[[], bool] = lambda: False,
+    echo: Callable[[str], None] = print,
+    context: zmq.Context | None = None,
+) -> dict | None:
     """The learner's SLOT reply once granted (``slot`` >= 0), a refusal (``slot`` -1, ``reason``) after ``wait`` s, or
     None if stopped."""
     ctx = context or zmq.Context.instance()

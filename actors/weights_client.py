@@ -23,13 +23,21 @@ from shared.wire.protocol import weights_endpoints
 
 
 class WeightClient:
-    def __init__(self, transport: TransportConfig, actor_id: int, incarnation: int, net: torch.nn.Module,
-                 context: zmq.Context | None = None):
+    def __init__(
+        self,
+        transport: TransportConfig,
+        actor_id: int,
+        incarnation: int,
+        net: torch.nn.Module,
+        context: zmq.Context | None = None,
+    ):
         ctx = context or zmq.Context.instance()
         pub_addr, router_addr = weights_endpoints(transport)
         self.actor_id, self.incarnation = actor_id, incarnation
-        self.expected = {name: (tuple(t.shape), np.dtype(np.float32 if t.is_floating_point() else np.int64).str)
-                         for name, t in net.state_dict().items()}
+        self.expected = {
+            name: (tuple(t.shape), np.dtype(np.float32 if t.is_floating_point() else np.int64).str)
+            for name, t in net.state_dict().items()
+        }
         max_bytes = sum(int(np.prod(shape)) * 8 for shape, _ in self.expected.values()) + (1 << 16)
         self._sub = open_socket(ctx, zmq.SUB, transport, server=False, recv_hwm=2, max_message=max_bytes, subscribe=b"")
         self._sub.connect(pub_addr)
@@ -43,8 +51,9 @@ class WeightClient:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not should_stop():
             try:  # never block: with no usable link (learner down, or refusing this actor's key) DEALER sends block
-                self._dealer.send_multipart(protocol.encode_weights_request(self.actor_id, self.incarnation, have),
-                                            flags=zmq.NOBLOCK)
+                self._dealer.send_multipart(
+                    protocol.encode_weights_request(self.actor_id, self.incarnation, have), flags=zmq.NOBLOCK
+                )
             except zmq.Again:
                 pass  # ask again in a second
             ask_until = min(deadline, time.monotonic() + 1.0)

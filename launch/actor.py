@@ -42,8 +42,7 @@ def parse_learner(address: str) -> tuple[str, int]:
     """'HOST:PORT' -> (host, port); raises ConfigError naming a bad value."""
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit():
-        raise ConfigError(f"learner={address!r} must be HOST:PORT (the learner's address and base port, e.g. "
-                          f"learner:5600)")
+        raise ConfigError(f"learner={address!r} must be HOST:PORT (the learner's address and base port, e.g. learner:5600)")
     return host.strip("[]"), int(port)
 
 

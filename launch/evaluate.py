@@ -83,39 +83,77 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m launch.evaluate", description=__doc__.split("\n\n")[0],
-                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_dir", nargs="?", default=None, metavar="RUN_DIR",
-                   help="run folder (config.json, checkpoint.pt); optional with --policy random or constant")
+    p = _Parser(
+        prog="python -m launch.evaluate",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "run_dir",
+        nargs="?",
+        default=None,
+        metavar="RUN_DIR",
+        help="run folder (config.json, checkpoint.pt); optional with --policy random or constant",
+    )
     p.add_argument("--episodes", type=int, default=20, help="episodes at --epsilon (default 20)")
     p.add_argument("--epsilon", type=float, default=0.05, help="exploration rate in [0, 1] (default 0.05)")
     p.add_argument("--stage", default=None, help="Mario 'W-S' or 'all' (default: the run's stage, else 1-1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the env and of the exploration (default 0)")
-    p.add_argument("--policy", default="greedy", help="greedy (epsilon-greedy on the network), random, or constant "
-                                                      "(--action on every step, epsilon-greedy around it)")
-    p.add_argument("--action", default=None, metavar="NAME",
-                   help="the action --policy constant holds, by name (Mario: buttons joined by '+', e.g. right+A)")
-    p.add_argument("--net", default="auto", choices=("auto", "best", "online"),
-                   help="which network plays: best = the weights that scored highest in the evaluation during "
-                        "training (RUN_DIR/best.pt, chosen on the in-training seeds); online = the last checkpoint's "
-                        "online net; auto (default) = best when "
-                        "RUN_DIR holds best.pt and no --checkpoint is given, else online")
+    p.add_argument(
+        "--policy",
+        default="greedy",
+        help="greedy (epsilon-greedy on the network), random, or constant (--action on every step, epsilon-greedy around it)",
+    )
+    p.add_argument(
+        "--action",
+        default=None,
+        metavar="NAME",
+        help="the action --policy constant holds, by name (Mario: buttons joined by '+', e.g. right+A)",
+    )
+    p.add_argument(
+        "--net",
+        default="auto",
+        choices=("auto", "best", "online"),
+        help="which network plays: best = the weights that scored highest in the evaluation during "
+        "training (RUN_DIR/best.pt, chosen on the in-training seeds); online = the last checkpoint's "
+        "online net; auto (default) = best when "
+        "RUN_DIR holds best.pt and no --checkpoint is given, else online",
+    )
     p.add_argument("--checkpoint", default=None, metavar="PATH", help="checkpoint file to load instead of RUN_DIR/checkpoint.pt")
-    p.add_argument("--env", default=None, help="mario, catch, fake, snake or fuelbreak; only without RUN_DIR "
-                                               "(random policy, the env's default options)")
+    p.add_argument(
+        "--env",
+        default=None,
+        help="mario, catch, fake, snake or fuelbreak; only without RUN_DIR (random policy, the env's default options)",
+    )
     p.add_argument("--max-episode-steps", type=int, default=None, help="override the env's time limit (0: none)")
-    p.add_argument("--jump-release", default=None, choices=("on", "off"),
-                   help="Mario's jump release (env.mario.jump_release; default: the run's setting, on without RUN_DIR)")
-    p.add_argument("--buttons", default=None, choices=tuple(ACTION_SETS),
-                   help="Mario's button set for --policy random or constant (env.mario.actions; default: the run's, "
-                        "simple without RUN_DIR): a baseline for runs trained on another set")
-    p.add_argument("--video", default=None, metavar="PATH",
-                   help="record an episode (the best unless --video-episode says otherwise) to PATH.mp4 or PATH.gif")
-    p.add_argument("--video-episode", default="best", metavar="WHICH",
-                   help="which episode --video records: 'best' (highest x_pos of the epsilon run, the default), "
-                        "'worst' (lowest x_pos), 'greedy' (the pure-greedy episode), or N, the epsilon run's "
-                        "episode N (0-based, the order of 'episodes' in the JSON; the same --seed plays the same "
-                        "episodes, so a failure found in one evaluation can be filmed in the next)")
+    p.add_argument(
+        "--jump-release",
+        default=None,
+        choices=("on", "off"),
+        help="Mario's jump release (env.mario.jump_release; default: the run's setting, on without RUN_DIR)",
+    )
+    p.add_argument(
+        "--buttons",
+        default=None,
+        choices=tuple(ACTION_SETS),
+        help="Mario's button set for --policy random or constant (env.mario.actions; default: the run's, "
+        "simple without RUN_DIR): a baseline for runs trained on another set",
+    )
+    p.add_argument(
+        "--video",
+        default=None,
+        metavar="PATH",
+        help="record an episode (the best unless --video-episode says otherwise) to PATH.mp4 or PATH.gif",
+    )
+    p.add_argument(
+        "--video-episode",
+        default="best",
+        metavar="WHICH",
+        help="which episode --video records: 'best' (highest x_pos of the epsilon run, the default), "
+        "'worst' (lowest x_pos), 'greedy' (the pure-greedy episode), or N, the epsilon run's "
+        "episode N (0-based, the order of 'episodes' in the JSON; the same --seed plays the same "
+        "episodes, so a failure found in one evaluation can be filmed in the next)",
+    )
     p.add_argument("--json", default=None, metavar="PATH", help="where to write the results")
     return p
 
@@ -168,20 +206,23 @@ def resolve(args: argparse.Namespace) -> dict:
     if args.video is not None and os.path.splitext(args.video)[1].lower() not in (".mp4", ".gif"):
         raise UsageError(f"--video={args.video!r} must end in .mp4 or .gif")
     if args.video_episode not in VIDEO_EPISODES and not (
-            _is_number(args.video_episode) and int(args.video_episode) < args.episodes):
-        raise UsageError(f"--video-episode={args.video_episode!r} must be one of {', '.join(VIDEO_EPISODES)} "
-                         f"or an episode number below --episodes={args.episodes}")
+        _is_number(args.video_episode) and int(args.video_episode) < args.episodes
+    ):
+        raise UsageError(
+            f"--video-episode={args.video_episode!r} must be one of {', '.join(VIDEO_EPISODES)} "
+            f"or an episode number below --episodes={args.episodes}"
+        )
     if args.video is None and args.video_episode != "best":
         raise UsageError(f"--video-episode={args.video_episode!r} names the episode --video records: add --video PATH")
     if args.env is not None and args.env not in env_names():
         raise UsageError(f"--env={args.env!r} must be one of {', '.join(env_names())}")
     greedy = args.policy == "greedy"
     if (args.action is not None) != (args.policy == "constant"):
-        raise UsageError(f"--action={args.action!r} goes with --policy constant (and it needs one), "
-                         f"not --policy {args.policy}")
+        raise UsageError(f"--action={args.action!r} goes with --policy constant (and it needs one), not --policy {args.policy}")
     if args.buttons is not None and greedy:
-        raise UsageError(f"--buttons={args.buttons!r} goes with --policy random or constant: a network plays the "
-                         f"buttons it was trained on")
+        raise UsageError(
+            f"--buttons={args.buttons!r} goes with --policy random or constant: a network plays the buttons it was trained on"
+        )
     run_dir, ckpt_path, cfg, state = args.run_dir, args.checkpoint, None, None
 
     if run_dir is not None:
@@ -206,8 +247,11 @@ def resolve(args: argparse.Namespace) -> dict:
             name = BEST_NAME if args.net == "best" else CHECKPOINT_NAME
             ckpt_path = os.path.join(run_dir, name)
             if not os.path.isfile(ckpt_path):
-                why = (" (it is written at the first evaluation during training, --eval.every-env-steps)"
-                       if args.net == "best" else "")
+                why = (
+                    " (it is written at the first evaluation during training, --eval.every-env-steps)"
+                    if args.net == "best"
+                    else ""
+                )
                 raise UsageError(f"--net={args.net}: no {name} in run folder {run_dir!r}{why}")
         elif os.path.isdir(ckpt_path):
             ckpt_path = os.path.join(ckpt_path, CHECKPOINT_NAME)
@@ -256,17 +300,31 @@ def resolve(args: argparse.Namespace) -> dict:
             net = build_network(env, state["learner"]["online"], dueling=cfg.net.dueling)
         except (RuntimeError, KeyError, TypeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise UsageError(f"checkpoint {ckpt_path!r} does not fit the network of env {env.name} "
-                             f"({env_spec(env)}): {first}") from None
+            raise UsageError(
+                f"checkpoint {ckpt_path!r} does not fit the network of env {env.name} ({env_spec(env)}): {first}"
+            ) from None
     counters = (state or {}).get("counters") or {}
     label = env_label(env)
-    tag = (f"eps{args.epsilon:g}" + (f"-{args.net}" if args.net != "online" else "") if greedy else
-           "random" if args.policy == "random" else f"constant-{args.action}-eps{args.epsilon:g}")
+    tag = (
+        f"eps{args.epsilon:g}" + (f"-{args.net}" if args.net != "online" else "")
+        if greedy
+        else "random"
+        if args.policy == "random"
+        else f"constant-{args.action}-eps{args.epsilon:g}"
+    )
     json_path = args.json or os.path.join(run_dir or ".", f"eval-{label}-{tag}.json")
-    return {"env": env, "net": net, "run_dir": run_dir, "checkpoint": ckpt_path, "label": label,
-            "updates": counters.get("updates", (state or {}).get("learner", {}).get("updates")),
-            "env_steps": counters.get("inserted"), "wall_seconds": counters.get("wall_seconds"),
-            "json_path": json_path, "action": action}
+    return {
+        "env": env,
+        "net": net,
+        "run_dir": run_dir,
+        "checkpoint": ckpt_path,
+        "label": label,
+        "updates": counters.get("updates", (state or {}).get("learner", {}).get("updates")),
+        "env_steps": counters.get("inserted"),
+        "wall_seconds": counters.get("wall_seconds"),
+        "json_path": json_path,
+        "action": action,
+    }
 
 
 def _pct(x: float) -> str:
@@ -277,18 +335,27 @@ def format_table(rows: list[tuple[str, dict]], names: list[str], score: bool = F
     """The console table: one line per summary, then each one's action histogram (up to 32 actions).
     ``score``: Snake and fuel breaks, whose x_pos columns hold the score and flag the success."""
     x, flag = ("score", "success") if score else ("x", "flag")
-    head = (f"{'':<16}{'episodes':>9}{x + ' mean':>11}{x + ' median':>13}{x + ' max':>10}{x + ' min':>10}{flag:>8}"
-            f"{'return':>9}{'length':>9}") if score else \
-        f"{'':<16}{'episodes':>9}{'x mean':>9}{'x median':>10}{'x max':>7}{'x min':>7}{'flag':>8}{'return':>9}{'length':>9}"
+    head = (
+        (
+            f"{'':<16}{'episodes':>9}{x + ' mean':>11}{x + ' median':>13}{x + ' max':>10}{x + ' min':>10}{flag:>8}"
+            f"{'return':>9}{'length':>9}"
+        )
+        if score
+        else f"{'':<16}{'episodes':>9}{'x mean':>9}{'x median':>10}{'x max':>7}{'x min':>7}{'flag':>8}{'return':>9}{'length':>9}"
+    )
     lines = [head]
     for title, s in rows:
         if score:
-            lines.append(f"{title:<16}{s['episodes']:>9}{s['x_pos_mean']:>11.2f}{s['x_pos_median']:>13.1f}"
-                         f"{s['x_pos_max']:>10}{s['x_pos_min']:>10}{_pct(s['flag_rate']):>8}{s['return_mean']:>9.2f}"
-                         f"{s['length_mean']:>9.1f}")
+            lines.append(
+                f"{title:<16}{s['episodes']:>9}{s['x_pos_mean']:>11.2f}{s['x_pos_median']:>13.1f}"
+                f"{s['x_pos_max']:>10}{s['x_pos_min']:>10}{_pct(s['flag_rate']):>8}{s['return_mean']:>9.2f}"
+                f"{s['length_mean']:>9.1f}"
+            )
             continue
-        lines.append(f"{title:<16}{s['episodes']:>9}{s['x_pos_mean']:>9.1f}{s['x_pos_median']:>10.1f}{s['x_pos_max']:>7}"
-                     f"{s['x_pos_min']:>7}{_pct(s['flag_rate']):>8}{s['return_mean']:>9.1f}{s['length_mean']:>9.1f}")
+        lines.append(
+            f"{title:<16}{s['episodes']:>9}{s['x_pos_mean']:>9.1f}{s['x_pos_median']:>10.1f}{s['x_pos_max']:>7}"
+            f"{s['x_pos_min']:>7}{_pct(s['flag_rate']):>8}{s['return_mean']:>9.1f}{s['length_mean']:>9.1f}"
+        )
     for title, s in rows if len(names) <= 32 else ():
         hist = "  ".join(f"{n} {_pct(s['action_fractions'][n])}" for n in names)
         lines.append(f"actions {title}: {hist}")
@@ -315,13 +382,21 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
     names = action_names_for(env)
     num_actions = env_spec(env).num_actions
     where = job["checkpoint"] or "(no network)"
-    print(f"[EVAL] {job['run_dir'] or '-'}: checkpoint {where}"
-          + (f", updates {job['updates']:,}" if isinstance(job["updates"], int) else "")
-          + (f", env steps {job['env_steps']:,}" if isinstance(job["env_steps"], int) else ""))
-    print(f"[EVAL] env {env.name}" + (f" {job['label']}" if job["label"] != env.name else "") + f", {len(names)} actions"
-          + f", policy {args.policy}" + (f" ({args.net} net)" if greedy else "")
-          + (f", epsilon {args.epsilon:g}" if greedy else "") + f", seed {args.seed}, {args.episodes} episode(s)",
-          flush=True)
+    print(
+        f"[EVAL] {job['run_dir'] or '-'}: checkpoint {where}"
+        + (f", updates {job['updates']:,}" if isinstance(job["updates"], int) else "")
+        + (f", env steps {job['env_steps']:,}" if isinstance(job["env_steps"], int) else "")
+    )
+    print(
+        f"[EVAL] env {env.name}"
+        + (f" {job['label']}" if job["label"] != env.name else "")
+        + f", {len(names)} actions"
+        + f", policy {args.policy}"
+        + (f" ({args.net} net)" if greedy else "")
+        + (f", epsilon {args.epsilon:g}" if greedy else "")
+        + f", seed {args.seed}, {args.episodes} episode(s)",
+        flush=True,
+    )
 
     start = time.perf_counter()
     episodes = play_episodes(net, env, args.episodes, args.epsilon, args.seed, policy=args.policy, action=job["action"])
@@ -331,16 +406,19 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
     seconds = time.perf_counter() - start
     steps = sum(e.length for e in episodes) + (greedy_ep.length if greedy_ep is not None and args.epsilon != 0 else 0)
     summary = summarize(episodes, num_actions, names)
-    rows = [(f"eps {args.epsilon:g}" if greedy else "random" if args.policy == "random" else
-             f"{args.action} eps {args.epsilon:g}", summary)]
+    rows = [
+        (
+            f"eps {args.epsilon:g}" if greedy else "random" if args.policy == "random" else f"{args.action} eps {args.epsilon:g}",
+            summary,
+        )
+    ]
     greedy_summary = None
     if greedy_ep is not None:
         greedy_summary = summarize([greedy_ep], num_actions, names)
         rows.append(("greedy (eps 0)", greedy_summary))
     vector, random_summary = entry_for(env).make_single is None, None
     if vector and greedy:  # Snake and fuel breaks: the random policy on the same seeds, to read the score against
-        random_summary = summarize(play_episodes(None, env, args.episodes, 1.0, args.seed, policy="random"),
-                                   num_actions, names)
+        random_summary = summarize(play_episodes(None, env, args.episodes, 1.0, args.seed, policy="random"), num_actions, names)
         rows.append(("random", random_summary))
     print(format_table(rows, names, score=vector))
     print(f"[EVAL] {steps:,} agent steps in {seconds:.1f} s ({steps / max(seconds, 1e-9):,.0f} steps/s)", flush=True)
@@ -352,9 +430,11 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
         try:
             info = record_video(env, filmed.actions, args.video, expected_x_pos=filmed.x_pos)
             video = {**dataclasses.asdict(info), "episode": which}
-            print(f"[EVAL] video {info.path}: {info.bytes:,} bytes, {info.frames:,} frames, {info.seconds:.1f} s "
-                  f"({which if which == 'greedy' else f'episode {which}'}: x_pos {filmed.x_pos}, "
-                  f"return {filmed.ret:.1f}, {filmed.length} steps)")
+            print(
+                f"[EVAL] video {info.path}: {info.bytes:,} bytes, {info.frames:,} frames, {info.seconds:.1f} s "
+                f"({which if which == 'greedy' else f'episode {which}'}: x_pos {filmed.x_pos}, "
+                f"return {filmed.ret:.1f}, {filmed.length} steps)"
+            )
         except RuntimeError as exc:  # the replay diverged; the file is there but shows another episode
             print(f"error: {exc}", file=sys.stderr)
             video, status = {"path": args.video, "error": str(exc)}, 1

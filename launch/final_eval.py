@@ -66,8 +66,10 @@ def play_job(job: dict) -> dict:
     net = build_network(job["env"], job["weights"], dueling=job["dueling"])
     episodes = play_episodes(net, job["env"], job["episodes"], job["epsilon"], job["seed"])
     greedy = play_episodes(net, job["env"], 1, 0.0, job["seed"])[0] if job["greedy"] else None
-    return {"episodes": [episode_record(e) for e in episodes],
-            "greedy": None if greedy is None else episode_record(greedy) | {"actions": greedy.actions.tolist()}}
+    return {
+        "episodes": [episode_record(e) for e in episodes],
+        "greedy": None if greedy is None else episode_record(greedy) | {"actions": greedy.actions.tolist()},
+    }
 
 
 def describe(records: list[dict]) -> dict:
@@ -78,17 +80,24 @@ def describe(records: list[dict]) -> dict:
     xs = np.array([r["x_pos"] for r in records], dtype=np.float64)
     flags = int(sum(bool(r["flag"]) for r in records))
     if len(xs) > 1 and np.ptp(xs) > 0:
-        ci = stats.bootstrap((xs,), np.mean, confidence_level=CONFIDENCE, n_resamples=9999, method="BCa",
-                             random_state=0).confidence_interval
+        ci = stats.bootstrap(
+            (xs,), np.mean, confidence_level=CONFIDENCE, n_resamples=9999, method="BCa", random_state=0
+        ).confidence_interval
         x_ci = [float(ci.low), float(ci.high)]
     else:  # one episode, or all alike (a deterministic policy): no spread to resample
         x_ci = [float(xs.mean()), float(xs.mean())]
     flag_ci = stats.binomtest(flags, len(records)).proportion_ci(CONFIDENCE, method="wilson")
-    return {"episodes": len(records), "x_pos_mean": float(xs.mean()), "x_pos_ci": x_ci,
-            "x_pos_median": float(np.median(xs)), "flags": flags, "flag_rate": flags / len(records),
-            "flag_rate_ci": [float(flag_ci.low), float(flag_ci.high)],
-            "return_mean": float(np.mean([r["return"] for r in records])),
-            "length_mean": float(np.mean([r["length"] for r in records]))}
+    return {
+        "episodes": len(records),
+        "x_pos_mean": float(xs.mean()),
+        "x_pos_ci": x_ci,
+        "x_pos_median": float(np.median(xs)),
+        "flags": flags,
+        "flag_rate": flags / len(records),
+        "flag_rate_ci": [float(flag_ci.low), float(flag_ci.high)],
+        "return_mean": float(np.mean([r["return"] for r in records])),
+        "length_mean": float(np.mean([r["length"] for r in records])),
+    }
 
 
 def choose_best(last: list[float], snapshots: list[list[float]], level: float = SELECTION_LEVEL) -> int | None:
@@ -123,21 +132,25 @@ def episode_jobs(episodes: int, seed: int) -> list[tuple[int, int]]:
     ``EPISODES_PER_JOB`` episodes, job k seeded ``stream_seed(seed, k)``. Depends on nothing but its arguments."""
     if episodes < 1:
         raise ValueError(f"episodes={episodes!r} must be >= 1")
-    return [(min(EPISODES_PER_JOB, episodes - start), stream_seed(seed, k))
-            for k, start in enumerate(range(0, episodes, EPISODES_PER_JOB))]
+    return [
+        (min(EPISODES_PER_JOB, episodes - start), stream_seed(seed, k))
+        for k, start in enumerate(range(0, episodes, EPISODES_PER_JOB))
+    ]
 
 
-def play_weights(common: dict, weights: list[dict], episodes: int, seed: int, greedy: bool,
-                 processes: int) -> list[dict]:
+def play_weights(common: dict, weights: list[dict], episodes: int, seed: int, greedy: bool, processes: int) -> list[dict]:
     """Each of ``weights`` plays the same ``episodes`` episodes (``episode_jobs(episodes, seed)``), all jobs in one
     pool; per weights, in order: ``{"episodes": [records in job order], "greedy": record of the first job's greedy
     episode or None}``. ``common``: the jobs' env, dueling and epsilon."""
     split = episode_jobs(episodes, seed)
-    jobs = [dict(common, weights=w, episodes=n, seed=s, greedy=greedy and k == 0)
-            for w in weights for k, (n, s) in enumerate(split)]
+    jobs = [
+        dict(common, weights=w, episodes=n, seed=s, greedy=greedy and k == 0) for w in weights for k, (n, s) in enumerate(split)
+    ]
     played = run_jobs(jobs, processes)
-    return [{"episodes": [e for got in played[i:i + len(split)] for e in got["episodes"]],
-             "greedy": played[i]["greedy"]} for i in range(0, len(played), len(split))]
+    return [
+        {"episodes": [e for got in played[i : i + len(split)] for e in got["episodes"]], "greedy": played[i]["greedy"]}
+        for i in range(0, len(played), len(split))
+    ]
 
 
 def run_jobs(jobs: list[dict], processes: int) -> list[dict]:
@@ -168,40 +181,62 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
 
     selection: list[dict[str, Any]] = []  # one row per contender: the last weights, then each snapshot
     best: dict | None  # the checkpoint that is (or becomes) best.pt; None: none
-    snapshots = load_snapshots(run_dir)[:ev.keep_snapshots] if ev.keep_snapshots else []
-    last_weights = {"learner": {"online": checkpoint["learner"]["online"]}, "counters": checkpoint["counters"],
-                    "config": checkpoint["config"]}
+    snapshots = load_snapshots(run_dir)[: ev.keep_snapshots] if ev.keep_snapshots else []
+    last_weights = {
+        "learner": {"online": checkpoint["learner"]["online"]},
+        "counters": checkpoint["counters"],
+        "config": checkpoint["config"],
+    }
     if snapshots:
         seed = stream_seed(ev.seed, EVAL_SELECT)
-        echo(f"[FINAL] choosing best.pt: the last weights and {len(snapshots)} snapshot(s) play {ev.select_episodes} "
-             f"fresh episodes each at epsilon {ev.epsilon:g}; a snapshot replaces the last weights only when its mean "
-             f"{what} beats theirs at level {SELECTION_LEVEL:g} (one-sided Welch t-test, Bonferroni)")
-        played = play_weights(common, [last_weights["learner"]["online"]] + [st["learner"]["online"]
-                                                                            for st in snapshots],
-                              ev.select_episodes, seed, greedy=False, processes=processes)
+        echo(
+            f"[FINAL] choosing best.pt: the last weights and {len(snapshots)} snapshot(s) play {ev.select_episodes} "
+            f"fresh episodes each at epsilon {ev.epsilon:g}; a snapshot replaces the last weights only when its mean "
+            f"{what} beats theirs at level {SELECTION_LEVEL:g} (one-sided Welch t-test, Bonferroni)"
+        )
+        played = play_weights(
+            common,
+            [last_weights["learner"]["online"]] + [st["learner"]["online"] for st in snapshots],
+            ev.select_episodes,
+            seed,
+            greedy=False,
+            processes=processes,
+        )
         for name, st, got in zip(["last"] + ["snapshot"] * len(snapshots), [last_weights, *snapshots], played):
             fresh = describe(got["episodes"])
             trained = st.get("eval")
-            selection.append({"weights": name, "weights_version": int(st["counters"]["weights_version"]),
-                              "env_steps": int(st["counters"]["inserted"]),
-                              "in_training": None if trained is None else {
-                                  "x_pos_mean": trained["x_pos_mean"], "flag_rate": trained["flag_rate"],
-                                  "episodes": trained["episodes"]},
-                              "fresh": fresh, "x_pos": [r["x_pos"] for r in got["episodes"]]})
-            during = "" if trained is None else \
-                f"in training {what} {trained['x_pos_mean']:,.1f}, flags {trained['flag_rate']:.0%}; "
-            echo(f"[FINAL]   {name} v{selection[-1]['weights_version']} ({selection[-1]['env_steps']:,} env steps): "
-                 f"{during}fresh {what} {fresh['x_pos_mean']:,.1f}, flags {fresh['flag_rate']:.0%}")
+            selection.append(
+                {
+                    "weights": name,
+                    "weights_version": int(st["counters"]["weights_version"]),
+                    "env_steps": int(st["counters"]["inserted"]),
+                    "in_training": None
+                    if trained is None
+                    else {
+                        "x_pos_mean": trained["x_pos_mean"],
+                        "flag_rate": trained["flag_rate"],
+                        "episodes": trained["episodes"],
+                    },
+                    "fresh": fresh,
+                    "x_pos": [r["x_pos"] for r in got["episodes"]],
+                }
+            )
+            during = (
+                "" if trained is None else f"in training {what} {trained['x_pos_mean']:,.1f}, flags {trained['flag_rate']:.0%}; "
+            )
+            echo(
+                f"[FINAL]   {name} v{selection[-1]['weights_version']} ({selection[-1]['env_steps']:,} env steps): "
+                f"{during}fresh {what} {fresh['x_pos_mean']:,.1f}, flags {fresh['flag_rate']:.0%}"
+            )
         chosen = choose_best(selection[0]["x_pos"], [s["x_pos"] for s in selection[1:]])
         pick = 0 if chosen is None else chosen + 1
         best = last_weights if chosen is None else snapshots[chosen]
         best.pop("path", None)
-        best["eval"] = {k: selection[pick]["fresh"][k] for k in ("x_pos_mean", "x_pos_median", "flag_rate",
-                                                               "return_mean", "episodes")} | {
-            "epsilon": ev.epsilon, "chosen_from": [s["weights_version"] for s in selection], "chosen": pick}
+        best["eval"] = {
+            k: selection[pick]["fresh"][k] for k in ("x_pos_mean", "x_pos_median", "flag_rate", "return_mean", "episodes")
+        } | {"epsilon": ev.epsilon, "chosen_from": [s["weights_version"] for s in selection], "chosen": pick}
         save_best(run_dir, best)
-        echo(f"[FINAL]   best.pt: {'the last weights' if chosen is None else 'snapshot'} "
-             f"v{selection[pick]['weights_version']}")
+        echo(f"[FINAL]   best.pt: {'the last weights' if chosen is None else 'snapshot'} v{selection[pick]['weights_version']}")
     else:  # no snapshots kept (--eval.keep-snapshots 0): best.pt as training left it, if any
         best = load_best(run_dir)
 
@@ -210,20 +245,36 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
     best_is_last = best is not None and best["counters"] is checkpoint["counters"]
     if best is not None and not best_is_last:  # the last weights as best.pt: their episodes are played once
         contenders.append(("best", best["learner"]["online"], best["counters"]))
-    echo(f"[FINAL] final evaluation: {', '.join(name for name, *_ in contenders)} weights play {ev.final_episodes} "
-         f"fresh episodes each at epsilon {ev.epsilon:g}, and one greedy episode")
-    played = play_weights(common, [weights for _, weights, _ in contenders], ev.final_episodes, seed, greedy=True,
-                          processes=processes)
+    echo(
+        f"[FINAL] final evaluation: {', '.join(name for name, *_ in contenders)} weights play {ev.final_episodes} "
+        f"fresh episodes each at epsilon {ev.epsilon:g}, and one greedy episode"
+    )
+    played = play_weights(
+        common, [weights for _, weights, _ in contenders], ev.final_episodes, seed, greedy=True, processes=processes
+    )
     result: dict[str, Any] = {
-        "run_dir": run_dir, "seed": cfg.seed, "eval_seed": ev.seed, "stream_seed": seed, "epsilon": ev.epsilon,
-        "env": env.name, "stage": env_label(env),
-        "env_steps": int(checkpoint["counters"]["inserted"]), "updates": int(checkpoint["counters"]["updates"]),
+        "run_dir": run_dir,
+        "seed": cfg.seed,
+        "eval_seed": ev.seed,
+        "stream_seed": seed,
+        "epsilon": ev.epsilon,
+        "env": env.name,
+        "stage": env_label(env),
+        "env_steps": int(checkpoint["counters"]["inserted"]),
+        "updates": int(checkpoint["counters"]["updates"]),
         "samples_per_transition": samples_per_transition(checkpoint["counters"]),
         "wall_seconds": float(checkpoint["counters"].get("elapsed_seconds", 0.0)),
-        "selection": selection, "seconds": 0.0}
+        "selection": selection,
+        "seconds": 0.0,
+    }
     for (name, _, counters), got in zip(contenders, played):
-        result[name] = {"weights_version": int(counters["weights_version"]), "env_steps": int(counters["inserted"]),
-                        "summary": describe(got["episodes"]), "greedy": got["greedy"], "episodes": got["episodes"]}
+        result[name] = {
+            "weights_version": int(counters["weights_version"]),
+            "env_steps": int(counters["inserted"]),
+            "summary": describe(got["episodes"]),
+            "greedy": got["greedy"],
+            "episodes": got["episodes"],
+        }
     result.setdefault("best", dict(result["last"], same_as_last=True) if best_is_last else None)
     filmed_name = "best.pt" if result["best"] else "the last weights"
     filmed = dict((result["best"] or result["last"])["greedy"])
@@ -235,10 +286,12 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
     for name, _, _ in contenders:
         r = result[name]
         s, g = r["summary"], r["greedy"]
-        echo(f"[FINAL] {name:<4} (v{r['weights_version']}, {r['env_steps']:,} env steps): {what} mean "
-             f"{s['x_pos_mean']:,.1f} [{s['x_pos_ci'][0]:,.1f}, {s['x_pos_ci'][1]:,.1f}], flags {s['flags']}/"
-             f"{s['episodes']} = {s['flag_rate']:.0%} [{s['flag_rate_ci'][0]:.0%}, {s['flag_rate_ci'][1]:.0%}] "
-             f"(95% intervals); greedy episode {what} {g['x_pos']:,}{', flag' if g['flag'] else ''}")
+        echo(
+            f"[FINAL] {name:<4} (v{r['weights_version']}, {r['env_steps']:,} env steps): {what} mean "
+            f"{s['x_pos_mean']:,.1f} [{s['x_pos_ci'][0]:,.1f}, {s['x_pos_ci'][1]:,.1f}], flags {s['flags']}/"
+            f"{s['episodes']} = {s['flag_rate']:.0%} [{s['flag_rate_ci'][0]:.0%}, {s['flag_rate_ci'][1]:.0%}] "
+            f"(95% intervals); greedy episode {what} {g['x_pos']:,}{', flag' if g['flag'] else ''}"
+        )
     if best_is_last:
         echo("[FINAL] best: the last weights (no snapshot beat them on the selection's episodes)")
     echo(f"[FINAL] wrote {os.path.join(run_dir, RESULT_NAME)} in {result['seconds']:.0f}s")
@@ -277,9 +330,14 @@ def write_results(run_dir: str, result: dict) -> None:
     for name in ("last", "best"):
         if result.get(name):
             s = result[name]["summary"]
-            figures.update({f"final/{name}_x_pos": s["x_pos_mean"], f"final/{name}_flag_rate": s["flag_rate"],
-                            f"final/{name}_return": s["return_mean"],
-                            f"final/{name}_greedy_x_pos": result[name]["greedy"]["x_pos"]})
+            figures.update(
+                {
+                    f"final/{name}_x_pos": s["x_pos_mean"],
+                    f"final/{name}_flag_rate": s["flag_rate"],
+                    f"final/{name}_return": s["return_mean"],
+                    f"final/{name}_greedy_x_pos": result[name]["greedy"]["x_pos"],
+                }
+            )
     metrics = MetricsLog(run_dir)
     try:
         metrics.write(result["updates"], result["env_steps"], result["wall_seconds"], figures)

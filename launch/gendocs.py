@@ -36,8 +36,13 @@ def field_docs(cls: type) -> dict[str, str]:
     body = cast(ast.ClassDef, tree.body[0]).body  # getsource(cls) parses to the one class statement
     docs = {}
     for node, after in zip(body, body[1:]):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
-                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
             docs[node.target.id] = " ".join(after.value.value.split()).replace("``", "`")
     return docs
 
@@ -76,8 +81,12 @@ def reference() -> str:
     """The section's body: one table per section of RunConfig (the run, then env, env.mario, ..., actor, ...)."""
     tables: list[tuple[str, str, list[str]]] = []
     _rows(RunConfig, "", tables)
-    out = ["", "Every option is a dataclass field (shared/config.py; an env's own options in its module under",
-           "shared/envs/); `--help` prints the same text. This section is written by `python -m launch.gendocs`.", ""]
+    out = [
+        "",
+        "Every option is a dataclass field (shared/config.py; an env's own options in its module under",
+        "shared/envs/); `--help` prints the same text. This section is written by `python -m launch.gendocs`.",
+        "",
+    ]
     for title, doc, rows in tables:
         out += [f"### {title}", "", doc, "", "| option | default | meaning |", "|---|---|---|", *rows, ""]
     return "\n".join(out) + "\n"
@@ -96,8 +105,10 @@ def protocol_page() -> str:
     """docs/protocol.md: shared/wire/protocol.py's docstring under a title, as Markdown."""
     from shared.wire import protocol
 
-    return ("# Wire protocol\n\n*Written by `python -m launch.gendocs` from the docstring of `shared/wire/protocol.py`; the "
-            "versions are in [CHANGELOG.md](CHANGELOG.md).*\n\n" + textwrap.dedent(protocol.__doc__).strip() + "\n")
+    return (
+        "# Wire protocol\n\n*Written by `python -m launch.gendocs` from the docstring of `shared/wire/protocol.py`; the "
+        "versions are in [CHANGELOG.md](CHANGELOG.md).*\n\n" + textwrap.dedent(protocol.__doc__).strip() + "\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,8 +50,9 @@ def make_keys(cfg: KeysConfig) -> list[tuple[str, str]]:
             raise ValueError(f"name={name!r} must be letters, digits, '_', '.', '-' (it becomes a file name)")
     names = cfg.name
     if cfg.keep and not cfg.force:
-        names = tuple(n for n in cfg.name if not all(os.path.exists(os.path.join(cfg.dir, f"{n}{ext}"))
-                                                     for ext in (".key", ".key_secret")))
+        names = tuple(
+            n for n in cfg.name if not all(os.path.exists(os.path.join(cfg.dir, f"{n}{ext}")) for ext in (".key", ".key_secret"))
+        )
         if cfg.authorize:  # a kept pair's public half still belongs in the allow-list
             os.makedirs(cfg.authorize, exist_ok=True)
             for n in cfg.name:
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    names = [os.path.basename(public)[:-len(".key")] for public, _ in made]
+    names = [os.path.basename(public)[: -len(".key")] for public, _ in made]
     for name in cfg.name:
         if name not in names:
             print(f"[KEYS] {name}: kept the existing pair in {cfg.dir}")

@@ -70,9 +70,11 @@ RESUME_BUDGETS = (("total_env_steps",), ("learner", "steps"))
 def spec_line(cfg: RunConfig) -> str:
     """The env's spec in a few words: observation, stack, actions, mask, network family, the env's own options."""
     spec, options = env_spec(cfg.env), entry_for(cfg.env).options
-    return (f"obs {spec.obs_dtype} {'x'.join(map(str, spec.obs_shape))}, stack {spec.stack}, "
-            f"{spec.num_actions} actions{', masked' if spec.masked else ''}, {network_family(spec)} net"
-            + (f", {options(cfg.env)}" if options is not None else ""))
+    return (
+        f"obs {spec.obs_dtype} {'x'.join(map(str, spec.obs_shape))}, stack {spec.stack}, "
+        f"{spec.num_actions} actions{', masked' if spec.masked else ''}, {network_family(spec)} net"
+        + (f", {options(cfg.env)}" if options is not None else "")
+    )
 
 
 def resolve_device(name: str) -> torch.device:
@@ -119,8 +121,11 @@ def latest_run(run_dir: str) -> str:
     """The newest folder under ``run_dir`` holding a checkpoint, or '' when there is none."""
     if not os.path.isdir(run_dir):
         return ""
-    runs = [os.path.join(run_dir, name) for name in os.listdir(run_dir)
-            if has_checkpoint(os.path.join(run_dir, name)) and os.path.isfile(os.path.join(run_dir, name, "config.json"))]
+    runs = [
+        os.path.join(run_dir, name)
+        for name in os.listdir(run_dir)
+        if has_checkpoint(os.path.join(run_dir, name)) and os.path.isfile(os.path.join(run_dir, name, "config.json"))
+    ]
     return max(runs, key=checkpoint_mtime, default="")
 
 
@@ -160,15 +165,20 @@ def run(cfg: RunConfig) -> int:
     latest = cfg.resume == "latest"
     if latest:  # a restarted container continues its run; the first start begins one
         cfg.resume = latest_run(cfg.run_dir)
-        print("[MAIN] --resume latest: " + (f"continuing {cfg.resume}" if cfg.resume else
-                                              f"no run with a checkpoint under {cfg.run_dir!r}; starting a new one"),
-              flush=True)
+        print(
+            "[MAIN] --resume latest: "
+            + (
+                f"continuing {cfg.resume}"
+                if cfg.resume
+                else f"no run with a checkpoint under {cfg.run_dir!r}; starting a new one"
+            ),
+            flush=True,
+        )
     cfg.validate()
     resume_state = None
     if cfg.resume:
         try:
-            resume_state = load_resume_state(cfg.resume) if os.path.isfile(os.path.join(cfg.resume, "config.json")) \
-                else None
+            resume_state = load_resume_state(cfg.resume) if os.path.isfile(os.path.join(cfg.resume, "config.json")) else None
         except FileNotFoundError as exc:
             raise ConfigError(f"resume={cfg.resume!r}: {exc}") from None
         except ValueError as exc:  # neither checkpoint.pt nor checkpoint.prev.pt can be read
@@ -200,8 +210,9 @@ def run(cfg: RunConfig) -> int:
     pool = ActorPool(actor_main, cfg, cfg.actors)
     if cfg.spawn_actors and not stopping.is_set():  # else external actors (launch.actor) lease or take the N slots
         pool.start()
-    evaluator = Evaluator(cfg, learner) if cfg.eval.every_env_steps > 0 and not cfg.collect_only \
-        and not stopping.is_set() else None
+    evaluator = (
+        Evaluator(cfg, learner) if cfg.eval.every_env_steps > 0 and not cfg.collect_only and not stopping.is_set() else None
+    )
     supervisor = Supervisor(cfg, learner, pool, evaluator)
     start = supervisor.start
     deadline = start + cfg.duration if cfg.duration > 0 else 0.0
@@ -231,17 +242,26 @@ def run(cfg: RunConfig) -> int:
         else:
             final_evaluation_or_skip(run_dir, stopping)
     if os.path.isfile(os.path.join(run_dir, BEST_NAME)):
-        print(f"[MAIN] play the best evaluated weights: python -m launch.evaluate {run_dir} "
-              f"(the last checkpoint: add --net online)", flush=True)
+        print(
+            f"[MAIN] play the best evaluated weights: python -m launch.evaluate {run_dir} "
+            f"(the last checkpoint: add --net online)",
+            flush=True,
+        )
     left = [name for name in RUN_RESULTS if os.path.isfile(os.path.join(run_dir, name))]
     print(f"[MAIN] the run folder {run_dir} holds {', '.join(left) or 'no results'}", flush=True)
-    print(f"[MAIN] stopped after {elapsed:.1f}s by {stop_line(reason, cfg, c.inserted, c.updates)}: "
-          f"epoch {c.epoch}, {c.updates} updates, {c.inserted:,} env steps, weights v{c.weights_version}, "
-          f"actor weights versions {versions} (lag {lags}), actor exit codes {codes}"
-          + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else ""), flush=True)
+    print(
+        f"[MAIN] stopped after {elapsed:.1f}s by {stop_line(reason, cfg, c.inserted, c.updates)}: "
+        f"epoch {c.epoch}, {c.updates} updates, {c.inserted:,} env steps, weights v{c.weights_version}, "
+        f"actor weights versions {versions} (lag {lags}), actor exit codes {codes}"
+        + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else ""),
+        flush=True,
+    )
     if learner.checkpoint_failed:
-        print(f"error: the last checkpoint could not be written (see above); {run_dir} keeps the newest one that "
-              "was", file=sys.stderr, flush=True)
+        print(
+            f"error: the last checkpoint could not be written (see above); {run_dir} keeps the newest one that was",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     return 0
 
@@ -251,8 +271,10 @@ def ratio_phrase(lc) -> str:
     if lc.samples_per_insert <= 0:
         return "replay ratio unlimited"
     if lc.holds_ratio:
-        return (f"replay ratio held at {lc.samples_per_insert:g} samples per transition (within {lc.ratio_slack:,} "
-                f"transitions; actors wait for a slower learner)")
+        return (
+            f"replay ratio held at {lc.samples_per_insert:g} samples per transition (within {lc.ratio_slack:,} "
+            f"transitions; actors wait for a slower learner)"
+        )
     return f"replay ratio at most {lc.samples_per_insert:g} samples per transition"
 
 
@@ -272,8 +294,10 @@ def n_step_phrase(cfg: RunConfig, lc) -> str:
     if not lc.n_step_start:
         return f"{n}-step returns"
     after = " and after each reset" if lc.reset_env_steps else ""
-    return (f"n-step returns from n = {lc.n_step_start} when training starts{after}, falling to {n} over "
-            f"{env_steps_phrase(lc.n_step_anneal_env_steps, lc)}")
+    return (
+        f"n-step returns from n = {lc.n_step_start} when training starts{after}, falling to {n} over "
+        f"{env_steps_phrase(lc.n_step_anneal_env_steps, lc)}"
+    )
 
 
 def env_steps_phrase(steps: int, lc) -> str:
@@ -286,15 +310,15 @@ def env_steps_phrase(steps: int, lc) -> str:
 
 def periods_phrase(cfg: RunConfig, lc) -> str:
     """Every period of the run in env steps (learner/schedule.py), for the header."""
-    parts = [f"target synced every {env_steps_phrase(lc.target_sync_env_steps, lc)}",
-             f"weights broadcast every {env_steps_phrase(lc.broadcast_env_steps, lc)}"]
+    parts = [
+        f"target synced every {env_steps_phrase(lc.target_sync_env_steps, lc)}",
+        f"weights broadcast every {env_steps_phrase(lc.broadcast_env_steps, lc)}",
+    ]
     if lc.reset_env_steps:
         at = EnvStepPeriod(lc.reset_env_steps, 0, cfg.total_env_steps, lc.reset_env_steps)
         fire = at.multiples(cfg.total_env_steps) if cfg.total_env_steps else []
-        when = (f", at {', '.join(f'{k:,}' for k in fire) or 'no point'} of {cfg.total_env_steps:,}"
-                if cfg.total_env_steps else "")
-        parts.append(f"network reset every {env_steps_phrase(lc.reset_env_steps, lc)} (shrink "
-                     f"{lc.reset_shrink:g}){when}")
+        when = f", at {', '.join(f'{k:,}' for k in fire) or 'no point'} of {cfg.total_env_steps:,}" if cfg.total_env_steps else ""
+        parts.append(f"network reset every {env_steps_phrase(lc.reset_env_steps, lc)} (shrink {lc.reset_shrink:g}){when}")
     if cfg.replay.prioritized:
         beta_steps = cfg.replay.priority_beta_steps
         beta_steps = beta_steps if beta_steps >= 0 else (cfg.total_env_steps or DEFAULT_BETA_STEPS)
@@ -304,39 +328,55 @@ def periods_phrase(cfg: RunConfig, lc) -> str:
     return "; ".join(parts)
 
 
-def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.device, threads: int,
-                 resumed: bool) -> None:
+def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.device, threads: int, resumed: bool) -> None:
     """The run's first [MAIN] lines: seed, folder and env, exploration and replay, evaluation schedule."""
     lc = learner.dqn.cfg
     vectors = " (256-bit CPU vectors)" if learner.dqn.cpu_vectors_pinned else ""
-    mode = "collecting only" if cfg.collect_only else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, " \
-        f"compile: {lc.compile}{vectors}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s), " \
+    mode = (
+        "collecting only"
+        if cfg.collect_only
+        else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, "
+        f"compile: {lc.compile}{vectors}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s), "
         f"{'dueling' if cfg.net.dueling else 'Nature-DQN'} head)"
-    seeds = "" if (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (cfg.seed,) * 3 else \
-        f" (actors {cfg.actor.seed}, learner {cfg.learner.seed}, evaluations {cfg.eval.seed})"
+    )
+    seeds = (
+        ""
+        if (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (cfg.seed,) * 3
+        else f" (actors {cfg.actor.seed}, learner {cfg.learner.seed}, evaluations {cfg.eval.seed})"
+    )
     print(f"[MAIN] seed {cfg.seed if cfg.seed >= 0 else 'not saved (an older run)'}{seeds}", flush=True)
     label = env_label(cfg.env)
-    print(f"[MAIN] run folder {run_dir}, device {device}, {cfg.actors} actors x {cfg.actor.envs_per_actor} env(s) "
-          f"on {cfg.env.name}{'' if label == cfg.env.name else ' ' + label} ({spec_line(cfg)}), {mode}",
-          flush=True)
+    print(
+        f"[MAIN] run folder {run_dir}, device {device}, {cfg.actors} actors x {cfg.actor.envs_per_actor} env(s) "
+        f"on {cfg.env.name}{'' if label == cfg.env.name else ' ' + label} ({spec_line(cfg)}), {mode}",
+        flush=True,
+    )
     if cfg.actor.epsilon >= 0:
         print(f"[MAIN] exploration: fixed epsilon {cfg.actor.epsilon:g} in every env", flush=True)
     else:
         floors = [f"{e:.3g}" for a in range(min(cfg.actors, 8)) for e in epsilon_floors(cfg.actor, cfg.actors, a)]
-        print(f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
-              f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); {ratio_phrase(lc)}, "
-              f"reward scale {lc.reward_scale:.4g}, "
-              f"{n_step_phrase(cfg, lc)} at discount {cfg.replay.gamma:g}, {learning_phrase(lc)}",
-              flush=True)
+        print(
+            f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
+            f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); {ratio_phrase(lc)}, "
+            f"reward scale {lc.reward_scale:.4g}, "
+            f"{n_step_phrase(cfg, lc)} at discount {cfg.replay.gamma:g}, {learning_phrase(lc)}",
+            flush=True,
+        )
     if not cfg.collect_only:
         print(f"[MAIN] periods: {periods_phrase(cfg, lc)}", flush=True)
         ev = cfg.eval
-        during = (f"every {env_steps_phrase(ev.every_env_steps, lc)}, {ev.episodes} episodes at "
-                  f"epsilon {ev.epsilon:g}" if ev.every_env_steps else "none during training")
-        end = (f"the last weights and up to {ev.keep_snapshots} snapshots play {ev.select_episodes} fresh episodes, "
-               f"best.pt is the last weights unless a snapshot beats them beyond chance, then both play "
-               f"{ev.final_episodes} more each"
-               if ev.final_episodes else "none")
+        during = (
+            f"every {env_steps_phrase(ev.every_env_steps, lc)}, {ev.episodes} episodes at epsilon {ev.epsilon:g}"
+            if ev.every_env_steps
+            else "none during training"
+        )
+        end = (
+            f"the last weights and up to {ev.keep_snapshots} snapshots play {ev.select_episodes} fresh episodes, "
+            f"best.pt is the last weights unless a snapshot beats them beyond chance, then both play "
+            f"{ev.final_episodes} more each"
+            if ev.final_episodes
+            else "none"
+        )
         print(f"[MAIN] evaluation: {during}; at the end: {end} (seed {ev.seed})", flush=True)
     if resumed:
         c = learner.counters
@@ -348,13 +388,19 @@ def print_accounting(ledger: list, rejects: dict) -> None:
     restarted = {e.slot for e in ledger if sum(f.slot == e.slot for f in ledger) > 1}
     for e in ledger:
         if e.slot in restarted or e.duplicate_batches or e.rejected_batches:
-            print(f"[MAIN] actor {e.slot} incarnation {e.incarnation:#x}: seqs {e.next_seq - e.first_seq}, "
-                  f"accepted {e.accepted_batches}, rejected {e.rejected_batches}, duplicates {e.duplicate_batches}, "
-                  f"gaps {e.gap_batches}", flush=True)
-    print(f"[MAIN] accounting: {len(ledger)} incarnation(s) on {len({e.slot for e in ledger})} slot(s), "
-          f"seqs {sum(e.next_seq - e.first_seq for e in ledger)}, accepted {sum(e.accepted_batches for e in ledger)}, "
-          f"rejected {sum(e.rejected_batches for e in ledger)}, duplicates {sum(e.duplicate_batches for e in ledger)}, "
-          f"gaps {sum(e.gap_batches for e in ledger)}; rejected by reason {rejects}", flush=True)
+            print(
+                f"[MAIN] actor {e.slot} incarnation {e.incarnation:#x}: seqs {e.next_seq - e.first_seq}, "
+                f"accepted {e.accepted_batches}, rejected {e.rejected_batches}, duplicates {e.duplicate_batches}, "
+                f"gaps {e.gap_batches}",
+                flush=True,
+            )
+    print(
+        f"[MAIN] accounting: {len(ledger)} incarnation(s) on {len({e.slot for e in ledger})} slot(s), "
+        f"seqs {sum(e.next_seq - e.first_seq for e in ledger)}, accepted {sum(e.accepted_batches for e in ledger)}, "
+        f"rejected {sum(e.rejected_batches for e in ledger)}, duplicates {sum(e.duplicate_batches for e in ledger)}, "
+        f"gaps {sum(e.gap_batches for e in ledger)}; rejected by reason {rejects}",
+        flush=True,
+    )
 
 
 class Supervisor:
@@ -368,8 +414,15 @@ class Supervisor:
         if cfg.progress and sys.stdout.isatty() and self.budget is not None:  # a redirected log: plain lines
             unit, total = self.budget
             seconds = "{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}]" if unit == "s" else None
-            self.bar = tqdm(total=total, initial=min(self._done(unit), total), unit=f" {unit}",
-                            unit_scale=unit != "s", dynamic_ncols=True, mininterval=1.0, bar_format=seconds)
+            self.bar = tqdm(
+                total=total,
+                initial=min(self._done(unit), total),
+                unit=f" {unit}",
+                unit_scale=unit != "s",
+                dynamic_ncols=True,
+                mininterval=1.0,
+                bar_format=seconds,
+            )
             learner.echo = self.bar.write
         bound = range(cfg.transport.base_port - 2, cfg.transport.base_port + cfg.actors)  # weights, requests, slots
         self.heartbeat = Heartbeat("learner", cfg.transport.host, tuple(bound))  # for the container health check
@@ -416,9 +469,12 @@ class Supervisor:
             if not delay:
                 print(f"[MAIN] actor {slot} exited; restarted (restarts: {pool.restarts[slot]})", flush=True)
             else:
-                print(f"[MAIN] actor {slot} exited (exit code {pool.procs[slot].exitcode}), its exit {pool.quick_exits[slot]} "
-                      f"in a row within {QUICK_EXIT_S:g}s of a start; restarting in {delay:g}s (at most "
-                      f"{BACKOFF_CAP_S:g}s apart; restarts: {pool.restarts[slot]})", flush=True)
+                print(
+                    f"[MAIN] actor {slot} exited (exit code {pool.procs[slot].exitcode}), its exit {pool.quick_exits[slot]} "
+                    f"in a row within {QUICK_EXIT_S:g}s of a start; restarting in {delay:g}s (at most "
+                    f"{BACKOFF_CAP_S:g}s apart; restarts: {pool.restarts[slot]})",
+                    flush=True,
+                )
 
     def report_silent_slots(self, now: float) -> None:
         """Once, SILENT_SLOT_NOTICE seconds in: the slots no actor has sent on (their replay shares stay empty)."""
@@ -427,21 +483,25 @@ class Supervisor:
         self.silent_reported = True
         silent = [slot for slot, inc in enumerate(self.learner.slot_incarnations()) if inc < 0]
         if silent:
-            self.learner.echo(f"[MAIN] actor slot(s) {silent} sent nothing in {SILENT_SLOT_NOTICE:.0f}s: their shares "
-                              f"of replay ({self.learner.plane.replay.stream_capacity:,} transitions per env) stay empty")
+            self.learner.echo(
+                f"[MAIN] actor slot(s) {silent} sent nothing in {SILENT_SLOT_NOTICE:.0f}s: their shares "
+                f"of replay ({self.learner.plane.replay.stream_capacity:,} transitions per env) stay empty"
+            )
 
     def report_new_incarnations(self) -> None:
         """A slot whose sender changed (a restarted or replaced actor) is named with its old and new incarnation."""
         for slot, incarnation in enumerate(self.learner.slot_incarnations()):
             if incarnation != self.incarnations[slot]:
                 if self.incarnations[slot] >= 0:
-                    self.learner.echo(f"[MAIN] actor {slot} now sends as incarnation {incarnation:#x} "
-                                      f"(was {self.incarnations[slot]:#x})")
+                    self.learner.echo(
+                        f"[MAIN] actor {slot} now sends as incarnation {incarnation:#x} (was {self.incarnations[slot]:#x})"
+                    )
                 self.incarnations[slot] = incarnation
 
 
 def final_evaluation_or_skip(run_dir: str, stopping: threading.Event) -> None:
     """launch/final_eval.py on the finished run; a (further) Ctrl-C or SIGTERM skips it, and says how to run it."""
+
     def interrupt(*_):
         raise KeyboardInterrupt
 
@@ -467,8 +527,7 @@ class Evaluator:
         ctx = spawn_context()
         self.stop_event = ctx.Event()
         self.requests, self.results = ctx.Queue(maxsize=1), ctx.Queue()
-        self.proc = start_process(ctx, eval_process_main, (cfg, self.stop_event, self.requests, self.results),
-                                  name="evaluator")
+        self.proc = start_process(ctx, eval_process_main, (cfg, self.stop_event, self.requests, self.results), name="evaluator")
         self.period = EnvStepPeriod(cfg.eval.every_env_steps, learner.counters.inserted)
         self.skipped = 0
 
@@ -476,9 +535,14 @@ class Evaluator:
         c = self.learner.counters
         if self.period.due(c.inserted):
             try:  # never wait: while the last evaluation still runs this one is skipped
-                self.requests.put_nowait(dict(updates=c.updates, env_steps=c.inserted,
-                                              wall_seconds=round(self.learner.elapsed(), 3),
-                                              weights=self.learner.server.current()))
+                self.requests.put_nowait(
+                    dict(
+                        updates=c.updates,
+                        env_steps=c.inserted,
+                        wall_seconds=round(self.learner.elapsed(), 3),
+                        weights=self.learner.server.current(),
+                    )
+                )
             except queue.Full:
                 self.skipped += 1
         while True:
@@ -488,8 +552,9 @@ class Evaluator:
                 break
         if not self.proc.is_alive() and not self.stop_event.is_set():
             self.learner.echo(f"[MAIN] the evaluation process exited ({self.proc.exitcode}); restarted")
-            self.proc = start_process(spawn_context(), eval_process_main,
-                                      (self.cfg, self.stop_event, self.requests, self.results), name="evaluator")
+            self.proc = start_process(
+                spawn_context(), eval_process_main, (self.cfg, self.stop_event, self.requests, self.results), name="evaluator"
+            )
 
     def stop(self) -> None:
         # a request carries the weights (megabytes): one the evaluator never took must not hold up our exit

@@ -31,14 +31,22 @@ def cpu_model() -> str:
 
 def describe_machine() -> dict:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"cpu": cpu_model(), "cores": cores, "cores_total": os.cpu_count(), "native_bf16": cpu_has_native_bf16(),
-            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "torch": torch.__version__}
+    return {
+        "cpu": cpu_model(),
+        "cores": cores,
+        "cores_total": os.cpu_count(),
+        "native_bf16": cpu_has_native_bf16(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "torch": torch.__version__,
+    }
 
 
 def machine_line(m: dict) -> str:
-    return (f"CPU {m['cpu']}, {m['cores']} core(s) usable of {m['cores_total']}, native bf16: "
-            f"{'yes (AMP on CPU)' if m['native_bf16'] else 'no (AMP off on CPU)'}, GPU: {m['gpu'] or 'none'}; "
-            f"torch {m['torch']}")
+    return (
+        f"CPU {m['cpu']}, {m['cores']} core(s) usable of {m['cores_total']}, native bf16: "
+        f"{'yes (AMP on CPU)' if m['native_bf16'] else 'no (AMP off on CPU)'}, GPU: {m['gpu'] or 'none'}; "
+        f"torch {m['torch']}"
+    )
 
 
 def record_machine(run_dir: str) -> dict:

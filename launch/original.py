@@ -51,8 +51,9 @@ class OriginalSettings:
     """Chunks the shared queue holds before a put blocks."""
 
 
-def original_collector_main(cfg: RunConfig, actor_id: int, stop_event: Any, shared_queue: Any, lock: Any,
-                            chunk_steps: int, report_queue: Any) -> None:
+def original_collector_main(
+    cfg: RunConfig, actor_id: int, stop_event: Any, shared_queue: Any, lock: Any, chunk_steps: int, report_queue: Any
+) -> None:
     """Collector process: play, then ``with lock: shared_queue.put(chunk)``, timing the wait."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
@@ -80,8 +81,16 @@ def original_collector_main(cfg: RunConfig, actor_id: int, stop_event: Any, shar
         blocked += time.perf_counter() - t0
         puts += 1
         seq += 1
-    report_queue.put(dict(actor=actor_id, puts=puts, lock_wait_seconds=lock_wait, blocked_seconds=blocked,
-                          run_seconds=time.perf_counter() - started, steps=int(collector.stats["steps"])))
+    report_queue.put(
+        dict(
+            actor=actor_id,
+            puts=puts,
+            lock_wait_seconds=lock_wait,
+            blocked_seconds=blocked,
+            run_seconds=time.perf_counter() - started,
+            steps=int(collector.stats["steps"]),
+        )
+    )
     weights.close()
     collector.close()
     shared_queue.cancel_join_thread()  # exit even if the learner stopped reading
@@ -94,10 +103,18 @@ class OriginalLearner:
         self.cfg, self.settings, self.device = cfg, settings, device
         size = cfg.env.frame_size
         self.envs_per_actor = cfg.actor.envs_per_actor
-        self.replay = FrameReplay(cfg.actors * self.envs_per_actor, cfg.replay.capacity, (size, size),
-                                  cfg.env.stack, cfg.replay.n_step, cfg.replay.gamma, device)
-        lc = LearnerConfig(**{**cfg.learner.__dict__, "micro_batch": settings.batch, "accum_steps": 1,
-                              "amp": "off", "compile": False})
+        self.replay = FrameReplay(
+            cfg.actors * self.envs_per_actor,
+            cfg.replay.capacity,
+            (size, size),
+            cfg.env.stack,
+            cfg.replay.n_step,
+            cfg.replay.gamma,
+            device,
+        )
+        lc = LearnerConfig(
+            **{**cfg.learner.__dict__, "micro_batch": settings.batch, "accum_steps": 1, "amp": "off", "compile": False}
+        )
         self.dqn = DQNLearner(lc, env_spec(cfg.env), device)
         self.server = WeightServer(cfg.transport)
         self.queue = shared_queue
@@ -122,8 +139,9 @@ class OriginalLearner:
             except queue.Empty:
                 continue
             with self.replay_lock:
-                self.replay.add(actor * self.envs_per_actor, frames, actions, rewards,
-                                terminated.view(np.bool_), first.view(np.bool_))
+                self.replay.add(
+                    actor * self.envs_per_actor, frames, actions, rewards, terminated.view(np.bool_), first.view(np.bool_)
+                )
                 self.processed += actions.size
 
     def run(self, seconds: float) -> None:

@@ -153,27 +153,33 @@ def draw(ax, runs, colours, kind, key, xcol, linestyle="-", linewidth=1.8, marke
         xs, ys = series(getattr(run, kind), key, xkey, xscale)
         if not xs:
             continue
-        ax.plot(xs, ys, color=colour, linestyle=linestyle, linewidth=linewidth,
-                marker=marker or ("o" if len(xs) == 1 else None), markersize=3.5)
+        ax.plot(
+            xs,
+            ys,
+            color=colour,
+            linestyle=linestyle,
+            linewidth=linewidth,
+            marker=marker or ("o" if len(xs) == 1 else None),
+            markersize=3.5,
+        )
         drawn.extend(ys)
     return drawn
 
 
 def no_data(ax) -> None:
     ax.set_yticks([])
-    ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center",
-            fontsize=14, color="0.45")
+    ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", fontsize=14, color="0.45")
 
 
 def style_legend(ax, entries) -> None:
     """A small legend of line styles (grey), since colours already stand for runs."""
-    handles = [Line2D([], [], color=colour, linestyle=style, linewidth=width)
-               for _, style, width, colour in entries]
+    handles = [Line2D([], [], color=colour, linestyle=style, linewidth=width) for _, style, width, colour in entries]
     ax.legend(handles, [label for label, _, _, _ in entries], loc="best", framealpha=0.8)
 
 
-def plot(runs: list[Run], out: str, title: str | None = None, baseline_x: float | None = None,
-         baseline_label: str = "random") -> Figure:
+def plot(
+    runs: list[Run], out: str, title: str | None = None, baseline_x: float | None = None, baseline_label: str = "random"
+) -> Figure:
     """Draw every panel for runs and save the PNG to out; return the figure."""
     # tab10 is a ListedColormap of RGB tuples; the stubs type a Colormap without colors
     palette: Sequence[tuple[float, float, float]] = cast(Any, matplotlib.colormaps["tab10"]).colors
@@ -242,8 +248,7 @@ def plot(runs: list[Run], out: str, title: str | None = None, baseline_x: float 
             else:
                 twin.remove()
             if exps or updates:
-                entries = [("actor experiences/s (left)", "-", 1.8, "0.3"),
-                           ("learner updates/s (right)", "--", 1.4, "0.3")]
+                entries = [("actor experiences/s (left)", "-", 1.8, "0.3"), ("learner updates/s (right)", "--", 1.4, "0.3")]
                 style_legend(twin if updates else ax, entries)  # on top of both axes' lines
             else:
                 no_data(ax)
@@ -252,8 +257,7 @@ def plot(runs: list[Run], out: str, title: str | None = None, baseline_x: float 
             ax.yaxis.set_major_formatter(EngFormatter(sep=""))
 
             box = axes[0, col].get_position()
-            fig.text((box.x0 + box.x1) / 2, 0.925, f"against {xcol[1]}", ha="center", va="bottom",
-                     fontsize=14, fontweight="bold")
+            fig.text((box.x0 + box.x1) / 2, 0.925, f"against {xcol[1]}", ha="center", va="bottom", fontsize=14, fontweight="bold")
             axes[-1, col].set_xlabel(xcol[1])
             for row_ax in axes[:, col]:
                 row_ax.grid(True, alpha=0.3)
@@ -262,8 +266,15 @@ def plot(runs: list[Run], out: str, title: str | None = None, baseline_x: float 
         if title:
             fig.suptitle(title, y=0.99, fontweight="bold")
         handles = [Line2D([], [], color=c, linewidth=3) for c in colours]
-        fig.legend(handles, [run.name for run in runs], loc="upper center", bbox_to_anchor=(0.5, 0.97),
-                   ncol=min(len(runs), 5), frameon=False, fontsize=13)
+        fig.legend(
+            handles,
+            [run.name for run in runs],
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.97),
+            ncol=min(len(runs), 5),
+            frameon=False,
+            fontsize=13,
+        )
         out_dir = os.path.dirname(os.path.abspath(out))
         os.makedirs(out_dir, exist_ok=True)
         fig.savefig(out, format="png")
@@ -272,18 +283,22 @@ def plot(runs: list[Run], out: str, title: str | None = None, baseline_x: float 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m launch.plot",
-        description="Draw learning curves from runs' metrics.jsonl into one PNG.")
-    parser.add_argument("runs", nargs="+", metavar="RUN_DIR",
-                        help="run folder holding metrics.jsonl, or a path to a .jsonl file")
+        prog="python -m launch.plot", description="Draw learning curves from runs' metrics.jsonl into one PNG."
+    )
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folder holding metrics.jsonl, or a path to a .jsonl file")
     parser.add_argument("--out", default="curves.png", help="PNG to write (default: curves.png)")
-    parser.add_argument("--names", default=None,
-                        help="comma-separated legend names, one per run (default: folder basenames)")
+    parser.add_argument("--names", default=None, help="comma-separated legend names, one per run (default: folder basenames)")
     parser.add_argument("--title", default=None, help="figure title")
-    parser.add_argument("--baseline-x", type=float, default=None, metavar="VALUE",
-                        help="draw a horizontal reference line at this x_pos on the evaluation panel")
-    parser.add_argument("--baseline-label", default="random", metavar="TEXT",
-                        help="label of the reference line (default: random)")
+    parser.add_argument(
+        "--baseline-x",
+        type=float,
+        default=None,
+        metavar="VALUE",
+        help="draw a horizontal reference line at this x_pos on the evaluation panel",
+    )
+    parser.add_argument(
+        "--baseline-label", default="random", metavar="TEXT", help="label of the reference line (default: random)"
+    )
     return parser.parse_args(argv)
 
 
@@ -303,8 +318,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for run in runs:
         if run.skipped:
-            print(f"warning: {run.name}: skipped {run.skipped} rows without env_steps ({run.path})",
-                  file=sys.stderr)
+            print(f"warning: {run.name}: skipped {run.skipped} rows without env_steps ({run.path})", file=sys.stderr)
         last = [row["eval/x_pos"] for row in run.evals if is_number(row.get("eval/x_pos"))]
         last_text = f"last eval x_pos {last[-1]:.1f}" if last else "no eval x_pos"
         print(f"{run.name}: {len(run.epochs)} epoch rows, {len(run.evals)} eval rows, {last_text}")

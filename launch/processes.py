@@ -48,8 +48,9 @@ def start_process(ctx: Any, target: Callable, args: tuple, name: str, kwargs: di
     return proc
 
 
-def stop_processes(procs: list, stop_event: Any, timeout: float = 10.0,
-                   while_waiting: Callable[[], Any] | None = None) -> list[int | None]:
+def stop_processes(
+    procs: list, stop_event: Any, timeout: float = 10.0, while_waiting: Callable[[], Any] | None = None
+) -> list[int | None]:
     """Set ``stop_event``, join every process within ``timeout``, then SIGTERM, then SIGKILL; exit codes.
 
     ``while_waiting`` (called repeatedly until the processes exit; it should block for a short while itself) lets the
@@ -94,8 +95,13 @@ class ActorPool:
         return self
 
     def _start(self, slot: int) -> None:
-        self.procs[slot] = start_process(self.ctx, self.target, (self.cfg, slot, self.stop_event, self.report_queue),
-                                         name=f"actor-{slot}", kwargs={"generation": self.restarts[slot]})
+        self.procs[slot] = start_process(
+            self.ctx,
+            self.target,
+            (self.cfg, slot, self.stop_event, self.report_queue),
+            name=f"actor-{slot}",
+            kwargs={"generation": self.restarts[slot]},
+        )
         self.started_at[slot] = time.monotonic()
 
     def restart_delay(self, slot: int) -> float:

@@ -43,8 +43,19 @@ from launch.machine import MACHINE_NAME
 CONFIDENCE = 0.95
 END_WINDOW = 200  # x_pos: about one hazard of 1-1 (the first pipes' goomba stops runs at 600-720)
 # Config keys that never make two runs different treatments.
-IGNORED = ("seed", "actor.seed", "learner.seed", "eval.seed", "run_dir", "resume", "log_every", "progress",
-           "spawn_actors", "label", "device")
+IGNORED = (
+    "seed",
+    "actor.seed",
+    "learner.seed",
+    "eval.seed",
+    "run_dir",
+    "resume",
+    "log_every",
+    "progress",
+    "spawn_actors",
+    "label",
+    "device",
+)
 IGNORED_PREFIXES = ("transport.",)
 
 
@@ -99,8 +110,11 @@ def group_runs(runs: list[dict]) -> dict[str, list[dict]]:
             groups.setdefault(r["config"].get("label") or "(no label)", []).append(r)
         return groups
     keys = sorted({k for r in runs for k in r["config"]})
-    differing = [k for k in keys if k not in IGNORED and not k.startswith(IGNORED_PREFIXES)
-                 and len({json.dumps(r["config"].get(k)) for r in runs}) > 1]
+    differing = [
+        k
+        for k in keys
+        if k not in IGNORED and not k.startswith(IGNORED_PREFIXES) and len({json.dumps(r["config"].get(k)) for r in runs}) > 1
+    ]
     groups = {}
     for r in runs:
         name = ", ".join(f"{k}={r['config'].get(k)}" for k in differing) or "all runs"
@@ -115,8 +129,9 @@ def interval(values: list[float], statistic) -> list[float] | None:
         return None
     if np.ptp(x) == 0:
         return [float(x[0]), float(x[0])]
-    ci = stats.bootstrap((x,), statistic, confidence_level=CONFIDENCE, n_resamples=9999, method="percentile",
-                         random_state=0).confidence_interval
+    ci = stats.bootstrap(
+        (x,), statistic, confidence_level=CONFIDENCE, n_resamples=9999, method="percentile", random_state=0
+    ).confidence_interval
     return [float(ci.low), float(ci.high)]
 
 
@@ -134,8 +149,7 @@ def densest_end(episodes: list[dict], window: float = END_WINDOW) -> dict | None
         return None
     last_in = np.searchsorted(ends, ends + window, side="left")  # ends[i:last_in[i]] lie in [ends[i], ends[i] + window)
     i = int(np.argmax(last_in - np.arange(len(ends))))
-    return {"lo": float(ends[i]), "hi": float(ends[last_in[i] - 1]), "count": int(last_in[i] - i),
-            "episodes": len(episodes)}
+    return {"lo": float(ends[i]), "hi": float(ends[last_in[i] - 1]), "count": int(last_in[i] - i), "episodes": len(episodes)}
 
 
 def cpu_label(machine: dict) -> str | None:
@@ -182,20 +196,34 @@ def summarize_group(name: str, runs: list[dict], window: float = END_WINDOW) -> 
     for r in runs:
         f, m = r["final"], r["machine"] or {}
         wall = (f or {}).get("wall_seconds") or 0.0
-        per_run.append({"path": r["path"], "seed": r["config"].get("seed"), "cpu": cpu_label(m),
-                        "env_steps": f["env_steps"] if f else None,
-                        "samples_per_transition": replay_ratio(r["path"], f),
-                        "env_steps_per_s": (f["env_steps"] / wall) if f and wall else None,
-                        "last": evaluated(f["last"], window) if f else None,
-                        "best": evaluated(f.get("best"), window) if f else None})
-    return {"group": name, "runs": len(runs), "evaluated": len(done), "per_run": per_run,
-            "env_steps": sorted({p["env_steps"] for p in per_run if p["env_steps"] is not None}),
-            "cpus": sorted({p["cpu"] for p in per_run if p["cpu"]}),
-            "x_pos_mean": float(np.mean(xs)) if xs else None, "x_pos_mean_ci": interval(xs, np.mean),
-            "x_pos_iqm": float(iqm(np.asarray(xs))) if xs else None, "x_pos_iqm_ci": interval(xs, iqm),
-            "flag_rate_mean": float(np.mean(flags)) if flags else None, "flag_rate_ci": interval(flags, np.mean),
-            "best_x_pos_mean": float(np.mean([s["x_pos_mean"] for s in best])) if best else None,
-            "best_flag_rate_mean": float(np.mean([s["flag_rate"] for s in best])) if best else None}
+        per_run.append(
+            {
+                "path": r["path"],
+                "seed": r["config"].get("seed"),
+                "cpu": cpu_label(m),
+                "env_steps": f["env_steps"] if f else None,
+                "samples_per_transition": replay_ratio(r["path"], f),
+                "env_steps_per_s": (f["env_steps"] / wall) if f and wall else None,
+                "last": evaluated(f["last"], window) if f else None,
+                "best": evaluated(f.get("best"), window) if f else None,
+            }
+        )
+    return {
+        "group": name,
+        "runs": len(runs),
+        "evaluated": len(done),
+        "per_run": per_run,
+        "env_steps": sorted({p["env_steps"] for p in per_run if p["env_steps"] is not None}),
+        "cpus": sorted({p["cpu"] for p in per_run if p["cpu"]}),
+        "x_pos_mean": float(np.mean(xs)) if xs else None,
+        "x_pos_mean_ci": interval(xs, np.mean),
+        "x_pos_iqm": float(iqm(np.asarray(xs))) if xs else None,
+        "x_pos_iqm_ci": interval(xs, iqm),
+        "flag_rate_mean": float(np.mean(flags)) if flags else None,
+        "flag_rate_ci": interval(flags, np.mean),
+        "best_x_pos_mean": float(np.mean([s["x_pos_mean"] for s in best])) if best else None,
+        "best_flag_rate_mean": float(np.mean([s["flag_rate"] for s in best])) if best else None,
+    }
 
 
 def load_baseline(path: str) -> dict:
@@ -211,9 +239,16 @@ def load_baseline(path: str) -> dict:
     where = f", stage {data['stage']}" if data.get("stage") else ""
     # the file's name tells apart baselines of one policy on two settings of an env (Mario with and without jump release)
     group = f"baseline: {name}, epsilon {data['epsilon']:g}{where} ({os.path.basename(path)})"
-    return {"group": group, "path": path, "episodes": d["episodes"],
-            "x_pos_mean": d["x_pos_mean"], "x_pos_mean_ci": d["x_pos_ci"], "flag_rate_mean": d["flag_rate"],
-            "flag_rate_ci": d["flag_rate_ci"], "stage": data.get("stage")}
+    return {
+        "group": group,
+        "path": path,
+        "episodes": d["episodes"],
+        "x_pos_mean": d["x_pos_mean"],
+        "x_pos_mean_ci": d["x_pos_ci"],
+        "flag_rate_mean": d["flag_rate"],
+        "flag_rate_ci": d["flag_rate_ci"],
+        "stage": data.get("stage"),
+    }
 
 
 def _ci(v: list[float] | None, fmt: str) -> str:
@@ -221,26 +256,34 @@ def _ci(v: list[float] | None, fmt: str) -> str:
 
 
 def markdown(groups: list[dict], baselines: list[dict]) -> str:
-    lines = ["| group | runs | env steps | CPU | env steps/s | samples per transition | each run: last x_pos (flags) "
-             "| x_pos mean [95% CI] | x_pos IQM [95% CI] | flag rate [95% CI] | best.pt x_pos, flags |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| group | runs | env steps | CPU | env steps/s | samples per transition | each run: last x_pos (flags) "
+        "| x_pos mean [95% CI] | x_pos IQM [95% CI] | flag rate [95% CI] | best.pt x_pos, flags |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for g in groups:
-        each = ", ".join(f"{p['last']['x_pos_mean']:,.0f} ({p['last']['flag_rate']:.0%})" if p["last"] else "no final eval"
-                         for p in g["per_run"])
+        each = ", ".join(
+            f"{p['last']['x_pos_mean']:,.0f} ({p['last']['flag_rate']:.0%})" if p["last"] else "no final eval"
+            for p in g["per_run"]
+        )
         rates = [p["env_steps_per_s"] for p in g["per_run"] if p["env_steps_per_s"]]
         ratios = [p["samples_per_transition"] for p in g["per_run"] if p["samples_per_transition"] is not None]
         mean = "-" if g["x_pos_mean"] is None else f"{g['x_pos_mean']:,.0f}{_ci(g['x_pos_mean_ci'], ',.0f')}"
         mid = "-" if g["x_pos_iqm"] is None else f"{g['x_pos_iqm']:,.0f}{_ci(g['x_pos_iqm_ci'], ',.0f')}"
         flag = "-" if g["flag_rate_mean"] is None else f"{g['flag_rate_mean']:.0%}{_ci(g['flag_rate_ci'], '.0%')}"
         best = "-" if g["best_x_pos_mean"] is None else f"{g['best_x_pos_mean']:,.0f}, {g['best_flag_rate_mean']:.0%}"
-        lines.append(f"| {g['group']} | {g['evaluated']}/{g['runs']} | {', '.join(f'{s:,}' for s in g['env_steps'])} "
-                     f"| {'; '.join(g['cpus']) or '?'} | {', '.join(f'{r:.0f}' for r in rates) or '-'} "
-                     f"| {', '.join(f'{r:.2f}' for r in ratios) or '-'} | {each} "
-                     f"| {mean} | {mid} | {flag} | {best} |")
+        lines.append(
+            f"| {g['group']} | {g['evaluated']}/{g['runs']} | {', '.join(f'{s:,}' for s in g['env_steps'])} "
+            f"| {'; '.join(g['cpus']) or '?'} | {', '.join(f'{r:.0f}' for r in rates) or '-'} "
+            f"| {', '.join(f'{r:.2f}' for r in ratios) or '-'} | {each} "
+            f"| {mean} | {mid} | {flag} | {best} |"
+        )
     for b in baselines:
-        lines.append(f"| {b['group']} | {b['episodes']} episodes | - | - | - | - | - "
-                     f"| {b['x_pos_mean']:,.0f}{_ci(b['x_pos_mean_ci'], ',.0f')} | - "
-                     f"| {b['flag_rate_mean']:.0%}{_ci(b['flag_rate_ci'], '.0%')} | - |")
+        lines.append(
+            f"| {b['group']} | {b['episodes']} episodes | - | - | - | - | - "
+            f"| {b['x_pos_mean']:,.0f}{_ci(b['x_pos_mean_ci'], ',.0f')} | - "
+            f"| {b['flag_rate_mean']:.0%}{_ci(b['flag_rate_ci'], '.0%')} | - |"
+        )
     return "\n".join(lines)
 
 
@@ -263,6 +306,7 @@ def eval_curve(path: str) -> tuple[np.ndarray, np.ndarray]:
 def plot_groups(groups: list[dict], baselines: list[dict], out: str, points: int = 40) -> None:
     """Each group's mean evaluation curve over its runs with a 95% bootstrap band (module docstring)."""
     import matplotlib
+
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
@@ -273,10 +317,9 @@ def plot_groups(groups: list[dict], baselines: list[dict], out: str, points: int
         if not curves:
             continue
         # the env steps every run has evaluations around: from the latest first evaluation to the earliest last one
-        grid = np.linspace(max(c[0][0] for c in curves), max(min(c[0][-1] for c in curves),
-                                                             max(c[0][0] for c in curves)), points)
+        grid = np.linspace(max(c[0][0] for c in curves), max(min(c[0][-1] for c in curves), max(c[0][0] for c in curves)), points)
         ys = np.stack([np.interp(grid, *c) for c in curves])  # [runs, points]
-        line, = ax.plot(grid, ys.mean(axis=0), label=f"{g['group']} ({len(curves)} run{'s' * (len(curves) > 1)})")
+        (line,) = ax.plot(grid, ys.mean(axis=0), label=f"{g['group']} ({len(curves)} run{'s' * (len(curves) > 1)})")
         if len(curves) > 1:
             band = np.array([interval(col.tolist(), np.mean) for col in ys.T])
             ax.fill_between(grid, band[:, 0], band[:, 1], color=line.get_color(), alpha=0.2, linewidth=0)
@@ -299,31 +342,37 @@ def _weights(p: dict | None, with_version: bool) -> tuple[str, str]:
     if "ends" not in p:
         return cell, "-"
     e = p["ends"]
-    return cell, (f"{e['count']} of {e['episodes']} at {e['lo']:,.0f}-{e['hi']:,.0f}" if e
-                  else "every episode at the flag")
+    return cell, (f"{e['count']} of {e['episodes']} at {e['lo']:,.0f}-{e['hi']:,.0f}" if e else "every episode at the flag")
 
 
 def per_run_markdown(groups: list[dict]) -> str:
     """One row per evaluated run: seed, the last weights and best.pt, and where their missed episodes cluster."""
-    lines = ["| group | run (seed) | last weights: x_pos mean [95% CI], flags | where most missed episodes end "
-             "| best.pt: x_pos mean [95% CI], flags | where most missed episodes end |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| group | run (seed) | last weights: x_pos mean [95% CI], flags | where most missed episodes end "
+        "| best.pt: x_pos mean [95% CI], flags | where most missed episodes end |",
+        "|---|---|---|---|---|---|",
+    ]
     for g in groups:
         for p in g["per_run"]:
             if p["last"] is None:
                 continue
             last, last_ends = _weights(p["last"], with_version=False)
             best, best_ends = _weights(p["best"], with_version=True)
-            lines.append(f"| {g['group']} | {os.path.basename(p['path'].rstrip(os.sep))} ({p['seed']}) | {last} "
-                         f"| {last_ends} | {best} | {best_ends} |")
+            lines.append(
+                f"| {g['group']} | {os.path.basename(p['path'].rstrip(os.sep))} ({p['seed']}) | {last} "
+                f"| {last_ends} | {best} | {best_ends} |"
+            )
     return "\n".join(lines)
 
 
-def report(paths: list[str], baseline_paths: list[str],
-           window: float = END_WINDOW) -> tuple[list[dict], list[dict], list[str]]:
+def report(paths: list[str], baseline_paths: list[str], window: float = END_WINDOW) -> tuple[list[dict], list[dict], list[str]]:
     """(group summaries, baseline rows, warnings about runs left out of the statistics)."""
     runs = [load_run(p) for p in find_runs(paths)]
-    warnings = [f"{r['path']}: no {RESULT_NAME} (run python -m launch.final_eval {r['path']}); left out"
-                for r in runs if r["final"] is None]
+    warnings = [
+        f"{r['path']}: no {RESULT_NAME} (run python -m launch.final_eval {r['path']}); left out"
+        for r in runs
+        if r["final"] is None
+    ]
     groups = [summarize_group(name, members, window) for name, members in group_runs(runs).items()]
     return groups, [load_baseline(p) for p in baseline_paths], warnings
 
@@ -331,13 +380,23 @@ def report(paths: list[str], baseline_paths: list[str],
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m launch.report", description=__doc__.split("\n")[0])
     p.add_argument("paths", nargs="+", metavar="RUN_DIR", help="run folders, or folders holding run folders")
-    p.add_argument("--baseline", action="append", default=[], metavar="JSON",
-                   help="a launch.evaluate result (--policy random or constant) to show as a row")
+    p.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="a launch.evaluate result (--policy random or constant) to show as a row",
+    )
     p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.md and PREFIX.json")
     p.add_argument("--plot", default=None, metavar="PNG", help="draw the groups' evaluation curves with 95%% bands")
-    p.add_argument("--end-window", type=float, default=END_WINDOW, metavar="X",
-                   help="width in x_pos (the score) of the window in which the per-run table finds where most "
-                        "missed episodes end (default %(default)g: about one hazard of 1-1)")
+    p.add_argument(
+        "--end-window",
+        type=float,
+        default=END_WINDOW,
+        metavar="X",
+        help="width in x_pos (the score) of the window in which the per-run table finds where most "
+        "missed episodes end (default %(default)g: about one hazard of 1-1)",
+    )
     args = p.parse_args(argv)
     if not args.end_window > 0:
         print(f"error: --end-window={args.end_window:g} must be a positive width in x_pos", file=sys.stderr)

@@ -16,8 +16,9 @@ SHIFT_PAD = 4
 """DrQ's pad: shifts of up to 4 px each way on Atari's 84 x 84 frames (bigger_better_faster's ``drq_image_aug``)."""
 
 
-def shift_indices(batch: int, size: int, pad: int, device: torch.device,
-                  generator: torch.Generator | None = None) -> torch.Tensor:
+def shift_indices(
+    batch: int, size: int, pad: int, device: torch.device, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """Per sample, the source index of each output row (or column), long [batch, size]: ``clamp(i + d - pad)``
     with ``d`` uniform in [0, 2 * pad]."""
     offset = torch.randint(0, 2 * pad + 1, (batch, 1), device=device, generator=generator)

@@ -153,8 +153,9 @@ def _read_checkpoint(path: str, map_location: str | torch.device) -> dict:
     return state
 
 
-def load_checkpoint(run_dir: str, map_location: str | torch.device = "cpu",
-                    say: Callable[[str], None] | None = None, set_aside: bool = False) -> dict:
+def load_checkpoint(
+    run_dir: str, map_location: str | torch.device = "cpu", say: Callable[[str], None] | None = None, set_aside: bool = False
+) -> dict:
     """``checkpoint.pt`` of ``run_dir``, else ``checkpoint.prev.pt`` (``say`` is told why and what is lost);
     FileNotFoundError when neither exists, ValueError naming both files' faults when neither can be read.
     ``set_aside`` (a resume, which saves again): a damaged ``checkpoint.pt`` is renamed ``checkpoint.pt.damaged``
@@ -170,8 +171,10 @@ def load_checkpoint(run_dir: str, map_location: str | torch.device = "cpu",
             continue
         if faults and say is not None:
             c = state["counters"]
-            say(f"[MAIN] {faults[0]}; loading {name} instead (epoch {c.get('epoch', 0)}, {c.get('updates', 0):,} "
-                f"updates, {c.get('inserted', 0):,} env steps): what was trained after it is lost")
+            say(
+                f"[MAIN] {faults[0]}; loading {name} instead (epoch {c.get('epoch', 0)}, {c.get('updates', 0):,} "
+                f"updates, {c.get('inserted', 0):,} env steps): what was trained after it is lost"
+            )
         damaged = os.path.join(run_dir, CHECKPOINT_NAME)
         if faults and set_aside and os.path.isfile(damaged):
             os.replace(damaged, damaged + DAMAGED_SUFFIX)
@@ -184,9 +187,14 @@ def load_checkpoint(run_dir: str, map_location: str | torch.device = "cpu",
 def discard_partial(run_dir: str) -> list[str]:
     """Remove temporary files a crashed save left behind; returns their paths."""
     folder = glob.escape(run_dir)
-    leftovers = sorted([name for base in (CHECKPOINT_NAME, BEST_NAME, PUBLISHED_NAME)
-                        for name in glob.glob(os.path.join(folder, f"{base}.tmp-*"))]
-                       + glob.glob(os.path.join(folder, SNAPSHOT_DIR, "*.pt.tmp-*")))
+    leftovers = sorted(
+        [
+            name
+            for base in (CHECKPOINT_NAME, BEST_NAME, PUBLISHED_NAME)
+            for name in glob.glob(os.path.join(folder, f"{base}.tmp-*"))
+        ]
+        + glob.glob(os.path.join(folder, SNAPSHOT_DIR, "*.pt.tmp-*"))
+    )
     for path in leftovers:
         os.remove(path)
     return leftovers

@@ -15,15 +15,19 @@ def format_eval_line(result: dict) -> str:
     s = result["summary"]
     if result.get("random") is not None:  # Snake (score: food eaten), fuel breaks (cells saved against no breaks)
         r = result["random"]
-        return (f"[MAIN] Eval at {result['env_steps']:,} env steps (weights v{result['weights_version']}, "
-                f"eps {result['epsilon']:g}, {s['episodes']} episodes): score mean {s['score_mean']:.2f}, "
-                f"median {s['score_median']:.1f}, max {s['score_max']}, success {s['success_rate']:.0%}, "
-                f"return {s['return_mean']:.2f}, length {s['length_mean']:.0f}; random policy: score mean "
-                f"{r['score_mean']:.2f}, return {r['return_mean']:.2f}; took {result['seconds']:.1f}s")
-    return (f"[MAIN] Eval at {result['env_steps']:,} env steps (weights v{result['weights_version']}, "
-            f"eps {result['epsilon']:g}, {s['episodes']} episodes): x_pos mean {s['x_pos_mean']:.0f}, "
-            f"median {s['x_pos_median']:.0f}, max {s['x_pos_max']:.0f}, flags {s['flag_rate']:.0%}, "
-            f"return {s['return_mean']:.1f}, length {s['length_mean']:.0f}, took {result['seconds']:.1f}s")
+        return (
+            f"[MAIN] Eval at {result['env_steps']:,} env steps (weights v{result['weights_version']}, "
+            f"eps {result['epsilon']:g}, {s['episodes']} episodes): score mean {s['score_mean']:.2f}, "
+            f"median {s['score_median']:.1f}, max {s['score_max']}, success {s['success_rate']:.0%}, "
+            f"return {s['return_mean']:.2f}, length {s['length_mean']:.0f}; random policy: score mean "
+            f"{r['score_mean']:.2f}, return {r['return_mean']:.2f}; took {result['seconds']:.1f}s"
+        )
+    return (
+        f"[MAIN] Eval at {result['env_steps']:,} env steps (weights v{result['weights_version']}, "
+        f"eps {result['epsilon']:g}, {s['episodes']} episodes): x_pos mean {s['x_pos_mean']:.0f}, "
+        f"median {s['x_pos_median']:.0f}, max {s['x_pos_max']:.0f}, flags {s['flag_rate']:.0%}, "
+        f"return {s['return_mean']:.1f}, length {s['length_mean']:.0f}, took {result['seconds']:.1f}s"
+    )
 
 
 def format_epoch_line(epoch: int, f: dict[str, float], env: EnvEntry) -> str:
@@ -31,13 +35,15 @@ def format_epoch_line(epoch: int, f: dict[str, float], env: EnvEntry) -> str:
     the behaviour policy's means over the last 100 finished episodes (all actors), named as the env names them
     (Mario: Distance, the episode's max x_pos, and Flags; Snake: Score, food eaten, and Success)."""
     score, success = env.score.capitalize(), env.success.capitalize()
-    return (f"[MAIN] Epoch {epoch} - Loss: {f['learner/loss']:.4f}, TD Error: {f['learner/td_error']:.4f}, "
-            f"Reward: {f['actor/return']:.2f}, {score}: {f['actor/distance']:.1f}, {success}: {f['actor/flag_rate']:.0%}, "
-            f"Epsilon: {f['actor/epsilon']:.3f}, Buffer: {int(f['replay/size']):,}, "
-            f"Updates/s: {f['learner/updates_per_s']:.2f}, Samples/s: {f['learner/samples_per_s']:,.0f}, "
-            f"Experiences/s: {f['actor/experiences_per_s']:,.1f}, Replay ratio: {f['learner/replay_ratio']:.2f}, "
-            f"Weights: v{int(f['learner/weights_version'])} (max lag {int(f['actor/weights_lag_max'])}"
-            f"{other_run_phrase(int(f.get('actor/other_run', 0)))}), RSS: {f['learner/rss_mb']:,.0f} MB")
+    return (
+        f"[MAIN] Epoch {epoch} - Loss: {f['learner/loss']:.4f}, TD Error: {f['learner/td_error']:.4f}, "
+        f"Reward: {f['actor/return']:.2f}, {score}: {f['actor/distance']:.1f}, {success}: {f['actor/flag_rate']:.0%}, "
+        f"Epsilon: {f['actor/epsilon']:.3f}, Buffer: {int(f['replay/size']):,}, "
+        f"Updates/s: {f['learner/updates_per_s']:.2f}, Samples/s: {f['learner/samples_per_s']:,.0f}, "
+        f"Experiences/s: {f['actor/experiences_per_s']:,.1f}, Replay ratio: {f['learner/replay_ratio']:.2f}, "
+        f"Weights: v{int(f['learner/weights_version'])} (max lag {int(f['actor/weights_lag_max'])}"
+        f"{other_run_phrase(int(f.get('actor/other_run', 0)))}), RSS: {f['learner/rss_mb']:,.0f} MB"
+    )
 
 
 def other_run_phrase(actors: int) -> str:
@@ -47,10 +53,12 @@ def other_run_phrase(actors: int) -> str:
 
 def format_processor_line(s: DataPlaneStats, rate: float) -> str:
     """The seed's console line, plus rejects and the arrival rate."""
-    return (f"[PROCESSOR] Processed: {s.processed:,}, Batches: {s.batches:,}, Drops: {s.drops:,}, "
-            f"Lost in flight: {s.lost_in_flight:,}, "
-            f"Buffer: {s.buffer:,}, Consolidated Queue: {s.queued:,}, Rejected: {s.rejected:,}, "
-            f"Rate: {rate:,.0f}/s, Per actor: {s.per_actor}")
+    return (
+        f"[PROCESSOR] Processed: {s.processed:,}, Batches: {s.batches:,}, Drops: {s.drops:,}, "
+        f"Lost in flight: {s.lost_in_flight:,}, "
+        f"Buffer: {s.buffer:,}, Consolidated Queue: {s.queued:,}, Rejected: {s.rejected:,}, "
+        f"Rate: {rate:,.0f}/s, Per actor: {s.per_actor}"
+    )
 
 
 def format_duration(seconds: float) -> str:

@@ -66,19 +66,19 @@ class IncarnationLedger:
 
     slot: int
     incarnation: int
-    first_seq: int = -1            # seq of the first message heard (> 0: it sent before this learner listened)
-    next_seq: int = -1             # one past the newest seq heard
+    first_seq: int = -1  # seq of the first message heard (> 0: it sent before this learner listened)
+    next_seq: int = -1  # one past the newest seq heard
     accepted_batches: int = 0
     accepted_transitions: int = 0
-    rejected_batches: int = 0      # new seqs rejected after decoding (stale_weights, stale_incarnation)
+    rejected_batches: int = 0  # new seqs rejected after decoding (stale_weights, stale_incarnation)
     rejected_transitions: int = 0
-    duplicate_batches: int = 0     # replayed or older seqs: rejected, and not part of what the actor sent
-    gap_batches: int = 0           # seqs never heard: the actor's staging drops plus batches lost in flight
-    lost_transitions: int = 0      # handed to the socket by the actor (its ``sent``) but never heard
-    sent_base: int = 0             # the actor's ``sent`` before first_seq
-    sent: int = 0                  # the actor's ``sent`` in the newest message heard
-    dropped_base: int = 0          # the actor's ``dropped`` before first_seq
-    dropped: int = 0               # the actor's ``dropped`` in the newest message heard
+    duplicate_batches: int = 0  # replayed or older seqs: rejected, and not part of what the actor sent
+    gap_batches: int = 0  # seqs never heard: the actor's staging drops plus batches lost in flight
+    lost_transitions: int = 0  # handed to the socket by the actor (its ``sent``) but never heard
+    sent_base: int = 0  # the actor's ``sent`` before first_seq
+    sent: int = 0  # the actor's ``sent`` in the newest message heard
+    dropped_base: int = 0  # the actor's ``dropped`` before first_seq
+    dropped: int = 0  # the actor's ``dropped`` in the newest message heard
 
     @property
     def lost_in_flight_batches(self) -> int:
@@ -88,8 +88,7 @@ class IncarnationLedger:
     @property
     def unaccounted_transitions(self) -> int:
         """Sent (since first_seq) minus accepted, rejected and lost: 0 unless the actor's counts lie."""
-        return (self.sent - self.sent_base - self.accepted_transitions - self.rejected_transitions
-                - self.lost_transitions)
+        return self.sent - self.sent_base - self.accepted_transitions - self.rejected_transitions - self.lost_transitions
 
 
 @dataclass
@@ -101,17 +100,26 @@ class SlotTrack:
     accepted_batches: int = 0
     accepted_transitions: int = 0
     lost_batches: int = 0
-    refused_batches: int = 0       # valid messages from an incarnation that does not hold the slot (slot_owned)
+    refused_batches: int = 0  # valid messages from an incarnation that does not hold the slot (slot_owned)
     stats: dict = field(default_factory=dict)
     weights_version: int = 0
-    run: int = 0                   # the run of the weights its latest accepted batch was played with
-    other_run_batches: int = 0     # batches accepted that another run's weights played (a learner that started over)
+    run: int = 0  # the run of the weights its latest accepted batch was played with
+    other_run_batches: int = 0  # batches accepted that another run's weights played (a learner that started over)
     old_incarnations: collections.deque = field(default_factory=lambda: collections.deque(maxlen=STALE_INCARNATIONS_KEPT))
 
 
 class Consolidator(SupervisedThread):
-    def __init__(self, transport: TransportConfig, num_actors: int, envs_per_actor: int, limits: protocol.Limits,
-                 out: queue.Queue, context: zmq.Context | None = None, held: bool = False, batch_steps: int = 64):
+    def __init__(
+        self,
+        transport: TransportConfig,
+        num_actors: int,
+        envs_per_actor: int,
+        limits: protocol.Limits,
+        out: queue.Queue,
+        context: zmq.Context | None = None,
+        held: bool = False,
+        batch_steps: int = 64,
+    ):
         """``held``: the learner holds its replay ratio (``learner.exact_ratio``), so under a slower learner the
         sockets stay full: each then queues one message and a small kernel buffer (without CURVE), which bounds how
         far behind the learner's weights the batches it delivers are. ``batch_steps``: the actors' steps per batch,
@@ -133,12 +141,17 @@ class Consolidator(SupervisedThread):
             for slot in range(num_actors):
                 # ZeroMQ's own bound applies per frame: a peer sending one frame above it is disconnected.
                 # Whole messages above max_message_bytes are rejected (and counted) by the decoder.
-                sock = open_socket(self._context, zmq.PULL, transport, server=True,
-                                   recv_hwm=1 if small else transport.recv_hwm, max_message=transport.max_message_bytes,
-                                   kernel_buffer=buffer if small else None)
+                sock = open_socket(
+                    self._context,
+                    zmq.PULL,
+                    transport,
+                    server=True,
+                    recv_hwm=1 if small else transport.recv_hwm,
+                    max_message=transport.max_message_bytes,
+                    kernel_buffer=buffer if small else None,
+                )
                 self.sockets.append(sock)
-                bind(sock, f"tcp://{transport.host}:{transport.base_port + slot}", transport,
-                     f"actor slot {slot}'s experience")
+                bind(sock, f"tcp://{transport.host}:{transport.base_port + slot}", transport, f"actor slot {slot}'s experience")
         except BaseException:
             for sock in self.sockets:
                 sock.close(linger=0)
@@ -151,11 +164,12 @@ class Consolidator(SupervisedThread):
         self.accepted_batches = 0
         self.accepted_transitions = 0
         self.lost_batches = 0
-        self.weights_version = 0   # the learner's current published version (an int: set atomically by the learner)
-        self.run_id = 0            # the learner's run identity (shared/wire/protocol.py), set by the learner
-        self.max_weights_lag = 0   # 0: no limit
+        self.weights_version = 0  # the learner's current published version (an int: set atomically by the learner)
+        self.run_id = 0  # the learner's run identity (shared/wire/protocol.py), set by the learner
+        self.max_weights_lag = 0  # 0: no limit
         self.ledgers: list[collections.OrderedDict[int, IncarnationLedger]] = [
-            collections.OrderedDict() for _ in range(num_actors)]
+            collections.OrderedDict() for _ in range(num_actors)
+        ]
         self._ledger_lock = threading.Lock()
 
     def ledger(self) -> list[IncarnationLedger]:

@@ -36,23 +36,31 @@ EPISODE_WINDOW = 100  # the behaviour-policy figures are means over the last thi
 class DataPlaneStats:
     """A snapshot for the console line and metrics."""
 
-    processed: int          # transitions written into replay
-    batches: int            # batches written into replay
-    drops: int              # batches lost before reaching the learner (seq gaps)
-    rejected: int           # messages rejected by validation
-    buffer: int             # transitions currently held by replay
-    queued: int             # batches waiting in the consolidated queue
-    per_actor: list         # transitions accepted per actor slot
+    processed: int  # transitions written into replay
+    batches: int  # batches written into replay
+    drops: int  # batches lost before reaching the learner (seq gaps)
+    rejected: int  # messages rejected by validation
+    buffer: int  # transitions currently held by replay
+    queued: int  # batches waiting in the consolidated queue
+    per_actor: list  # transitions accepted per actor slot
     lost_in_flight: int = 0  # transitions the actors handed to their sockets that never arrived (kept ledgers)
 
 
 def make_replay(cfg: RunConfig, device: torch.device) -> FrameReplay:
     """The run's replay: one stream per actor env; PrioritizedReplay when ``replay.prioritized``."""
     r, spec = cfg.replay, env_spec(cfg.env)
-    kwargs: dict[str, Any] = dict(num_streams=cfg.actors * cfg.actor.envs_per_actor, capacity=r.capacity,
-                                  frame_shape=tuple(spec.obs_shape), stack=spec.stack, n_step=cfg.max_n_step,
-                                  gamma=r.gamma, device=device,
-                                  obs_dtype=spec.obs_dtype, num_actions=spec.num_actions, masked=spec.masked)
+    kwargs: dict[str, Any] = dict(
+        num_streams=cfg.actors * cfg.actor.envs_per_actor,
+        capacity=r.capacity,
+        frame_shape=tuple(spec.obs_shape),
+        stack=spec.stack,
+        n_step=cfg.max_n_step,
+        gamma=r.gamma,
+        device=device,
+        obs_dtype=spec.obs_dtype,
+        num_actions=spec.num_actions,
+        masked=spec.masked,
+    )
     if r.prioritized:
         return PrioritizedReplay(**kwargs, alpha=r.priority_alpha, eps=r.priority_eps)
     return FrameReplay(**kwargs)
@@ -70,13 +78,23 @@ class DataPlane:
         spec = env_spec(cfg.env)
         if spec.num_actions != num_actions:
             raise ValueError(f"num_actions {num_actions!r} differs from the env's {spec.num_actions}")
-        limits = protocol.Limits.for_spec(spec, max_envs=cfg.transport.max_env_per_message,
-                                          max_steps=cfg.transport.max_steps_per_message,
-                                          max_message_bytes=cfg.transport.max_message_bytes)
+        limits = protocol.Limits.for_spec(
+            spec,
+            max_envs=cfg.transport.max_env_per_message,
+            max_steps=cfg.transport.max_steps_per_message,
+            max_message_bytes=cfg.transport.max_message_bytes,
+        )
         self._release_auth = curve.start_authenticator(cfg.transport)  # the allow-list runs before any socket binds
         try:
-            self.consolidator = Consolidator(cfg.transport, cfg.actors, self.envs_per_actor, limits, self.queue,
-                                             held=cfg.learner.holds_ratio, batch_steps=cfg.actor.batch_steps)
+            self.consolidator = Consolidator(
+                cfg.transport,
+                cfg.actors,
+                self.envs_per_actor,
+                limits,
+                self.queue,
+                held=cfg.learner.holds_ratio,
+                batch_steps=cfg.actor.batch_steps,
+            )
         except BaseException:
             self._release_auth()
             raise
@@ -105,8 +123,16 @@ class DataPlane:
                 batch = self.queue.get(timeout=timeout) if written == 0 and timeout > 0 else self.queue.get_nowait()
             except queue.Empty:
                 break
-            self.replay.add(batch.actor * self.envs_per_actor, batch.frames, batch.actions, batch.rewards,
-                            batch.terminated.view(np.bool_), batch.first.view(np.bool_), batch.priorities, batch.masks)
+            self.replay.add(
+                batch.actor * self.envs_per_actor,
+                batch.frames,
+                batch.actions,
+                batch.rewards,
+                batch.terminated.view(np.bool_),
+                batch.first.view(np.bool_),
+                batch.priorities,
+                batch.masks,
+            )
             self.processed += batch.num_transitions
             transitions += batch.num_transitions
             self.batches += 1
@@ -139,10 +165,16 @@ class DataPlane:
 
     def stats(self) -> DataPlaneStats:
         c = self.consolidator
-        return DataPlaneStats(processed=self.processed, batches=self.batches, drops=c.lost_batches,
-                              rejected=sum(c.rejects.values()), buffer=len(self.replay), queued=self.queue.qsize(),
-                              per_actor=self.accepted_per_actor(),
-                              lost_in_flight=sum(e.lost_transitions for e in c.ledger()))
+        return DataPlaneStats(
+            processed=self.processed,
+            batches=self.batches,
+            drops=c.lost_batches,
+            rejected=sum(c.rejects.values()),
+            buffer=len(self.replay),
+            queued=self.queue.qsize(),
+            per_actor=self.accepted_per_actor(),
+            lost_in_flight=sum(e.lost_transitions for e in c.ledger()),
+        )
 
     def wait_for(self, transitions: int, timeout: float) -> bool:
         """Drain until ``processed`` reaches ``transitions`` or ``timeout`` s pass (used at shutdown and in tests)."""

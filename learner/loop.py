@@ -84,9 +84,9 @@ class Counters:
     epoch: int = 0
     updates: int = 0
     weights_version: int = 0
-    run: int = 0               # the run's identity on the wire (shared/wire/protocol.py): drawn at its start, kept on resume
+    run: int = 0  # the run's identity on the wire (shared/wire/protocol.py): drawn at its start, kept on resume
     samples_trained: int = 0
-    inserted: int = 0          # transitions inserted into replay over the whole run (the env steps of metrics rows)
+    inserted: int = 0  # transitions inserted into replay over the whole run (the env steps of metrics rows)
     wall_seconds: float = 0.0  # training time over the whole run
     elapsed_seconds: float = 0.0  # wall-clock time since the run started, resumes included (until the last checkpoint)
 
@@ -110,8 +110,14 @@ class EpochAccumulator:
 class Learner:
     """Owns the data plane, the DQN learner, the weight server, metrics and checkpoints."""
 
-    def __init__(self, cfg: RunConfig, run_dir: str, device: torch.device, resume_state: dict | None = None,
-                 stop_requested: threading.Event | None = None):
+    def __init__(
+        self,
+        cfg: RunConfig,
+        run_dir: str,
+        device: torch.device,
+        resume_state: dict | None = None,
+        stop_requested: threading.Event | None = None,
+    ):
         """``stop_requested``: an event the caller may set before or during ``run`` (a launcher's signal handler,
         installed before the learner exists, so a Ctrl-C during start-up is not lost); ``stop()`` sets it."""
         self.cfg = cfg
@@ -126,8 +132,9 @@ class Learner:
         elif learner_cfg.compile and not any(map(shutil.which, COMPILERS.get(device.type, COMPILERS["cuda"]))):
             # torch.compile builds code at run time (C++ on CPU; Triton's C launcher on CUDA); the image has no compiler
             what = "a C++ compiler" if device.type == "cpu" else "a C compiler (for Triton)"
-            print(f"[MAIN] no compiler on PATH: torch.compile needs {what} on {device.type}, so the learner runs eager",
-                  flush=True)
+            print(
+                f"[MAIN] no compiler on PATH: torch.compile needs {what} on {device.type}, so the learner runs eager", flush=True
+            )
             learner_cfg = dataclasses.replace(learner_cfg, compile=False)
         self.dqn = DQNLearner(learner_cfg, self.spec, device, env=cfg.env, dueling=cfg.net.dueling)
         self.counters = Counters()
@@ -143,7 +150,8 @@ class Learner:
         # (in-training score, weights_version) of the kept snapshots, best first (learner/checkpoint.py)
         self.snapshots: list[tuple[tuple[float, float], int]] = [
             (best_score(st["eval"]), int(st["counters"]["weights_version"]))
-            for st in (load_snapshots(run_dir) if resume_state is not None else [])]
+            for st in (load_snapshots(run_dir) if resume_state is not None else [])
+        ]
         self.final_epsilon = mean_floor(cfg.actor, cfg.actors)  # the mean once annealing is over
         self.plane = DataPlane(cfg, self.num_actions, device)
         try:
@@ -155,8 +163,11 @@ class Learner:
         resumed_at = self.counters.inserted if resume_state is not None else None
         self.metrics = MetricsLog(run_dir, resumed_at=resumed_at) if self.train else None
         if self.metrics is not None and self.metrics.rolled_back:
-            print(f"[MAIN] {self.metrics.rolled_back} metrics rows past the checkpoint ({resumed_at:,} env steps) moved "
-                  f"to {ROLLED_BACK_NAME}: the training they describe was lost", flush=True)
+            print(
+                f"[MAIN] {self.metrics.rolled_back} metrics rows past the checkpoint ({resumed_at:,} env steps) moved "
+                f"to {ROLLED_BACK_NAME}: the training they describe was lost",
+                flush=True,
+            )
         self.stop_requested = stop_requested if stop_requested is not None else threading.Event()
         self.echo: Callable[[str], None] = lambda line: print(line, flush=True)  # the launcher routes it past its progress bar
         self._inserted_at_start = self.counters.inserted
@@ -273,15 +284,15 @@ class Learner:
         cfg, c, replay = self.cfg.learner, self.counters, self.plane.replay
         if not (self.train and cfg.holds_ratio and len(replay) >= cfg.min_replay and replay.num_sampleable() > 0):
             return 1 << 62
-        return math.ceil(cfg.ratio_slack + (c.samples_trained + self.dqn.effective_batch) / cfg.samples_per_insert
-                         - c.inserted)
+        return math.ceil(cfg.ratio_slack + (c.samples_trained + self.dqn.effective_batch) / cfg.samples_per_insert - c.inserted)
 
     def _call_over_other_runs(self) -> None:
         """While an actor's latest batch was played with another run's weights (this learner started over and the
         actor missed its broadcast), send the current weights again, at most every REBROADCAST_EVERY seconds."""
         now = time.monotonic()
         if now - self._rebroadcast_at >= REBROADCAST_EVERY and any(
-                t.stats and t.run != self.counters.run for t in self.plane.consolidator.tracks):
+            t.stats and t.run != self.counters.run for t in self.plane.consolidator.tracks
+        ):
             self._rebroadcast_at = now
             self.server.rebroadcast()
 
@@ -310,10 +321,12 @@ class Learner:
         frames = [replay.sample(batch)["obs"] for _ in range(RESET_STATISTICS_BATCHES)]
         counts = self.dqn.reset(frames)
         self.resets += 1
-        self.echo(f"[MAIN] reset {self.resets} at {self.counters.inserted:,} env steps ({self.counters.updates:,} "
-                  f"updates): {counts['reinitialized']} head tensors re-initialized, {counts['shrunk']} others shrunk "
-                  f"to {self.dqn.cfg.reset_shrink:g} toward a fresh draw, BatchNorm statistics re-estimated on "
-                  f"{len(frames) * batch} replay frames")
+        self.echo(
+            f"[MAIN] reset {self.resets} at {self.counters.inserted:,} env steps ({self.counters.updates:,} "
+            f"updates): {counts['reinitialized']} head tensors re-initialized, {counts['shrunk']} others shrunk "
+            f"to {self.dqn.cfg.reset_shrink:g} toward a fresh draw, BatchNorm statistics re-estimated on "
+            f"{len(frames) * batch} replay frames"
+        )
 
     def _end_epoch(self, acc: EpochAccumulator) -> None:
         cfg, c = self.cfg.learner, self.counters
@@ -388,9 +401,13 @@ class Learner:
         if not hasattr(replay, "priority_stats"):
             return {}
         s = replay.priority_stats()
-        return {"replay/priority_mean": s["priority_mean"], "replay/priority_max": s["priority_max"],
-                "replay/is_weight_min": s["weight_min"], "replay/is_weight_max": 1.0,
-                "replay/is_beta": self.dqn.is_beta}
+        return {
+            "replay/priority_mean": s["priority_mean"],
+            "replay/priority_max": s["priority_max"],
+            "replay/is_weight_min": s["weight_min"],
+            "replay/is_weight_max": 1.0,
+            "replay/is_beta": self.dqn.is_beta,
+        }
 
     def _publish(self, version: int) -> None:
         record_published(self.run_dir, version)  # on disk before any actor can hold it: a resume goes above it
@@ -405,15 +422,27 @@ class Learner:
         """Log an evaluation result (actors/evaluator.py ``eval_process_main``) against the env steps it was asked at."""
         state = result.pop("state", None)  # the evaluated weights, as numpy arrays
         s = result["summary"]
-        figures = {"eval/x_pos": s["x_pos_mean"], "eval/x_pos_median": s["x_pos_median"],
-                   "eval/x_pos_max": s["x_pos_max"], "eval/flag_rate": s["flag_rate"],
-                   "eval/return": s["return_mean"], "eval/length": s["length_mean"],
-                   "eval/episodes": s["episodes"], "eval/epsilon": result["epsilon"],
-                   "eval/weights_version": result["weights_version"], "eval/seconds": result["seconds"]}
+        figures = {
+            "eval/x_pos": s["x_pos_mean"],
+            "eval/x_pos_median": s["x_pos_median"],
+            "eval/x_pos_max": s["x_pos_max"],
+            "eval/flag_rate": s["flag_rate"],
+            "eval/return": s["return_mean"],
+            "eval/length": s["length_mean"],
+            "eval/episodes": s["episodes"],
+            "eval/epsilon": result["epsilon"],
+            "eval/weights_version": result["weights_version"],
+            "eval/seconds": result["seconds"],
+        }
         if result.get("random") is not None:  # Snake and fuel breaks: the score, and a random policy's
-            figures.update({"eval/score": s["score_mean"], "eval/success_rate": s["success_rate"],
-                            "eval/random_score": result["random"]["score_mean"],
-                            "eval/random_return": result["random"]["return_mean"]})
+            figures.update(
+                {
+                    "eval/score": s["score_mean"],
+                    "eval/success_rate": s["success_rate"],
+                    "eval/random_score": result["random"]["score_mean"],
+                    "eval/random_return": result["random"]["return_mean"],
+                }
+            )
         if self.metrics is not None:
             self.metrics.write(result["updates"], result["env_steps"], result["wall_seconds"], figures)
         self.echo(format_eval_line(result))
@@ -421,10 +450,14 @@ class Learner:
             return
         snapshot = {
             "learner": {"online": {k: torch.as_tensor(v) for k, v in state.items()}},  # no copy: ours already
-            "counters": {"updates": result["updates"], "inserted": result["env_steps"],
-                         "weights_version": result["weights_version"], "wall_seconds": result["wall_seconds"]},
-            "eval": {k: s[k] for k in ("x_pos_mean", "x_pos_median", "x_pos_max", "flag_rate",
-                                       "return_mean", "episodes")} | {"epsilon": result["epsilon"]},
+            "counters": {
+                "updates": result["updates"],
+                "inserted": result["env_steps"],
+                "weights_version": result["weights_version"],
+                "wall_seconds": result["wall_seconds"],
+            },
+            "eval": {k: s[k] for k in ("x_pos_mean", "x_pos_median", "x_pos_max", "flag_rate", "return_mean", "episodes")}
+            | {"epsilon": result["epsilon"]},
             "config": self.cfg.to_json(),
         }
         score, keep = best_score(s), self.cfg.eval.keep_snapshots
@@ -440,18 +473,26 @@ class Learner:
         if self.best is None or score > self.best:
             self.best = score
             save_best(self.run_dir, snapshot)
-            what = (f"flags {s['flag_rate']:.0%}, x_pos mean {s['x_pos_mean']:.0f}" if result.get("random") is None
-                    else f"success {s['success_rate']:.0%}, score mean {s['score_mean']:.2f}")
-            self.echo(f"[MAIN] best evaluation so far ({what}): "
-                      f"weights v{result['weights_version']} saved to {os.path.join(self.run_dir, 'best.pt')}")
+            what = (
+                f"flags {s['flag_rate']:.0%}, x_pos mean {s['x_pos_mean']:.0f}"
+                if result.get("random") is None
+                else f"success {s['success_rate']:.0%}, score mean {s['score_mean']:.2f}"
+            )
+            self.echo(
+                f"[MAIN] best evaluation so far ({what}): "
+                f"weights v{result['weights_version']} saved to {os.path.join(self.run_dir, 'best.pt')}"
+            )
 
     def checkpoint(self) -> str:
         self.counters.elapsed_seconds = self.elapsed()
-        return save_checkpoint(self.run_dir, {
-            "learner": self.dqn.state_dict(),
-            "counters": dataclasses.asdict(self.counters),
-            "config": self.cfg.to_json(),
-        })
+        return save_checkpoint(
+            self.run_dir,
+            {
+                "learner": self.dqn.state_dict(),
+                "counters": dataclasses.asdict(self.counters),
+                "config": self.cfg.to_json(),
+            },
+        )
 
     def checkpoint_or_say(self, last: bool = False) -> bool:
         """A checkpoint that a full or failing disk does not end: the error is printed, training goes on, and the
@@ -485,8 +526,10 @@ class Learner:
     def weights_lag(self) -> list[int]:
         """Per actor slot: versions behind the learner's current weights (-1: nothing heard yet, or its latest batch
         was played with another run's weights)."""
-        return [self.counters.weights_version - t.weights_version if t.stats and t.run == self.counters.run else -1
-                for t in self.plane.consolidator.tracks]
+        return [
+            self.counters.weights_version - t.weights_version if t.stats and t.run == self.counters.run else -1
+            for t in self.plane.consolidator.tracks
+        ]
 
     def slot_incarnations(self) -> list[int]:
         """Per actor slot: the incarnation whose batches are accepted (-1: none yet)."""
@@ -510,9 +553,13 @@ class _SyntheticReplay:
             obs = torch.randint(0, 256, shape, dtype=torch.uint8, device=dev)
         else:
             obs = torch.rand(shape, device=dev).to(getattr(torch, spec.obs_dtype))
-        out = {"obs": obs, "next_obs": obs.clone(),
-               "action": torch.randint(0, spec.num_actions, (batch,), device=dev),
-               "reward": torch.zeros(batch, device=dev), "discount": torch.full((batch,), 0.99, device=dev)}
+        out = {
+            "obs": obs,
+            "next_obs": obs.clone(),
+            "action": torch.randint(0, spec.num_actions, (batch,), device=dev),
+            "reward": torch.zeros(batch, device=dev),
+            "discount": torch.full((batch,), 0.99, device=dev),
+        }
         if spec.masked:
             for key in ("mask", "next_mask"):
                 out[key] = torch.rand((batch, spec.num_actions), device=dev) < 0.5

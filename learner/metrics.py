@@ -55,6 +55,7 @@ class MetricsLog:
         self._writer = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
+
             purge = None if resumed_at is None else resumed_at + 1  # events at or past it are dropped on the next write
             self._writer = SummaryWriter(log_dir=os.path.join(run_dir, "tb"), purge_step=purge)
 

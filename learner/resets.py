@@ -46,8 +46,13 @@ def fresh_copy(net: nn.Module) -> nn.Module:
 
 
 @torch.no_grad()
-def reset_network(net: nn.Module, optimizer: torch.optim.Optimizer, shrink: float,
-                  frames: Iterable[torch.Tensor] = (), fresh: nn.Module | None = None) -> dict[str, int]:
+def reset_network(
+    net: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    shrink: float,
+    frames: Iterable[torch.Tensor] = (),
+    fresh: nn.Module | None = None,
+) -> dict[str, int]:
     """Reset ``net`` in place as the module docstring says; ``shrink`` is alpha (SR-SPR: 0.8), ``frames`` batches of
     observations for BatchNorm's statistics (none: they stay), ``fresh`` the theta0 to use (default: ``fresh_copy``).
     Returns how many parameter tensors were re-initialized and shrunk."""

@@ -35,8 +35,11 @@ class EnvStepPeriod:
         """The env-step counts at which it fires in a run of ``until`` env steps (for the run header and tests)."""
         if not self.period:
             return []
-        return [k * self.period for k in range(1, until // self.period + 1)
-                if not (self.budget and k * self.period + self.last_part > self.budget)]
+        return [
+            k * self.period
+            for k in range(1, until // self.period + 1)
+            if not (self.budget and k * self.period + self.last_part > self.budget)
+        ]
 
 
 class NStepSchedule:
@@ -47,8 +50,7 @@ class NStepSchedule:
 
     def __init__(self, start: int, end: int, env_steps: int):
         if start and not (start >= end >= 1 and env_steps >= 1):
-            raise ValueError(f"start {start!r} >= end {end!r} >= 1 and env_steps {env_steps!r} >= 1 are needed "
-                             "(start 0: off)")
+            raise ValueError(f"start {start!r} >= end {end!r} >= 1 and env_steps {env_steps!r} >= 1 are needed (start 0: off)")
         self.start, self.end, self.env_steps = int(start), int(end), int(env_steps)
         self.origin: int | None = None  # env steps at the last restart; None: not started yet (n = start)
 

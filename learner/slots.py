@@ -43,8 +43,14 @@ class Holder:
 
 
 class SlotTable:
-    def __init__(self, num_slots: int, lease: float, envs_per_actor: int = 0,
-                 clock: Callable[[], float] = time.monotonic, grace: float = 0.0):
+    def __init__(
+        self,
+        num_slots: int,
+        lease: float,
+        envs_per_actor: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+        grace: float = 0.0,
+    ):
         """``grace``: seconds a granted slot stays claimed without a message (0: the smaller of ``lease`` and
         ``CLAIM_GRACE``)."""
         self.num_slots = num_slots
@@ -54,9 +60,9 @@ class SlotTable:
         self._clock = clock
         self._lock = threading.Lock()
         self._holders: list[Holder | None] = [None] * num_slots
-        self.refused_requests = 0   # SLOT_REQUESTs answered with -1
-        self.claims = 0             # slots granted on request (claimed until their first message)
-        self.takeovers = 0          # a lapsed or released slot taken by a new holder
+        self.refused_requests = 0  # SLOT_REQUESTs answered with -1
+        self.claims = 0  # slots granted on request (claimed until their first message)
+        self.takeovers = 0  # a lapsed or released slot taken by a new holder
 
     def holder(self, slot: int) -> Holder | None:
         with self._lock:
@@ -91,8 +97,9 @@ class SlotTable:
         if self.envs_per_actor and envs and envs != self.envs_per_actor:
             with self._lock:
                 self.refused_requests += 1
-            return -1, (f"the actor steps {envs} env(s) per message but this learner takes "
-                        f"--actor.envs-per-actor {self.envs_per_actor}")
+            return -1, (
+                f"the actor steps {envs} env(s) per message but this learner takes --actor.envs-per-actor {self.envs_per_actor}"
+            )
         with self._lock:
             for slot, h in enumerate(self._holders):  # asked again: the slot it already holds
                 if h is not None and h.incarnation == incarnation and h.key == key and not self._free(slot, now):
@@ -112,8 +119,10 @@ class SlotTable:
             self.refused_requests += 1
             if want >= 0:
                 return -1, f"slot {want} is held by a live actor (heard within the {self.lease:g} s lease)"
-            return -1, (f"all {self.num_slots} slot(s) are held by live actors; start the learner with more --actors "
-                        f"or run fewer actor replicas (this one waits as a spare)")
+            return -1, (
+                f"all {self.num_slots} slot(s) are held by live actors; start the learner with more --actors "
+                f"or run fewer actor replicas (this one waits as a spare)"
+            )
 
     def release(self, slot: int) -> None:
         """Free ``slot`` now (its process is known to be dead)."""

@@ -110,16 +110,24 @@ class UpdateStats:
 
 
 class DQNLearner:
-    def __init__(self, cfg: LearnerConfig, spec: EnvSpec, device: torch.device, env: Any = "", dueling: bool = True,
-                 batchnorm_batch_stats: bool = True):
+    def __init__(
+        self,
+        cfg: LearnerConfig,
+        spec: EnvSpec,
+        device: torch.device,
+        env: Any = "",
+        dueling: bool = True,
+        batchnorm_batch_stats: bool = True,
+    ):
         """``spec``: the env's shared/spec.py EnvSpec, whose network family the learner trains (Mario: QNetwork);
         ``env``: its EnvConfig or name, for the auto settings; ``dueling``: the run's ``net.dueling``;
         ``batchnorm_batch_stats`` False skips the no-grad pass that moves BatchNorm's running statistics (what the
         accumulation tests compare exactly)."""
         cfg = cfg.resolved(device.type, env)
         if cfg.augment and network_family(spec) != "nature":
-            raise ConfigError(f"learner.augment=True: random shifts move frame stacks; this env's network family is "
-                              f"{network_family(spec)!r}")
+            raise ConfigError(
+                f"learner.augment=True: random shifts move frame stacks; this env's network family is {network_family(spec)!r}"
+            )
         self.cfg = cfg
         self.device = device
         torch.manual_seed(cfg.seed)
@@ -140,8 +148,9 @@ class DQNLearner:
         self.target_fn: Callable[..., torch.Tensor]
         self.online_fn, self.target_fn = self.online, self.target
         self.cuda_graphs = cfg.compile and device.type == "cuda"
-        self.cpu_vectors_pinned = bool(cfg.compile and device.type == "cpu" and self.amp_dtype is not None
-                                       and pin_cpu_vectors_to_256_bits())
+        self.cpu_vectors_pinned = bool(
+            cfg.compile and device.type == "cpu" and self.amp_dtype is not None and pin_cpu_vectors_to_256_bits()
+        )
         if cfg.compile:
             mode = "reduce-overhead" if self.cuda_graphs else None
             self.online_fn = torch.compile(self.online, mode=mode)
@@ -187,8 +196,17 @@ class DQNLearner:
         q = q_taken.gather(1, action).squeeze(1)
         reward, discount = self.cfg.reward_scale * batch["reward"], batch["discount"]
         if self.rule == "munchausen":
-            target = RULES["munchausen"](reward, discount, action, target_here, batch.get("mask"), next_target,
-                                         next_mask, self.cfg.munchausen_alpha, self.cfg.munchausen_tau)
+            target = RULES["munchausen"](
+                reward,
+                discount,
+                action,
+                target_here,
+                batch.get("mask"),
+                next_target,
+                next_mask,
+                self.cfg.munchausen_alpha,
+                self.cfg.munchausen_tau,
+            )
         else:
             target = RULES["double_dqn"](reward, discount, next_online, next_target, next_mask)
         weight = batch.get("weight")  # importance-sampling weights of prioritized replay
@@ -237,7 +255,7 @@ class DQNLearner:
             stream, slot, td_all = (torch.cat(parts) for parts in zip(*sampled))
             n = stream.numel()
             host = torch.cat([stats, stream.double(), slot.double(), td_all.double()]).cpu()  # exact below 2**53
-            stream, slot, td_all, stats = host[4:4 + n].long(), host[4 + n:4 + 2 * n].long(), host[4 + 2 * n:], host[:4]
+            stream, slot, td_all, stats = host[4 : 4 + n].long(), host[4 + n : 4 + 2 * n].long(), host[4 + 2 * n :], host[:4]
         loss, td, q, norm = stats.tolist()  # a non-finite TD error makes td (the sum of their means) non-finite too
         if not self.scaler.is_enabled() and not all(map(math.isfinite, (loss, td, q, norm))):
             raise NonFiniteUpdate(self._non_finite_message(loss / steps, td / steps, q / steps, norm, td_all))
@@ -252,13 +270,16 @@ class DQNLearner:
     def _non_finite_message(self, loss: float, td: float, q: float, norm: float, td_all: torch.Tensor | None) -> str:
         bad_td = "" if td_all is None else f" ({int((~torch.isfinite(td_all)).sum())} of {td_all.numel()} not finite)"
         precision = f"AMP {str(self.amp_dtype).removeprefix('torch.')}" if self.amp_dtype is not None else "full precision"
-        compiled = "torch.compile" + (" with 256-bit CPU vectors" if self.cpu_vectors_pinned else "") \
-            if self.cfg.compile else "eager"
-        return (f"update {self.updates + 1:,} is not finite: loss {loss:.6g}, mean |TD error| {td:.6g}{bad_td}, "
-                f"mean Q {q:.6g}, gradient norm {norm:.6g} ({precision}, {compiled}, on {self.device}, "
-                f"lr {self.optimizer.param_groups[0]['lr']:.3g}). The step was not taken: the weights are those of "
-                f"update {self.updates:,}. To tell arithmetic from divergence, rerun with --learner.amp off or "
-                f"--learner.no-compile.")
+        compiled = (
+            "torch.compile" + (" with 256-bit CPU vectors" if self.cpu_vectors_pinned else "") if self.cfg.compile else "eager"
+        )
+        return (
+            f"update {self.updates + 1:,} is not finite: loss {loss:.6g}, mean |TD error| {td:.6g}{bad_td}, "
+            f"mean Q {q:.6g}, gradient norm {norm:.6g} ({precision}, {compiled}, on {self.device}, "
+            f"lr {self.optimizer.param_groups[0]['lr']:.3g}). The step was not taken: the weights are those of "
+            f"update {self.updates:,}. To tell arithmetic from divergence, rerun with --learner.amp off or "
+            f"--learner.no-compile."
+        )
 
     def sync_target(self) -> None:
         """Copy the online net's parameters and BatchNorm buffers into the target net (the loop's period)."""
@@ -286,9 +307,13 @@ class DQNLearner:
         return self.compile_seconds
 
     def state_dict(self) -> dict:
-        return {"online": self.online.state_dict(), "target": self.target.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
-                "updates": self.updates}
+        return {
+            "online": self.online.state_dict(),
+            "target": self.target.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "updates": self.updates,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Load what :meth:`state_dict` saved; other keys (``ema``, the retired moving average) are ignored."""

@@ -35,8 +35,9 @@ def state_arrays(net: torch.nn.Module) -> dict[str, np.ndarray]:
 
 
 class WeightServer(SupervisedThread):
-    def __init__(self, transport: TransportConfig, context: zmq.Context | None = None,
-                 slots: SlotTable | None = None, run: int = 0):
+    def __init__(
+        self, transport: TransportConfig, context: zmq.Context | None = None, slots: SlotTable | None = None, run: int = 0
+    ):
         """``run``: the run identity every broadcast carries (shared/wire/protocol.py; 0: a fresh one)."""
         super().__init__(name="weight-server", daemon=True)
         self.slots = slots

@@ -63,11 +63,19 @@ class EnvConfig:
 
         entry = entry_for(self)  # ConfigError names an unknown env
         _check(_is_int(self.frame_skip) and self.frame_skip >= 1, "env.frame_skip", self.frame_skip, "must be >= 1")
-        _check(_is_int(self.frame_size) and 36 <= self.frame_size <= 256, "env.frame_size", self.frame_size,
-               "must be in [36, 256] (the conv stack)")
+        _check(
+            _is_int(self.frame_size) and 36 <= self.frame_size <= 256,
+            "env.frame_size",
+            self.frame_size,
+            "must be in [36, 256] (the conv stack)",
+        )
         _check(_is_int(self.stack) and 1 <= self.stack <= 16, "env.stack", self.stack, "must be in [1, 16]")
-        _check(_is_int(self.max_episode_steps) and self.max_episode_steps >= 0, "env.max_episode_steps",
-               self.max_episode_steps, "must be >= 0")
+        _check(
+            _is_int(self.max_episode_steps) and self.max_episode_steps >= 0,
+            "env.max_episode_steps",
+            self.max_episode_steps,
+            "must be >= 0",
+        )
         if entry.validate is not None:
             entry.validate(self)
 
@@ -126,16 +134,24 @@ class ActorConfig:
         _check(0 <= self.nice <= 19, "actor.nice", self.nice, "must be in [0, 19]")
         _check(self.weights_timeout >= 0, "actor.weights_timeout", self.weights_timeout, "must be >= 0")
         _check(self.slot_wait >= 0, "actor.slot_wait", self.slot_wait, "must be >= 0 (0: wait forever)")
-        _check(1 <= self.envs_per_actor <= 4096, "actor.envs_per_actor", self.envs_per_actor,
-               "must be in [1, 4096] (-1, auto, is resolved when the RunConfig is built)")
+        _check(
+            1 <= self.envs_per_actor <= 4096,
+            "actor.envs_per_actor",
+            self.envs_per_actor,
+            "must be in [1, 4096] (-1, auto, is resolved when the RunConfig is built)",
+        )
         _check(self.precision in ("fp32", "bf16"), "actor.precision", self.precision, "must be fp32 or bf16")
         _check(1 <= self.batch_steps <= 4096, "actor.batch_steps", self.batch_steps, "must be in [1, 4096]")
         _check(self.epsilon <= 1.0, "actor.epsilon", self.epsilon, "must be <= 1 (negative: Ape-X schedule)")
         _check(0.0 < self.eps_base < 1.0, "actor.eps_base", self.eps_base, "must be in (0, 1)")
         _check(self.eps_alpha >= 0, "actor.eps_alpha", self.eps_alpha, "must be >= 0")
         _check(0.0 <= self.eps_min <= 1.0, "actor.eps_min", self.eps_min, "must be in [0, 1]")
-        _check(self.eps_anneal_steps >= 0, "actor.eps_anneal_steps", self.eps_anneal_steps,
-               "must be >= 0 (-1, auto, is resolved when the RunConfig is built)")
+        _check(
+            self.eps_anneal_steps >= 0,
+            "actor.eps_anneal_steps",
+            self.eps_anneal_steps,
+            "must be >= 0 (-1, auto, is resolved when the RunConfig is built)",
+        )
         _check(self.max_staged_batches >= 1, "actor.max_staged_batches", self.max_staged_batches, "must be >= 1")
         _check(self.send_hwm >= 1, "actor.send_hwm", self.send_hwm, "must be >= 1")
 
@@ -179,12 +195,20 @@ class ReplayConfig:
         _check(self.capacity >= 64, "replay.capacity", self.capacity, "must be >= 64")
         _check(1 <= self.n_step <= 64, "replay.n_step", self.n_step, "must be in [1, 64]")
         _check(0.0 < self.gamma <= 1.0, "replay.gamma", self.gamma, "must be in (0, 1]")
-        _check(self.initial_priority in ("actor", "max"), "replay.initial_priority", self.initial_priority,
-               "must be 'actor' or 'max'")
+        _check(
+            self.initial_priority in ("actor", "max"),
+            "replay.initial_priority",
+            self.initial_priority,
+            "must be 'actor' or 'max'",
+        )
         _check(0.0 <= self.priority_alpha <= 1.0, "replay.priority_alpha", self.priority_alpha, "must be in [0, 1]")
         _check(0.0 <= self.priority_beta <= 1.0, "replay.priority_beta", self.priority_beta, "must be in [0, 1]")
-        _check(_is_int(self.priority_beta_steps) and self.priority_beta_steps >= AUTO, "replay.priority_beta_steps",
-               self.priority_beta_steps, "must be an integer >= 0 (0: beta is 1 from the start; -1: auto)")
+        _check(
+            _is_int(self.priority_beta_steps) and self.priority_beta_steps >= AUTO,
+            "replay.priority_beta_steps",
+            self.priority_beta_steps,
+            "must be an integer >= 0 (0: beta is 1 from the start; -1: auto)",
+        )
         _check(self.priority_eps > 0.0, "replay.priority_eps", self.priority_eps, "must be > 0")
 
 
@@ -239,40 +263,79 @@ class TransportConfig:
     """Actor: the learner's public certificate (learner.key), so the actor talks only to that learner."""
 
     def validate(self) -> None:
-        for name, other in (("curve_server_secret", "curve_authorized_dir"), ("curve_authorized_dir", "curve_server_secret"),
-                            ("curve_client_secret", "curve_server_public"), ("curve_server_public", "curve_client_secret")):
-            _check(bool(getattr(self, name)) or not getattr(self, other), f"transport.{name}", getattr(self, name),
-                   f"must be set when transport.{other} is (CURVE keys come in pairs)")
-        for name, kind in (("curve_server_secret", "secret"), ("curve_client_secret", "secret"),
-                           ("curve_server_public", "public")):
+        for name, other in (
+            ("curve_server_secret", "curve_authorized_dir"),
+            ("curve_authorized_dir", "curve_server_secret"),
+            ("curve_client_secret", "curve_server_public"),
+            ("curve_server_public", "curve_client_secret"),
+        ):
+            _check(
+                bool(getattr(self, name)) or not getattr(self, other),
+                f"transport.{name}",
+                getattr(self, name),
+                f"must be set when transport.{other} is (CURVE keys come in pairs)",
+            )
+        for name, kind in (
+            ("curve_server_secret", "secret"),
+            ("curve_client_secret", "secret"),
+            ("curve_server_public", "public"),
+        ):
             path = getattr(self, name)
             _check(not path or os.path.isfile(path), f"transport.{name}", path, "is not a file")
-            _check(not path or _cert_holds(path, kind), f"transport.{name}", path,
-                   f"holds no {kind} key (python -m launch.keys writes NAME.key (public) and NAME.key_secret)")
+            _check(
+                not path or _cert_holds(path, kind),
+                f"transport.{name}",
+                path,
+                f"holds no {kind} key (python -m launch.keys writes NAME.key (public) and NAME.key_secret)",
+            )
         folder = self.curve_authorized_dir
         _check(not folder or os.path.isdir(folder), "transport.curve_authorized_dir", folder, "is not a folder")
-        _check(not folder or any(f.endswith(".key") for f in os.listdir(folder)), "transport.curve_authorized_dir",
-               folder, "holds no public key (*.key): no actor could connect")
-        _check(is_loopback(self.host) or bool(self.curve_server_secret or self.curve_client_secret), "transport.host",
-               self.host, "is not loopback: remote actors need CURVE; give the learner --transport.curve-server-secret "
-               "and --transport.curve-authorized-dir, the actors --transport.curve-client-secret and "
-               "--transport.curve-server-public (python -m launch.keys makes the keys)")
+        _check(
+            not folder or any(f.endswith(".key") for f in os.listdir(folder)),
+            "transport.curve_authorized_dir",
+            folder,
+            "holds no public key (*.key): no actor could connect",
+        )
+        _check(
+            is_loopback(self.host) or bool(self.curve_server_secret or self.curve_client_secret),
+            "transport.host",
+            self.host,
+            "is not loopback: remote actors need CURVE; give the learner --transport.curve-server-secret "
+            "and --transport.curve-authorized-dir, the actors --transport.curve-client-secret and "
+            "--transport.curve-server-public (python -m launch.keys makes the keys)",
+        )
         _check(1026 <= self.base_port <= 65000, "transport.base_port", self.base_port, "must be in [1026, 65000]")
         _check(self.max_message_bytes >= 1 << 16, "transport.max_message_bytes", self.max_message_bytes, "must be >= 65536")
         _check(self.recv_hwm >= 1, "transport.recv_hwm", self.recv_hwm, "must be >= 1")
         _check(self.consolidated_queue >= 1, "transport.consolidated_queue", self.consolidated_queue, "must be >= 1")
-        _check(0 <= self.tcp_keepalive_idle <= 7200, "transport.tcp_keepalive_idle", self.tcp_keepalive_idle,
-               "must be in [0, 7200] seconds (0: off)")
-        _check(1 <= self.tcp_keepalive_interval <= 600, "transport.tcp_keepalive_interval",
-               self.tcp_keepalive_interval, "must be in [1, 600] seconds")
-        _check(1 <= self.tcp_keepalive_count <= 100, "transport.tcp_keepalive_count", self.tcp_keepalive_count,
-               "must be in [1, 100]")
-        _check(self.heartbeat_interval == 0 or 0.1 <= self.heartbeat_interval <= 3600, "transport.heartbeat_interval",
-               self.heartbeat_interval, "must be 0 (off) or in [0.1, 3600] seconds")
+        _check(
+            0 <= self.tcp_keepalive_idle <= 7200,
+            "transport.tcp_keepalive_idle",
+            self.tcp_keepalive_idle,
+            "must be in [0, 7200] seconds (0: off)",
+        )
+        _check(
+            1 <= self.tcp_keepalive_interval <= 600,
+            "transport.tcp_keepalive_interval",
+            self.tcp_keepalive_interval,
+            "must be in [1, 600] seconds",
+        )
+        _check(
+            1 <= self.tcp_keepalive_count <= 100, "transport.tcp_keepalive_count", self.tcp_keepalive_count, "must be in [1, 100]"
+        )
+        _check(
+            self.heartbeat_interval == 0 or 0.1 <= self.heartbeat_interval <= 3600,
+            "transport.heartbeat_interval",
+            self.heartbeat_interval,
+            "must be 0 (off) or in [0.1, 3600] seconds",
+        )
         _check(0.5 <= self.slot_lease <= 86400, "transport.slot_lease", self.slot_lease, "must be in [0.5, 86400] seconds")
-        _check(self.heartbeat_interval == 0 or self.heartbeat_interval < self.heartbeat_timeout <= 6553,
-               "transport.heartbeat_timeout", self.heartbeat_timeout,
-               "must be above transport.heartbeat_interval and at most 6553 seconds (ZeroMQ's bound)")
+        _check(
+            self.heartbeat_interval == 0 or self.heartbeat_interval < self.heartbeat_timeout <= 6553,
+            "transport.heartbeat_timeout",
+            self.heartbeat_timeout,
+            "must be above transport.heartbeat_interval and at most 6553 seconds (ZeroMQ's bound)",
+        )
 
 
 @dataclass
@@ -358,35 +421,70 @@ class LearnerConfig:
     actor cut off from the weights loses data."""
 
     def validate(self) -> None:
-        _check(self.micro_batch == AUTO or 1 <= self.micro_batch <= 65536, "learner.micro_batch", self.micro_batch,
-               "must be in [1, 65536] (-1: auto)")
-        _check(self.accum_steps == AUTO or 1 <= self.accum_steps <= 1024, "learner.accum_steps", self.accum_steps,
-               "must be in [1, 1024] (-1: auto)")
+        _check(
+            self.micro_batch == AUTO or 1 <= self.micro_batch <= 65536,
+            "learner.micro_batch",
+            self.micro_batch,
+            "must be in [1, 65536] (-1: auto)",
+        )
+        _check(
+            self.accum_steps == AUTO or 1 <= self.accum_steps <= 1024,
+            "learner.accum_steps",
+            self.accum_steps,
+            "must be in [1, 1024] (-1: auto)",
+        )
         _check(0 < self.lr < 1, "learner.lr", self.lr, "must be in (0, 1)")
         _check(self.max_grad_norm >= 0, "learner.max_grad_norm", self.max_grad_norm, "must be >= 0")
-        _check(_is_int(self.target_sync_env_steps) and (self.target_sync_env_steps == AUTO
-                                                        or self.target_sync_env_steps >= 1),
-               "learner.target_sync_env_steps", self.target_sync_env_steps, "must be an integer >= 1 (-1: auto)")
-        _check(_is_int(self.reset_env_steps) and self.reset_env_steps >= 0, "learner.reset_env_steps",
-               self.reset_env_steps, "must be an integer >= 0 (0: never)")
+        _check(
+            _is_int(self.target_sync_env_steps) and (self.target_sync_env_steps == AUTO or self.target_sync_env_steps >= 1),
+            "learner.target_sync_env_steps",
+            self.target_sync_env_steps,
+            "must be an integer >= 1 (-1: auto)",
+        )
+        _check(
+            _is_int(self.reset_env_steps) and self.reset_env_steps >= 0,
+            "learner.reset_env_steps",
+            self.reset_env_steps,
+            "must be an integer >= 0 (0: never)",
+        )
         _check(0.0 <= self.reset_shrink <= 1.0, "learner.reset_shrink", self.reset_shrink, "must be in [0, 1]")
-        _check(_is_int(self.n_step_start) and 0 <= self.n_step_start <= 64, "learner.n_step_start", self.n_step_start,
-               "must be an integer in [0, 64] (0: off)")
-        _check(_is_int(self.n_step_anneal_env_steps) and self.n_step_anneal_env_steps >= 1,
-               "learner.n_step_anneal_env_steps", self.n_step_anneal_env_steps, "must be an integer >= 1")
-        _check(self.munchausen_alpha == AUTO or 0.0 <= self.munchausen_alpha <= 1.0, "learner.munchausen_alpha",
-               self.munchausen_alpha, "must be in [0, 1] (0: off, -1: auto)")
+        _check(
+            _is_int(self.n_step_start) and 0 <= self.n_step_start <= 64,
+            "learner.n_step_start",
+            self.n_step_start,
+            "must be an integer in [0, 64] (0: off)",
+        )
+        _check(
+            _is_int(self.n_step_anneal_env_steps) and self.n_step_anneal_env_steps >= 1,
+            "learner.n_step_anneal_env_steps",
+            self.n_step_anneal_env_steps,
+            "must be an integer >= 1",
+        )
+        _check(
+            self.munchausen_alpha == AUTO or 0.0 <= self.munchausen_alpha <= 1.0,
+            "learner.munchausen_alpha",
+            self.munchausen_alpha,
+            "must be in [0, 1] (0: off, -1: auto)",
+        )
         _check(self.munchausen_tau > 0, "learner.munchausen_tau", self.munchausen_tau, "must be > 0")
         _check(self.updates_per_epoch >= 1, "learner.updates_per_epoch", self.updates_per_epoch, "must be >= 1")
-        _check(_is_int(self.broadcast_env_steps) and (self.broadcast_env_steps == AUTO or self.broadcast_env_steps >= 1),
-               "learner.broadcast_env_steps", self.broadcast_env_steps, "must be an integer >= 1 (-1: auto)")
+        _check(
+            _is_int(self.broadcast_env_steps) and (self.broadcast_env_steps == AUTO or self.broadcast_env_steps >= 1),
+            "learner.broadcast_env_steps",
+            self.broadcast_env_steps,
+            "must be an integer >= 1 (-1: auto)",
+        )
         _check(self.checkpoint_every >= 1, "learner.checkpoint_every", self.checkpoint_every, "must be >= 1")
         _check(self.samples_per_insert >= 0, "learner.samples_per_insert", self.samples_per_insert, "must be >= 0")
         _check(self.ratio_slack >= 0, "learner.ratio_slack", self.ratio_slack, "must be >= 0")
         _check(self.min_replay >= 1, "learner.min_replay", self.min_replay, "must be >= 1")
         _check(self.amp in ("auto", "off", "bf16", "fp16"), "learner.amp", self.amp, "must be auto, off, bf16 or fp16")
-        _check(self.reward_scale == AUTO or self.reward_scale > 0, "learner.reward_scale", self.reward_scale,
-               "must be > 0 (-1: auto)")
+        _check(
+            self.reward_scale == AUTO or self.reward_scale > 0,
+            "learner.reward_scale",
+            self.reward_scale,
+            "must be > 0 (-1: auto)",
+        )
         _check(self.steps >= 0, "learner.steps", self.steps, "must be >= 0")
         _check(self.threads == AUTO or self.threads >= 1, "learner.threads", self.threads, "must be >= 1 (-1: auto)")
         _check(self.max_weights_lag >= 0, "learner.max_weights_lag", self.max_weights_lag, "must be >= 0 (0: no limit)")
@@ -399,17 +497,19 @@ class LearnerConfig:
     def resolved(self, device_type: str, env: EnvConfig | str = "") -> LearnerConfig:
         """A copy with the auto (-1) settings made concrete for ``device_type`` and the env (its config or name)."""
         cuda = device_type == "cuda"
-        auto = (self.micro_batch == AUTO, self.accum_steps == AUTO, self.reward_scale == AUTO,
-                self.target_sync_env_steps == AUTO)
+        auto = (self.micro_batch == AUTO, self.accum_steps == AUTO, self.reward_scale == AUTO, self.target_sync_env_steps == AUTO)
         munchausen = _env_auto(env, "munchausen_alpha", 0.0) if self.munchausen_alpha == AUTO else self.munchausen_alpha
-        return dataclasses.replace(self, micro_batch=(512 if cuda else 64) if auto[0] else self.micro_batch,
-                                   accum_steps=1 if auto[1] else self.accum_steps,
-                                   reward_scale=_env_auto(env, "reward_scale", 1.0) if auto[2] else self.reward_scale,
-                                   target_sync_env_steps=_env_auto(env, "target_sync_env_steps", 2_000) if auto[3]
-                                   else self.target_sync_env_steps,
-                                   broadcast_env_steps=_env_auto(env, "broadcast_env_steps", 1_600)
-                                   if self.broadcast_env_steps == AUTO else self.broadcast_env_steps,
-                                   munchausen_alpha=munchausen)
+        return dataclasses.replace(
+            self,
+            micro_batch=(512 if cuda else 64) if auto[0] else self.micro_batch,
+            accum_steps=1 if auto[1] else self.accum_steps,
+            reward_scale=_env_auto(env, "reward_scale", 1.0) if auto[2] else self.reward_scale,
+            target_sync_env_steps=_env_auto(env, "target_sync_env_steps", 2_000) if auto[3] else self.target_sync_env_steps,
+            broadcast_env_steps=_env_auto(env, "broadcast_env_steps", 1_600)
+            if self.broadcast_env_steps == AUTO
+            else self.broadcast_env_steps,
+            munchausen_alpha=munchausen,
+        )
 
 
 def _env_auto(env: EnvConfig | str, key: str, default: Any) -> Any:
@@ -467,16 +567,32 @@ class EvalConfig:
     evaluation draw their own stream from it: shared/seeding.py); -1: the run's --seed."""
 
     def validate(self) -> None:
-        _check(_is_int(self.every_env_steps) and self.every_env_steps >= 0, "eval.every_env_steps",
-               self.every_env_steps, "must be an integer >= 0 (0: off)")
+        _check(
+            _is_int(self.every_env_steps) and self.every_env_steps >= 0,
+            "eval.every_env_steps",
+            self.every_env_steps,
+            "must be an integer >= 0 (0: off)",
+        )
         _check(1 <= self.episodes <= 1000, "eval.episodes", self.episodes, "must be in [1, 1000]")
         _check(0.0 <= self.epsilon <= 1.0, "eval.epsilon", self.epsilon, "must be in [0, 1]")
-        _check(_is_int(self.keep_snapshots) and 0 <= self.keep_snapshots <= 20, "eval.keep_snapshots",
-               self.keep_snapshots, "must be an integer in [0, 20]")
-        _check(_is_int(self.select_episodes) and 2 <= self.select_episodes <= 1000, "eval.select_episodes",
-               self.select_episodes, "must be an integer in [2, 1000] (the choice compares their spread)")
-        _check(_is_int(self.final_episodes) and 0 <= self.final_episodes <= 1000, "eval.final_episodes",
-               self.final_episodes, "must be an integer in [0, 1000] (0: no final evaluation)")
+        _check(
+            _is_int(self.keep_snapshots) and 0 <= self.keep_snapshots <= 20,
+            "eval.keep_snapshots",
+            self.keep_snapshots,
+            "must be an integer in [0, 20]",
+        )
+        _check(
+            _is_int(self.select_episodes) and 2 <= self.select_episodes <= 1000,
+            "eval.select_episodes",
+            self.select_episodes,
+            "must be an integer in [2, 1000] (the choice compares their spread)",
+        )
+        _check(
+            _is_int(self.final_episodes) and 0 <= self.final_episodes <= 1000,
+            "eval.final_episodes",
+            self.final_episodes,
+            "must be an integer in [0, 1000] (0: no final evaluation)",
+        )
 
 
 @dataclass
@@ -554,16 +670,25 @@ class RunConfig:
         self.resolve_auto()
         _check(1 <= self.actors <= 256, "actors", self.actors, "must be in [1, 256]")
         _check(self.duration >= 0, "duration", self.duration, "must be >= 0 (0: no time limit)")
-        _check(_is_int(self.seed) and -1 <= self.seed < 2**31, "seed", self.seed,
-               "must be an integer in [0, 2**31) (-1: draw one)")
+        _check(
+            _is_int(self.seed) and -1 <= self.seed < 2**31, "seed", self.seed, "must be an integer in [0, 2**31) (-1: draw one)"
+        )
         for section in SEEDED_SECTIONS:
             value = getattr(self, section).seed
             _check(_is_int(value) and 0 <= value < 2**31, f"{section}.seed", value, "must be an integer in [0, 2**31)")
-        _check(_is_int(self.total_env_steps) and self.total_env_steps >= 0, "total_env_steps", self.total_env_steps,
-               "must be an integer >= 0 (0: no limit; -1: the env's budget)")
+        _check(
+            _is_int(self.total_env_steps) and self.total_env_steps >= 0,
+            "total_env_steps",
+            self.total_env_steps,
+            "must be an integer >= 0 (0: no limit; -1: the env's budget)",
+        )
         _check(self.log_every > 0, "log_every", self.log_every, "must be > 0")
-        _check(self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"),
-               "device", self.device, "must be 'auto', 'cpu' or 'cuda[:i]'")
+        _check(
+            self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"),
+            "device",
+            self.device,
+            "must be 'auto', 'cpu' or 'cuda[:i]'",
+        )
         self.env.validate()
         self.actor.validate()
         self.replay.validate()
@@ -574,28 +699,49 @@ class RunConfig:
             try:
                 parse_stage(self.eval.stage)
             except ConfigError:
-                raise ConfigError(f"eval.stage={self.eval.stage!r} must be 'W-S' with W in 1..8 and S in 1..4, "
-                                  "or 'all'") from None
-        _check(not (self.spawn_actors and self.transport.curve_server_secret and not self.transport.curve_client_secret),
-               "transport.curve_client_secret", self.transport.curve_client_secret,
-               "must be set (with transport.curve_server_public) when the learner uses CURVE and spawns its own actors "
-               "(or pass --no-spawn-actors and run remote actors)")
-        _check(self.actor.envs_per_actor <= self.transport.max_env_per_message, "actor.envs_per_actor",
-               self.actor.envs_per_actor, "must not exceed transport.max_env_per_message")
-        _check(self.actor.batch_steps <= self.transport.max_steps_per_message, "actor.batch_steps",
-               self.actor.batch_steps, "must not exceed transport.max_steps_per_message")
-        _check(self.learner.n_step_start == 0 or self.learner.n_step_start >= self.replay.n_step,
-               "learner.n_step_start", self.learner.n_step_start,
-               f"must be 0 (off) or >= replay.n_step={self.replay.n_step}, the n it anneals to")
-        _check(not self.learner.reset_env_steps or self.learner.reset_env_steps > self.learner.min_replay,
-               "learner.reset_env_steps", self.learner.reset_env_steps,
-               f"must be 0 (never) or more than learner.min_replay={self.learner.min_replay}: a reset before training "
-               "starts would reset an untrained net")
+                raise ConfigError(
+                    f"eval.stage={self.eval.stage!r} must be 'W-S' with W in 1..8 and S in 1..4, or 'all'"
+                ) from None
+        _check(
+            not (self.spawn_actors and self.transport.curve_server_secret and not self.transport.curve_client_secret),
+            "transport.curve_client_secret",
+            self.transport.curve_client_secret,
+            "must be set (with transport.curve_server_public) when the learner uses CURVE and spawns its own actors "
+            "(or pass --no-spawn-actors and run remote actors)",
+        )
+        _check(
+            self.actor.envs_per_actor <= self.transport.max_env_per_message,
+            "actor.envs_per_actor",
+            self.actor.envs_per_actor,
+            "must not exceed transport.max_env_per_message",
+        )
+        _check(
+            self.actor.batch_steps <= self.transport.max_steps_per_message,
+            "actor.batch_steps",
+            self.actor.batch_steps,
+            "must not exceed transport.max_steps_per_message",
+        )
+        _check(
+            self.learner.n_step_start == 0 or self.learner.n_step_start >= self.replay.n_step,
+            "learner.n_step_start",
+            self.learner.n_step_start,
+            f"must be 0 (off) or >= replay.n_step={self.replay.n_step}, the n it anneals to",
+        )
+        _check(
+            not self.learner.reset_env_steps or self.learner.reset_env_steps > self.learner.min_replay,
+            "learner.reset_env_steps",
+            self.learner.reset_env_steps,
+            f"must be 0 (never) or more than learner.min_replay={self.learner.min_replay}: a reset before training "
+            "starts would reset an untrained net",
+        )
         streams = self.actors * self.actor.envs_per_actor
         per_stream = self.replay.capacity // streams
-        _check(per_stream >= self.env.stack + self.max_n_step + 2 * self.actor.batch_steps,
-               "replay.capacity", self.replay.capacity,
-               f"is too small: each of the {streams} streams needs room for at least two batches plus a stack")
+        _check(
+            per_stream >= self.env.stack + self.max_n_step + 2 * self.actor.batch_steps,
+            "replay.capacity",
+            self.replay.capacity,
+            f"is too small: each of the {streams} streams needs room for at least two batches plus a stack",
+        )
         return self
 
     def to_json(self) -> str:
@@ -607,11 +753,19 @@ class RunConfig:
         return from_dict(cls, migrate(json.loads(text)))
 
 
-_MOVED_ENV_KEYS = {"stage": ("mario", "stage"), "actions": ("mario", "actions"),
-                   "jump_release": ("mario", "jump_release"), "no_progress_steps": ("mario", "no_progress_steps"),
-                   "snake_size": ("snake", "size"), "snake_obs": ("snake", "obs"), "snake_hunger": ("snake", "hunger"),
-                   "snake_flood": ("snake", "flood"), "fuelbreak_size": ("fuelbreak", "size"),
-                   "fuelbreak_budget": ("fuelbreak", "budget"), "fuelbreak_ignitions": ("fuelbreak", "ignitions")}
+_MOVED_ENV_KEYS = {
+    "stage": ("mario", "stage"),
+    "actions": ("mario", "actions"),
+    "jump_release": ("mario", "jump_release"),
+    "no_progress_steps": ("mario", "no_progress_steps"),
+    "snake_size": ("snake", "size"),
+    "snake_obs": ("snake", "obs"),
+    "snake_hunger": ("snake", "hunger"),
+    "snake_flood": ("snake", "flood"),
+    "fuelbreak_size": ("fuelbreak", "size"),
+    "fuelbreak_budget": ("fuelbreak", "budget"),
+    "fuelbreak_ignitions": ("fuelbreak", "ignitions"),
+}
 """Env options that lived flat under ``env`` before each env's options nested under its name."""
 
 _LEGACY_MARIO = {"jump_release": False, "no_progress_steps": 0}
@@ -672,8 +826,9 @@ def _periods_in_env_steps(data: dict) -> dict:
     ``batch / samples_per_insert`` env steps (an auto batch counted as the CPU's 64). With no ratio (0) an update
     had no fixed share of env steps: the period takes today's default (target sync: the env's)."""
     learner, ev = data.get("learner"), data.get("eval")
-    if not isinstance(learner, dict) or not ({"target_sync", "broadcast_every"} & set(learner)
-                                             or isinstance(ev, dict) and "every" in ev):
+    if not isinstance(learner, dict) or not (
+        {"target_sync", "broadcast_every"} & set(learner) or isinstance(ev, dict) and "every" in ev
+    ):
         return data
     learner = dict(learner)
     spi = learner.get("samples_per_insert", 8.0)
@@ -698,8 +853,13 @@ def _periods_in_env_steps(data: dict) -> dict:
     return data
 
 
-_ZERO_WAS_AUTO = (("actor", "envs_per_actor"), ("learner", "micro_batch"), ("learner", "accum_steps"),
-                  ("learner", "reward_scale"), ("learner", "threads"))
+_ZERO_WAS_AUTO = (
+    ("actor", "envs_per_actor"),
+    ("learner", "micro_batch"),
+    ("learner", "accum_steps"),
+    ("learner", "reward_scale"),
+    ("learner", "threads"),
+)
 """Options whose auto was 0 before -1 became the one numeric auto."""
 
 _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
@@ -708,8 +868,10 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
     ("replay", "ending_reserve"): (2000, ""),
     ("actor", "death_penalty"): (0.0, ""),
     ("actor", "success_bonus"): (0.0, ""),
-    ("net", "norm"): ("batch", "this run used LayerNorm, removed in warppipe after commit f46d2a1; evaluate it with "
-                               "that commit (git checkout f46d2a1)"),
+    ("net", "norm"): (
+        "batch",
+        "this run used LayerNorm, removed in warppipe after commit f46d2a1; evaluate it with that commit (git checkout f46d2a1)",
+    ),
     ("learner", "ema_decay"): (0.0, ""),
     ("learner", "bootstrap_epsilon"): (0.0, ""),
     ("learner", "batchnorm_frozen_after"): (0, ""),

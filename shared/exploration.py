@@ -27,8 +27,9 @@ def _require_resolved(name: str, value: int, lowest: int) -> None:
     """An ActorConfig's auto fields (-1 envs per actor, -1 anneal steps) mean nothing until a RunConfig
     resolves them for its env; used raw they would play no envs or skip the anneal without a word."""
     if value < lowest:
-        raise ConfigError(f"actor.{name}={value!r} is auto: build the ActorConfig inside a RunConfig, which "
-                          "resolves it for its env (or set it)")
+        raise ConfigError(
+            f"actor.{name}={value!r} is auto: build the ActorConfig inside a RunConfig, which resolves it for its env (or set it)"
+        )
 
 
 def epsilon_floors(cfg: ActorConfig, num_actors: int, actor_id: int) -> np.ndarray:
@@ -62,4 +63,3 @@ def mean_floor(cfg: ActorConfig, num_actors: int) -> float:
     if cfg.epsilon >= 0:
         return cfg.epsilon
     return float(np.mean(np.concatenate([epsilon_floors(cfg, num_actors, a) for a in range(num_actors)])))
-

@@ -148,8 +148,11 @@ class MLPQNetwork(_DuelingHead):
 
 def _conv_bn_relu(c_in: int, c_out: int, stride: int = 1, dilation: int = 1) -> list[nn.Module]:
     """3x3 conv that keeps the size at stride 1 (padding = dilation), no bias, BatchNorm, ReLU."""
-    return [nn.Conv2d(c_in, c_out, 3, stride=stride, padding=dilation, dilation=dilation, bias=False),
-            nn.BatchNorm2d(c_out), nn.ReLU(inplace=True)]
+    return [
+        nn.Conv2d(c_in, c_out, 3, stride=stride, padding=dilation, dilation=dilation, bias=False),
+        nn.BatchNorm2d(c_out),
+        nn.ReLU(inplace=True),
+    ]
 
 
 class SmallConvQNetwork(_DuelingHead):
@@ -164,8 +167,17 @@ class SmallConvQNetwork(_DuelingHead):
     1/255, float input used as it is.
     """
 
-    def __init__(self, in_channels: int, height: int, width: int, num_actions: int, dueling: bool = True,
-                 channels: tuple[int, ...] = (32, 64, 64), hidden: int = 256, max_side: int = 12):
+    def __init__(
+        self,
+        in_channels: int,
+        height: int,
+        width: int,
+        num_actions: int,
+        dueling: bool = True,
+        channels: tuple[int, ...] = (32, 64, 64),
+        hidden: int = 256,
+        max_side: int = 12,
+    ):
         super().__init__()
         layers: list[nn.Module] = []
         c, h, w = in_channels, height, width
@@ -189,7 +201,7 @@ def cell_dilations(blocks: int, height: int, width: int, dilated: bool = True) -
     cap = 1
     while dilated and cap * 2 <= (max(height, width) - 1) // 2:
         cap *= 2
-    return tuple(min(2 ** i, cap) for i in range(blocks))
+    return tuple(min(2**i, cap) for i in range(blocks))
 
 
 class CellQNetwork(nn.Module):
@@ -219,8 +231,16 @@ class CellQNetwork(nn.Module):
     compute_dtype: torch.dtype = torch.float32
     """As :attr:`_DuelingHead.compute_dtype`."""
 
-    def __init__(self, in_channels: int, height: int, width: int, channels: int = 16, blocks: int = 3,
-                 dueling: bool = True, dilated: bool = False):
+    def __init__(
+        self,
+        in_channels: int,
+        height: int,
+        width: int,
+        channels: int = 16,
+        blocks: int = 3,
+        dueling: bool = True,
+        dilated: bool = False,
+    ):
         super().__init__()
         if blocks < 1:
             raise ValueError(f"blocks {blocks!r} must be >= 1")
@@ -260,8 +280,10 @@ def _plan(spec, dueling: bool, frame_size: int | None) -> tuple[str, type[nn.Mod
     shape = tuple(int(d) for d in spec.obs_shape)
     if len(shape) == 1:
         if spec.stack != 1:
-            raise ValueError(f"stack {spec.stack!r}: feature observations (obs_shape {shape}) take stack 1 "
-                             "(put past values into the feature vector)")
+            raise ValueError(
+                f"stack {spec.stack!r}: feature observations (obs_shape {shape}) take stack 1 "
+                "(put past values into the feature vector)"
+            )
         return "mlp", MLPQNetwork, dict(in_features=shape[0], num_actions=spec.num_actions, dueling=dueling)
     if len(shape) == 2:
         h, w = shape
@@ -271,24 +293,27 @@ def _plan(spec, dueling: bool, frame_size: int | None) -> tuple[str, type[nn.Mod
             raise ValueError(f"obs_shape {shape}: QNetwork needs frames of at least {NATURE_MIN_SIZE} px")
         if frame_size is not None and frame_size != h:
             raise ValueError(f"frame_size {frame_size!r} does not match obs_shape {shape}")
-        return "nature", QNetwork, dict(in_channels=spec.stack, num_actions=spec.num_actions, frame_size=h,
-                                        dueling=dueling)
+        return "nature", QNetwork, dict(in_channels=spec.stack, num_actions=spec.num_actions, frame_size=h, dueling=dueling)
     if len(shape) == 3:
         c, h, w = shape
         if spec.stack != 1:
-            raise ValueError(f"stack {spec.stack!r}: (C, H, W) observations (obs_shape {shape}) take stack 1 "
-                             "(stack along C in the env)")
+            raise ValueError(
+                f"stack {spec.stack!r}: (C, H, W) observations (obs_shape {shape}) take stack 1 (stack along C in the env)"
+            )
         if spec.num_actions == h * w:
             return "cell", CellQNetwork, dict(in_channels=c, height=h, width=w, dueling=dueling)
         if h == w and h >= NATURE_MIN_SIZE:
             if frame_size is not None and frame_size != h:
                 raise ValueError(f"frame_size {frame_size!r} does not match obs_shape {shape}")
-            return "nature", QNetwork, dict(in_channels=c, num_actions=spec.num_actions, frame_size=h,
-                                            dueling=dueling)
-        return "small_conv", SmallConvQNetwork, dict(in_channels=c, height=h, width=w,
-                                                     num_actions=spec.num_actions, dueling=dueling)
-    raise ValueError(f"obs_shape {shape}: no network family for {len(shape)}-D observations "
-                     "(1-D features, 2-D frames or 3-D (C, H, W) grids)")
+            return "nature", QNetwork, dict(in_channels=c, num_actions=spec.num_actions, frame_size=h, dueling=dueling)
+        return (
+            "small_conv",
+            SmallConvQNetwork,
+            dict(in_channels=c, height=h, width=w, num_actions=spec.num_actions, dueling=dueling),
+        )
+    raise ValueError(
+        f"obs_shape {shape}: no network family for {len(shape)}-D observations (1-D features, 2-D frames or 3-D (C, H, W) grids)"
+    )
 
 
 def network_family(spec) -> str:
@@ -383,6 +408,7 @@ class _Fp32Output(nn.Module):
 
 
 # --- Action masks --------------------------------------------------------------------------------
+
 
 def masked_argmax(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Index of the largest ``q`` [B, A] among the valid actions, long [B, 1] (None: plain argmax).

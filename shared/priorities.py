@@ -35,10 +35,19 @@ def _log_softmax(z: np.ndarray) -> np.ndarray:
         return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
-def n_step_priorities(q: np.ndarray, actions: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
-                      first: np.ndarray, next_first: np.ndarray, n_step: int, gamma: float,
-                      reward_scale: float, masks: np.ndarray | None = None,
-                      munchausen: tuple[float, float] | None = None) -> np.ndarray:
+def n_step_priorities(
+    q: np.ndarray,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    terminated: np.ndarray,
+    first: np.ndarray,
+    next_first: np.ndarray,
+    n_step: int,
+    gamma: float,
+    reward_scale: float,
+    masks: np.ndarray | None = None,
+    munchausen: tuple[float, float] | None = None,
+) -> np.ndarray:
     """|n-step TD errors| float32 [E, T].
 
     q           float [E, T+1, A]: Q of the observation at each slot, and of the observation after the last step
@@ -52,16 +61,16 @@ def n_step_priorities(q: np.ndarray, actions: np.ndarray, rewards: np.ndarray, t
     n = int(n_step)
     term = terminated.astype(bool)
     first_after = np.concatenate([first[:, 1:].astype(bool), np.asarray(next_first, bool).reshape(E, 1)], 1)
-    ok = term | ~first_after           # the step from slot j has a successor or terminates
-    go_on = ok & ~term                 # the return continues after step j
+    ok = term | ~first_after  # the step from slot j has a successor or terminates
+    go_on = ok & ~term  # the return continues after step j
     pad = ((0, 0), (0, n))
-    ok_w = sliding_window_view(np.pad(ok, pad), n, axis=1)[:, :T]          # [E, T, n]; False past the batch
+    ok_w = sliding_window_view(np.pad(ok, pad), n, axis=1)[:, :T]  # [E, T, n]; False past the batch
     go_w = sliding_window_view(np.pad(go_on, pad), n, axis=1)[:, :T]
     term_w = sliding_window_view(np.pad(term, pad), n, axis=1)[:, :T]
     rew_w = sliding_window_view(np.pad(rewards.astype(np.float64), pad), n, axis=1)[:, :T]
     before = np.concatenate([np.ones((E, T, 1), bool), go_w[..., :-1]], 2)
     include = ok_w & np.logical_and.accumulate(before, axis=2)
-    steps = include.sum(2)                                                 # L
+    steps = include.sum(2)  # L
     powers = gamma ** np.arange(n + 1, dtype=np.float64)
     ret = (rew_w * include * powers[:n]).sum(2)
     done = (include & term_w).any(2)

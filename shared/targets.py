@@ -19,26 +19,37 @@ MUNCHAUSEN_LOG_FLOOR = -1.0
 """Munchausen-DQN's l0: the bonus tau * log pi(a|s) is clipped to [l0, 0] (the paper's -1)."""
 
 
-def double_q_bootstrap(online_q: torch.Tensor, target_q: torch.Tensor,
-                       mask: torch.Tensor | None = None) -> torch.Tensor:
+def double_q_bootstrap(online_q: torch.Tensor, target_q: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Double-DQN bootstrap value at s', [B]: the target net's Q at the online net's best valid action."""
     return target_q.gather(1, masked_argmax(online_q, mask)).squeeze(1)
 
 
-def double_dqn(reward: torch.Tensor, discount: torch.Tensor, next_online_q: torch.Tensor,
-               next_target_q: torch.Tensor, next_mask: torch.Tensor | None) -> torch.Tensor:
+def double_dqn(
+    reward: torch.Tensor,
+    discount: torch.Tensor,
+    next_online_q: torch.Tensor,
+    next_target_q: torch.Tensor,
+    next_mask: torch.Tensor | None,
+) -> torch.Tensor:
     """Double DQN (van Hasselt et al. 2016): ``r + discount * Q_target(s', argmax_a' Q_online(s', a'))``, the argmax
     over the valid actions of s'."""
     return reward + discount * double_q_bootstrap(next_online_q, next_target_q, next_mask)
 
 
-def munchausen_terms(target_q: torch.Tensor, action: torch.Tensor, mask: torch.Tensor | None,
-                     next_target_q: torch.Tensor, next_mask: torch.Tensor | None, tau: float,
-                     log_floor: float) -> tuple[torch.Tensor, torch.Tensor]:
+def munchausen_terms(
+    target_q: torch.Tensor,
+    action: torch.Tensor,
+    mask: torch.Tensor | None,
+    next_target_q: torch.Tensor,
+    next_mask: torch.Tensor | None,
+    tau: float,
+    log_floor: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Munchausen-DQN's two terms (Vieillard et al. 2020), each [B]: the bonus ``clamp(tau * log pi(a|s),
     log_floor, 0)`` and the soft value at s' ``sum_a' pi(a'|s') (Q(s', a') - tau * log pi(a'|s'))``, where
     ``pi = softmax(Q_target / tau)`` over the valid actions. ``target_q``/``next_target_q`` are the target net's
     Q [B, A] at s and s', ``action`` long [B, 1]."""
+
     def log_policy(q: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
         if valid is not None:
             q = q.masked_fill(~valid.bool(), float("-inf"))
@@ -52,9 +63,18 @@ def munchausen_terms(target_q: torch.Tensor, action: torch.Tensor, mask: torch.T
     return bonus, soft.sum(dim=1)
 
 
-def munchausen(reward: torch.Tensor, discount: torch.Tensor, action: torch.Tensor, target_q: torch.Tensor,
-               mask: torch.Tensor | None, next_target_q: torch.Tensor, next_mask: torch.Tensor | None, alpha: float,
-               tau: float, log_floor: float = MUNCHAUSEN_LOG_FLOOR) -> torch.Tensor:
+def munchausen(
+    reward: torch.Tensor,
+    discount: torch.Tensor,
+    action: torch.Tensor,
+    target_q: torch.Tensor,
+    mask: torch.Tensor | None,
+    next_target_q: torch.Tensor,
+    next_mask: torch.Tensor | None,
+    alpha: float,
+    tau: float,
+    log_floor: float = MUNCHAUSEN_LOG_FLOOR,
+) -> torch.Tensor:
     """Munchausen-DQN: ``r + alpha * clamp(tau * log pi(a|s), l0, 0) + discount * soft value at s'``, both terms
     from the target net (:func:`munchausen_terms`); no online argmax."""
     bonus, soft = munchausen_terms(target_q, action, mask, next_target_q, next_mask, tau, log_floor)

@@ -15,9 +15,14 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 def pytest_terminal_summary(terminalreporter) -> None:
     """The learning tests' figures (``record_property("figures", ...)``), passed or not, at the end of every run."""
-    figures = [value for reports in terminalreporter.stats.values() for report in reports
-               if getattr(report, "when", "") == "call"
-               for name, value in getattr(report, "user_properties", ()) if name == "figures"]
+    figures = [
+        value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", "") == "call"
+        for name, value in getattr(report, "user_properties", ())
+        if name == "figures"
+    ]
     if figures:
         terminalreporter.write_sep("-", "learning figures")
         for line in figures:

@@ -64,6 +64,7 @@ def main(bench: BenchConfig) -> dict:
     def lap(name: str) -> None:
         stage_seconds[name] = time.monotonic() - mark[0]
         mark[0] = time.monotonic()
+
     if "env_ceiling" in bench.stages or "collection" in bench.stages:
         ceilings, collections, collections_random = [], [], []
         for r in range(bench.rounds):
@@ -74,21 +75,28 @@ def main(bench: BenchConfig) -> dict:
                 random_cfg = RunConfig.from_json(cfg.to_json())
                 random_cfg.actor.epsilon = 1.0
                 collections_random.append(collection(random_cfg, bench.seconds))
-                print(f"round {r} collection (random actions): "
-                      f"{collections_random[-1]['transitions_per_s']:.1f} transitions/s", flush=True)
+                print(
+                    f"round {r} collection (random actions): {collections_random[-1]['transitions_per_s']:.1f} transitions/s",
+                    flush=True,
+                )
                 apex_cfg = RunConfig.from_json(cfg.to_json())
                 apex_cfg.actor.eps_anneal_steps = 0  # the floors from the first step: inference runs as in late training
                 collections.append(collection(apex_cfg, bench.seconds))
-                print(f"round {r} collection (Ape-X eps-greedy): {collections[-1]['transitions_per_s']:.1f} "
-                      f"transitions/s", flush=True)
+                print(
+                    f"round {r} collection (Ape-X eps-greedy): {collections[-1]['transitions_per_s']:.1f} transitions/s",
+                    flush=True,
+                )
         if ceilings:
-            result["env_ceiling"] = {"rounds": ceilings,
-                                     "steps_per_s": statistics.mean(c["steps_per_s"] for c in ceilings)}
+            result["env_ceiling"] = {"rounds": ceilings, "steps_per_s": statistics.mean(c["steps_per_s"] for c in ceilings)}
         if collections:
             random_rate = statistics.mean(c["transitions_per_s"] for c in collections_random)
             apex_rate = statistics.mean(c["transitions_per_s"] for c in collections)
-            result["collection"] = {"rounds_random": collections_random, "rounds_apex": collections,
-                                    "transitions_per_s_random": random_rate, "transitions_per_s_apex": apex_rate}
+            result["collection"] = {
+                "rounds_random": collections_random,
+                "rounds_apex": collections,
+                "transitions_per_s_random": random_rate,
+                "transitions_per_s_apex": apex_rate,
+            }
             for kind, rounds in (("random", collections_random), ("apex", collections)):
                 shares = [c["actor_env_share"] for c in rounds]  # inside the actors: does not drift with the host
                 result["collection"][f"actor_env_share_{kind}"] = None if None in shares else statistics.mean(shares)
@@ -106,8 +114,11 @@ def main(bench: BenchConfig) -> dict:
         lap("env_ceiling_and_collection")
     if "transport" in bench.stages:
         result["transport"] = transport(cfg, bench.transport_senders, bench.transport_batch, bench.transport_seconds)
-        print(f"transport: {result['transport']['transitions_per_s']:,.0f} transitions/s, "
-              f"{result['transport']['mb_per_s']:,.0f} MB/s", flush=True)
+        print(
+            f"transport: {result['transport']['transitions_per_s']:,.0f} transitions/s, "
+            f"{result['transport']['mb_per_s']:,.0f} MB/s",
+            flush=True,
+        )
         lap("transport")
     if "replay" in bench.stages:
         result["replay"] = replay_stage(cfg)

@@ -19,9 +19,11 @@ from shared.network import build_q_network
 
 # ----------------------------------------------------------------------------- env ceiling
 
+
 def _bare_env_worker(cfg: RunConfig, index: int, go, seconds: float, out) -> None:
     """One process: warm up, say so, wait for ``go`` (all K warm), then step with random actions for ``seconds``."""
     import signal
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     if entry_for(cfg.env).make_single is None:
@@ -77,8 +79,13 @@ def env_ceiling(cfg: RunConfig, k: int, seconds: float) -> dict:
         p.join(timeout=10)
     steps, cpu = sum(r[0] for r in results), sum(r[1] for r in results)
     rate = steps / seconds
-    return {"processes": k, "env": cfg.env.name, "steps_per_s": rate, "frames_per_s": rate * cfg.env.frame_skip,
-            "cpu_us_per_step": cpu / steps * 1e6}
+    return {
+        "processes": k,
+        "env": cfg.env.name,
+        "steps_per_s": rate,
+        "frames_per_s": rate * cfg.env.frame_skip,
+        "cpu_us_per_step": cpu / steps * 1e6,
+    }
 
 
 def _cpu_seconds(procs: list) -> float:
@@ -91,6 +98,7 @@ def _cpu_seconds(procs: list) -> float:
 
 
 # ----------------------------------------------------------------------------- collection
+
 
 def collection(cfg: RunConfig, seconds: float) -> dict:
     """Real actors into a real DataPlane; rate of transitions arriving in replay over the timed window.
@@ -146,6 +154,13 @@ def collection(cfg: RunConfig, seconds: float) -> dict:
             break
     run = sum(r["run_seconds"] for r in ended)
     env_share = sum(r["env_seconds"] for r in ended) / run if len(ended) == len(procs) and run > 0 else None
-    return {"actors": cfg.actors, "transitions_per_s": rate, "cpu_us_per_transition": cpu_us,
-            "messages": [len(a) for a in arrivals], "seconds": elapsed, "actor_env_share": env_share,
-            "drops": stats.drops, "rejected": stats.rejected}
+    return {
+        "actors": cfg.actors,
+        "transitions_per_s": rate,
+        "cpu_us_per_transition": cpu_us,
+        "messages": [len(a) for a in arrivals],
+        "seconds": elapsed,
+        "actor_env_share": env_share,
+        "drops": stats.drops,
+        "rejected": stats.rejected,
+    }

@@ -63,8 +63,16 @@ class BenchConfig:
 
 
 # Values --quick gives to options left at their defaults.
-QUICK = dict(seconds=5.0, rounds=1, transport_seconds=3.0, learner_updates=4, learner_epochs=2,
-             system_seconds=20.0, system_min_replay=1000, system_updates_per_epoch=2)
+QUICK = dict(
+    seconds=5.0,
+    rounds=1,
+    transport_seconds=3.0,
+    learner_updates=4,
+    learner_epochs=2,
+    system_seconds=20.0,
+    system_min_replay=1000,
+    system_updates_per_epoch=2,
+)
 
 STAGES = ("env_ceiling", "collection", "transport", "replay", "priority", "learner", "system")
 

@@ -17,12 +17,22 @@ from shared.wire.protocol import action_dtype
 
 # ----------------------------------------------------------------------------- learner
 
+
 def _filled_replay(cfg: RunConfig, device: torch.device, streams: int = 8, per_stream: int = 4096) -> FrameReplay:
     """A replay of the run's env spec (shape, dtype, stack, masks) filled with random 200-step episodes."""
     spec = env_spec(cfg.env)
-    replay = FrameReplay(streams, streams * per_stream, tuple(spec.obs_shape), spec.stack, cfg.replay.n_step,
-                         cfg.replay.gamma, device, obs_dtype=spec.obs_dtype, num_actions=spec.num_actions,
-                         masked=spec.masked)
+    replay = FrameReplay(
+        streams,
+        streams * per_stream,
+        tuple(spec.obs_shape),
+        spec.stack,
+        cfg.replay.n_step,
+        cfg.replay.gamma,
+        device,
+        obs_dtype=spec.obs_dtype,
+        num_actions=spec.num_actions,
+        masked=spec.masked,
+    )
     rng = np.random.default_rng(0)
     shape = (streams, per_stream, *spec.obs_shape)
     if spec.obs_dtype == "uint8":
@@ -57,11 +67,15 @@ def reset_compiler() -> None:
 def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, epochs: int) -> dict:
     """Learner alone on a filled replay: fp32 eager, AMP, AMP + compile, each without and with accumulation."""
     from learner.trainer import DQNLearner
+
     replay = _filled_replay(cfg, device)
     base = cfg.learner.resolved(device.type, cfg.env)  # the env's own target (Mario: Munchausen), as it trains
     amp: Literal["auto", "bf16"] = "auto" if device.type == "cuda" else "bf16"
     variants: list[tuple[str, Literal["auto", "off", "bf16", "fp16"], bool]] = [
-        ("fp32_eager", "off", False), ("amp_eager", amp, False), ("amp_compiled", amp, True)]
+        ("fp32_eager", "off", False),
+        ("amp_eager", amp, False),
+        ("amp_compiled", amp, True),
+    ]
     out: dict = {"device": str(device), "micro_batch": base.micro_batch}
     for name, amp_mode, compiled in variants:
         for accum in (1, 4):
@@ -82,12 +96,20 @@ def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, 
                 rates.append(updates_per_epoch / (time.perf_counter() - start))
             steady = statistics.mean(rates[1:]) if len(rates) > 1 else rates[0]
             key = f"{name}_accum{accum}"
-            out[key] = {"updates_per_s": steady, "samples_per_s": steady * dqn.effective_batch,
-                        "effective_batch": dqn.effective_batch, "compile_seconds": compile_s,
-                        "first_epoch_ratio": rates[0] / steady}
-            print(f"learner {key}: {steady * dqn.effective_batch:,.0f} samples/s, {steady:.2f} updates/s, "
-                  f"first epoch {rates[0] / steady:.0%} of steady, compile {compile_s:.1f}s", flush=True)
+            out[key] = {
+                "updates_per_s": steady,
+                "samples_per_s": steady * dqn.effective_batch,
+                "effective_batch": dqn.effective_batch,
+                "compile_seconds": compile_s,
+                "first_epoch_ratio": rates[0] / steady,
+            }
+            print(
+                f"learner {key}: {steady * dqn.effective_batch:,.0f} samples/s, {steady:.2f} updates/s, "
+                f"first epoch {rates[0] / steady:.0%} of steady, compile {compile_s:.1f}s",
+                flush=True,
+            )
     for accum in (1, 4):
-        out[f"speedup_amp_compiled_vs_fp32_accum{accum}"] = (out[f"amp_compiled_accum{accum}"]["samples_per_s"]
-                                                             / out[f"fp32_eager_accum{accum}"]["samples_per_s"])
+        out[f"speedup_amp_compiled_vs_fp32_accum{accum}"] = (
+            out[f"amp_compiled_accum{accum}"]["samples_per_s"] / out[f"fp32_eager_accum{accum}"]["samples_per_s"]
+        )
     return out

@@ -15,10 +15,17 @@ from shared.config import RunConfig
 
 # ----------------------------------------------------------------------------- replay
 
+
 def replay_stage(cfg: RunConfig) -> dict:
     size = cfg.env.frame_size
-    replay = FrameReplay(num_streams=8, capacity=100_000, frame_shape=(size, size), stack=cfg.env.stack,
-                         n_step=cfg.replay.n_step, gamma=cfg.replay.gamma)
+    replay = FrameReplay(
+        num_streams=8,
+        capacity=100_000,
+        frame_shape=(size, size),
+        stack=cfg.env.stack,
+        n_step=cfg.replay.n_step,
+        gamma=cfg.replay.gamma,
+    )
     rng = np.random.default_rng(0)
     t = 64
     frames = rng.integers(0, 256, (1, t, size, size), dtype=np.uint8)
@@ -42,12 +49,19 @@ def replay_stage(cfg: RunConfig) -> dict:
     add_s = statistics.median(add_times[50:])
     sample_s = statistics.median(sample_times)
     naive_stacked = 2 * cfg.env.stack * size * size  # obs + next_obs stacks, uint8
-    return {"bytes_per_transition": replay.bytes_per_transition, "naive_uint8_stacked_bytes": naive_stacked,
-            "naive_float32_bytes": naive_stacked * 4, "add_64_transitions_ms": add_s * 1e3,
-            "add_transitions_per_s": t / add_s, "sample_512_ms": sample_s * 1e3, "samples_per_s": 512 / sample_s}
+    return {
+        "bytes_per_transition": replay.bytes_per_transition,
+        "naive_uint8_stacked_bytes": naive_stacked,
+        "naive_float32_bytes": naive_stacked * 4,
+        "add_64_transitions_ms": add_s * 1e3,
+        "add_transitions_per_s": t / add_s,
+        "sample_512_ms": sample_s * 1e3,
+        "samples_per_s": 512 / sample_s,
+    }
 
 
 # ----------------------------------------------------------------------------- priority
+
 
 def priority_stage(cfg: RunConfig, capacities: tuple[int, ...], batches: tuple[int, ...], repeats: int = 30) -> dict:
     """Per capacity and batch size: median ms of sample(B), of choosing its B slots alone (the draw, plus IS
@@ -61,10 +75,17 @@ def priority_stage(cfg: RunConfig, capacities: tuple[int, ...], batches: tuple[i
     rng = np.random.default_rng(0)
     for capacity in capacities:
         for kind in ("uniform", "prioritized"):
-            kwargs: dict[str, Any] = dict(num_streams=8, capacity=capacity, frame_shape=(size, size), stack=cfg.env.stack,
-                                          n_step=cfg.replay.n_step, gamma=cfg.replay.gamma)
-            replay = PrioritizedReplay(**kwargs, alpha=cfg.replay.priority_alpha) if kind == "prioritized" \
-                else FrameReplay(**kwargs)
+            kwargs: dict[str, Any] = dict(
+                num_streams=8,
+                capacity=capacity,
+                frame_shape=(size, size),
+                stack=cfg.env.stack,
+                n_step=cfg.replay.n_step,
+                gamma=cfg.replay.gamma,
+            )
+            replay = (
+                PrioritizedReplay(**kwargs, alpha=cfg.replay.priority_alpha) if kind == "prioritized" else FrameReplay(**kwargs)
+            )
             t = min(4096, replay.stream_capacity)
             frames = rng.integers(0, 256, (8, t, size, size), dtype=np.uint8)
             first = np.zeros((8, t), bool)
@@ -91,23 +112,29 @@ def priority_stage(cfg: RunConfig, capacities: tuple[int, ...], batches: tuple[i
                         sample_ms.append((s1 - s0) * 1e3)
                         update_ms.append((s2 - s1) * 1e3)
                         draw_ms.append((s3 - s2) * 1e3)
-                out[f"{kind}_{capacity}_{batch}"] = {"sample_ms": statistics.median(sample_ms),
-                                                     "update_ms": statistics.median(update_ms),
-                                                     "draw_ms": statistics.median(draw_ms)}
-                print(f"priority: {kind} capacity {capacity:,} batch {batch}: "
-                      f"{out[f'{kind}_{capacity}_{batch}']}", flush=True)
+                out[f"{kind}_{capacity}_{batch}"] = {
+                    "sample_ms": statistics.median(sample_ms),
+                    "update_ms": statistics.median(update_ms),
+                    "draw_ms": statistics.median(draw_ms),
+                }
+                print(f"priority: {kind} capacity {capacity:,} batch {batch}: {out[f'{kind}_{capacity}_{batch}']}", flush=True)
             del replay, frames
     out["capacities"], out["batches"] = list(capacities), list(batches)
     return out
 
 
 def render_priority_table(p: dict) -> str:
-    rows = ["| capacity | batch | uniform: draw / whole sample | prioritized: draw / whole sample | prioritized "
-            "update | prioritized draw + update vs uniform draw |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| capacity | batch | uniform: draw / whole sample | prioritized: draw / whole sample | prioritized "
+        "update | prioritized draw + update vs uniform draw |",
+        "|---|---|---|---|---|---|",
+    ]
     for capacity in p["capacities"]:
         for batch in p["batches"]:
             u, q = p[f"uniform_{capacity}_{batch}"], p[f"prioritized_{capacity}_{batch}"]
-            rows.append(f"| {capacity:,} | {batch} | {u['draw_ms']:.2f} / {u['sample_ms']:.2f} ms | "
-                        f"{q['draw_ms']:.2f} / {q['sample_ms']:.2f} ms | {q['update_ms']:.2f} ms | "
-                        f"{(q['draw_ms'] + q['update_ms']) / u['draw_ms']:.1f}x |")
+            rows.append(
+                f"| {capacity:,} | {batch} | {u['draw_ms']:.2f} / {u['sample_ms']:.2f} ms | "
+                f"{q['draw_ms']:.2f} / {q['sample_ms']:.2f} ms | {q['update_ms']:.2f} ms | "
+                f"{(q['draw_ms'] + q['update_ms']) / u['draw_ms']:.1f}x |"
+            )
     return "\n".join(rows)

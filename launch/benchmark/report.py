@@ -15,6 +15,7 @@ from launch.benchmark.replay import render_priority_table
 
 # ----------------------------------------------------------------------------- main
 
+
 def machine() -> dict:
     cpu = platform.processor() or ""
     try:
@@ -22,18 +23,36 @@ def machine() -> dict:
             cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
     except OSError:
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-            "platform": platform.platform(), "libzmq": zmq.zmq_version(), "packages": _package_versions(),
-            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "libzmq": zmq.zmq_version(),
+        "packages": _package_versions(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
 
 
 def _package_versions() -> dict[str, str]:
     """Versions of the installed packages that matter here (absent ones are left out)."""
     out = {}
-    for name in ("torch", "numpy", "pyzmq", "msgpack", "gym-super-mario-bros", "nes-py", "gym", "gymnasium",
-                 "opencv-python-headless", "nvidia-ml-py"):
+    for name in (
+        "torch",
+        "numpy",
+        "pyzmq",
+        "msgpack",
+        "gym-super-mario-bros",
+        "nes-py",
+        "gym",
+        "gymnasium",
+        "opencv-python-headless",
+        "nvidia-ml-py",
+    ):
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -45,40 +64,53 @@ def render_table(r: dict) -> str:
     rows = ["| figure | value |", "|---|---|"]
     if "env_ceiling" in r:
         first = r["env_ceiling"]["rounds"][0]
-        rows.append(f"| env ceiling, {first['processes']} bare {first['env']} env processes | "
-                    f"{r['env_ceiling']['steps_per_s']:,.1f} steps/s |")
+        rows.append(
+            f"| env ceiling, {first['processes']} bare {first['env']} env processes | "
+            f"{r['env_ceiling']['steps_per_s']:,.1f} steps/s |"
+        )
     if "collection" in r:
         c = r["collection"]
         for kind, label in (("random", "random actions"), ("apex", "Ape-X eps-greedy")):
             text = f"| collection into replay, {label} | {c['transitions_per_s_' + kind]:,.1f} transitions/s"
             if f"efficiency_{kind}" in c:
-                text += (f" ({c['efficiency_' + kind]:.1%} of ceiling; CPU per transition "
-                         f"{c['cpu_us_per_transition_' + kind]:,.0f} us = {c['cpu_efficiency_' + kind]:.1%} "
-                         f"of bare {r['env_ceiling']['cpu_us_per_step']:,.0f} us)")
+                text += (
+                    f" ({c['efficiency_' + kind]:.1%} of ceiling; CPU per transition "
+                    f"{c['cpu_us_per_transition_' + kind]:,.0f} us = {c['cpu_efficiency_' + kind]:.1%} "
+                    f"of bare {r['env_ceiling']['cpu_us_per_step']:,.0f} us)"
+                )
             if c.get(f"actor_env_share_{kind}") is not None:
                 text += f"; the actors spent {c['actor_env_share_' + kind]:.1%} of their time in the envs' step"
             rows.append(text + " |")
     if "transport" in r:
         t = r["transport"]
-        rows.append(f"| transport ceiling (synthetic 84x84, {t['senders']} sender) | {t['transitions_per_s']:,.0f} "
-                    f"transitions/s, {t['mb_per_s']:,.0f} MB/s |")
+        rows.append(
+            f"| transport ceiling (synthetic 84x84, {t['senders']} sender) | {t['transitions_per_s']:,.0f} "
+            f"transitions/s, {t['mb_per_s']:,.0f} MB/s |"
+        )
     if "replay" in r:
         p = r["replay"]
-        rows.append(f"| replay bytes per transition | {p['bytes_per_transition']:,} (naive uint8 stacks "
-                    f"{p['naive_uint8_stacked_bytes']:,}, float32 {p['naive_float32_bytes']:,}) |")
+        rows.append(
+            f"| replay bytes per transition | {p['bytes_per_transition']:,} (naive uint8 stacks "
+            f"{p['naive_uint8_stacked_bytes']:,}, float32 {p['naive_float32_bytes']:,}) |"
+        )
         rows.append(f"| replay sample(512) | {p['sample_512_ms']:.2f} ms ({p['samples_per_s']:,.0f} samples/s) |")
     if "learner" in r:
         lr_ = r["learner"]
         for key in ("fp32_eager", "amp_eager", "amp_compiled"):
             for accum in (1, 4):
                 v = lr_[f"{key}_accum{accum}"]
-                rows.append(f"| learner {key.replace('_', ' ')}, batch {lr_['micro_batch']} x {accum} ({lr_['device']}) | "
-                            f"{v['samples_per_s']:,.0f} samples/s, {v['updates_per_s']:.2f} updates/s, first epoch "
-                            f"{v['first_epoch_ratio']:.0%} of steady" + (f", compile {v['compile_seconds']:.1f} s"
-                                                                       if v['compile_seconds'] else "") + " |")
+                rows.append(
+                    f"| learner {key.replace('_', ' ')}, batch {lr_['micro_batch']} x {accum} ({lr_['device']}) | "
+                    f"{v['samples_per_s']:,.0f} samples/s, {v['updates_per_s']:.2f} updates/s, first epoch "
+                    f"{v['first_epoch_ratio']:.0%} of steady"
+                    + (f", compile {v['compile_seconds']:.1f} s" if v["compile_seconds"] else "")
+                    + " |"
+                )
         for accum in (1, 4):
-            rows.append(f"| AMP + compile vs fp32 eager, x{accum} accumulation | "
-                        f"{lr_[f'speedup_amp_compiled_vs_fp32_accum{accum}']:.2f}x |")
+            rows.append(
+                f"| AMP + compile vs fp32 eager, x{accum} accumulation | "
+                f"{lr_[f'speedup_amp_compiled_vs_fp32_accum{accum}']:.2f}x |"
+            )
     text = "\n".join(rows) if len(rows) > 2 else ""
     if "priority" in r:
         text += "\n\n" + render_priority_table(r["priority"])
@@ -108,22 +140,27 @@ def render_system_table(s: dict) -> str:
     """The seed's table (its five rows first) with measured Original, Optimized and Improvement columns."""
     o, p = s["original"], s["optimized"]
     os_, ps = s["original_settings"], s["optimized_settings"]
-    rows = [f"Whole system, {s['actors']} actors x {s['envs_per_actor']} env(s), device {s['device']}; original: "
-            f"one locked mp.Queue, batch {os_['batch']}, fp32, sync every {os_['sync_every']} epochs; optimized: "
-            f"per-actor sockets, batch {ps['micro_batch']} x {ps['accum_steps']}, AMP {ps.get('amp', 'bfloat16')}, "
-            f"compile, {_optimized_sync(ps)}; epoch = {s['updates_per_epoch']} updates",
-            "", "| Metric | Original | Optimized | Improvement |", "|---|---|---|---|"]
+    rows = [
+        f"Whole system, {s['actors']} actors x {s['envs_per_actor']} env(s), device {s['device']}; original: "
+        f"one locked mp.Queue, batch {os_['batch']}, fp32, sync every {os_['sync_every']} epochs; optimized: "
+        f"per-actor sockets, batch {ps['micro_batch']} x {ps['accum_steps']}, AMP {ps.get('amp', 'bfloat16')}, "
+        f"compile, {_optimized_sync(ps)}; epoch = {s['updates_per_epoch']} updates",
+        "",
+        "| Metric | Original | Optimized | Improvement |",
+        "|---|---|---|---|",
+    ]
 
     def row(label, key, fmt, scale=1.0, suffix=""):
         a, b = (v if v is None or scale == 1.0 else v * scale for v in (o[key], p[key]))
-        rows.append(f"| {label} | {_num(a, fmt)}{suffix if a is not None else ''} | "
-                    f"{_num(b, fmt)}{suffix if b is not None else ''} | {_change(a, b)} |")
+        rows.append(
+            f"| {label} | {_num(a, fmt)}{suffix if a is not None else ''} | "
+            f"{_num(b, fmt)}{suffix if b is not None else ''} | {_change(a, b)} |"
+        )
 
     row("Experience Rate", "experiences_per_s", ",.0f", suffix=" exp/s")
     row("Training Throughput", "batches_per_s", ".2f", suffix=" batch/s")
     row("GPU Utilization", "gpu_utilization", ".0f", suffix="%")
-    row("Lock Wait Time (collector hand-off per 1k transitions)", "collector_handoff_ms_per_1k_transitions", ".2f",
-        suffix=" ms")
+    row("Lock Wait Time (collector hand-off per 1k transitions)", "collector_handoff_ms_per_1k_transitions", ".2f", suffix=" ms")
     row("Epoch Time", "epoch_seconds", ".2f", suffix=" s")
     row("Samples trained", "samples_per_s", ",.0f", suffix=" samples/s")
     row("Collector time blocked or waiting", "collector_blocked_fraction", ".2f", scale=100, suffix="%")

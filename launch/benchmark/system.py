@@ -23,6 +23,7 @@ from shared.config import RunConfig
 
 # ----------------------------------------------------------------------------- whole system
 
+
 class _Probe:
     """Resident memory of this process and the actors, and GPU utilization sampled every 0.5 s (CUDA only)."""
 
@@ -89,10 +90,25 @@ def _reports(report_queue, count: int) -> list[dict]:
     return out
 
 
-def _system_figures(*, transitions: int, updates: int, batch: int, elapsed: float, epoch_seconds: list[float],
-                    handoff_seconds: float, lock_wait_seconds: float, collector_seconds: float, handoffs: int,
-                    sent_transitions: int, drops: int, bytes_per_transition: int, rss_start: tuple,
-                    rss_end: tuple, gpu: float | None, compile_seconds: float) -> dict:
+def _system_figures(
+    *,
+    transitions: int,
+    updates: int,
+    batch: int,
+    elapsed: float,
+    epoch_seconds: list[float],
+    handoff_seconds: float,
+    lock_wait_seconds: float,
+    collector_seconds: float,
+    handoffs: int,
+    sent_transitions: int,
+    drops: int,
+    bytes_per_transition: int,
+    rss_start: tuple,
+    rss_end: tuple,
+    gpu: float | None,
+    compile_seconds: float,
+) -> dict:
     steady = epoch_seconds[1:] or epoch_seconds
     return {
         "experiences_per_s": transitions / elapsed,
@@ -111,8 +127,10 @@ def _system_figures(*, transitions: int, updates: int, batch: int, elapsed: floa
         "collector_sent_transitions": sent_transitions,
         "drops": drops,
         "replay_bytes_per_transition": bytes_per_transition,
-        "learner_rss_mb_start": rss_start[0], "learner_rss_mb_end": rss_end[0],
-        "actors_rss_mb_start": rss_start[1], "actors_rss_mb_end": rss_end[1],
+        "learner_rss_mb_start": rss_start[0],
+        "learner_rss_mb_end": rss_end[0],
+        "actors_rss_mb_start": rss_start[1],
+        "actors_rss_mb_end": rss_end[1],
         "compile_seconds": compile_seconds,
         "seconds": elapsed,
     }
@@ -121,13 +139,21 @@ def _system_figures(*, transitions: int, updates: int, batch: int, elapsed: floa
 def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> dict:
     """warppipe as launch.local runs it: Learner (sockets, consolidation, AMP, compile, accumulation) + actors."""
     from learner.loop import Learner
+
     rc = RunConfig.from_json(cfg.to_json())
     rc.collect_only = False
     rc.learner = dataclasses.replace(
-        rc.learner, micro_batch=bench.optimized_micro_batch, accum_steps=bench.optimized_accum,
-        amp="auto", compile=True, broadcast_env_steps=bench.optimized_broadcast_env_steps,
-        updates_per_epoch=bench.system_updates_per_epoch, samples_per_insert=0.0,
-        min_replay=bench.system_min_replay, checkpoint_every=1 << 30)
+        rc.learner,
+        micro_batch=bench.optimized_micro_batch,
+        accum_steps=bench.optimized_accum,
+        amp="auto",
+        compile=True,
+        broadcast_env_steps=bench.optimized_broadcast_env_steps,
+        updates_per_epoch=bench.system_updates_per_epoch,
+        samples_per_insert=0.0,
+        min_replay=bench.system_min_replay,
+        checkpoint_every=1 << 30,
+    )
     rc.validate()
     reset_compiler()  # the learner stage may have compiled QNetwork.forward in this process already
     with tempfile.TemporaryDirectory(prefix="warppipe-bench-") as run_dir:
@@ -144,26 +170,36 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
             rss_start, probe = _Probe.rss_mb(procs), _Probe(device).start()
             processed0, start = plane.processed, time.monotonic()
             learner.run(deadline=start + bench.system_seconds)
-            _train_past_deadline(lambda: learner.counters.epoch, lambda: learner.run(deadline=time.monotonic() + 1),
-                                 bench.system_min_epochs)
+            _train_past_deadline(
+                lambda: learner.counters.epoch, lambda: learner.run(deadline=time.monotonic() + 1), bench.system_min_epochs
+            )
             elapsed, transitions = time.monotonic() - start, plane.processed - processed0
             rss_end, gpu = _Probe.rss_mb(procs), probe.gpu_utilization()
         finally:
             stop_processes(procs, stop)
             actor_reports = _reports(reports, len(procs))
             learner.close()
-    epoch_seconds = ([rc.learner.updates_per_epoch / learner.first_epoch_rate] if learner.first_epoch_rate else []) \
-        + [rc.learner.updates_per_epoch / r for r in learner.epoch_rates]
+    epoch_seconds = ([rc.learner.updates_per_epoch / learner.first_epoch_rate] if learner.first_epoch_rate else []) + [
+        rc.learner.updates_per_epoch / r for r in learner.epoch_rates
+    ]
     return _system_figures(
-        transitions=transitions, updates=learner.counters.updates, batch=learner.dqn.effective_batch,
-        elapsed=elapsed, epoch_seconds=epoch_seconds,
-        handoff_seconds=sum(r["submit_seconds"] for r in actor_reports), lock_wait_seconds=0.0,
+        transitions=transitions,
+        updates=learner.counters.updates,
+        batch=learner.dqn.effective_batch,
+        elapsed=elapsed,
+        epoch_seconds=epoch_seconds,
+        handoff_seconds=sum(r["submit_seconds"] for r in actor_reports),
+        lock_wait_seconds=0.0,
         collector_seconds=sum(r["run_seconds"] for r in actor_reports),
         handoffs=sum(r["batches"] for r in actor_reports),
         sent_transitions=sum(r["sent_transitions"] for r in actor_reports),
         drops=plane.stats().drops + sum(r["dropped_batches"] for r in actor_reports),
-        bytes_per_transition=plane.replay.bytes_per_transition, rss_start=rss_start, rss_end=rss_end, gpu=gpu,
-        compile_seconds=compile_s)
+        bytes_per_transition=plane.replay.bytes_per_transition,
+        rss_start=rss_start,
+        rss_end=rss_end,
+        gpu=gpu,
+        compile_seconds=compile_s,
+    )
 
 
 def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> dict:
@@ -176,8 +212,12 @@ def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) ->
     stop, reports, lock = ctx.Event(), ctx.Queue(), ctx.Lock()
     shared_queue = ctx.Queue(maxsize=settings.queue_size)
     learner = OriginalLearner(rc, settings, shared_queue, device).start()
-    procs = [start_process(ctx, original_collector_main, (rc, slot, stop, shared_queue, lock, settings.chunk_steps,
-                                                          reports), f"collector-{slot}") for slot in range(rc.actors)]
+    procs = [
+        start_process(
+            ctx, original_collector_main, (rc, slot, stop, shared_queue, lock, settings.chunk_steps, reports), f"collector-{slot}"
+        )
+        for slot in range(rc.actors)
+    ]
     try:
         _fill_replay(lambda: len(learner.replay), lambda: time.sleep(0.05), bench.system_min_replay, 300)
         rss_start, probe = _Probe.rss_mb(procs), _Probe(device).start()
@@ -191,15 +231,23 @@ def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) ->
         actor_reports = _reports(reports, len(procs))
         learner.close()
     return _system_figures(
-        transitions=transitions, updates=learner.updates, batch=settings.batch, elapsed=elapsed,
+        transitions=transitions,
+        updates=learner.updates,
+        batch=settings.batch,
+        elapsed=elapsed,
         epoch_seconds=learner.epoch_seconds,
         handoff_seconds=sum(r["blocked_seconds"] for r in actor_reports),
         lock_wait_seconds=sum(r["lock_wait_seconds"] for r in actor_reports),
         collector_seconds=sum(r["run_seconds"] for r in actor_reports),
         handoffs=sum(r["puts"] for r in actor_reports),
-        sent_transitions=sum(r["steps"] for r in actor_reports), drops=0,
-        bytes_per_transition=learner.replay.bytes_per_transition, rss_start=rss_start, rss_end=rss_end, gpu=gpu,
-        compile_seconds=0.0)
+        sent_transitions=sum(r["steps"] for r in actor_reports),
+        drops=0,
+        bytes_per_transition=learner.replay.bytes_per_transition,
+        rss_start=rss_start,
+        rss_end=rss_end,
+        gpu=gpu,
+        compile_seconds=0.0,
+    )
 
 
 def system_stage(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> dict:
@@ -208,19 +256,32 @@ def system_stage(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> di
     torch.set_num_threads(max(1, (os.cpu_count() or 1) - cfg.actors))
     out: dict[str, Any]  # the settings, then "original" and "optimized": each stage's figures
     try:
-        out = {"actors": cfg.actors, "envs_per_actor": cfg.actor.envs_per_actor, "device": str(device),
-               "updates_per_epoch": bench.system_updates_per_epoch,
-               "original_settings": dataclasses.asdict(bench.original),
-               "optimized_settings": {"micro_batch": bench.optimized_micro_batch, "accum_steps": bench.optimized_accum,
-                                      "broadcast_env_steps": bench.optimized_broadcast_env_steps,
-                                      "batch_steps": cfg.actor.batch_steps,
-                                      "amp": str(resolve_amp("auto", device)).removeprefix("torch.")}}
+        out = {
+            "actors": cfg.actors,
+            "envs_per_actor": cfg.actor.envs_per_actor,
+            "device": str(device),
+            "updates_per_epoch": bench.system_updates_per_epoch,
+            "original_settings": dataclasses.asdict(bench.original),
+            "optimized_settings": {
+                "micro_batch": bench.optimized_micro_batch,
+                "accum_steps": bench.optimized_accum,
+                "broadcast_env_steps": bench.optimized_broadcast_env_steps,
+                "batch_steps": cfg.actor.batch_steps,
+                "amp": str(resolve_amp("auto", device)).removeprefix("torch."),
+            },
+        }
         out["original"] = system_original(cfg, device, bench)
-        print(f"system original: {out['original']['experiences_per_s']:.1f} experiences/s, "
-              f"{out['original']['batches_per_s']:.2f} batches/s", flush=True)
+        print(
+            f"system original: {out['original']['experiences_per_s']:.1f} experiences/s, "
+            f"{out['original']['batches_per_s']:.2f} batches/s",
+            flush=True,
+        )
         out["optimized"] = system_optimized(cfg, device, bench)
-        print(f"system optimized: {out['optimized']['experiences_per_s']:.1f} experiences/s, "
-              f"{out['optimized']['batches_per_s']:.2f} batches/s", flush=True)
+        print(
+            f"system optimized: {out['optimized']['experiences_per_s']:.1f} experiences/s, "
+            f"{out['optimized']['batches_per_s']:.2f} batches/s",
+            flush=True,
+        )
     finally:
         torch.set_num_threads(threads)
     return out

@@ -18,14 +18,21 @@ from shared.wire.links import open_socket
 
 # ----------------------------------------------------------------------------- transport
 
+
 def _synthetic_sender(cfg: RunConfig, slot: int, stop, batch: int) -> None:
     """Push the same pre-built 84x84 batch as fast as the socket takes it (no env)."""
     import signal
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     size = cfg.env.frame_size
     rng = np.random.default_rng(slot)
-    arrays = (rng.integers(0, 256, (1, batch, size, size), dtype=np.uint8), np.zeros((1, batch), np.uint8),
-              np.zeros((1, batch), np.float32), np.zeros((1, batch), np.uint8), np.zeros((1, batch), np.uint8))
+    arrays = (
+        rng.integers(0, 256, (1, batch, size, size), dtype=np.uint8),
+        np.zeros((1, batch), np.uint8),
+        np.zeros((1, batch), np.float32),
+        np.zeros((1, batch), np.uint8),
+        np.zeros((1, batch), np.uint8),
+    )
     arrays[4][0, 0] = 1
     sock = open_socket(zmq.Context.instance(), zmq.PUSH, cfg.transport, server=False, send_hwm=4)
     sock.connect(f"tcp://{cfg.transport.host}:{cfg.transport.base_port + slot}")
@@ -67,8 +74,13 @@ def transport(cfg: RunConfig, senders: int, batch: int, seconds: float) -> dict:
     finally:
         stop_processes(procs, stop)
         plane.close()
-    frame_bytes = cfg.env.frame_size ** 2
+    frame_bytes = cfg.env.frame_size**2
     learner_cpu = (cpu.user + cpu.system - cpu_start.user - cpu_start.system) / elapsed
-    return {"senders": senders, "batch_frames": batch, "transitions_per_s": rate,
-            "mb_per_s": rate * (frame_bytes + 7) / 1e6, "learner_cpu_cores": learner_cpu,
-            "rejected": plane.stats().rejected}
+    return {
+        "senders": senders,
+        "batch_frames": batch,
+        "transitions_per_s": rate,
+        "mb_per_s": rate * (frame_bytes + 7) / 1e6,
+        "learner_cpu_cores": learner_cpu,
+        "rejected": plane.stats().rejected,
+    }

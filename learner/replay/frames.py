@@ -103,24 +103,37 @@ class FrameReplay:
     ``frame_shape`` is the spec's ``obs_shape`` (1 to 4 dims), ``obs_dtype`` its dtype name;
     ``num_actions`` sets the action storage; ``masked``: every slot carries an action mask."""
 
-    def __init__(self, num_streams: int, capacity: int, frame_shape: tuple[int, ...] = (84, 84),
-                 stack: int = 4, n_step: int = 3, gamma: float = 0.99, device: str | torch.device = "cpu",
-                 obs_dtype: str = "uint8", num_actions: int = 256, masked: bool = False):
+    def __init__(
+        self,
+        num_streams: int,
+        capacity: int,
+        frame_shape: tuple[int, ...] = (84, 84),
+        stack: int = 4,
+        n_step: int = 3,
+        gamma: float = 0.99,
+        device: str | torch.device = "cpu",
+        obs_dtype: str = "uint8",
+        num_actions: int = 256,
+        masked: bool = False,
+    ):
         _check(_is_int(num_streams) and num_streams >= 1, f"num_streams={num_streams!r} must be an int >= 1")
         _check(_is_int(capacity) and capacity >= 1, f"capacity={capacity!r} must be an int >= 1")
         _check(_is_int(stack) and stack >= 1, f"stack={stack!r} must be an int >= 1")
         _check(_is_int(n_step) and n_step >= 1, f"n_step={n_step!r} must be an int >= 1")
         _check(isinstance(gamma, (int, float)) and 0.0 < gamma <= 1.0, f"gamma={gamma!r} must be in (0, 1]")
         shape_ok = isinstance(frame_shape, (tuple, list)) and 1 <= len(frame_shape) <= MAX_OBS_DIMS
-        _check(shape_ok and all(_is_int(v) and v >= 1 for v in frame_shape),
-               f"frame_shape={frame_shape!r} must be 1 to {MAX_OBS_DIMS} ints >= 1 (the observation's shape)")
+        _check(
+            shape_ok and all(_is_int(v) and v >= 1 for v in frame_shape),
+            f"frame_shape={frame_shape!r} must be 1 to {MAX_OBS_DIMS} ints >= 1 (the observation's shape)",
+        )
         _check(obs_dtype in OBS_DTYPES, f"obs_dtype={obs_dtype!r} must be one of {sorted(OBS_DTYPES)}")
-        _check(_is_int(num_actions) and 1 <= num_actions <= 1 << 16,
-               f"num_actions={num_actions!r} must be an int in [1, 65536]")
+        _check(_is_int(num_actions) and 1 <= num_actions <= 1 << 16, f"num_actions={num_actions!r} must be an int in [1, 65536]")
         per_stream = capacity // num_streams
-        _check(per_stream >= stack + n_step + 1,
-               f"capacity={capacity} over num_streams={num_streams} gives {per_stream} slots per stream; "
-               f"need >= stack + n_step + 1 = {stack + n_step + 1}")
+        _check(
+            per_stream >= stack + n_step + 1,
+            f"capacity={capacity} over num_streams={num_streams} gives {per_stream} slots per stream; "
+            f"need >= stack + n_step + 1 = {stack + n_step + 1}",
+        )
 
         self.num_streams = int(num_streams)
         self.stream_capacity = int(per_stream)
@@ -143,16 +156,25 @@ class FrameReplay:
         self._terminated = torch.zeros((S, C), dtype=torch.bool, device=dev)
         self._first = torch.zeros((S, C), dtype=torch.bool, device=dev)
         self._head = np.zeros(S, dtype=np.int64)
-        self._written = 0                                # slots written to all streams, ever
-        self._last_write = np.zeros(S, dtype=np.int64)   # _written after each stream's latest add
+        self._written = 0  # slots written to all streams, ever
+        self._last_write = np.zeros(S, dtype=np.int64)  # _written after each stream's latest add
         self._lock = threading.Lock()
         self._offsets = torch.arange(self.n_step + 1, device=dev)
         self._powers = (self.gamma ** torch.arange(self.n_step + 1, dtype=torch.float64)).to(dev, torch.float32)
 
     # ------------------------------------------------------------------ writing
 
-    def add(self, stream0: int, frames: Any, actions: Any, rewards: Any, terminated: Any, first: Any,
-            priorities: Any = None, masks: Any = None) -> None:
+    def add(
+        self,
+        stream0: int,
+        frames: Any,
+        actions: Any,
+        rewards: Any,
+        terminated: Any,
+        first: Any,
+        priorities: Any = None,
+        masks: Any = None,
+    ) -> None:
         """Append T slots to streams stream0..stream0+E-1 (frames [E, T, *obs_shape] of the obs dtype, the
         rest [E, T]; masked replay: ``masks`` packed uint8 [E, T, ceil(A/8)] or bool [E, T, A]).
 
@@ -167,13 +189,17 @@ class FrameReplay:
         terminated = _as_tensor("terminated", terminated)
         first = _as_tensor("first", first)
 
-        _check(frames.dim() == 2 + len(self.frame_shape) and tuple(frames.shape[2:]) == self.frame_shape,
-               f"frames shape {tuple(frames.shape)} must be [E, T, {', '.join(map(str, self.frame_shape))}]")
+        _check(
+            frames.dim() == 2 + len(self.frame_shape) and tuple(frames.shape[2:]) == self.frame_shape,
+            f"frames shape {tuple(frames.shape)} must be [E, T, {', '.join(map(str, self.frame_shape))}]",
+        )
         E, T = int(frames.shape[0]), int(frames.shape[1])
         _check(E >= 1 and T >= 1, f"frames shape {tuple(frames.shape)} must have E >= 1 and T >= 1")
         _check(T <= C, f"T={T} exceeds the per-stream capacity C={C}")
-        _check(_is_int(stream0) and 0 <= stream0 and stream0 + E <= S,
-               f"stream0={stream0!r} with E={E} streams is out of range for num_streams={S}")
+        _check(
+            _is_int(stream0) and 0 <= stream0 and stream0 + E <= S,
+            f"stream0={stream0!r} with E={E} streams is out of range for num_streams={S}",
+        )
         for name, x in (("actions", actions), ("rewards", rewards), ("terminated", terminated), ("first", first)):
             _check(tuple(x.shape) == (E, T), f"{name} shape {tuple(x.shape)} must be [E, T] = [{E}, {T}]")
         _check(frames.dtype == self.obs_dtype, f"frames dtype {frames.dtype} must be {self.obs_dtype}")
@@ -187,17 +213,23 @@ class FrameReplay:
             _check(a_max < self.num_actions, f"actions must be in [0, {self.num_actions}), got max={a_max}")
         else:
             a_min, a_max = int(actions.min()), int(actions.max())
-            _check(a_min >= 0 and a_max < self.num_actions,
-                   f"actions must be in [0, {self.num_actions}), got min={a_min} max={a_max}")
+            _check(
+                a_min >= 0 and a_max < self.num_actions,
+                f"actions must be in [0, {self.num_actions}), got min={a_min} max={a_max}",
+            )
         if self.masked:
             _check(masks is not None, "masks are required: this replay's env is masked")
             if isinstance(masks, np.ndarray) and masks.dtype == np.bool_:
-                _check(masks.shape == (E, T, self.num_actions),
-                       f"masks shape {masks.shape} must be [E, T, A] = [{E}, {T}, {self.num_actions}]")
+                _check(
+                    masks.shape == (E, T, self.num_actions),
+                    f"masks shape {masks.shape} must be [E, T, A] = [{E}, {T}, {self.num_actions}]",
+                )
                 masks = np.packbits(masks, axis=-1, bitorder="little")
             masks = _as_tensor("masks", masks)
-            _check(masks.dtype == torch.uint8 and tuple(masks.shape) == (E, T, self.mask_bytes),
-                   f"masks {masks.dtype} {tuple(masks.shape)} must be packed uint8 [{E}, {T}, {self.mask_bytes}]")
+            _check(
+                masks.dtype == torch.uint8 and tuple(masks.shape) == (E, T, self.mask_bytes),
+                f"masks {masks.dtype} {tuple(masks.shape)} must be packed uint8 [{E}, {T}, {self.mask_bytes}]",
+            )
         else:
             _check(masks is None, "masks given, but this replay's env is not masked")
 
@@ -215,15 +247,17 @@ class FrameReplay:
         rows = slice(stream0, stream0 + E)
         with self._lock:
             heads = self._head[rows]
-            _check(bool((heads == heads[0]).all()),
-                   f"stream0={stream0}: streams {stream0}..{stream0 + E - 1} must advance in lockstep, "
-                   f"but their heads are {heads.tolist()}")
+            _check(
+                bool((heads == heads[0]).all()),
+                f"stream0={stream0}: streams {stream0}..{stream0 + E - 1} must advance in lockstep, "
+                f"but their heads are {heads.tolist()}",
+            )
             pos = int(heads[0]) % C
             n1 = min(T, C - pos)
             for dst, src in fields:
-                dst[rows, pos:pos + n1] = src[:, :n1]
+                dst[rows, pos : pos + n1] = src[:, :n1]
                 if n1 < T:
-                    dst[rows, :T - n1] = src[:, n1:]
+                    dst[rows, : T - n1] = src[:, n1:]
             self._written_hook(stream0, E, int(heads[0]), T, priorities)
             self._head[rows] += T
             self._written += E * T
@@ -231,8 +265,9 @@ class FrameReplay:
 
     # ------------------------------------------------------------------ sampling
 
-    def sample(self, batch_size: int, generator: torch.Generator | None = None,
-               beta: float = 1.0, n_step: int | None = None) -> dict[str, torch.Tensor]:
+    def sample(
+        self, batch_size: int, generator: torch.Generator | None = None, beta: float = 1.0, n_step: int | None = None
+    ) -> dict[str, torch.Tensor]:
         """Draw batch_size valid n-step transitions uniformly; generator, if given, is a CPU torch.Generator.
 
         ``beta`` is the importance-sampling exponent of :class:`PrioritizedReplay`; uniform draws ignore it.
@@ -240,14 +275,18 @@ class FrameReplay:
         schedule): the windows are read at the full n and cut, so it costs nothing."""
         n = self.n_step if n_step is None else n_step
         _check(_is_int(batch_size) and batch_size >= 1, f"batch_size={batch_size!r} must be an int >= 1")
-        _check(_is_int(n) and 1 <= n <= self.n_step, f"n_step={n_step!r} must be an int in [1, {self.n_step}] "
-                                                     f"(the replay's n_step)")
+        _check(
+            _is_int(n) and 1 <= n <= self.n_step, f"n_step={n_step!r} must be an int in [1, {self.n_step}] (the replay's n_step)"
+        )
         B, C, shape = int(batch_size), self.stream_capacity, self.frame_shape
         with self._lock:
             lo, counts = self._ranges(self._head)
             total = int(counts.sum())
-            _check(total > 0, f"nothing to sample yet: a stream needs at least n_step + 1 = {self.n_step + 1} "
-                              f"slots, heads are {self._head.tolist()}")
+            _check(
+                total > 0,
+                f"nothing to sample yet: a stream needs at least n_step + 1 = {self.n_step + 1} "
+                f"slots, heads are {self._head.tolist()}",
+            )
             draw = self._draw(lo, counts, generator)
             stream, slot = draw(B)
             first_w, term_w, rew_w = self._windows(stream, slot)
@@ -262,8 +301,10 @@ class FrameReplay:
                 f2, t2, r2 = self._windows(s2, i2)
                 term_w[bad], rew_w[bad], include[bad] = t2, r2, self._include(f2, t2)
             else:
-                raise RuntimeError(f"sample: {bad.numel()} of {B} draws still have no successor step after "
-                                   f"{_MAX_RESAMPLE_ROUNDS} redraws; almost every sampleable slot is a truncation")
+                raise RuntimeError(
+                    f"sample: {bad.numel()} of {B} draws still have no successor step after "
+                    f"{_MAX_RESAMPLE_ROUNDS} redraws; almost every sampleable slot is a truncation"
+                )
             include, term_w, rew_w = include[:, :n], term_w[:, :n], rew_w[:, :n]  # a prefix stays a prefix
             steps = include.sum(1)
             both_stream = torch.cat([stream, stream])
@@ -298,20 +339,26 @@ class FrameReplay:
     def stack_at(self, stream: int, abs_slot: int) -> torch.Tensor:
         """The network input of a retained slot, [stack, *obs_shape] ([*obs_shape] at stack 1); ValueError if it
         needs an overwritten slot."""
-        _check(_is_int(stream) and 0 <= stream < self.num_streams,
-               f"stream={stream!r} is out of range for num_streams={self.num_streams}")
+        _check(
+            _is_int(stream) and 0 <= stream < self.num_streams,
+            f"stream={stream!r} is out of range for num_streams={self.num_streams}",
+        )
         _check(_is_int(abs_slot), f"abs_slot={abs_slot!r} must be an int")
         C = self.stream_capacity
         with self._lock:
             h = int(self._head[stream])
             oldest = max(0, h - C)
-            _check(oldest <= abs_slot < h,
-                   f"abs_slot={abs_slot} is not retained in stream {stream} (retained: {oldest}..{h - 1})")
+            _check(
+                oldest <= abs_slot < h, f"abs_slot={abs_slot} is not retained in stream {stream} (retained: {oldest}..{h - 1})"
+            )
             s = torch.tensor([stream], device=self.device)
             idx = self._stack_indices(s, torch.tensor([abs_slot], device=self.device))[0]
             need = int(idx.min())
-            _check(need >= oldest, f"abs_slot={abs_slot}: its stack needs slot {need} of stream {stream}, "
-                                   f"already overwritten (oldest retained: {oldest})")
+            _check(
+                need >= oldest,
+                f"abs_slot={abs_slot}: its stack needs slot {need} of stream {stream}, "
+                f"already overwritten (oldest retained: {oldest})",
+            )
             out = self._frames[stream, idx % C]
             return out[0] if self.stack == 1 else out
 
@@ -322,9 +369,13 @@ class FrameReplay:
             h = int(self._head[stream])
             _check(max(0, h - C) <= abs_slot < h, f"abs_slot={abs_slot} is not retained in stream {stream}")
             k = abs_slot % C
-            out = {"frame": self._frames[stream, k].clone(), "action": int(self._actions[stream, k]),
-                   "reward": float(self._rewards[stream, k]), "terminated": bool(self._terminated[stream, k]),
-                   "first": bool(self._first[stream, k])}
+            out = {
+                "frame": self._frames[stream, k].clone(),
+                "action": int(self._actions[stream, k]),
+                "reward": float(self._rewards[stream, k]),
+                "terminated": bool(self._terminated[stream, k]),
+                "first": bool(self._first[stream, k]),
+            }
             if self.masked:
                 out["mask"] = unpack_masks(cast("torch.Tensor", self._masks)[stream, k], self.num_actions).clone()
             return out
@@ -385,13 +436,12 @@ class FrameReplay:
         """first [B, n+1], terminated [B, n] and reward [B, n] of slots slot..slot+n."""
         C, n = self.stream_capacity, self.n_step
         flat = stream[:, None] * C + (slot[:, None] + self._offsets) % C
-        return (self._first.view(-1)[flat], self._terminated.view(-1)[flat[:, :n]],
-                self._rewards.view(-1)[flat[:, :n]])
+        return (self._first.view(-1)[flat], self._terminated.view(-1)[flat[:, :n]], self._rewards.view(-1)[flat[:, :n]])
 
     @staticmethod
     def _include(first_w: torch.Tensor, term_w: torch.Tensor) -> torch.Tensor:
         """[B, n] mask of the steps the n-step return adds (a prefix of the window)."""
-        ok = term_w | ~first_w[:, 1:]          # the step has a successor frame or terminates
+        ok = term_w | ~first_w[:, 1:]  # the step has a successor frame or terminates
         go_on = (ok & ~term_w).to(torch.int32)  # the return continues after the step
         before = torch.cat([torch.ones_like(go_on[:, :1]), go_on[:, :-1]], 1)
         return ok & torch.cumprod(before, 1).bool()

@@ -45,8 +45,8 @@ class PrioritizedReplay(FrameReplay):
         self.alpha = float(alpha)
         self.eps = float(eps)
         self._prio = np.zeros(self.capacity, dtype=np.float64)  # p**alpha of every slot, also while expired
-        self._tree = SumTree(self.capacity)                     # p**alpha of slots of live streams, else 0
-        self._zeroed = np.zeros(self.num_streams, dtype=bool)    # streams whose leaves are zero in the tree
+        self._tree = SumTree(self.capacity)  # p**alpha of slots of live streams, else 0
+        self._zeroed = np.zeros(self.num_streams, dtype=bool)  # streams whose leaves are zero in the tree
         self.max_priority = 1.0
         self._weight_min = np.inf  # smallest IS weight drawn since the last priority_stats()
 
@@ -70,7 +70,7 @@ class PrioritizedReplay(FrameReplay):
                 return 0
             self.max_priority = max(self.max_priority, float(p.max()))
             leaf = stream * C + slot % C
-            value = p ** self.alpha
+            value = p**self.alpha
             self._prio[leaf] = value
             live = ~self._zeroed[stream]
             self._tree.update(leaf[live], value[live])
@@ -86,13 +86,25 @@ class PrioritizedReplay(FrameReplay):
             weight_min, self._weight_min = self._weight_min, np.inf
         if p is None or p.size == 0:
             return {"priority_mean": 0.0, "priority_max": 0.0, "weight_min": 1.0}
-        return {"priority_mean": float(p.mean()), "priority_max": float(p.max()),
-                "weight_min": float(weight_min) if np.isfinite(weight_min) else 1.0}
+        return {
+            "priority_mean": float(p.mean()),
+            "priority_max": float(p.max()),
+            "weight_min": float(weight_min) if np.isfinite(weight_min) else 1.0,
+        }
 
     # ------------------------------------------------------------------ writing, and FrameReplay's hooks
 
-    def add(self, stream0: int, frames: Any, actions: Any, rewards: Any, terminated: Any, first: Any,
-            priorities: Any = None, masks: Any = None) -> None:
+    def add(
+        self,
+        stream0: int,
+        frames: Any,
+        actions: Any,
+        rewards: Any,
+        terminated: Any,
+        first: Any,
+        priorities: Any = None,
+        masks: Any = None,
+    ) -> None:
         if priorities is not None:  # checked before anything is written
             priorities = _numpy(priorities).astype(np.float64)
             shape = tuple(actions.shape)
@@ -106,7 +118,7 @@ class PrioritizedReplay(FrameReplay):
         """Under the lock: the new slots' priorities into the tree (an expired stream's come back)."""
         C = self.stream_capacity
         if priorities is None:
-            value = np.full((E, T), self.max_priority ** self.alpha)
+            value = np.full((E, T), self.max_priority**self.alpha)
         else:
             value = (priorities + self.eps) ** self.alpha
         streams = np.arange(stream0, stream0 + E)
@@ -115,7 +127,7 @@ class PrioritizedReplay(FrameReplay):
         zeroed = self._zeroed[streams]
         if zeroed.any():  # an expired stream writes again: its retained slots come back
             for s in streams[zeroed]:
-                self._tree.update(np.arange(s * C, (s + 1) * C), self._prio[s * C:(s + 1) * C])
+                self._tree.update(np.arange(s * C, (s + 1) * C), self._prio[s * C : (s + 1) * C])
             self._zeroed[streams] = False
         live = ~zeroed
         if live.any():
@@ -149,8 +161,16 @@ class _PriorityDraw:
     """Draws (stream, absolute slot) in proportion to the tree's leaves, rejecting slots outside the
     sampleable ranges; the first call is stratified (one draw per equal segment of the total mass)."""
 
-    def __init__(self, tree: SumTree, heads: np.ndarray, lo: np.ndarray, counts: np.ndarray, C: int,
-                 generator: torch.Generator | None, device: torch.device):
+    def __init__(
+        self,
+        tree: SumTree,
+        heads: np.ndarray,
+        lo: np.ndarray,
+        counts: np.ndarray,
+        C: int,
+        generator: torch.Generator | None,
+        device: torch.device,
+    ):
         self.tree, self.heads, self.lo, self.hi, self.C = tree, heads, lo, lo + counts, C
         self.generator, self.device = generator, device
         self.stratified = True
@@ -177,8 +197,9 @@ class _PriorityDraw:
                     return torch.from_numpy(stream), torch.from_numpy(slot)
                 both = torch.from_numpy(np.stack([stream, slot])).pin_memory().to(self.device, non_blocking=True)
                 return both[0], both[1]
-        raise RuntimeError(f"prioritized sample: {todo.size} of {k} draws still outside the sampleable slots after "
-                           f"{_MAX_REJECT_ROUNDS} rounds")
+        raise RuntimeError(
+            f"prioritized sample: {todo.size} of {k} draws still outside the sampleable slots after {_MAX_REJECT_ROUNDS} rounds"
+        )
 
 
 def _numpy(x: Any) -> np.ndarray:

@@ -39,8 +39,19 @@ from shared.spec import EnvSpec, VectorEnv
 if TYPE_CHECKING:
     from shared.config import EnvConfig
 
-__all__ = ["BUILTIN", "EnvEntry", "action_names", "entry_for", "env_label", "env_spec", "frame_entry",
-           "make_env", "make_vector_env", "names", "register"]
+__all__ = [
+    "BUILTIN",
+    "EnvEntry",
+    "action_names",
+    "entry_for",
+    "env_label",
+    "env_spec",
+    "frame_entry",
+    "make_env",
+    "make_vector_env",
+    "names",
+    "register",
+]
 
 BUILTIN: dict[str, str] = {
     "mario": "shared.envs.mario",
@@ -171,17 +182,24 @@ def env_label(cfg: EnvConfig) -> str:
     return entry_for(cfg).label_of(cfg)
 
 
-def frame_entry(name: str, make_single: Callable[[EnvConfig, int], Any],
-                action_names: Callable[[EnvConfig], list[str]], **fields: Any) -> EnvEntry:
+def frame_entry(
+    name: str, make_single: Callable[[EnvConfig, int], Any], action_names: Callable[[EnvConfig], list[str]], **fields: Any
+) -> EnvEntry:
     """The entry of an env of single uint8 frames (``env.frame_size`` square, stacked ``env.stack`` deep,
     unmasked), stepped side by side in a shared/envs/frames.py ``FrameVectorEnv``."""
 
     def spec(cfg: EnvConfig) -> EnvSpec:
-        return EnvSpec(obs_shape=(cfg.frame_size, cfg.frame_size), obs_dtype="uint8", stack=cfg.stack,
-                       num_actions=len(action_names(cfg)), masked=False)
+        return EnvSpec(
+            obs_shape=(cfg.frame_size, cfg.frame_size),
+            obs_dtype="uint8",
+            stack=cfg.stack,
+            num_actions=len(action_names(cfg)),
+            masked=False,
+        )
 
     def make(cfg: EnvConfig, seeds: Sequence[int]) -> VectorEnv:
         from shared.envs.frames import FrameVectorEnv
+
         return FrameVectorEnv([make_single(cfg, s) for s in seeds], spec(cfg))
 
     return EnvEntry(name=name, spec=spec, make=make, action_names=action_names, make_single=make_single, **fields)

@@ -58,6 +58,12 @@ class CatchEnv:
         pass
 
 
-ENTRY = register(frame_entry(
-    "catch", lambda cfg, seed: CatchEnv(cfg.frame_size, seed, cfg.max_episode_steps), lambda cfg: list(ACTION_NAMES),
-    score="Distance", success="Flags"))
+ENTRY = register(
+    frame_entry(
+        "catch",
+        lambda cfg, seed: CatchEnv(cfg.frame_size, seed, cfg.max_episode_steps),
+        lambda cfg: list(ACTION_NAMES),
+        score="Distance",
+        success="Flags",
+    )
+)

@@ -31,8 +31,9 @@ class FakeOptions:
     """Number of actions (7: as many as Mario's simple button set)."""
 
     def validate(self) -> None:
-        check(is_int(self.actions) and 1 <= self.actions <= 256, "env.fake.actions", self.actions,
-              "must be an integer in [1, 256]")
+        check(
+            is_int(self.actions) and 1 <= self.actions <= 256, "env.fake.actions", self.actions, "must be an integer in [1, 256]"
+        )
 
 
 class FakeEnv:
@@ -67,7 +68,7 @@ class FakeEnv:
         frame = np.empty(self.frame_shape, np.uint8)
         flat = frame.reshape(-1)
         off = self._count % 256
-        flat[16:] = self._pattern[off: off + self._n - 16]
+        flat[16:] = self._pattern[off : off + self._n - 16]
         flat[:16].view("<u8")[:] = (self._count, self._seed & 0xFFFF_FFFF_FFFF_FFFF)
         self._good = self._count % self.num_actions
         self._count += 1
@@ -97,6 +98,13 @@ class FakeEnv:
         self._needs_reset = True
 
 
-ENTRY = register(frame_entry(
-    "fake", FakeEnv, lambda cfg: [f"action{i}" for i in range(cfg.fake.actions)],
-    validate=lambda cfg: cfg.fake.validate(), score="Distance", success="Flags"))
+ENTRY = register(
+    frame_entry(
+        "fake",
+        FakeEnv,
+        lambda cfg: [f"action{i}" for i in range(cfg.fake.actions)],
+        validate=lambda cfg: cfg.fake.validate(),
+        score="Distance",
+        success="Flags",
+    )
+)

@@ -55,6 +55,7 @@ from shared.spec import EnvSpec, checked_action, checked_actions
 
 __all__ = ["FrameEnv", "FrameStacker", "FrameVectorEnv", "Preprocess"]
 
+
 @runtime_checkable
 class FrameEnv(Protocol):
     """What actors, the benchmark and the tests step (see the module docstring)."""
@@ -106,9 +107,17 @@ class Preprocess:
 
     raw: Any = None
 
-    def __init__(self, inner: Any, num_actions: int, frame_skip: int, frame_size: int,
-                 max_episode_steps: int, seed: int | None = None,
-                 seed_fn: Callable[[int], Any] | None = None, no_progress_steps: int = 0) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        num_actions: int,
+        frame_skip: int,
+        frame_size: int,
+        max_episode_steps: int,
+        seed: int | None = None,
+        seed_fn: Callable[[int], Any] | None = None,
+        no_progress_steps: int = 0,
+    ) -> None:
         if frame_skip < 1:
             raise ConfigError(f"env.frame_skip={frame_skip!r} must be >= 1")
         self.inner = inner
@@ -222,7 +231,6 @@ class Preprocess:
             self.inner.close()
 
 
-
 class FrameStacker:
     """The agent's stacked observation, uint8 ``[stack, H, W]``, oldest first, in one array.
 
@@ -249,7 +257,6 @@ class FrameStacker:
         buf[:-1] = buf[1:]  # forward overlapping copy: numpy buffers it when needed
         buf[-1] = frame
         return buf
-
 
 
 class FrameVectorEnv:

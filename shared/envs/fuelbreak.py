@@ -70,8 +70,10 @@ CHANNELS = ("fuel", "elevation", "breaks", "ignitions", "burned", "wind_x", "win
 
 def _slices(dy: int, dx: int, h: int, w: int) -> tuple[tuple, tuple]:
     """Index tuples (source, target) over [n, H, W] so that target[y, x] is source[y - dy, x - dx]."""
+
     def span(d: int, n: int) -> tuple[slice, slice]:
         return slice(max(-d, 0), n - max(d, 0)), slice(max(d, 0), n - max(-d, 0))
+
     (sy, ty), (sx, tx) = span(dy, h), span(dx, w)
     return (slice(None), sy, sx), (slice(None), ty, tx)
 
@@ -104,8 +106,10 @@ def burn(open_edges: np.ndarray, passable: np.ndarray, ignition: np.ndarray) -> 
     """
     n, h, w = passable.shape
     pack = lambda a: np.packbits(a, axis=0, bitorder="little")  # noqa: E731
-    edges = [(src, tgt, pack(open_edges[(slice(None), d) + tgt[1:]]))
-             for d, (src, tgt) in enumerate(_slices(dy, dx, h, w) for dy, dx in DIRS)]
+    edges = [
+        (src, tgt, pack(open_edges[(slice(None), d) + tgt[1:]]))
+        for d, (src, tgt) in enumerate(_slices(dy, dx, h, w) for dy, dx in DIRS)
+    ]
     passable = pack(passable)
     burning = pack(ignition) & passable
     burned = burning.copy()
@@ -158,8 +162,9 @@ def greedy_masked(q, mask: np.ndarray) -> np.ndarray:
 class FuelBreakVectorEnv:
     """E fuel-break games stepped together (see the module docstring)."""
 
-    def __init__(self, num_envs: int = 16, size: int | tuple[int, int] = 32, budget: int = 16,
-                 ignitions: int = 3, seed: int | None = 0):
+    def __init__(
+        self, num_envs: int = 16, size: int | tuple[int, int] = 32, budget: int = 16, ignitions: int = 3, seed: int | None = 0
+    ):
         h, w = cast("tuple[int, int]", (size, size) if np.isscalar(size) else size)
         if int(num_envs) < 1:
             raise ValueError(f"num_envs {num_envs!r} must be >= 1")
@@ -173,8 +178,9 @@ class FuelBreakVectorEnv:
             raise ValueError(f"budget {budget!r} must be in [1, {room}] for a {h}x{w} board with {ignitions} ignitions")
         self.num_envs, self.height, self.width = int(num_envs), int(h), int(w)
         self.budget, self.ignitions = int(budget), int(ignitions)
-        self.spec = EnvSpec(obs_shape=(len(CHANNELS), self.height, self.width), obs_dtype="uint8",
-                            stack=1, num_actions=cells, masked=True)
+        self.spec = EnvSpec(
+            obs_shape=(len(CHANNELS), self.height, self.width), obs_dtype="uint8", stack=1, num_actions=cells, masked=True
+        )
         self._rng = np.random.default_rng(seed)
         e = self.num_envs
         self.burnable = np.zeros((e, h, w), bool)
@@ -231,8 +237,19 @@ class FuelBreakVectorEnv:
         self.burnable[idx], self.ignition[idx] = burnable.reshape(n, h, w), ignition.reshape(n, h, w)
         self._start(idx, veg, den, elev, wind_dir, wind_speed, rng.random((n, 8, h, w), np.float32))
 
-    def set_episode(self, i: int, burnable, ignition, *, veg=None, den=None, elevation=None,
-                    wind_dir: float = 0.0, wind_speed: float = 0.0, uniforms=None) -> np.ndarray:
+    def set_episode(
+        self,
+        i: int,
+        burnable,
+        ignition,
+        *,
+        veg=None,
+        den=None,
+        elevation=None,
+        wind_dir: float = 0.0,
+        wind_speed: float = 0.0,
+        uniforms=None,
+    ) -> np.ndarray:
         """Test and evaluation hook: restart env ``i`` on a given landscape; returns the obs of all envs.
 
         ``burnable``/``ignition`` bool [H, W]; ``veg``/``den`` int [H, W] in 0..2 (default 1: shrubs,
@@ -251,8 +268,15 @@ class FuelBreakVectorEnv:
         idx = np.array([i])
         self.burnable[idx], self.ignition[idx] = burnable, ignition
         grid = lambda a, fill, dt: np.full((1, h, w), fill, dt) if a is None else np.asarray(a, dt)[None]  # noqa: E731
-        self._start(idx, grid(veg, 1, int), grid(den, 1, int), grid(elevation, 0.0, float),
-                    np.array([wind_dir], float), np.array([wind_speed], float), np.asarray(uniforms)[None])
+        self._start(
+            idx,
+            grid(veg, 1, int),
+            grid(den, 1, int),
+            grid(elevation, 0.0, float),
+            np.array([wind_dir], float),
+            np.array([wind_speed], float),
+            np.asarray(uniforms)[None],
+        )
         self._started = True
         return self._observe()
 
@@ -285,8 +309,9 @@ class FuelBreakVectorEnv:
         valid = inside & self.action_mask()[rows, np.where(inside, actions, 0)]
         if not valid.all():
             i = int(np.flatnonzero(~valid)[0])
-            raise ValueError(f"env {i}: action {int(actions[i])} is not a valid cell (off the board, unburnable, "
-                             "a break or an ignition cell)")
+            raise ValueError(
+                f"env {i}: action {int(actions[i])} is not a valid cell (off the board, unburnable, a break or an ignition cell)"
+            )
         before = self.burned.sum(axis=(1, 2))
         hit = self.burned.reshape(e, -1)[rows, actions]  # a break off the fire changes nothing
         self.breaks.reshape(e, -1)[rows, actions] = True
@@ -318,14 +343,18 @@ class FuelbreakOptions:
     """Most ignition points per episode (each episode draws 1..this many)."""
 
     def validate(self) -> None:
-        check(is_int(self.size) and 8 <= self.size <= 256, "env.fuelbreak.size", self.size,
-              "must be an integer in [8, 256]")
-        check(is_int(self.ignitions) and self.ignitions >= 1, "env.fuelbreak.ignitions", self.ignitions,
-              "must be an integer >= 1")
-        cells = self.size ** 2
+        check(is_int(self.size) and 8 <= self.size <= 256, "env.fuelbreak.size", self.size, "must be an integer in [8, 256]")
+        check(
+            is_int(self.ignitions) and self.ignitions >= 1, "env.fuelbreak.ignitions", self.ignitions, "must be an integer >= 1"
+        )
+        cells = self.size**2
         room = cells - math.ceil(UNBURNABLE[1] * cells) - self.ignitions  # cells always free for breaks
-        check(is_int(self.budget) and 1 <= self.budget <= room, "env.fuelbreak.budget", self.budget,
-              f"must be an integer in [1, {room}] on a {self.size}x{self.size} landscape with {self.ignitions} ignitions")
+        check(
+            is_int(self.budget) and 1 <= self.budget <= room,
+            "env.fuelbreak.budget",
+            self.budget,
+            f"must be an integer in [1, {room}] on a {self.size}x{self.size} landscape with {self.ignitions} ignitions",
+        )
 
 
 def _make(cfg: EnvConfig, seeds: Sequence[int]) -> FuelBreakVectorEnv:
@@ -333,12 +362,21 @@ def _make(cfg: EnvConfig, seeds: Sequence[int]) -> FuelBreakVectorEnv:
     return FuelBreakVectorEnv(len(seeds), size=o.size, budget=o.budget, ignitions=o.ignitions, seed=seeds[0])
 
 
-ENTRY = register(EnvEntry(
-    "fuelbreak", spec=lambda cfg: _make(cfg, [0]).spec, make=_make,
-    action_names=lambda cfg: [f"{y},{x}" for y in range(cfg.fuelbreak.size) for x in range(cfg.fuelbreak.size)],
-    validate=lambda cfg: cfg.fuelbreak.validate(), random_reference=True,
-    reward_scale=100.0, envs_per_actor=32, eps_anneal_steps=1_000, target_sync_env_steps=32_000,
-    broadcast_env_steps=12_288))
+ENTRY = register(
+    EnvEntry(
+        "fuelbreak",
+        spec=lambda cfg: _make(cfg, [0]).spec,
+        make=_make,
+        action_names=lambda cfg: [f"{y},{x}" for y in range(cfg.fuelbreak.size) for x in range(cfg.fuelbreak.size)],
+        validate=lambda cfg: cfg.fuelbreak.validate(),
+        random_reference=True,
+        reward_scale=100.0,
+        envs_per_actor=32,
+        eps_anneal_steps=1_000,
+        target_sync_env_steps=32_000,
+        broadcast_env_steps=12_288,
+    )
+)
 """Rewards are fractions of the landscape (a break saving 10 of 1,024 cells: 0.0098), scaled to percent; 32 envs
 per actor (a numpy call steps them all); episodes are 16 steps, so exploration anneals over 1,000. Its defaults hold
 no replay ratio, and a 2-core learner makes an update per 70-125 of its env steps: the target net syncs every

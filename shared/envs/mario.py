@@ -36,14 +36,34 @@ __all__ = ["ACTION_SETS", "MarioOptions", "make_mario_env", "parse_stage"]
 # importing this module (learner, fake env) does not import gym.
 ACTION_SETS: dict[str, list[list[str]]] = {
     "right_only": [
-        ["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"],
+        ["NOOP"],
+        ["right"],
+        ["right", "A"],
+        ["right", "B"],
+        ["right", "A", "B"],
     ],
     "simple": [
-        ["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"], ["A"], ["left"],
+        ["NOOP"],
+        ["right"],
+        ["right", "A"],
+        ["right", "B"],
+        ["right", "A", "B"],
+        ["A"],
+        ["left"],
     ],
     "complex": [
-        ["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"], ["A"], ["left"],
-        ["left", "A"], ["left", "B"], ["left", "A", "B"], ["down"], ["up"],
+        ["NOOP"],
+        ["right"],
+        ["right", "A"],
+        ["right", "B"],
+        ["right", "A", "B"],
+        ["A"],
+        ["left"],
+        ["left", "A"],
+        ["left", "B"],
+        ["left", "A", "B"],
+        ["down"],
+        ["up"],
     ],
 }
 
@@ -71,10 +91,15 @@ class MarioOptions:
 
     def validate(self) -> None:
         parse_stage(self.stage)
-        check(self.actions in ACTION_SETS, "env.mario.actions", self.actions,
-              f"must be one of {', '.join(map(repr, ACTION_SETS))}")
-        check(is_int(self.no_progress_steps) and self.no_progress_steps >= 0, "env.mario.no_progress_steps",
-              self.no_progress_steps, "must be an integer >= 0 (0: never)")
+        check(
+            self.actions in ACTION_SETS, "env.mario.actions", self.actions, f"must be one of {', '.join(map(repr, ACTION_SETS))}"
+        )
+        check(
+            is_int(self.no_progress_steps) and self.no_progress_steps >= 0,
+            "env.mario.no_progress_steps",
+            self.no_progress_steps,
+            "must be an integer >= 0 (0: never)",
+        )
 
 
 def parse_stage(stage: str) -> tuple[int, int] | None:
@@ -136,7 +161,6 @@ class _JumpReleasePad:
         self._joypad.close()
 
 
-
 def make_mario_env(cfg: EnvConfig, seed: int) -> Any:
     """Super Mario Bros built in this process, preprocessed (a frames.py ``Preprocess`` whose ``raw`` is the
     nes-py env). nes-py has no randomness of its own for SMB (the game is deterministic given the actions);
@@ -153,8 +177,16 @@ def make_mario_env(cfg: EnvConfig, seed: int) -> Any:
         inner = JoypadSpace(raw, buttons)
     if opts.jump_release:
         inner = _JumpReleasePad(inner, raw)
-    env = Preprocess(inner, len(buttons), cfg.frame_skip, cfg.frame_size, cfg.max_episode_steps, seed=seed,
-                     seed_fn=getattr(raw, "seed", None), no_progress_steps=opts.no_progress_steps)
+    env = Preprocess(
+        inner,
+        len(buttons),
+        cfg.frame_skip,
+        cfg.frame_size,
+        cfg.max_episode_steps,
+        seed=seed,
+        seed_fn=getattr(raw, "seed", None),
+        no_progress_steps=opts.no_progress_steps,
+    )
     env.raw = raw
     return env
 
@@ -163,10 +195,23 @@ def _action_names(cfg: EnvConfig) -> list[str]:
     return ["+".join(buttons) for buttons in ACTION_SETS[cfg.mario.actions]]
 
 
-ENTRY = register(frame_entry(
-    "mario", make_mario_env, _action_names, validate=lambda cfg: cfg.mario.validate(),
-    label=lambda cfg: cfg.mario.stage, options=lambda cfg: cfg.mario.describe(), score="Distance", success="Flags",
-    video=True, reward_scale=1 / 15, target_sync_env_steps=16_000, munchausen_alpha=0.9, total_env_steps=300_000))
+ENTRY = register(
+    frame_entry(
+        "mario",
+        make_mario_env,
+        _action_names,
+        validate=lambda cfg: cfg.mario.validate(),
+        label=lambda cfg: cfg.mario.stage,
+        options=lambda cfg: cfg.mario.describe(),
+        score="Distance",
+        success="Flags",
+        video=True,
+        reward_scale=1 / 15,
+        target_sync_env_steps=16_000,
+        munchausen_alpha=0.9,
+        total_env_steps=300_000,
+    )
+)
 """Mario's reward (x progress, clock, death) is clipped to +-15 per frame by gym-super-mario-bros: scaled by 1/15.
 The target net syncs every 16,000 env steps (1,000 updates at 4 samples per transition, batch 64): at a quarter of
 that a run's last weights fell far below its own earlier snapshots.

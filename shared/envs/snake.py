@@ -331,17 +331,30 @@ class SnakeOptions:
     def validate(self) -> None:
         check(is_int(self.size) and 4 <= self.size <= 256, "env.snake.size", self.size, "must be an integer in [4, 256]")
         check(self.obs in OBS_KINDS, "env.snake.obs", self.obs, "must be 'features' or 'grid'")
-        check(is_int(self.hunger) and self.hunger >= 0, "env.snake.hunger", self.hunger,
-              "must be an integer >= 0 (0: the number of cells)")
+        check(
+            is_int(self.hunger) and self.hunger >= 0,
+            "env.snake.hunger",
+            self.hunger,
+            "must be an integer >= 0 (0: the number of cells)",
+        )
 
 
 def _make(cfg: EnvConfig, seeds: Sequence[int]) -> SnakeVectorEnv:
     o = cfg.snake
-    return SnakeVectorEnv(len(seeds), size=o.size, seed=seeds[0], obs=o.obs, max_steps=cfg.max_episode_steps,
-                          hunger=o.hunger or None, flood=o.flood)
+    return SnakeVectorEnv(
+        len(seeds), size=o.size, seed=seeds[0], obs=o.obs, max_steps=cfg.max_episode_steps, hunger=o.hunger or None, flood=o.flood
+    )
 
 
-ENTRY = register(EnvEntry(
-    "snake", spec=lambda cfg: _make(cfg, [0]).spec, make=_make, action_names=lambda cfg: list(ACTION_NAMES),
-    validate=lambda cfg: cfg.snake.validate(), random_reference=True, reward_scale=0.1))
+ENTRY = register(
+    EnvEntry(
+        "snake",
+        spec=lambda cfg: _make(cfg, [0]).spec,
+        make=_make,
+        action_names=lambda cfg: list(ACTION_NAMES),
+        validate=lambda cfg: cfg.snake.validate(),
+        random_reference=True,
+        reward_scale=0.1,
+    )
+)
 """Snake's food and death are +-10: scaled by 0.1."""

@@ -44,8 +44,9 @@ def server_socket_options(sock: zmq.Socket, transport: TransportConfig) -> None:
     """Make a learner socket a CURVE server (call before bind); nothing when CURVE is off on loopback."""
     if not transport.curve_server_secret:
         if not is_loopback(transport.host):
-            raise ConfigError(f"transport.curve_server_secret='' must be set to bind to transport.host="
-                              f"{transport.host!r} (not loopback)")
+            raise ConfigError(
+                f"transport.curve_server_secret='' must be set to bind to transport.host={transport.host!r} (not loopback)"
+            )
         return
     public, secret = _load(transport.curve_server_secret, "curve_server_secret", secret=True)
     sock.curve_secretkey = secret
@@ -59,11 +60,14 @@ def client_socket_options(sock: zmq.Socket, transport: TransportConfig) -> None:
     """Make an actor socket a CURVE client of the learner (call before connect); nothing when CURVE is off."""
     if not transport.curve_client_secret:
         if not is_loopback(transport.host):
-            raise ConfigError(f"transport.curve_client_secret='' must be set to connect to transport.host="
-                              f"{transport.host!r} (not loopback)")
+            raise ConfigError(
+                f"transport.curve_client_secret='' must be set to connect to transport.host={transport.host!r} (not loopback)"
+            )
         if transport.curve_server_secret:
-            raise ConfigError("transport.curve_client_secret='' must be set: the learner of this run uses CURVE "
-                              "and refuses actors without an allowed key")
+            raise ConfigError(
+                "transport.curve_client_secret='' must be set: the learner of this run uses CURVE "
+                "and refuses actors without an allowed key"
+            )
         return
     public, secret = _load(transport.curve_client_secret, "curve_client_secret", secret=True)
     server_public, _ = _load(transport.curve_server_public, "curve_server_public", secret=False)
@@ -90,8 +94,10 @@ def start_authenticator(transport: TransportConfig, context: zmq.Context | None 
             auth.configure_curve(domain=ZAP_DOMAIN, location=folder)
             entry = _authenticators[id(ctx)] = [ctx, auth, folder, 0]
         elif entry[2] != folder:
-            raise ConfigError(f"transport.curve_authorized_dir={folder!r} differs from {entry[2]!r}, "
-                              "whose allow-list already guards this zmq.Context")
+            raise ConfigError(
+                f"transport.curve_authorized_dir={folder!r} differs from {entry[2]!r}, "
+                "whose allow-list already guards this zmq.Context"
+            )
         entry[3] += 1
     released: list[bool] = []  # [True] once release() ran: it runs once
 
@@ -125,7 +131,8 @@ def wait_for_key_files(transport: TransportConfig, timeout: float) -> None:
     def ready() -> bool:
         folder = transport.curve_authorized_dir
         return all(os.path.isfile(p) for p in paths) and (
-            not folder or (os.path.isdir(folder) and any(f.endswith(".key") for f in os.listdir(folder))))
+            not folder or (os.path.isdir(folder) and any(f.endswith(".key") for f in os.listdir(folder)))
+        )
 
     while not ready() and time.monotonic() < deadline:
         time.sleep(0.5)

@@ -45,14 +45,24 @@ def held_kernel_buffer(spec: EnvSpec | Limits, envs: int, steps: int) -> int:
     at most :data:`HELD_KERNEL_BUFFER`. A fixed 128 KiB holds dozens of small-observation batches (a corridor
     batch is 2.5 KB): their actors' batches then arrived up to 16 broadcasts late and up to half were dropped as
     stale_weights, so how much of a run's data was trained on depended on the machine's timing."""
-    step_bytes = (int(np.prod(spec.obs_shape)) * np.dtype(spec.obs_dtype).itemsize
-                  + sum(d.itemsize for d in batch_dtypes(spec.obs_dtype, spec.num_actions)[1:]))
+    step_bytes = int(np.prod(spec.obs_shape)) * np.dtype(spec.obs_dtype).itemsize + sum(
+        d.itemsize for d in batch_dtypes(spec.obs_dtype, spec.num_actions)[1:]
+    )
     return int(min(HELD_KERNEL_BUFFER, max(1 << 12, envs * steps * step_bytes)))
 
 
-def open_socket(ctx: zmq.Context, kind: int, transport: TransportConfig | None, *, server: bool,
-                send_hwm: int | None = None, recv_hwm: int | None = None, max_message: int | None = None,
-                subscribe: bytes | None = None, kernel_buffer: int | None = None) -> zmq.Socket:
+def open_socket(
+    ctx: zmq.Context,
+    kind: int,
+    transport: TransportConfig | None,
+    *,
+    server: bool,
+    send_hwm: int | None = None,
+    recv_hwm: int | None = None,
+    max_message: int | None = None,
+    subscribe: bytes | None = None,
+    kernel_buffer: int | None = None,
+) -> zmq.Socket:
     """A ``kind`` socket (zmq.PUSH, PULL, PUB, SUB, DEALER, ROUTER) with LINGER 0, the given high-water marks
     (messages queued per peer) and maximum message size in bytes (a larger frame disconnects the sender), the
     link options of ``transport`` and its CURVE keys, server side when ``server`` (the end that binds).
@@ -90,9 +100,11 @@ def bind(sock: zmq.Socket, address: str, transport: TransportConfig, what: str) 
     except zmq.ZMQError as exc:
         if exc.errno != zmq.EADDRINUSE:
             raise
-        raise ConfigError(f"transport.base_port={transport.base_port} puts {what} on {address}, which another "
-                          f"process holds (another run on this machine?): give this run free ports with "
-                          f"--transport.base-port") from exc
+        raise ConfigError(
+            f"transport.base_port={transport.base_port} puts {what} on {address}, which another "
+            f"process holds (another run on this machine?): give this run free ports with "
+            f"--transport.base-port"
+        ) from exc
 
 
 def link_options(sock: zmq.Socket, transport: TransportConfig) -> None:

@@ -97,21 +97,22 @@ ARRAY_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint8), np.dtype(np.float32), np
 """Mario's dtypes (frames uint8, actions uint8); other specs change the first two (:func:`batch_dtypes`)."""
 OBS_DTYPES = {name: np.dtype(name) for name in SPEC_OBS_DTYPES}  # the dtypes an EnvSpec may declare
 EPISODE_FIELDS = ("return", "score", "success")  # the columns of the episodes frame
-HEADER_KEYS = frozenset({"v", "kind", "actor", "inc", "seq", "wv", "run", "E", "T", "shape", "K", "P", "M",
-                         "dtypes", "stats"})
+HEADER_KEYS = frozenset({"v", "kind", "actor", "inc", "seq", "wv", "run", "E", "T", "shape", "K", "P", "M", "dtypes", "stats"})
 MAX_OBS_DIMS = 4
 NUM_FRAMES = 9  # header + frames, actions, rewards, terminated, first + masks, episodes, priorities
-STAT_KEYS = frozenset({
-    "steps",        # env steps taken by this incarnation
-    "episodes",     # episodes finished by this incarnation
-    "last_return",  # return of the last finished episode
-    "last_score",   # score of the last finished episode (the env's: Mario's furthest x_pos, Snake's food)
-    "successes",    # episodes that succeeded (the env's success: Mario reached the flag)
-    "fps",          # env steps per second over the last batch
-    "dropped",      # batches dropped from the actor's staging queue so far
-    "sent",         # transitions in messages handed to the socket so far, this one included
-    "epsilon",      # mean exploration rate of the actor's envs at the batch's last step
-})
+STAT_KEYS = frozenset(
+    {
+        "steps",  # env steps taken by this incarnation
+        "episodes",  # episodes finished by this incarnation
+        "last_return",  # return of the last finished episode
+        "last_score",  # score of the last finished episode (the env's: Mario's furthest x_pos, Snake's food)
+        "successes",  # episodes that succeeded (the env's success: Mario reached the flag)
+        "fps",  # env steps per second over the last batch
+        "dropped",  # batches dropped from the actor's staging queue so far
+        "sent",  # transitions in messages handed to the socket so far, this one included
+        "epsilon",  # mean exploration rate of the actor's envs at the batch's last step
+    }
+)
 MAX_HEADER_BYTES = 4096
 _INT64_MAX = (1 << 63) - 1
 
@@ -148,8 +149,9 @@ class Limits:
     @classmethod
     def for_spec(cls, spec: Any, **bounds: int) -> Limits:
         """Limits for an :class:`shared.spec.EnvSpec` and the transport's bounds."""
-        return cls(obs_shape=tuple(spec.obs_shape), num_actions=spec.num_actions, obs_dtype=spec.obs_dtype,
-                   masked=spec.masked, **bounds)
+        return cls(
+            obs_shape=tuple(spec.obs_shape), num_actions=spec.num_actions, obs_dtype=spec.obs_dtype, masked=spec.masked, **bounds
+        )
 
 
 def action_dtype(num_actions: int) -> np.dtype:
@@ -193,10 +195,22 @@ class Batch:
         return int(self.actions.size)
 
 
-def encode_batch(actor: int, incarnation: int, seq: int, weights_version: int, frames: np.ndarray,
-                 actions: np.ndarray, rewards: np.ndarray, terminated: np.ndarray, first: np.ndarray,
-                 stats: dict[str, float], episodes: np.ndarray | None = None,
-                 priorities: np.ndarray | None = None, masks: np.ndarray | None = None, run: int = 0) -> list:
+def encode_batch(
+    actor: int,
+    incarnation: int,
+    seq: int,
+    weights_version: int,
+    frames: np.ndarray,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    terminated: np.ndarray,
+    first: np.ndarray,
+    stats: dict[str, float],
+    episodes: np.ndarray | None = None,
+    priorities: np.ndarray | None = None,
+    masks: np.ndarray | None = None,
+    run: int = 0,
+) -> list:
     """Return the frames of a BATCH message (header bytes + the arrays themselves, not copied).
 
     ``frames`` [E, T, *S] of an OBS_DTYPES dtype; ``actions`` uint8 or uint16 [E, T]. ``episodes`` is
@@ -217,36 +231,56 @@ def encode_batch(actor: int, incarnation: int, seq: int, weights_version: int, f
         raise ValueError(f"actions must be uint8 or uint16, got {actions.dtype}")
     if episodes is None:
         episodes = _NO_EPISODES
-    if episodes.dtype != np.float32 or episodes.ndim != 2 or episodes.shape[1] != len(EPISODE_FIELDS) \
-            or not episodes.flags.c_contiguous:
-        raise ValueError(f"episodes must be C-contiguous float32 [K, {len(EPISODE_FIELDS)}], "
-                         f"got {episodes.dtype} {episodes.shape}")
+    if (
+        episodes.dtype != np.float32
+        or episodes.ndim != 2
+        or episodes.shape[1] != len(EPISODE_FIELDS)
+        or not episodes.flags.c_contiguous
+    ):
+        raise ValueError(
+            f"episodes must be C-contiguous float32 [K, {len(EPISODE_FIELDS)}], got {episodes.dtype} {episodes.shape}"
+        )
     n_env, n_steps = frames.shape[:2]
     if actions.shape != (n_env, n_steps):
         raise ValueError(f"actions must be [{n_env}, {n_steps}], got {actions.shape}")
     if priorities is None:
         priorities = _NO_PRIORITIES
     elif priorities.dtype != np.float32 or priorities.shape != (n_env, n_steps) or not priorities.flags.c_contiguous:
-        raise ValueError(f"priorities must be C-contiguous float32 [{n_env}, {n_steps}], "
-                         f"got {priorities.dtype} {priorities.shape}")
+        raise ValueError(
+            f"priorities must be C-contiguous float32 [{n_env}, {n_steps}], got {priorities.dtype} {priorities.shape}"
+        )
     if masks is None:
         masks = _NO_MASKS
-    elif masks.dtype != np.uint8 or masks.ndim != 3 or masks.shape[:2] != (n_env, n_steps) \
-            or not masks.flags.c_contiguous:
-        raise ValueError(f"masks must be C-contiguous packed uint8 [{n_env}, {n_steps}, ceil(A/8)], "
-                         f"got {masks.dtype} {masks.shape}")
+    elif masks.dtype != np.uint8 or masks.ndim != 3 or masks.shape[:2] != (n_env, n_steps) or not masks.flags.c_contiguous:
+        raise ValueError(
+            f"masks must be C-contiguous packed uint8 [{n_env}, {n_steps}, ceil(A/8)], got {masks.dtype} {masks.shape}"
+        )
     header = {
-        "v": VERSION, "kind": KIND_BATCH, "actor": int(actor), "inc": int(incarnation), "seq": int(seq),
-        "wv": int(weights_version), "run": int(run), "E": n_env, "T": n_steps, "shape": [int(d) for d in frames.shape[2:]],
-        "K": int(episodes.shape[0]), "P": int(priorities.size > 0), "M": int(masks.size > 0),
-        "dtypes": dtype_strs, "stats": {k: float(stats[k]) for k in STAT_KEYS},
+        "v": VERSION,
+        "kind": KIND_BATCH,
+        "actor": int(actor),
+        "inc": int(incarnation),
+        "seq": int(seq),
+        "wv": int(weights_version),
+        "run": int(run),
+        "E": n_env,
+        "T": n_steps,
+        "shape": [int(d) for d in frames.shape[2:]],
+        "K": int(episodes.shape[0]),
+        "P": int(priorities.size > 0),
+        "M": int(masks.size > 0),
+        "dtypes": dtype_strs,
+        "stats": {k: float(stats[k]) for k in STAT_KEYS},
     }
     return [msgpack.packb(header, use_bin_type=True), *arrays, masks, episodes, priorities]
 
 
 _WANTED_DTYPES = (None, None) + ARRAY_DTYPES[2:]  # frames and actions: checked against _DTYPE_STRS
-_DTYPE_STRS = {(np.dtype(o), np.dtype(a)): [np.dtype(o).str, np.dtype(a).str] + [d.str for d in ARRAY_DTYPES[2:]]
-               for o in OBS_DTYPES.values() for a in (np.uint8, "<u2")}
+_DTYPE_STRS = {
+    (np.dtype(o), np.dtype(a)): [np.dtype(o).str, np.dtype(a).str] + [d.str for d in ARRAY_DTYPES[2:]]
+    for o in OBS_DTYPES.values()
+    for a in (np.uint8, "<u2")
+}
 """The header's ``dtypes`` of every whitelisted (observation, action) dtype pair, built once (the actors' send path)."""
 _NO_EPISODES = np.zeros((0, len(EPISODE_FIELDS)), np.float32)
 _NO_PRIORITIES = np.zeros(0, np.float32)
@@ -258,8 +292,17 @@ def _unpack_header(raw: Any) -> dict:
     if data.nbytes > MAX_HEADER_BYTES:
         raise ProtocolError("header_size", f"header of {data.nbytes} bytes exceeds {MAX_HEADER_BYTES}")
     try:
-        header = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True,
-                                 max_str_len=256, max_bin_len=0, max_ext_len=0, max_array_len=16, max_map_len=16)
+        header = msgpack.unpackb(
+            data,
+            raw=False,
+            strict_map_key=True,
+            use_list=True,
+            max_str_len=256,
+            max_bin_len=0,
+            max_ext_len=0,
+            max_array_len=16,
+            max_map_len=16,
+        )
     except Exception as exc:  # msgpack raises several types (ValueError, ExtraData, FormatError, StackError...)
         raise ProtocolError("header_msgpack", f"{type(exc).__name__}: {exc}"[:200]) from None
     if not isinstance(header, dict):
@@ -300,8 +343,11 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     has_masks = _int_field(header, "M", 0, 1)
     shape = header["shape"]
     if shape != limits.shape_list or not all(type(d) is int for d in shape):  # type: 1.0 == 1 and True == 1
-        if not (isinstance(shape, list) and 1 <= len(shape) <= MAX_OBS_DIMS
-                and all(type(d) is int and 1 <= d <= 1 << 16 for d in shape)):
+        if not (
+            isinstance(shape, list)
+            and 1 <= len(shape) <= MAX_OBS_DIMS
+            and all(type(d) is int and 1 <= d <= 1 << 16 for d in shape)
+        ):
             raise ProtocolError("field", f"shape={shape!r} not a list of 1 to {MAX_OBS_DIMS} ints in [1, 65536]")
         raise ProtocolError("shape", f"observation shape {tuple(shape)} != expected {tuple(limits.obs_shape)}")
     dtypes = limits.dtypes
@@ -310,8 +356,11 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     if has_masks != int(limits.masked):
         raise ProtocolError("field", f"M={has_masks} but this env is {'masked' if limits.masked else 'unmasked'}")
     stats = header["stats"]
-    if not isinstance(stats, dict) or set(stats) != STAT_KEYS or not all(
-            type(v) in (int, float) and np.isfinite(v) for v in stats.values()):
+    if (
+        not isinstance(stats, dict)
+        or set(stats) != STAT_KEYS
+        or not all(type(v) in (int, float) and np.isfinite(v) for v in stats.values())
+    ):
         raise ProtocolError("stats", f"stats must map exactly {sorted(STAT_KEYS)} to finite numbers")
 
     shapes = ((n_env, n_steps, *shape),) + ((n_env, n_steps),) * 4
@@ -334,11 +383,15 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     masks = _decode_masks(parts[6], has_masks, n_env, n_steps, actions, limits.num_actions)
     buf = memoryview(parts[7])
     if buf.nbytes != n_episodes * len(EPISODE_FIELDS) * 4:
-        raise ProtocolError("size", f"episodes: {buf.nbytes} bytes, expected {n_episodes * len(EPISODE_FIELDS) * 4} "
-                                    f"for [{n_episodes}, {len(EPISODE_FIELDS)}] float32")
+        raise ProtocolError(
+            "size",
+            f"episodes: {buf.nbytes} bytes, expected {n_episodes * len(EPISODE_FIELDS) * 4} "
+            f"for [{n_episodes}, {len(EPISODE_FIELDS)}] float32",
+        )
     episodes = np.frombuffer(buf, dtype=np.float32).reshape(n_episodes, len(EPISODE_FIELDS))
-    if n_episodes and not (np.isfinite(episodes).all() and (episodes[:, 1] >= 0).all()
-                           and np.isin(episodes[:, 2], (0.0, 1.0)).all()):
+    if n_episodes and not (
+        np.isfinite(episodes).all() and (episodes[:, 1] >= 0).all() and np.isin(episodes[:, 2], (0.0, 1.0)).all()
+    ):
         raise ProtocolError("values", "episodes must be finite, with score >= 0 and success 0 or 1")
     buf = memoryview(parts[8])
     expected = n_env * n_steps * 4 if has_priorities else 0
@@ -349,12 +402,27 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
         priorities = np.frombuffer(buf, dtype=np.float32).reshape(n_env, n_steps)
         if not (np.isfinite(priorities).all() and (priorities >= 0).all()):
             raise ProtocolError("values", "priorities must be finite and >= 0")
-    return Batch(actor, incarnation, seq, weights_version, frames, actions, rewards, terminated, first,
-                 {k: float(v) for k, v in stats.items()}, episodes, priorities, masks, run)
+    return Batch(
+        actor,
+        incarnation,
+        seq,
+        weights_version,
+        frames,
+        actions,
+        rewards,
+        terminated,
+        first,
+        {k: float(v) for k, v in stats.items()},
+        episodes,
+        priorities,
+        masks,
+        run,
+    )
 
 
-def _decode_masks(part: Any, has_masks: int, n_env: int, n_steps: int, actions: np.ndarray,
-                  num_actions: int) -> np.ndarray | None:
+def _decode_masks(
+    part: Any, has_masks: int, n_env: int, n_steps: int, actions: np.ndarray, num_actions: int
+) -> np.ndarray | None:
     """The packed masks frame: its size, no bits past A, a valid action in every slot, the taken one valid."""
     buf = memoryview(part)
     width = mask_bytes(num_actions)
@@ -383,19 +451,32 @@ def encode_weights(weights_version: int, state: dict[str, np.ndarray], run: int)
     for name, arr in zip(names, arrays):
         if arr.dtype.str not in WEIGHT_DTYPES:
             raise ValueError(f"weight {name} has dtype {arr.dtype}, expected one of {sorted(WEIGHT_DTYPES)}")
-    header = {"v": VERSION, "kind": KIND_WEIGHTS, "run": int(run), "wv": int(weights_version), "names": names,
-              "dtypes": [a.dtype.str for a in arrays], "shapes": [list(a.shape) for a in arrays]}
+    header = {
+        "v": VERSION,
+        "kind": KIND_WEIGHTS,
+        "run": int(run),
+        "wv": int(weights_version),
+        "names": names,
+        "dtypes": [a.dtype.str for a in arrays],
+        "shapes": [list(a.shape) for a in arrays],
+    }
     return [msgpack.packb(header, use_bin_type=True), *arrays]
 
 
-def decode_weights(parts: Sequence[Any],
-                   expected: dict[str, tuple[tuple[int, ...], str]]) -> tuple[int, int, dict]:
+def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ...], str]]) -> tuple[int, int, dict]:
     """Decode WEIGHTS against ``expected`` {name: (shape, dtype str)}; returns (run, weights_version, arrays)."""
     if len(parts) != 1 + len(expected):
         raise ProtocolError("frame_count", f"{len(parts)} frames, expected {1 + len(expected)}")
     try:
-        header = msgpack.unpackb(memoryview(parts[0]), raw=False, strict_map_key=True, max_bin_len=0,
-                                 max_ext_len=0, max_str_len=256, max_array_len=4 * len(expected) + 16)
+        header = msgpack.unpackb(
+            memoryview(parts[0]),
+            raw=False,
+            strict_map_key=True,
+            max_bin_len=0,
+            max_ext_len=0,
+            max_str_len=256,
+            max_array_len=4 * len(expected) + 16,
+        )
     except Exception as exc:
         raise ProtocolError("header_msgpack", f"{type(exc).__name__}: {exc}"[:200]) from None
     if not isinstance(header, dict) or header.get("v") != VERSION or header.get("kind") != KIND_WEIGHTS:
@@ -433,8 +514,12 @@ def weights_endpoints(transport: Any) -> tuple[str, str]:
 
 
 def encode_weights_request(actor: int, incarnation: int, have: int) -> list:
-    return [msgpack.packb({"v": VERSION, "kind": KIND_WEIGHTS_REQUEST, "actor": int(actor),
-                           "inc": int(incarnation), "have": int(have)}, use_bin_type=True)]
+    return [
+        msgpack.packb(
+            {"v": VERSION, "kind": KIND_WEIGHTS_REQUEST, "actor": int(actor), "inc": int(incarnation), "have": int(have)},
+            use_bin_type=True,
+        )
+    ]
 
 
 def decode_weights_request(parts: Sequence[Any]) -> dict:
@@ -445,7 +530,9 @@ def decode_weights_request(parts: Sequence[Any]) -> dict:
 
 
 _REQUEST_KEYS: dict[Any, tuple[str, ...]] = {  # Any: looked up with whatever "kind" the header holds
-    KIND_WEIGHTS_REQUEST: ("actor", "inc", "have"), KIND_SLOT_REQUEST: ("inc", "want", "E")}
+    KIND_WEIGHTS_REQUEST: ("actor", "inc", "have"),
+    KIND_SLOT_REQUEST: ("inc", "want", "E"),
+}
 
 
 def decode_request(parts: Sequence[Any]) -> dict:
@@ -464,14 +551,29 @@ def decode_request(parts: Sequence[Any]) -> dict:
 
 
 def encode_slot_request(incarnation: int, want: int, envs: int) -> list:
-    return [msgpack.packb({"v": VERSION, "kind": KIND_SLOT_REQUEST, "inc": int(incarnation), "want": int(want),
-                           "E": int(envs)}, use_bin_type=True)]
+    return [
+        msgpack.packb(
+            {"v": VERSION, "kind": KIND_SLOT_REQUEST, "inc": int(incarnation), "want": int(want), "E": int(envs)},
+            use_bin_type=True,
+        )
+    ]
 
 
 def encode_slot(incarnation: int, slot: int, slots: int, lease: float, reason: str = "") -> list:
-    return [msgpack.packb({"v": VERSION, "kind": KIND_SLOT, "inc": int(incarnation), "slot": int(slot),
-                           "slots": int(slots), "lease": float(lease), "reason": str(reason)[:MAX_REASON_CHARS]},
-                          use_bin_type=True)]
+    return [
+        msgpack.packb(
+            {
+                "v": VERSION,
+                "kind": KIND_SLOT,
+                "inc": int(incarnation),
+                "slot": int(slot),
+                "slots": int(slots),
+                "lease": float(lease),
+                "reason": str(reason)[:MAX_REASON_CHARS],
+            },
+            use_bin_type=True,
+        )
+    ]
 
 
 def decode_slot(parts: Sequence[Any]) -> dict:

@@ -11,11 +11,30 @@ import pytest
 from tests.support.paths import ROOT
 from tests.support.runs import free_base_port
 
-SYSTEM_KEYS = {"experiences_per_s", "batches_per_s", "samples_per_s", "effective_batch", "updates", "epochs",
-               "epoch_seconds", "first_epoch_ratio", "gpu_utilization", "collector_blocked_fraction",
-               "collector_lock_wait_seconds", "collector_handoff_ms_per_1k_transitions", "collector_handoffs",
-               "collector_sent_transitions", "drops", "replay_bytes_per_transition", "learner_rss_mb_start",
-               "learner_rss_mb_end", "actors_rss_mb_start", "actors_rss_mb_end", "compile_seconds", "seconds"}
+SYSTEM_KEYS = {
+    "experiences_per_s",
+    "batches_per_s",
+    "samples_per_s",
+    "effective_batch",
+    "updates",
+    "epochs",
+    "epoch_seconds",
+    "first_epoch_ratio",
+    "gpu_utilization",
+    "collector_blocked_fraction",
+    "collector_lock_wait_seconds",
+    "collector_handoff_ms_per_1k_transitions",
+    "collector_handoffs",
+    "collector_sent_transitions",
+    "drops",
+    "replay_bytes_per_transition",
+    "learner_rss_mb_start",
+    "learner_rss_mb_end",
+    "actors_rss_mb_start",
+    "actors_rss_mb_end",
+    "compile_seconds",
+    "seconds",
+}
 LEARNER_VARIANTS = [f"{name}_accum{a}" for name in ("fp32_eager", "amp_eager", "amp_compiled") for a in (1, 4)]
 GPU_ONLY = {"gpu_utilization"}  # null on a machine without CUDA, a number with it
 
@@ -28,12 +47,50 @@ def is_number(value):
 def test_benchmark_json_has_every_key_with_numbers(tmp_path):
     out = tmp_path / "bench.json"
     base = free_base_port(6) + 2
-    cmd = [sys.executable, "-m", "launch.benchmark", "--quick", "--actors", "2", "--seconds", "1", "--rounds", "1",
-           "--transport-seconds", "1", "--learner-updates", "2", "--learner-epochs", "2",
-           "--system-seconds", "1", "--system-min-epochs", "2", "--system-min-replay", "256", "--system-updates-per-epoch", "1",
-           "--optimized-micro-batch", "16", "--optimized-accum", "2", "--original.batch", "16",
-           "--run.env.name", "fake", "--run.actor.batch-steps", "16", "--run.learner.micro-batch", "16",
-           "--run.replay.capacity", "8192", "--run.transport.base-port", str(base), "--json", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "launch.benchmark",
+        "--quick",
+        "--actors",
+        "2",
+        "--seconds",
+        "1",
+        "--rounds",
+        "1",
+        "--transport-seconds",
+        "1",
+        "--learner-updates",
+        "2",
+        "--learner-epochs",
+        "2",
+        "--system-seconds",
+        "1",
+        "--system-min-epochs",
+        "2",
+        "--system-min-replay",
+        "256",
+        "--system-updates-per-epoch",
+        "1",
+        "--optimized-micro-batch",
+        "16",
+        "--optimized-accum",
+        "2",
+        "--original.batch",
+        "16",
+        "--run.env.name",
+        "fake",
+        "--run.actor.batch-steps",
+        "16",
+        "--run.learner.micro-batch",
+        "16",
+        "--run.replay.capacity",
+        "8192",
+        "--run.transport.base-port",
+        str(base),
+        "--json",
+        str(out),
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -46,8 +103,14 @@ def test_benchmark_json_has_every_key_with_numbers(tmp_path):
 
     assert is_number(result["env_ceiling"]["steps_per_s"]) and result["env_ceiling"]["steps_per_s"] > 0
     collection = result["collection"]
-    for key in ("transitions_per_s_random", "transitions_per_s_apex", "efficiency_random", "efficiency_apex",
-                "cpu_efficiency_random", "cpu_efficiency_apex"):
+    for key in (
+        "transitions_per_s_random",
+        "transitions_per_s_apex",
+        "efficiency_random",
+        "efficiency_apex",
+        "cpu_efficiency_random",
+        "cpu_efficiency_apex",
+    ):
         assert is_number(collection[key]) and collection[key] > 0, key
     for r in collection["rounds_random"] + collection["rounds_apex"]:  # rates from message to message
         assert len(r["messages"]) == 2 and min(r["messages"]) >= 3 and r["seconds"] >= 1, r
@@ -72,15 +135,16 @@ def test_benchmark_json_has_every_key_with_numbers(tmp_path):
         assert figures["updates"] >= 2 and figures["experiences_per_s"] > 0, (side, figures)
         assert figures["collector_handoffs"] > 0
     assert system["original"]["effective_batch"] == 16 and system["optimized"]["effective_batch"] == 32
+
     def handoffs_per_transition(side):
         return system[side]["collector_handoffs"] / system[side]["collector_sent_transitions"]
+
     assert handoffs_per_transition("original") > handoffs_per_transition("optimized")  # one-step chunks vs batches
     if machine["gpu"] is None:  # with a GPU it is a number when NVML is installed, else null
         assert system["original"]["gpu_utilization"] is None and system["optimized"]["gpu_utilization"] is None
 
     table = proc.stdout
-    for row in ("| Experience Rate |", "| Training Throughput |", "| GPU Utilization |", "| Lock Wait Time",
-                "| Epoch Time |"):
+    for row in ("| Experience Rate |", "| Training Throughput |", "| GPU Utilization |", "| Lock Wait Time", "| Epoch Time |"):
         assert row in table, row
 
 
@@ -99,15 +163,29 @@ def test_a_sigkilled_benchmark_leaves_no_sender_running(tmp_path):
     import psutil
 
     base = free_base_port(4) + 2
-    cmd = [sys.executable, "-m", "launch.benchmark", "--stages", "transport", "--transport-seconds", "60",
-           "--transport-senders", "2", "--run.transport.base-port", str(base), "--json", str(tmp_path / "b.json")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "launch.benchmark",
+        "--stages",
+        "transport",
+        "--transport-seconds",
+        "60",
+        "--transport-senders",
+        "2",
+        "--run.transport.base-port",
+        str(base),
+        "--json",
+        str(tmp_path / "b.json"),
+    ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline, senders = time.monotonic() + 60, []
         while time.monotonic() < deadline and len(senders) < 2:  # the two senders (the spawn tracker is not one)
             time.sleep(0.5)
-            senders = [c for c in psutil.Process(proc.pid).children(recursive=True)
-                       if "multiprocessing-fork" in " ".join(c.cmdline())]
+            senders = [
+                c for c in psutil.Process(proc.pid).children(recursive=True) if "multiprocessing-fork" in " ".join(c.cmdline())
+            ]
         assert len(senders) == 2, [c.cmdline() for c in senders]
         time.sleep(2.0)  # well inside the 3 s warm-up + 60 s window: the senders are pushing
         proc.send_signal(signal.SIGKILL)

@@ -22,8 +22,9 @@ learner.close()
 
 def test_no_compiler_on_path_runs_eager_and_says_so(tmp_path):
     env = dict(os.environ, PATH=str(tmp_path / "empty"))  # python is started by its full path
-    out = subprocess.run([sys.executable, "-c", BUILD, str(tmp_path)], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", BUILD, str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "[MAIN] no compiler on PATH: torch.compile needs a C++ compiler on cpu, so the learner runs eager" in out.stdout
     assert "compile: False" in out.stdout

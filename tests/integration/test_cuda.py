@@ -19,8 +19,9 @@ from shared.spec import EnvSpec
 from tests.support.paths import ROOT
 from tests.support.runs import free_base_port
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
-                                reason="needs a CUDA GPU: CUDA graphs, fused Adam and device placement")
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU: CUDA graphs, fused Adam and device placement"
+)
 
 
 SIZE, STACK, ACTIONS = 84, 4, 7
@@ -30,17 +31,19 @@ CUDA = torch.device("cuda")
 
 def synthetic_batch(n, seed):
     g = torch.Generator().manual_seed(seed)
-    batch = {"obs": torch.randint(0, 256, (n, STACK, SIZE, SIZE), dtype=torch.uint8, generator=g),
-             "next_obs": torch.randint(0, 256, (n, STACK, SIZE, SIZE), dtype=torch.uint8, generator=g),
-             "action": torch.randint(0, ACTIONS, (n,), generator=g),
-             "reward": torch.randn(n, generator=g),
-             "discount": torch.where(torch.rand(n, generator=g) < 0.2, 0.0, 0.99 ** 3)}
+    batch = {
+        "obs": torch.randint(0, 256, (n, STACK, SIZE, SIZE), dtype=torch.uint8, generator=g),
+        "next_obs": torch.randint(0, 256, (n, STACK, SIZE, SIZE), dtype=torch.uint8, generator=g),
+        "action": torch.randint(0, ACTIONS, (n,), generator=g),
+        "reward": torch.randn(n, generator=g),
+        "discount": torch.where(torch.rand(n, generator=g) < 0.2, 0.0, 0.99**3),
+    }
     return {k: v.to(CUDA) for k, v in batch.items()}
 
 
 def split(batch, parts):
     n = batch["obs"].shape[0] // parts
-    return [{k: v[i * n:(i + 1) * n] for k, v in batch.items()} for i in range(parts)]
+    return [{k: v[i * n : (i + 1) * n] for k, v in batch.items()} for i in range(parts)]
 
 
 class _Sampler:
@@ -75,7 +78,7 @@ def test_compiled_cuda_graph_update_matches_eager(accum, amp, grad_tol):
     compiled.sync_target()
     if amp == "fp16":
         for dqn in (compiled, eager):
-            dqn.scaler = torch.amp.GradScaler("cuda", init_scale=2.0 ** 10)
+            dqn.scaler = torch.amp.GradScaler("cuda", init_scale=2.0**10)
     grads = [p.grad for p in compiled.online.parameters()]
     compiled.warm_up(_Sampler())
     for i in range(updates):
@@ -131,11 +134,40 @@ def test_resume_puts_each_optimizer_tensor_on_its_device(tmp_path):
 @pytest.mark.timeout(900)  # a hang guard
 def test_local_run_trains_on_cuda_with_accumulation(tmp_path):
     """launch.local on the GPU with the CUDA defaults (AMP, compile with CUDA graphs) and 4 micro-batches per update."""
-    cmd = [sys.executable, "-m", "launch.local", "--actors", "1", "--env.name", "catch", "--seed", "0",
-           "--device", "cuda", "--learner.steps", "50", "--learner.accum-steps", "4", "--learner.micro-batch", "64",
-           "--learner.min-replay", "500", "--learner.updates-per-epoch", "10", "--replay.capacity", "8192",
-           "--eval.final-episodes", "0", "--log-every", "10", "--no-progress",
-           "--transport.base-port", str(free_base_port(4) + 2), "--run-dir", str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "launch.local",
+        "--actors",
+        "1",
+        "--env.name",
+        "catch",
+        "--seed",
+        "0",
+        "--device",
+        "cuda",
+        "--learner.steps",
+        "50",
+        "--learner.accum-steps",
+        "4",
+        "--learner.micro-batch",
+        "64",
+        "--learner.min-replay",
+        "500",
+        "--learner.updates-per-epoch",
+        "10",
+        "--replay.capacity",
+        "8192",
+        "--eval.final-episodes",
+        "0",
+        "--log-every",
+        "10",
+        "--no-progress",
+        "--transport.base-port",
+        str(free_base_port(4) + 2),
+        "--run-dir",
+        str(tmp_path),
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=800)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out

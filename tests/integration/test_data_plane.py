@@ -24,8 +24,9 @@ def run_actors(cfg, plane, max_batches, during=None, timeout=180.0):
     """Run cfg.actors real actor processes that each send ``max_batches`` batches; drain meanwhile."""
     ctx = spawn_context()
     stop, reports = ctx.Event(), ctx.Queue()
-    procs = [start_process(ctx, actor_main, (cfg, slot, stop, reports, max_batches), f"actor-{slot}")
-             for slot in range(cfg.actors)]
+    procs = [
+        start_process(ctx, actor_main, (cfg, slot, stop, reports, max_batches), f"actor-{slot}") for slot in range(cfg.actors)
+    ]
     results = []
     deadline = time.monotonic() + timeout
     try:
@@ -90,15 +91,15 @@ def hostile_messages(cfg):
 
     third = cfg.transport.max_message_bytes // 3 + 1
     return [
-        ("size", good[:1] + [good[1][:-1000]] + good[2:]),                  # truncated frames
-        ("frame_count", good[:3]),                                         # truncated message
+        ("size", good[:1] + [good[1][:-1000]] + good[2:]),  # truncated frames
+        ("frame_count", good[:3]),  # truncated message
         ("version", with_header(v=7)),
         ("shape", with_header(shape=[size + 1, size])),
-        ("size", with_header(T=cfg.actor.batch_steps + 1)),                 # header says more than sent
+        ("size", with_header(T=cfg.actor.batch_steps + 1)),  # header says more than sent
         ("dtype", with_header(dtypes=["<f4"] * 5)),
-        ("oversized", [good[0]] + [b"\0" * third] * 8),                     # each frame fits, the whole does not
+        ("oversized", [good[0]] + [b"\0" * third] * 8),  # each frame fits, the whole does not
         ("values", with_header(P=1)[:-1] + [np.full(shape, np.nan, np.float32).tobytes()]),  # NaN priorities
-        ("values", with_header(P=1)[:-1] + [np.full(shape, -1.0, np.float32).tobytes()]),    # negative priorities
+        ("values", with_header(P=1)[:-1] + [np.full(shape, -1.0, np.float32).tobytes()]),  # negative priorities
     ]
 
 
@@ -272,13 +273,12 @@ def test_snake_transitions_arrive_exactly(make_config):
     ends, episodes = replay_matches_env(cfg, plane, 8)
     assert ends >= 16 and plane.episodes_total == ends  # episodes cross batch boundaries, all were reported
     window = np.array(plane.episodes)  # the learner keeps the newest 100, in the order the actor finished them
-    assert np.array_equal(window[:, 1:], np.array(episodes, np.float32)[-len(window):])
+    assert np.array_equal(window[:, 1:], np.array(episodes, np.float32)[-len(window) :])
 
 
 @pytest.mark.timeout(180)
 def test_fuelbreak_transitions_and_masks_arrive_exactly(make_config):
-    cfg = make_config(actors=1, envs=4, steps=8, env="fuelbreak", capacity=4 * 64,
-                      fuelbreak={"size": 16, "budget": 5})
+    cfg = make_config(actors=1, envs=4, steps=8, env="fuelbreak", capacity=4 * 64, fuelbreak={"size": 16, "budget": 5})
     plane = run_through_plane(cfg, 6)
     assert plane.replay.masked and plane.replay.num_actions == 256
     ends, episodes = replay_matches_env(cfg, plane, 6)

@@ -48,8 +48,16 @@ def train_corridor(tmp_path, updates: int) -> tuple[str, dict, RunConfig, torch.
     """launch.local on the plug-in env, defaults, the ratio held (so every machine trains the same samples per
     transition; docs/lab/testing-log.md has the failures); checks what any such run must show, returns its output, checkpoint,
     config and the last weights' network rebuilt from that config."""
-    out, run = train_on_defaults(tmp_path, "corridor", "--env.module", "tests.support.plugin_env",
-                                 "--learner.steps", str(updates), "--learner.exact-ratio", timeout=800)
+    out, run = train_on_defaults(
+        tmp_path,
+        "corridor",
+        "--env.module",
+        "tests.support.plugin_env",
+        "--learner.steps",
+        str(updates),
+        "--learner.exact-ratio",
+        timeout=800,
+    )
     assert "on corridor (obs float32 8, stack 1, 2 actions, mlp net)" in out, out[:2000]
     assert "Score:" in out and "Success:" in out  # the entry's names in the [MAIN] lines
     # nothing arrived too stale to train on (held sockets buffer about one batch, shared/links.held_kernel_buffer),
@@ -79,7 +87,10 @@ def test_an_env_registered_outside_warppipe_is_learned(tmp_path, record_property
     untrained = play_episodes(build_network(cfg.env), cfg.env, EPISODES, 0.0, seed=5)
     rate = sum(e.flag for e in greedy) / EPISODES
     before = sum(e.flag for e in untrained) / EPISODES
-    record_property("figures", f"corridor plug-in after {UPDATES} updates, {state['counters']['inserted']:,} "
-                               f"transitions: shortest path in {rate:.0%} of {EPISODES} episodes (untrained {before:.0%})")
+    record_property(
+        "figures",
+        f"corridor plug-in after {UPDATES} updates, {state['counters']['inserted']:,} "
+        f"transitions: shortest path in {rate:.0%} of {EPISODES} episodes (untrained {before:.0%})",
+    )
     assert before < 0.9, f"the check does not tell learning: the untrained network already scores {before:.0%}"
     assert rate == 1.0, f"greedy took the shortest path in {rate:.0%} of episodes\n{out[-3000:]}"

@@ -27,12 +27,21 @@ def make_run(folder, name="catch", frame_size=42, updates=7, inserted=1234) -> R
         fh.write(cfg.to_json())
     torch.manual_seed(0)
     net = build_network(cfg.env)
-    save_checkpoint(str(folder), {
-        "learner": {"online": net.state_dict(), "target": net.state_dict(), "updates": updates},
-        "counters": {"epoch": 1, "updates": updates, "weights_version": 1, "samples_trained": 0,
-                     "inserted": inserted, "wall_seconds": 3.5},
-        "config": cfg.to_json(),
-    })
+    save_checkpoint(
+        str(folder),
+        {
+            "learner": {"online": net.state_dict(), "target": net.state_dict(), "updates": updates},
+            "counters": {
+                "epoch": 1,
+                "updates": updates,
+                "weights_version": 1,
+                "samples_trained": 0,
+                "inserted": inserted,
+                "wall_seconds": 3.5,
+            },
+            "config": cfg.to_json(),
+        },
+    )
     return cfg
 
 
@@ -44,8 +53,19 @@ def test_catch_run_json(tmp_path, capsys):
     assert "x mean" in out and "greedy (eps 0)" in out and "actions eps 0.2:" in out
     path = run / "eval-catch-eps0.2.json"
     data = json.loads(path.read_text())
-    for key in ("run_dir", "checkpoint", "updates", "env_steps", "stage", "epsilon", "policy", "seed",
-                "summary", "greedy", "episodes"):
+    for key in (
+        "run_dir",
+        "checkpoint",
+        "updates",
+        "env_steps",
+        "stage",
+        "epsilon",
+        "policy",
+        "seed",
+        "summary",
+        "greedy",
+        "episodes",
+    ):
         assert key in data, key
     assert data["updates"] == 7 and data["env_steps"] == 1234
     assert data["epsilon"] == 0.2 and data["policy"] == "greedy" and data["seed"] == 3
@@ -116,8 +136,12 @@ def test_play_episodes_policies():
 
 
 def test_ranked_episodes_and_names():
-    eps = [Episode(10, False, 1.0, 3, np.zeros(3, np.uint8)), Episode(20, False, 5.0, 3, np.zeros(3, np.uint8)),
-           Episode(20, True, 9.0, 4, np.zeros(4, np.uint8)), Episode(10, False, 0.5, 2, np.zeros(2, np.uint8))]
+    eps = [
+        Episode(10, False, 1.0, 3, np.zeros(3, np.uint8)),
+        Episode(20, False, 5.0, 3, np.zeros(3, np.uint8)),
+        Episode(20, True, 9.0, 4, np.zeros(4, np.uint8)),
+        Episode(10, False, 0.5, 2, np.zeros(2, np.uint8)),
+    ]
     assert ranked_episode(eps) == 2 and ranked_episode(eps, "worst") == 3
     with pytest.raises(ValueError, match="'middle'"):
         ranked_episode(eps, "middle")
@@ -129,34 +153,37 @@ def test_ranked_episodes_and_names():
     assert action_names_for(right_only) == ["NOOP", "right", "right+A", "right+B", "right+A+B"]
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["{missing}"], "{missing}"),
-    (["{empty}"], "checkpoint.pt"),
-    (["{run}", "--stage", "9-9"], "9-9"),
-    (["{run}", "--stage", "one"], "'one'"),
-    (["{run}", "--episodes", "0"], "--episodes=0"),
-    (["{run}", "--epsilon", "1.5"], "--epsilon=1.5"),
-    (["{run}", "--epsilon", "-0.1"], "--epsilon=-0.1"),
-    (["{run}", "--policy", "smart"], "'smart'"),
-    (["{run}", "--checkpoint", "{missing}"], "{missing}"),
-    (["{run}", "--video", "{tmp}/v.avi"], "v.avi"),
-    (["{run}", "--video", "{tmp}/v.mp4"], "catch"),  # video needs Mario
-    (["{run}", "--video", "{tmp}/v.mp4", "--video-episode", "last"], "--video-episode='last'"),
-    (["{run}", "--video", "{tmp}/v.mp4", "--episodes", "3", "--video-episode", "3"], "--video-episode='3'"),  # 0..2
-    (["{run}", "--video", "{tmp}/v.mp4", "--video-episode", "\u00b2"], "--video-episode='\u00b2'"),  # not ASCII
-    (["{run}", "--video-episode", "worst"], "--video-episode='worst'"),  # nothing to film without --video
-    (["--episodes", "2"], "RUN_DIR"),
-    (["--policy", "random", "--env", "chess"], "'chess'"),
-    (["{run}", "--episodes", "many"], "'many'"),
-    (["--policy", "constant", "--env", "catch"], "--action=None"),  # constant needs an action
-    (["--policy", "random", "--action", "left"], "--action='left'"),  # ... and only constant takes one
-    (["--policy", "constant", "--action", "jump", "--env", "catch"], "--action='jump'"),
-    (["{run}", "--buttons", "right_only"], "--buttons='right_only'"),  # a network plays its own buttons
-    (["--policy", "random", "--buttons", "left_only"], "'left_only'"),
-    (["--policy", "constant", "--action", "left", "--buttons", "right_only"], "--action='left'"),  # not in the set
-    (["--policy", "random", "--env", "catch", "--buttons", "right_only"], "--buttons='right_only'"),  # Mario's only
-    (["--policy", "random", "--env", "catch", "--jump-release", "off"], "--jump-release='off'"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["{missing}"], "{missing}"),
+        (["{empty}"], "checkpoint.pt"),
+        (["{run}", "--stage", "9-9"], "9-9"),
+        (["{run}", "--stage", "one"], "'one'"),
+        (["{run}", "--episodes", "0"], "--episodes=0"),
+        (["{run}", "--epsilon", "1.5"], "--epsilon=1.5"),
+        (["{run}", "--epsilon", "-0.1"], "--epsilon=-0.1"),
+        (["{run}", "--policy", "smart"], "'smart'"),
+        (["{run}", "--checkpoint", "{missing}"], "{missing}"),
+        (["{run}", "--video", "{tmp}/v.avi"], "v.avi"),
+        (["{run}", "--video", "{tmp}/v.mp4"], "catch"),  # video needs Mario
+        (["{run}", "--video", "{tmp}/v.mp4", "--video-episode", "last"], "--video-episode='last'"),
+        (["{run}", "--video", "{tmp}/v.mp4", "--episodes", "3", "--video-episode", "3"], "--video-episode='3'"),  # 0..2
+        (["{run}", "--video", "{tmp}/v.mp4", "--video-episode", "\u00b2"], "--video-episode='\u00b2'"),  # not ASCII
+        (["{run}", "--video-episode", "worst"], "--video-episode='worst'"),  # nothing to film without --video
+        (["--episodes", "2"], "RUN_DIR"),
+        (["--policy", "random", "--env", "chess"], "'chess'"),
+        (["{run}", "--episodes", "many"], "'many'"),
+        (["--policy", "constant", "--env", "catch"], "--action=None"),  # constant needs an action
+        (["--policy", "random", "--action", "left"], "--action='left'"),  # ... and only constant takes one
+        (["--policy", "constant", "--action", "jump", "--env", "catch"], "--action='jump'"),
+        (["{run}", "--buttons", "right_only"], "--buttons='right_only'"),  # a network plays its own buttons
+        (["--policy", "random", "--buttons", "left_only"], "'left_only'"),
+        (["--policy", "constant", "--action", "left", "--buttons", "right_only"], "--action='left'"),  # not in the set
+        (["--policy", "random", "--env", "catch", "--buttons", "right_only"], "--buttons='right_only'"),  # Mario's only
+        (["--policy", "random", "--env", "catch", "--jump-release", "off"], "--jump-release='off'"),
+    ],
+)
 def test_bad_input(tmp_path, capsys, args, needle):
     run, empty = tmp_path / "run", tmp_path / "empty"
     make_run(run)
@@ -173,13 +200,47 @@ def test_bad_input(tmp_path, capsys, args, needle):
 
 def test_constant_policy_holds_its_action_but_where_epsilon_explores(tmp_path):
     out = tmp_path / "right.json"
-    assert main(["--policy", "constant", "--action", "right", "--env", "catch", "--episodes", "20", "--epsilon", "0",
-                 "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--policy",
+                "constant",
+                "--action",
+                "right",
+                "--env",
+                "catch",
+                "--episodes",
+                "20",
+                "--epsilon",
+                "0",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     data = json.loads(out.read_text())
     assert (data["policy"], data["action"], data["epsilon"], data["net"]) == ("constant", "right", 0.0, None)
     assert data["summary"]["action_fractions"]["right"] == 1.0
-    assert main(["--policy", "constant", "--action", "right", "--env", "catch", "--episodes", "50", "--epsilon",
-                 "0.5", "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--policy",
+                "constant",
+                "--action",
+                "right",
+                "--env",
+                "catch",
+                "--episodes",
+                "50",
+                "--epsilon",
+                "0.5",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     fractions = json.loads(out.read_text())["summary"]["action_fractions"]
     assert 0.5 < fractions["right"] < 1.0 and fractions["left"] > 0  # half the steps random over 3 actions
 
@@ -189,8 +250,27 @@ def test_mario_random_video(tmp_path):
     pytest.importorskip("gym_super_mario_bros")
     imageio = pytest.importorskip("imageio.v2")
     video, out = tmp_path / "second.mp4", tmp_path / "random.json"
-    assert main(["--policy", "random", "--episodes", "2", "--stage", "1-1", "--max-episode-steps", "120",
-                 "--video", str(video), "--video-episode", "1", "--json", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--policy",
+                "random",
+                "--episodes",
+                "2",
+                "--stage",
+                "1-1",
+                "--max-episode-steps",
+                "120",
+                "--video",
+                str(video),
+                "--video-episode",
+                "1",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
     data = json.loads(out.read_text())
     assert data["policy"] == "random" and data["greedy"] is None and data["stage"] == "1-1"
     ep = data["episodes"][1]
@@ -216,8 +296,7 @@ def test_mario_baselines_play_the_buttons_asked_for(tmp_path):
     pytest.importorskip("gym_super_mario_bros")
     out = tmp_path / "b.json"
     common = ["--episodes", "1", "--epsilon", "1", "--max-episode-steps", "200", "--json", str(out)]
-    assert main(["--policy", "constant", "--action", "right+B", "--buttons", "right_only", "--jump-release", "off",
-                 *common]) == 0
+    assert main(["--policy", "constant", "--action", "right+B", "--buttons", "right_only", "--jump-release", "off", *common]) == 0
     data = json.loads(out.read_text())
     assert data["env"]["mario"]["actions"] == "right_only" and data["env"]["mario"]["jump_release"] is False
     assert sorted(data["summary"]["action_fractions"]) == sorted(["NOOP", "right", "right+A", "right+B", "right+A+B"])
@@ -257,8 +336,7 @@ def test_the_final_evaluation_films_a_greedy_episode_and_says_a_failure_without_
     lines: list[str] = []
     film_greedy(cfg, actions, x_pos, str(tmp_path / "best.mp4"), "best.pt", lines.append)
     assert (tmp_path / "best.mp4").stat().st_size > 0
-    assert lines == [f"[FINAL] video of the greedy episode of best.pt (x_pos {x_pos:,}): {tmp_path / 'best.mp4'} "
-                     "(61 frames)"]
+    assert lines == [f"[FINAL] video of the greedy episode of best.pt (x_pos {x_pos:,}): {tmp_path / 'best.mp4'} (61 frames)"]
     film_greedy(cfg, actions, x_pos + 1, str(tmp_path / "other.mp4"), "best.pt", lines.append)  # a replay that differs
     assert lines[-1].startswith("[FINAL] no video: RuntimeError:") and "x_pos" in lines[-1], lines
 
@@ -280,6 +358,5 @@ def test_evaluation_plays_vector_envs_greedy_and_random():
     assert [e.x_pos for e in random] == [e.x_pos for e in again] and len(random) == 12  # seeded
     summary = summarize(random, 3, names)
     assert summary["score_mean"] == summary["x_pos_mean"] and summary["success_rate"] == summary["flag_rate"]
-    line = format_eval_line(dict(env_steps=1000, weights_version=2, epsilon=0.05, seconds=1.0, summary=summary,
-                                 random=summary))
+    line = format_eval_line(dict(env_steps=1000, weights_version=2, epsilon=0.05, seconds=1.0, summary=summary, random=summary))
     assert "score mean" in line and "random policy: score mean" in line

@@ -18,9 +18,20 @@ SPI, SLACK, BUDGET = 4, 256, 1500  # about 300 updates (the learner may trail by
 def test_a_learner_slower_than_its_actors_holds_the_ratio_and_the_actors_wait_without_dropping(tmp_path):
     # a broadcast every 200 transitions (about 3 batches): the batches waiting in the sockets stay within
     # learner.max_weights_lag (8) broadcasts of the learner's weights
-    _, out = run_to_the_end(tmp_path, *TRAINING, "--learner.broadcast-env-steps", "200", "--learner.exact-ratio",
-                            "--learner.samples-per-insert", str(SPI),
-                            "--learner.ratio-slack", str(SLACK), "--total-env-steps", str(BUDGET), collect_only=False)
+    _, out = run_to_the_end(
+        tmp_path,
+        *TRAINING,
+        "--learner.broadcast-env-steps",
+        "200",
+        "--learner.exact-ratio",
+        "--learner.samples-per-insert",
+        str(SPI),
+        "--learner.ratio-slack",
+        str(SLACK),
+        "--total-env-steps",
+        str(BUDGET),
+        collect_only=False,
+    )
     assert re.match(STOPPED + r"env-step budget: ", last_line(out)), out
     assert f"replay ratio held at {SPI} samples per transition (within {SLACK} transitions" in out, out
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
@@ -34,6 +45,6 @@ def test_a_learner_slower_than_its_actors_holds_the_ratio_and_the_actors_wait_wi
     assert accounting[2] == "0", out  # no batch too stale
     # while the run trained, no seq went missing (the accounting's gaps also count batches cut off at shutdown:
     # one fresh-clone run ended with 2 after 57 accepted)
-    running = out[:accounting.start()]
+    running = out[: accounting.start()]
     drops = re.findall(r"\[PROCESSOR\] .*Drops: ([\d,]+),", running)
     assert drops and set(drops) == {"0"}, out

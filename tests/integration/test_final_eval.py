@@ -39,9 +39,18 @@ def test_component_seeds_follow_the_run_seed_unless_set():
     assert (saved.seed, saved.actor.seed, saved.learner.seed, saved.eval.seed) == (8, 8, 3, 8)
 
 
-@pytest.mark.parametrize("field,value", [("seed", -2), ("seed", 2**31), ("seed", 1.5), ("actor.seed", 2**31),
-                                         ("eval.final_episodes", -1), ("eval.select_episodes", 1),
-                                         ("eval.keep_snapshots", 21)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("seed", -2),
+        ("seed", 2**31),
+        ("seed", 1.5),
+        ("actor.seed", 2**31),
+        ("eval.final_episodes", -1),
+        ("eval.select_episodes", 1),
+        ("eval.keep_snapshots", 21),
+    ],
+)
 def test_bad_seeds_and_final_evaluation_sizes_are_refused_by_name(field, value):
     cfg = RunConfig()
     owner, name = (cfg, field) if "." not in field else (getattr(cfg, field.split(".")[0]), field.split(".")[1])
@@ -51,8 +60,9 @@ def test_bad_seeds_and_final_evaluation_sizes_are_refused_by_name(field, value):
 
 
 def test_seed_streams_are_distinct_by_purpose_round_and_neighbouring_seeds():
-    keys = [(s, EVAL_ROUND, r) for s in range(3) for r in range(50)] + \
-        [(s, purpose) for s in range(3) for purpose in (EVAL_SELECT, EVAL_FINAL)]
+    keys = [(s, EVAL_ROUND, r) for s in range(3) for r in range(50)] + [
+        (s, purpose) for s in range(3) for purpose in (EVAL_SELECT, EVAL_FINAL)
+    ]
     seeds = [stream_seed(*k) for k in keys]
     assert len(set(seeds)) == len(seeds)
     assert stream_seed(5, EVAL_FINAL) == stream_seed(5, EVAL_FINAL)  # a function of its keys only
@@ -77,8 +87,8 @@ def test_describe_gives_the_mean_and_flag_rate_with_intervals_around_them():
 def test_best_pt_is_the_last_weights_unless_a_snapshot_beats_them_beyond_chance():
     rng = np.random.default_rng(0)
     last = list(rng.normal(1_000, 300, 30))
-    clearly = list(rng.normal(2_000, 300, 30))   # p far below 0.05 / 3
-    noisy = [x + 50 for x in last[::-1]]         # a higher mean, within chance (p about 0.26)
+    clearly = list(rng.normal(2_000, 300, 30))  # p far below 0.05 / 3
+    noisy = [x + 50 for x in last[::-1]]  # a higher mean, within chance (p about 0.26)
     assert choose_best(last, []) is None
     assert choose_best(last, [noisy]) is None
     assert choose_best(last, [noisy, clearly, noisy]) == 1
@@ -86,6 +96,7 @@ def test_best_pt_is_the_last_weights_unless_a_snapshot_beats_them_beyond_chance(
     assert choose_best(last, [clearly, better]) == 1  # both pass: the higher mean
     # Bonferroni: a p-value between 0.05 / 3 and 0.05 passes alone and fails among three snapshots
     from scipy import stats
+
     for shift in range(0, 400, 5):
         candidate = [x + shift for x in last[::-1]]
         p = stats.ttest_ind(candidate, last, equal_var=False, alternative="greater").pvalue
@@ -107,9 +118,21 @@ def test_episode_jobs_split_a_stream_the_same_way_whatever_the_cores():
 
 
 def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation_that_repeats(tmp_path):
-    run = Launcher(tmp_path, *TRAINING, "--eval.every-env-steps", "400", "--eval.episodes", "2",
-                   "--eval.keep-snapshots", str(KEEP), "--eval.select-episodes", str(SELECT),
-                   "--eval.final-episodes", str(FINAL), collect_only=False)
+    run = Launcher(
+        tmp_path,
+        *TRAINING,
+        "--eval.every-env-steps",
+        "400",
+        "--eval.episodes",
+        "2",
+        "--eval.keep-snapshots",
+        str(KEEP),
+        "--eval.select-episodes",
+        str(SELECT),
+        "--eval.final-episodes",
+        str(FINAL),
+        collect_only=False,
+    )
     try:
         run.wait_for(r"\[MAIN\] Eval at ", timeout=HANG_GUARD_S, count=3)
         seen = run.descendants()
@@ -145,13 +168,20 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
     pick = selection[0 if chosen is None else chosen + 1]
     assert best["counters"]["weights_version"] == pick["weights_version"] == result["best"]["weights_version"]
     assert best["eval"]["x_pos_mean"] == pick["fresh"]["x_pos_mean"] and best["eval"]["episodes"] == SELECT
-    source = checkpoint if chosen is None else \
-        torch.load(run_dir / "snapshots" / f"v{pick['weights_version']}.pt", weights_only=True)
+    source = (
+        checkpoint if chosen is None else torch.load(run_dir / "snapshots" / f"v{pick['weights_version']}.pt", weights_only=True)
+    )
     assert all(torch.equal(best["learner"]["online"][k], v) for k, v in source["learner"]["online"].items())
     assert result["best"].get("same_as_last", False) == (chosen is None)
-    job = dict(env=cfg.env.with_stage(cfg.eval.stage), dueling=cfg.net.dueling,
-               epsilon=cfg.eval.epsilon, weights=checkpoint["learner"]["online"], episodes=FINAL - EPISODES_PER_JOB,
-               seed=episode_jobs(FINAL, result["stream_seed"])[1][1], greedy=False)
+    job = dict(
+        env=cfg.env.with_stage(cfg.eval.stage),
+        dueling=cfg.net.dueling,
+        epsilon=cfg.eval.epsilon,
+        weights=checkpoint["learner"]["online"],
+        episodes=FINAL - EPISODES_PER_JOB,
+        seed=episode_jobs(FINAL, result["stream_seed"])[1][1],
+        greedy=False,
+    )
     assert play_job(job)["episodes"] == result["last"]["episodes"][EPISODES_PER_JOB:]  # the second job, in place
     final_rows = [r for r in evals if "final/last_x_pos" in r]
     assert len(final_rows) == 1 and final_rows[0]["final/last_x_pos"] == result["last"]["summary"]["x_pos_mean"]
@@ -160,26 +190,42 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
 
     checkpoint["learner"]["ema"] = checkpoint["learner"]["online"]  # as runs that kept the retired moving average saved
     torch.save(checkpoint, run_dir / "checkpoint.pt")
-    again = subprocess.run([sys.executable, "-m", "launch.final_eval", str(run_dir), "--processes", "1"], cwd=ROOT,
-                           capture_output=True, text=True, timeout=HANG_GUARD_S)
+    again = subprocess.run(
+        [sys.executable, "-m", "launch.final_eval", str(run_dir), "--processes", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     repeated = json.loads((run_dir / "eval_final.json").read_text())
     assert "ema" not in repeated  # an old checkpoint's moving average is ignored
     for name in ("last", "best"):  # same weights, same seeds, a deterministic env: the same episodes
         assert repeated[name]["episodes"] == result[name]["episodes"]
-    assert np.array_equal([s["fresh"]["x_pos_mean"] for s in repeated["selection"]],
-                          [s["fresh"]["x_pos_mean"] for s in result["selection"]])
+    assert np.array_equal(
+        [s["fresh"]["x_pos_mean"] for s in repeated["selection"]], [s["fresh"]["x_pos_mean"] for s in result["selection"]]
+    )
 
 
 def test_final_eval_refuses_a_folder_without_a_checkpoint(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "launch.final_eval", str(tmp_path)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=HANG_GUARD_S)
+    proc = subprocess.run(
+        [sys.executable, "-m", "launch.final_eval", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
     assert proc.returncode == 2 and f"run_dir={str(tmp_path)!r} has no checkpoint.pt" in proc.stderr
 
 
 def test_a_second_ctrl_c_skips_the_final_evaluation_and_leaves_no_worker(tmp_path):
-    run = Launcher(tmp_path, *TRAINING, "--eval.every-env-steps", "400", "--eval.episodes", "1", "--eval.final-episodes", "1000",
-                   collect_only=False)
+    run = Launcher(
+        tmp_path,
+        *TRAINING,
+        "--eval.every-env-steps",
+        "400",
+        "--eval.episodes",
+        "1",
+        "--eval.final-episodes",
+        "1000",
+        collect_only=False,
+    )
     try:
         run.wait_for(r"\[MAIN\] best evaluation so far", timeout=HANG_GUARD_S)  # best.pt: two contenders, two workers
         run.proc.send_signal(signal.SIGINT)
@@ -194,8 +240,9 @@ def test_a_second_ctrl_c_skips_the_final_evaluation_and_leaves_no_worker(tmp_pat
         run.kill()
     assert run.proc.returncode == 0, out
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    assert f"[MAIN] final evaluation skipped; the checkpoint and snapshots are kept: python -m launch.final_eval " \
-           f"{run_dir}" in out, out
+    assert (
+        f"[MAIN] final evaluation skipped; the checkpoint and snapshots are kept: python -m launch.final_eval {run_dir}" in out
+    ), out
     assert not (run_dir / "eval_final.json").exists() and (run_dir / "checkpoint.pt").exists()
     assert out.rstrip().splitlines()[-1].startswith("[MAIN] stopped after "), out
     assert_all_gone(seen)

@@ -78,8 +78,9 @@ def test_budgets_end_a_training_run_and_a_resume_continues_toward_the_same_budge
     # a budget on the command line counts the whole run, resumes included; the env-step budget ends this one
     budget = first["inserted"] + 2000
     out, more = train("--resume", str(run_dir), "--learner.steps", "1000000", "--total-env-steps", str(budget))
-    assert re.match(STOPPED + rf"env-step budget: [\d,]+ of --total-env-steps {budget:,} env steps inserted: ",
-                    last_line(out)), out
+    assert re.match(STOPPED + rf"env-step budget: [\d,]+ of --total-env-steps {budget:,} env steps inserted: ", last_line(out)), (
+        out
+    )
     assert budget <= more["inserted"] < budget + FAKE_BATCH, (budget, more)
     assert re.search(rf"\[MAIN\] Epoch \d+ - .*, Budget: [\d,]+ of {budget:,} env steps, ETA (-|\d+[hms])", out), out
 
@@ -128,8 +129,7 @@ def test_a_killed_actor_is_restarted_and_the_run_continues(tmp_path):
         assert len(actors) == 2, run.output
         killed_at = time.monotonic()
         actors[0].kill()  # SIGKILL, no chance to clean up
-        ((_, m),) = run.wait_for(r"\[MAIN\] actor (\d) exited; restarted \(restarts: 1\)", timeout=HANG_GUARD_S,
-                                 after=killed_at)
+        ((_, m),) = run.wait_for(r"\[MAIN\] actor (\d) exited; restarted \(restarts: 1\)", timeout=HANG_GUARD_S, after=killed_at)
         run.wait_for(rf"\[MAIN\] actor {m[1]} now sends as incarnation", timeout=HANG_GUARD_S, after=killed_at)
         seen |= run.descendants()
         out = run.stop(timeout=60)
@@ -197,9 +197,13 @@ def test_training_run_logs_env_steps_wall_clock_and_evaluations_in_plain_lines(t
     assert set(best["learner"]["online"]) == set(torch.load(run_dir / "checkpoint.pt", weights_only=True)["learner"]["online"])
     assert out.count("[MAIN] best evaluation so far") >= 1
     assert f"[MAIN] play the best evaluated weights: python -m launch.evaluate {run_dir} " in out
-    played = subprocess.run([sys.executable, "-m", "launch.evaluate", str(run_dir), "--episodes", "2",
-                             "--json", str(tmp_path / "best.json")], cwd=ROOT, capture_output=True, text=True,
-                            timeout=HANG_GUARD_S)
+    played = subprocess.run(
+        [sys.executable, "-m", "launch.evaluate", str(run_dir), "--episodes", "2", "--json", str(tmp_path / "best.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+    )
     assert played.returncode == 0, played.stdout + played.stderr
     result = json.loads((tmp_path / "best.json").read_text())
     assert result["net"] == "best" and result["checkpoint"].endswith("best.pt")

@@ -38,8 +38,14 @@ def assert_link_options(sock: zmq.Socket, transport: TransportConfig) -> None:
 
 
 def test_every_learner_and_actor_socket_carries_keepalives_and_heartbeats():
-    transport = TransportConfig(base_port=free_base_port(4) + 2, tcp_keepalive_idle=45, tcp_keepalive_interval=7,
-                                tcp_keepalive_count=4, heartbeat_interval=2.5, heartbeat_timeout=12.0)
+    transport = TransportConfig(
+        base_port=free_base_port(4) + 2,
+        tcp_keepalive_idle=45,
+        tcp_keepalive_interval=7,
+        tcp_keepalive_count=4,
+        heartbeat_interval=2.5,
+        heartbeat_timeout=12.0,
+    )
     server = WeightServer(transport)
     consolidator = Consolidator(transport, 2, 1, protocol.Limits((84, 84), 7), queue.Queue())
     sender = BatchSender(f"tcp://127.0.0.1:{transport.base_port}", 0, 1, 4, 4, transport=transport)
@@ -57,8 +63,10 @@ def test_every_learner_and_actor_socket_carries_keepalives_and_heartbeats():
         server.stop()
 
 
-@pytest.mark.parametrize("field,value", [("tcp_keepalive_idle", -1), ("heartbeat_interval", 0.01),
-                                         ("heartbeat_timeout", 5.0), ("tcp_keepalive_count", 0)])
+@pytest.mark.parametrize(
+    "field,value",
+    [("tcp_keepalive_idle", -1), ("heartbeat_interval", 0.01), ("heartbeat_timeout", 5.0), ("tcp_keepalive_count", 0)],
+)
 def test_bad_link_settings_are_refused_by_name(field, value):
     cfg = TransportConfig(heartbeat_interval=10.0)
     setattr(cfg, field, value)
@@ -149,13 +157,34 @@ def test_a_port_another_process_holds_is_an_error_naming_transport_base_port(tmp
     holder.bind(f"tcp://127.0.0.1:{base + 1}")  # actor slot 1's port, as another run's learner holds it
     try:
         transport = TransportConfig(base_port=base)
-        with pytest.raises(ConfigError, match=rf"transport.base_port={base} puts actor slot 1's experience on "
-                                              rf"tcp://127.0.0.1:{base + 1}, which another process holds"):
+        with pytest.raises(
+            ConfigError,
+            match=rf"transport.base_port={base} puts actor slot 1's experience on "
+            rf"tcp://127.0.0.1:{base + 1}, which another process holds",
+        ):
             Consolidator(transport, 2, 1, protocol.Limits((84, 84), 7), queue.Queue())
         assert bind_within(ctx, f"tcp://127.0.0.1:{base}", 30.0)  # the failed consolidator let slot 0's port go
-        proc = subprocess.run([sys.executable, "-m", "launch.local", "--actors", "2", "--env.name", "fake",
-                               "--collect-only", "--no-progress", "--transport.base-port", str(base),
-                               "--run-dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=180)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "launch.local",
+                "--actors",
+                "2",
+                "--env.name",
+                "fake",
+                "--collect-only",
+                "--no-progress",
+                "--transport.base-port",
+                str(base),
+                "--run-dir",
+                str(tmp_path),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert proc.returncode == 2, proc.stderr[-2000:]
         assert f"error: transport.base_port={base} puts actor slot 1's experience" in proc.stderr
         assert "Traceback" not in proc.stderr
@@ -164,8 +193,11 @@ def test_a_port_another_process_holds_is_an_error_naming_transport_base_port(tmp
     broadcasts = ctx.socket(zmq.PUB)
     broadcasts.bind(f"tcp://127.0.0.1:{base - 1}")  # the weights' broadcast port, held
     try:
-        with pytest.raises(ConfigError, match=rf"transport.base_port={base} puts the weight broadcasts on "
-                                              rf"tcp://127.0.0.1:{base - 1}"):
+        with pytest.raises(
+            ConfigError,
+            match=rf"transport.base_port={base} puts the weight broadcasts on "
+            rf"tcp://127.0.0.1:{base - 1}",
+        ):
             WeightServer(TransportConfig(base_port=base))
     finally:
         broadcasts.close(linger=0)

@@ -55,12 +55,13 @@ class Hosts:
         learner = self.names["l"]
         for i, host in ((1, "a1"), (2, "a2")):
             inside, outside = f"wp{i}a{os.getpid() % 10000}", f"wp{i}l{os.getpid() % 10000}"
-            steps = [("link", "add", outside, "netns", learner, "type", "veth", "peer", "name", inside,
-                      "netns", self.names[host]),
-                     ("-n", learner, "addr", "add", f"10.77.{i}.1/24", "dev", outside),
-                     ("-n", self.names[host], "addr", "add", f"10.77.{i}.2/24", "dev", inside),
-                     ("-n", learner, "link", "set", outside, "up"),
-                     ("-n", self.names[host], "link", "set", inside, "up")]
+            steps = [
+                ("link", "add", outside, "netns", learner, "type", "veth", "peer", "name", inside, "netns", self.names[host]),
+                ("-n", learner, "addr", "add", f"10.77.{i}.1/24", "dev", outside),
+                ("-n", self.names[host], "addr", "add", f"10.77.{i}.2/24", "dev", inside),
+                ("-n", learner, "link", "set", outside, "up"),
+                ("-n", self.names[host], "link", "set", inside, "up"),
+            ]
             for step in steps:
                 out = ip(*step)
                 if out.returncode:
@@ -69,8 +70,12 @@ class Hosts:
         return ""
 
     def run(self, host: str, args: list[str], log: Path) -> subprocess.Popen:
-        return subprocess.Popen(["ip", "netns", "exec", self.names[host], sys.executable, "-m", *args], cwd=ROOT,
-                                stdout=open(log, "w"), stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            ["ip", "netns", "exec", self.names[host], sys.executable, "-m", *args],
+            cwd=ROOT,
+            stdout=open(log, "w"),
+            stderr=subprocess.STDOUT,
+        )
 
     def link(self, host: str, state: str) -> None:
         out = ip("-n", self.names[host], "link", "set", getattr(self, f"dev_{host}"), state)
@@ -92,27 +97,73 @@ def test_actor_host_link_cut_for_20s_reconnects_by_itself_and_nothing_is_accepte
         hosts.remove()
         pytest.skip(why)
     keys = tmp_path / "keys"
-    for args in (["launch.keys", str(keys), "--name", "learner"],
-                 ["launch.keys", str(keys), "--name", "actor", "--authorize", str(keys / "allowed")]):
+    for args in (
+        ["launch.keys", str(keys), "--name", "learner"],
+        ["launch.keys", str(keys), "--name", "actor", "--authorize", str(keys / "allowed")],
+    ):
         subprocess.run([sys.executable, "-m", *args], cwd=ROOT, check=True, capture_output=True, timeout=60)
     port = free_base_port(4) + 2
-    common = ["--env.name", "fake", "--env.frame-size", "36", "--actor.batch-steps", "16",
-              "--transport.heartbeat-interval", "1", "--transport.heartbeat-timeout", "4",
-              "--learner.no-exact-ratio"]  # actors drop during the cut (holding the ratio, they would wait)
-    learner_args = ["launch.learner", "--actors", "2", "--run-dir", str(tmp_path / "runs"), "--no-progress",
-                    "--log-every", "1", "--transport.host", "0.0.0.0",
-                    "--transport.base-port", str(port), "--transport.curve-server-secret",
-                    str(keys / "learner.key_secret"), "--transport.curve-authorized-dir", str(keys / "allowed"),
-                    "--learner.no-compile", "--learner.micro-batch", "16", "--learner.min-replay", "300",
-                    "--learner.updates-per-epoch", "5", "--replay.capacity", "8192", "--eval.every-env-steps", "0", *common]
+    common = [
+        "--env.name",
+        "fake",
+        "--env.frame-size",
+        "36",
+        "--actor.batch-steps",
+        "16",
+        "--transport.heartbeat-interval",
+        "1",
+        "--transport.heartbeat-timeout",
+        "4",
+        "--learner.no-exact-ratio",
+    ]  # actors drop during the cut (holding the ratio, they would wait)
+    learner_args = [
+        "launch.learner",
+        "--actors",
+        "2",
+        "--run-dir",
+        str(tmp_path / "runs"),
+        "--no-progress",
+        "--log-every",
+        "1",
+        "--transport.host",
+        "0.0.0.0",
+        "--transport.base-port",
+        str(port),
+        "--transport.curve-server-secret",
+        str(keys / "learner.key_secret"),
+        "--transport.curve-authorized-dir",
+        str(keys / "allowed"),
+        "--learner.no-compile",
+        "--learner.micro-batch",
+        "16",
+        "--learner.min-replay",
+        "300",
+        "--learner.updates-per-epoch",
+        "5",
+        "--replay.capacity",
+        "8192",
+        "--eval.every-env-steps",
+        "0",
+        *common,
+    ]
     logs = {h: tmp_path / f"{h}.log" for h in ("l", "a1", "a2")}
     procs = {"l": hosts.run("l", learner_args, logs["l"])}
     for i, host in ((1, "a1"), (2, "a2")):
-        procs[host] = hosts.run(host, ["launch.actor", "--learner", f"10.77.{i}.1:{port}",
-                                       "--transport.curve-client-secret", str(keys / "actor.key_secret"),
-                                       "--transport.curve-server-public", str(keys / "learner.key"), *common],
-                                logs[host])
-    timeline: list[tuple[float, int, int]] = []   # (time, host 1's, host 2's accepted transitions)
+        procs[host] = hosts.run(
+            host,
+            [
+                "launch.actor",
+                "--learner",
+                f"10.77.{i}.1:{port}",
+                "--transport.curve-client-secret",
+                str(keys / "actor.key_secret"),
+                "--transport.curve-server-public",
+                str(keys / "learner.key"),
+                *common,
+            ],
+            logs[host],
+        )
+    timeline: list[tuple[float, int, int]] = []  # (time, host 1's, host 2's accepted transitions)
 
     def sample_for(seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -159,13 +210,16 @@ def test_actor_host_link_cut_for_20s_reconnects_by_itself_and_nothing_is_accepte
     back = next(t for t, *counts in timeline if t >= up_at and counts[slot1] > at_up)
     out = logs["l"].read_text()
     accounting = re.search(r"\[MAIN\] accounting: .*", out)[0]
-    print("\ntransitions/s (host 1, host 2): " + ", ".join(f"{k} {a:.0f}, {b:.0f}" for k, (a, b) in rates.items())
-          + f"; host 1 data again {back - up_at:.1f}s after its link came back\n{accounting}")
+    print(
+        "\ntransitions/s (host 1, host 2): "
+        + ", ".join(f"{k} {a:.0f}, {b:.0f}" for k, (a, b) in rates.items())
+        + f"; host 1 data again {back - up_at:.1f}s after its link came back\n{accounting}"
+    )
     assert rates["before"][0] > 0 and rates["before"][1] > 0
-    assert rates["during"][0] == 0                                  # the cut is real
-    assert rates["during"][1] > 0 and rates["after"][1] > 0         # the other host never stopped
-    assert rates["after"][0] > 0 and back - up_at <= 10.0           # reconnected by itself, within 10 s
+    assert rates["during"][0] == 0  # the cut is real
+    assert rates["during"][1] > 0 and rates["after"][1] > 0  # the other host never stopped
+    assert rates["after"][0] > 0 and back - up_at <= 10.0  # reconnected by itself, within 10 s
     m = re.search(r"accepted (\d+), rejected (\d+), duplicates (\d+), gaps (\d+)", accounting)
-    assert int(m[3]) == 0                                           # nothing accepted twice
-    assert int(m[4]) > 0                                            # the cut's dropped batches: counted as gaps
+    assert int(m[3]) == 0  # nothing accepted twice
+    assert int(m[4]) > 0  # the cut's dropped batches: counted as gaps
     assert codes == [0, 0]

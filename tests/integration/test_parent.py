@@ -18,8 +18,7 @@ os._exit(0)  # the launcher dies before its child asks who its parent is
 
 def test_a_child_that_asks_after_its_launcher_died_knows_it_is_orphaned(tmp_path):
     out = tmp_path / "orphaned.txt"
-    proc = subprocess.run([sys.executable, "-c", LAUNCHER, str(out)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run([sys.executable, "-c", LAUNCHER, str(out)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     deadline = time.monotonic() + 40
     while not out.exists() and time.monotonic() < deadline:

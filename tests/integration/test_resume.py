@@ -14,8 +14,17 @@ from tests.support.runs import free_base_port
 
 
 def launch(*args):
-    cmd = [sys.executable, "-m", "launch.local", "--no-progress", "--log-every", "2",
-           "--transport.base-port", str(free_base_port(4) + 2), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "launch.local",
+        "--no-progress",
+        "--log-every",
+        "2",
+        "--transport.base-port",
+        str(free_base_port(4) + 2),
+        *args,
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
@@ -32,10 +41,31 @@ def tensors_equal(a, b):
 
 
 def test_resume_continues_weights_and_counters(tmp_path):
-    launch("--actors", "2", "--env.name", "fake", "--run-dir", str(tmp_path), "--learner.no-compile",
-           "--learner.micro-batch", "16", "--learner.accum-steps", "1", "--learner.min-replay", "300",
-           "--learner.updates-per-epoch", "10", "--learner.broadcast-env-steps", "20", "--learner.steps", "30",
-           "--replay.capacity", "4096", "--eval.final-episodes", "0")
+    launch(
+        "--actors",
+        "2",
+        "--env.name",
+        "fake",
+        "--run-dir",
+        str(tmp_path),
+        "--learner.no-compile",
+        "--learner.micro-batch",
+        "16",
+        "--learner.accum-steps",
+        "1",
+        "--learner.min-replay",
+        "300",
+        "--learner.updates-per-epoch",
+        "10",
+        "--learner.broadcast-env-steps",
+        "20",
+        "--learner.steps",
+        "30",
+        "--replay.capacity",
+        "4096",
+        "--eval.final-episodes",
+        "0",
+    )
     (run_dir,) = glob.glob(os.path.join(str(tmp_path), "*"))
     first = load_checkpoint(run_dir)
     assert first["counters"]["updates"] == 30 and first["counters"]["epoch"] == 3
@@ -47,7 +77,7 @@ def test_resume_continues_weights_and_counters(tmp_path):
     assert f"[MAIN] resumed at epoch 3, 30 updates, weights v{v + 1}" in out, out
     same = load_checkpoint(run_dir)
     assert tensors_equal(same["learner"], first["learner"])  # nets, optimizer, scaler, update count
-    assert same["counters"]["weights_version"] == v + 1       # bumped once: still strictly increasing
+    assert same["counters"]["weights_version"] == v + 1  # bumped once: still strictly increasing
 
     # rows a learner wrote after its last checkpoint before it died describe lost training: they roll back
     inserted = same["counters"]["inserted"]

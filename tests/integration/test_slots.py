@@ -38,46 +38,46 @@ def test_slot_table_grants_distinct_slots_refuses_extras_and_frees_lapsed_or_rel
     clock = Clock()
     table = SlotTable(2, lease=30, envs_per_actor=1, clock=clock)
     assert table.grant(11) == (0, "")
-    assert table.grant(11) == (0, "")                       # asking again: the same slot, not a second one
+    assert table.grant(11) == (0, "")  # asking again: the same slot, not a second one
     assert table.grant(22) == (1, "")
     slot, why = table.grant(33)
     assert slot == -1 and "all 2 slot(s) are held" in why
     assert table.grant(33, want=5)[1].startswith("slot 5 does not exist")
     assert "steps 2 env(s)" in table.grant(33, envs=2)[1]
     assert table.refused_requests == 3
-    assert table.admit(0, 11) and not table.admit(0, 33)    # the holder lands; an intruder does not
+    assert table.admit(0, 11) and not table.admit(0, 33)  # the holder lands; an intruder does not
     clock.now = 29.0
-    assert table.admit(1, 22)                               # slot 1 renewed at 29 s
-    clock.now = 31.0                                        # slot 0's holder last heard at 0 s: lapsed
+    assert table.admit(1, 22)  # slot 1 renewed at 29 s
+    clock.now = 31.0  # slot 0's holder last heard at 0 s: lapsed
     assert table.held() == [False, True]
     assert table.grant(33) == (0, "") and table.takeovers == 1
-    assert table.admit(0, 33)                               # the new holder's first message
-    assert not table.admit(0, 11)                           # the old holder is now the intruder
-    table.release(1)                                        # the launcher restarts slot 1's process
+    assert table.admit(0, 33)  # the new holder's first message
+    assert not table.admit(0, 11)  # the old holder is now the intruder
+    table.release(1)  # the launcher restarts slot 1's process
     assert table.admit(1, 44) and table.holder(1).incarnation == 44
 
 
 def test_a_claim_without_data_lapses_after_its_grace_and_yields_to_data():
     clock = Clock()
     table = SlotTable(2, lease=30, clock=clock)
-    assert table.grace == 10.0                              # the smaller of the lease and CLAIM_GRACE
+    assert table.grace == 10.0  # the smaller of the lease and CLAIM_GRACE
     assert table.grant(11) == (0, "") and table.grant(22) == (1, "")
     clock.now = 9.0
-    assert table.grant(11) == (0, "")                       # asked again: the same slot; the claim is not extended
+    assert table.grant(11) == (0, "")  # asked again: the same slot; the claim is not extended
     clock.now = 10.5
-    assert table.held() == [False, False]                   # neither sent within the grace: both claims lapsed
-    assert table.grant(33, want=1) == (1, "")               # a flood's claim on the slot an actor is about to send on
+    assert table.held() == [False, False]  # neither sent within the grace: both claims lapsed
+    assert table.grant(33, want=1) == (1, "")  # a flood's claim on the slot an actor is about to send on
     assert table.admit(1, 44) and table.holder(1).incarnation == 44 and table.holder(1).sent  # data beats a claim
-    assert not table.admit(1, 33)                           # the claimant is now an intruder
+    assert not table.admit(1, 33)  # the claimant is now an intruder
     clock.now = 35.0
-    assert table.held() == [False, True]                    # the sender holds it for the lease
+    assert table.held() == [False, True]  # the sender holds it for the lease
     assert table.claims == 3
 
 
 def test_slot_is_bound_to_the_curve_key_that_holds_it():
     table = SlotTable(1, lease=30, clock=Clock())
     assert table.admit(0, 7, key="keyA")
-    assert not table.admit(0, 7, key="keyB")                # same incarnation number, another key: refused
+    assert not table.admit(0, 7, key="keyB")  # same incarnation number, another key: refused
     assert table.grant(7, key="keyB")[0] == -1
     assert table.grant(7, key="keyA") == (0, "")
 
@@ -90,7 +90,7 @@ def test_slot_messages_round_trip_and_bad_ones_are_refused():
     assert (reply["slot"], reply["slots"], reply["lease"], reply["reason"]) == (3, 8, 30.0, "")
     assert len(protocol.decode_slot(protocol.encode_slot(5, -1, 8, 30.0, "x" * 1000))["reason"]) == 240
     with pytest.raises(protocol.ProtocolError, match="slot=8"):
-        protocol.decode_slot(protocol.encode_slot(5, 8, 8, 30.0))          # slot beyond the slot count
+        protocol.decode_slot(protocol.encode_slot(5, 8, 8, 30.0))  # slot beyond the slot count
     with pytest.raises(protocol.ProtocolError) as bad:
         protocol.decode_weights_request(protocol.encode_slot_request(5, -1, 2))
     assert bad.value.reason == "kind"
@@ -133,27 +133,37 @@ def test_identical_replicas_lease_slots_intruders_are_refused_and_a_dead_replica
         assert cond(), f"{what} within {timeout}s; reports {got}"
 
     try:
-        wait_until(lambda: min(t.accepted_batches for t in tracks) >= 3 and len(got) == 1, 60,
-                   "two replicas landing on slots 0 and 1 and the third refused")
+        wait_until(
+            lambda: min(t.accepted_batches for t in tracks) >= 3 and len(got) == 1,
+            60,
+            "two replicas landing on slots 0 and 1 and the third refused",
+        )
         refused = got[0]
         assert refused["actor"] == -1 and "all 2 slot(s) are held by live actors" in refused["refused"]
         wait_until(lambda: any(p.exitcode is not None for p in procs), 60, "the refused replica exiting")
         spare = next(p for p in procs if p.exitcode is not None)
         assert spare.exitcode == 0 and sum(p.is_alive() for p in procs) == 2
         assert tracks[0].incarnation != tracks[1].incarnation and refused["incarnation"] not in (
-            tracks[0].incarnation, tracks[1].incarnation)
+            tracks[0].incarnation,
+            tracks[1].incarnation,
+        )
 
         # an intruder: valid messages with a fresh incarnation on slot 0's socket while its actor is live
         holder, accepted = tracks[0].incarnation, tracks[0].accepted_batches
         intruder.connect(f"tcp://127.0.0.1:{cfg.transport.base_port}")
         for seq in range(5):
             intruder.send_multipart(valid_batch(cfg, 0, 12345, seq))
-        wait_until(lambda: plane.consolidator.rejects["slot_owned"] == 5 and tracks[0].accepted_batches >= accepted + 5,
-                   30, "the intruder's 5 messages refused while slot 0's actor keeps landing")
+        wait_until(
+            lambda: plane.consolidator.rejects["slot_owned"] == 5 and tracks[0].accepted_batches >= accepted + 5,
+            30,
+            "the intruder's 5 messages refused while slot 0's actor keeps landing",
+        )
         assert tracks[0].incarnation == holder and tracks[0].refused_batches == 5 and tracks[1].refused_batches == 0
-        assert not [e for e in plane.ledger() if e.incarnation == 12345]    # never sequenced
-        print(f"\nintruder: 5 valid messages with a fresh incarnation on slot 0 refused ({dict(plane.consolidator.rejects)}); "
-              f"slot 0 accepted {accepted} -> {tracks[0].accepted_batches} batches from its holder {holder:#x}")
+        assert not [e for e in plane.ledger() if e.incarnation == 12345]  # never sequenced
+        print(
+            f"\nintruder: 5 valid messages with a fresh incarnation on slot 0 refused ({dict(plane.consolidator.rejects)}); "
+            f"slot 0 accepted {accepted} -> {tracks[0].accepted_batches} batches from its holder {holder:#x}"
+        )
 
         # a replica dies; a new one gets its slot once the lease lapses, and the other slot is untouched
         victim = next(p for p in procs if p is not spare)
@@ -164,12 +174,17 @@ def test_identical_replicas_lease_slots_intruders_are_refused_and_a_dead_replica
         patient = RunConfig.from_json(cfg.to_json())
         patient.actor.slot_wait = 0.0  # the replacement waits as a spare until the dead one's lease lapses
         procs.append(start_process(mp, actor_main, (patient, -1, stop, reports), "replica-3"))
-        wait_until(lambda: sum(t.incarnation != b for t, b in zip(tracks, before)) == 1, 60,
-                   "the new replica landing on the dead one's slot")
+        wait_until(
+            lambda: sum(t.incarnation != b for t, b in zip(tracks, before)) == 1,
+            60,
+            "the new replica landing on the dead one's slot",
+        )
         moved = next(s for s, (t, b) in enumerate(zip(tracks, before)) if t.incarnation != b)
-        print(f"replica on slot {moved} SIGKILLed; its replacement landed there {time.monotonic() - killed_at:.1f}s later "
-              f"(lease {cfg.transport.slot_lease:g}s)")
-        assert time.monotonic() - killed_at >= cfg.transport.slot_lease - 1.0    # not before the lease lapsed
+        print(
+            f"replica on slot {moved} SIGKILLed; its replacement landed there {time.monotonic() - killed_at:.1f}s later "
+            f"(lease {cfg.transport.slot_lease:g}s)"
+        )
+        assert time.monotonic() - killed_at >= cfg.transport.slot_lease - 1.0  # not before the lease lapsed
         assert plane.consolidator.slots.takeovers == 1
         stop.set()
         wait_until(lambda: len(got) == 3, 30, "the two live replicas' reports")
@@ -217,14 +232,19 @@ def test_a_flood_of_slot_requests_holds_no_slot_from_actors_that_send(make_confi
             while flood.poll(0):
                 flood.recv_multipart()
         wait_until(lambda: server.slot_requests >= 3_000, 60, "the server answering every request")
-        wait_until(lambda: tracks[2].accepted_batches >= 3 and tracks[0].accepted_batches >= before + 3, 60,
-                   "both actors landing after the flood")
+        wait_until(
+            lambda: tracks[2].accepted_batches >= 3 and tracks[0].accepted_batches >= before + 3,
+            60,
+            "both actors landing after the flood",
+        )
         assert table.holder(0).sent and table.holder(2).sent
         assert table.holder(2).incarnation == tracks[2].incarnation  # the actor, not a flood incarnation
         assert table.claims >= 1 and plane.consolidator.rejects["slot_owned"] == 0
         wait_until(lambda: table.held() == [True, False, True], 30, "the flood's claim on slot 1 lapsing")
-        print(f"\nflood: {server.slot_requests} requests, {table.claims} claims granted, {table.refused_requests} "
-              f"refused; slot 0 accepted {before} -> {tracks[0].accepted_batches}, slot 2 {tracks[2].accepted_batches}")
+        print(
+            f"\nflood: {server.slot_requests} requests, {table.claims} claims granted, {table.refused_requests} "
+            f"refused; slot 0 accepted {before} -> {tracks[0].accepted_batches}, slot 2 {tracks[2].accepted_batches}"
+        )
     finally:
         stop.set()
         stop_processes(procs, stop, timeout=20)

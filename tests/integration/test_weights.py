@@ -23,8 +23,10 @@ def assert_same(a, b):
 
 def test_encode_decode_round_trip_keeps_every_shape_including_scalars():
     net, other = nets()
-    expected = {n: (tuple(t.shape), np.dtype(np.float32 if t.is_floating_point() else np.int64).str)
-                for n, t in other.state_dict().items()}
+    expected = {
+        n: (tuple(t.shape), np.dtype(np.float32 if t.is_floating_point() else np.int64).str)
+        for n, t in other.state_dict().items()
+    }
     frames = [bytes(memoryview(f)) for f in protocol.encode_weights(5, state_arrays(net), run=77)]
     run, version, arrays = protocol.decode_weights(frames, expected)
     assert (run, version) == (77, 5)
@@ -95,7 +97,6 @@ def test_malformed_requests_are_counted_and_do_not_stop_the_server():
         bad.close()
         client.close()
         server.stop()
-
 
 
 def test_an_actor_takes_a_new_runs_weights_whatever_their_version():

@@ -63,11 +63,37 @@ def run_catch(tmp_path, steps: int, *extra: str) -> tuple[str, dict]:
     ratio and the frame size are set, and the seed (0, as every measured figure) and no end-of-run evaluation (the
     test plays its own)."""
     base = free_base_port(4) + 2
-    cmd = [sys.executable, "-m", "launch.local", "--actors", "2", "--env.name", "catch", "--seed", "0",
-           "--replay.capacity", "20000", "--learner.min-replay", "1000", "--eval.final-episodes", "0",
-           "--learner.steps", str(steps), "--learner.exact-ratio", "--learner.samples-per-insert", "2",
-           "--env.frame-size", str(SIZE), "--log-every", "10",
-           "--transport.base-port", str(base), "--run-dir", str(tmp_path), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "launch.local",
+        "--actors",
+        "2",
+        "--env.name",
+        "catch",
+        "--seed",
+        "0",
+        "--replay.capacity",
+        "20000",
+        "--learner.min-replay",
+        "1000",
+        "--eval.final-episodes",
+        "0",
+        "--learner.steps",
+        str(steps),
+        "--learner.exact-ratio",
+        "--learner.samples-per-insert",
+        "2",
+        "--env.frame-size",
+        str(SIZE),
+        "--log-every",
+        "10",
+        "--transport.base-port",
+        str(base),
+        "--run-dir",
+        str(tmp_path),
+        *extra,
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1400)  # a hang guard
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
@@ -85,8 +111,10 @@ def test_dqn_learns_catch_end_to_end_on_defaults(tmp_path, record_property):
     score = greedy_return(state["learner"]["online"], episodes=200)
     torch.manual_seed(0)  # the learner's initial network (--seed 0: learner.seed 0; learner/trainer.py seeds it so)
     untrained = greedy_return(QNetwork(4, 3, SIZE).state_dict(), episodes=200)
-    figures = (f"Catch greedy return after {state['counters']['updates']} updates and {state['counters']['inserted']:,} "
-               f"transitions: {score:.2f} (untrained network: {untrained:.2f})")
+    figures = (
+        f"Catch greedy return after {state['counters']['updates']} updates and {state['counters']['inserted']:,} "
+        f"transitions: {score:.2f} (untrained network: {untrained:.2f})"
+    )
     record_property("figures", figures)  # printed at the end of every run (tests/conftest.py)
     assert untrained < BAR, f"the bar does not tell learning: the untrained network returns {untrained:.2f}"
     assert score >= BAR, f"greedy return {score:.2f} (random is about -0.6, solved is 1.0)\n{out[-3000:]}"

@@ -33,22 +33,32 @@ BAR = (20.0, 2.25)  # greedy mean cells saved must beat random by at least 20 ce
 @pytest.mark.slow  # minutes: scheduled first (tests/conftest.py)
 @pytest.mark.timeout(1500)  # a hang guard: the run ends on its update budget
 def test_fuel_breaks_are_learned_end_to_end_on_defaults(tmp_path, record_property):
-    out, run = train_on_defaults(tmp_path, "fuelbreak", "--learner.steps", str(UPDATES), "--learner.exact-ratio",
-                                 "--learner.samples-per-insert", str(SAMPLES_PER_INSERT), timeout=1400)
-    assert "4 actors x 32 env(s) on fuelbreak (obs uint8 8x32x32, stack 1, 1024 actions, masked, cell net)" in out, \
-        out[:2000]
+    out, run = train_on_defaults(
+        tmp_path,
+        "fuelbreak",
+        "--learner.steps",
+        str(UPDATES),
+        "--learner.exact-ratio",
+        "--learner.samples-per-insert",
+        str(SAMPLES_PER_INSERT),
+        timeout=1400,
+    )
+    assert "4 actors x 32 env(s) on fuelbreak (obs uint8 8x32x32, stack 1, 1024 actions, masked, cell net)" in out, out[:2000]
     state = load_checkpoint(run)
     cfg = RunConfig.from_json(state["config"])
     assert (cfg.env.fuelbreak.size, cfg.env.fuelbreak.budget) == (32, 16)
     assert state["counters"]["updates"] == UPDATES
     net = build_network(cfg.env, state["learner"]["online"])
-    greedy, random = (mean_score(n, cfg.env, policy, EPISODES, HELD_OUT_SEED)
-                      for n, policy in ((net, "greedy"), (None, "random")))
+    greedy, random = (
+        mean_score(n, cfg.env, policy, EPISODES, HELD_OUT_SEED) for n, policy in ((net, "greedy"), (None, "random"))
+    )
     torch.manual_seed(cfg.learner.seed)  # the learner's initial network (learner/trainer.py seeds it so)
     untrained = mean_score(build_network(cfg.env), cfg.env, "greedy", EPISODES, HELD_OUT_SEED)
-    figures = (f"Fuel breaks 32x32, budget 16, after {state['counters']['updates']} updates, "
-               f"{state['counters']['inserted']:,} transitions: greedy saves {greedy:.1f} cells per episode, "
-               f"random valid placements {random:.1f}, the untrained network {untrained:.1f}")
+    figures = (
+        f"Fuel breaks 32x32, budget 16, after {state['counters']['updates']} updates, "
+        f"{state['counters']['inserted']:,} transitions: greedy saves {greedy:.1f} cells per episode, "
+        f"random valid placements {random:.1f}, the untrained network {untrained:.1f}"
+    )
     record_property("figures", figures)  # printed at the end of every run (tests/conftest.py)
     assert not clears_bar(untrained, random, BAR), f"the bar does not tell learning: untrained {untrained:.1f}"
     assert clears_bar(greedy, random, BAR), f"greedy {greedy:.1f} vs random {random:.1f}\n{out[-3000:]}"

@@ -30,19 +30,28 @@ SNAKE_BAR = (2.0, 4.0)  # greedy mean food must beat random by at least 2 food a
 @pytest.mark.slow  # minutes: scheduled first (tests/conftest.py)
 @pytest.mark.timeout(1200)  # a hang guard: the run ends on its update budget
 def test_snake_learns_end_to_end_on_defaults(tmp_path, record_property):
-    out, run = train_on_defaults(tmp_path, "snake", "--learner.steps", str(UPDATES), "--learner.exact-ratio",
-                                 "--learner.samples-per-insert", str(SAMPLES_PER_INSERT), timeout=1100)
+    out, run = train_on_defaults(
+        tmp_path,
+        "snake",
+        "--learner.steps",
+        str(UPDATES),
+        "--learner.exact-ratio",
+        "--learner.samples-per-insert",
+        str(SAMPLES_PER_INSERT),
+        timeout=1100,
+    )
     assert "on snake (obs float32 14, stack 1, 3 actions, mlp net)" in out, out[:2000]
     state = load_checkpoint(run)
     cfg = RunConfig.from_json(state["config"])
     assert cfg.env.snake.size == 10 and state["counters"]["updates"] == UPDATES
     net = build_network(cfg.env, state["learner"]["online"])
-    greedy, random = (mean_score(n, cfg.env, policy, EPISODES, SEED)
-                      for n, policy in ((net, "greedy"), (None, "random")))
+    greedy, random = (mean_score(n, cfg.env, policy, EPISODES, SEED) for n, policy in ((net, "greedy"), (None, "random")))
     torch.manual_seed(cfg.learner.seed)  # the learner's initial network (learner/trainer.py seeds it so)
     untrained = mean_score(build_network(cfg.env), cfg.env, "greedy", EPISODES, SEED)
-    figures = (f"Snake 10x10 after {state['counters']['updates']} updates, {state['counters']['inserted']:,} transitions: "
-               f"greedy {greedy:.2f} food per episode, random {random:.2f}, untrained network {untrained:.2f}")
+    figures = (
+        f"Snake 10x10 after {state['counters']['updates']} updates, {state['counters']['inserted']:,} transitions: "
+        f"greedy {greedy:.2f} food per episode, random {random:.2f}, untrained network {untrained:.2f}"
+    )
     record_property("figures", figures)  # printed at the end of every run (tests/conftest.py)
     assert not clears_bar(untrained, random, SNAKE_BAR), f"the bar does not tell learning: untrained {untrained:.2f}"
     assert clears_bar(greedy, random, SNAKE_BAR), f"greedy {greedy:.2f} vs random {random:.2f}\n{out[-3000:]}"

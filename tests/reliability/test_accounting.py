@@ -52,8 +52,7 @@ def test_accepted_rejected_and_lost_add_up_to_what_each_incarnation_sent(make_co
         return [by_slot.get(slot) for slot in range(cfg.actors)]
 
     def own_ledger(report):
-        return next((e for e in plane.ledger() if (e.slot, e.incarnation) == (report["actor"], report["incarnation"])),
-                    None)
+        return next((e for e in plane.ledger() if (e.slot, e.incarnation) == (report["actor"], report["incarnation"])), None)
 
     phase, accepted_at_phase_2 = 0, None
     results = []
@@ -90,9 +89,13 @@ def test_accepted_rejected_and_lost_add_up_to_what_each_incarnation_sent(make_co
         # while the learner reads (within the actor's linger). So read until every batch each actor says it sent
         # has been accepted or rejected (an event; the deadline only guards against a hang), then let them exit.
         deadline = time.monotonic() + 60
-        while len(results) == cfg.actors and time.monotonic() < deadline and not all(
-                (e := own_ledger(r)) is not None and e.accepted_batches + e.rejected_batches >= r["sent_batches"]
-                for r in results):
+        while (
+            len(results) == cfg.actors
+            and time.monotonic() < deadline
+            and not all(
+                (e := own_ledger(r)) is not None and e.accepted_batches + e.rejected_batches >= r["sent_batches"] for r in results
+            )
+        ):
             plane.drain(timeout=0.02)
         codes = stop_processes(procs, stop, timeout=20)
         # what the consolidation thread accepted and queued reaches replay
@@ -112,25 +115,28 @@ def test_accepted_rejected_and_lost_add_up_to_what_each_incarnation_sent(make_co
     print()
     for r in results:
         e = ledgers[(r["actor"], r["incarnation"])]
-        print(f"actor {r['actor']}: report sent {r['sent_transitions']} transitions in {r['sent_batches']} batches, "
-              f"{r['batches']} seqs, dropped {r['dropped_batches']}; ledger accepted {e.accepted_transitions}/"
-              f"{e.accepted_batches}, rejected {e.rejected_transitions}/{e.rejected_batches}, "
-              f"gaps {e.gap_batches}, lost in flight {e.lost_transitions}, duplicates {e.duplicate_batches}")
+        print(
+            f"actor {r['actor']}: report sent {r['sent_transitions']} transitions in {r['sent_batches']} batches, "
+            f"{r['batches']} seqs, dropped {r['dropped_batches']}; ledger accepted {e.accepted_transitions}/"
+            f"{e.accepted_batches}, rejected {e.rejected_transitions}/{e.rejected_batches}, "
+            f"gaps {e.gap_batches}, lost in flight {e.lost_transitions}, duplicates {e.duplicate_batches}"
+        )
     print(format_processor_line(stats, 0.0), rejects)
     for r, per_actor in zip(results, stats.per_actor):
         e = ledgers[(r["actor"], r["incarnation"])]
-        assert e.first_seq == 0 and e.next_seq == r["batches"]       # heard from its first to its last seq
+        assert e.first_seq == 0 and e.next_seq == r["batches"]  # heard from its first to its last seq
         assert e.sent == r["sent_transitions"] and e.dropped == r["dropped_batches"]
         assert e.accepted_transitions + e.rejected_transitions + e.lost_transitions == r["sent_transitions"]
         assert e.lost_transitions == 0 and e.unaccounted_transitions == 0 and e.lost_in_flight_batches == 0
         assert e.accepted_batches + e.rejected_batches == r["sent_batches"]
         assert e.accepted_batches + e.rejected_batches + e.gap_batches == r["batches"]  # every seq accounted for
-        assert e.gap_batches == r["dropped_batches"] > 0                # the staging drops, each one a reported gap
+        assert e.gap_batches == r["dropped_batches"] > 0  # the staging drops, each one a reported gap
         assert e.rejected_batches >= 2 and e.duplicate_batches == REPLAYS_PER_SLOT
-        assert e.accepted_transitions == per_actor                      # what replay holds from this actor
-    assert rejects == {"stale_weights": sum(e.rejected_batches for e in ledgers.values()),
-                       "replayed_seq": REPLAYS_PER_SLOT * cfg.actors}
+        assert e.accepted_transitions == per_actor  # what replay holds from this actor
+    assert rejects == {
+        "stale_weights": sum(e.rejected_batches for e in ledgers.values()),
+        "replayed_seq": REPLAYS_PER_SLOT * cfg.actors,
+    }
     # the console's Drops: every seq number that left a hole in replay (staging drops and stale rejects)
     assert stats.drops == sum(e.gap_batches + e.rejected_batches for e in ledgers.values())
-    assert stats.processed == sum(r["sent_transitions"] for r in results) - sum(
-        e.rejected_transitions for e in ledgers.values())
+    assert stats.processed == sum(r["sent_transitions"] for r in results) - sum(e.rejected_transitions for e in ledgers.values())

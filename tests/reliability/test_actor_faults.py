@@ -37,19 +37,21 @@ def test_a_killed_actor_is_restarted_within_5s_and_training_goes_on_with_no_batc
         victim = old[1]
         killed_at = time.monotonic()
         victim.kill()  # SIGKILL mid-training: no chance to flush or say goodbye
-        ((restarted_at, m),) = run.wait_for(r"\[MAIN\] actor (\d) exited; restarted \(restarts: 1\)", timeout=30,
-                                            after=killed_at)
+        ((restarted_at, m),) = run.wait_for(r"\[MAIN\] actor (\d) exited; restarted \(restarts: 1\)", timeout=30, after=killed_at)
         slot = int(m[1])
         restart_s = restarted_at - killed_at
         seen |= run.descendants()
         new = [p for p in run.actors() if p.pid not in {q.pid for q in old}]
-        print(f"\nactor slot {slot} (pid {victim.pid}) SIGKILLed; launcher restarted it as pid "
-              f"{[p.pid for p in new]} after {restart_s:.2f}s (bound {RESTART_BOUND_S}s)")
+        print(
+            f"\nactor slot {slot} (pid {victim.pid}) SIGKILLed; launcher restarted it as pid "
+            f"{[p.pid for p in new]} after {restart_s:.2f}s (bound {RESTART_BOUND_S}s)"
+        )
         assert restart_s <= RESTART_BOUND_S, run.output
         assert len(new) == 1 and len(run.actors()) == 4, run.output
 
-        ((inc_at, m),) = run.wait_for(rf"\[MAIN\] actor {slot} now sends as incarnation (0x[0-9a-f]+) \(was (0x[0-9a-f]+)\)",
-                                      timeout=90, after=killed_at)
+        ((inc_at, m),) = run.wait_for(
+            rf"\[MAIN\] actor {slot} now sends as incarnation (0x[0-9a-f]+) \(was (0x[0-9a-f]+)\)", timeout=90, after=killed_at
+        )
         assert m[1] != m[2]
         print(f"slot {slot}: new incarnation {m[1]} (was {m[2]}) accepted {inc_at - killed_at:.2f}s after the kill")
 
@@ -65,8 +67,10 @@ def test_a_killed_actor_is_restarted_within_5s_and_training_goes_on_with_no_batc
 
     # Accounting at exit, per (slot, incarnation): each seq taken once (accepted + rejected + gaps == seqs), none twice.
     fields = r"seqs (\d+), accepted (\d+), rejected (\d+), duplicates (\d+), gaps (\d+)"
-    per_incarnation = [(int(x[1]), x[2], *map(int, x.groups()[2:]))
-                       for x in re.finditer(rf"\[MAIN\] actor (\d) incarnation (0x[0-9a-f]+): {fields}", out)]
+    per_incarnation = [
+        (int(x[1]), x[2], *map(int, x.groups()[2:]))
+        for x in re.finditer(rf"\[MAIN\] actor (\d) incarnation (0x[0-9a-f]+): {fields}", out)
+    ]
     total = re.search(rf"\[MAIN\] accounting: (\d+) incarnation\(s\) on (\d+) slot\(s\), {fields}", out)
     assert total, out
     print("per incarnation (slot, incarnation, seqs, accepted, rejected, duplicates, gaps):", per_incarnation)
@@ -107,6 +111,7 @@ def test_when_every_actor_is_dead_the_learner_waits_says_so_every_10s_and_resume
     pool = ActorPool(actor_main, cfg, cfg.actors).start()
     thread.start()
     try:
+
         def wait_until(cond, timeout, what):
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and not cond():
@@ -115,8 +120,9 @@ def test_when_every_actor_is_dead_the_learner_waits_says_so_every_10s_and_resume
             assert cond(), f"{what} within {timeout}s; said {said}"
 
         tracks = learner.plane.consolidator.tracks
-        wait_until(lambda: learner.counters.updates > 0 and min(t.accepted_batches for t in tracks) > 0,
-                   120, "training with both actors")
+        wait_until(
+            lambda: learner.counters.updates > 0 and min(t.accepted_batches for t in tracks) > 0, 120, "training with both actors"
+        )
         for p in pool.procs:  # every actor dies; nobody restarts them until the test does
             p.kill()
         for p in pool.procs:
@@ -136,8 +142,10 @@ def test_when_every_actor_is_dead_the_learner_waits_says_so_every_10s_and_resume
         assert learner.plane.processed == processed  # nothing arrived: the actors really are gone
         assert thread.is_alive() and not errors
         gaps = [b[0] - a[0] for a, b in zip(notices, notices[1:])]
-        print(f"\nall actors SIGKILLed; idle notices at {[round(t - died_at, 1) for t, _ in notices]}s after, "
-              f"gaps {[round(g, 2) for g in gaps]}s: {[line for _, line in notices]}")
+        print(
+            f"\nall actors SIGKILLed; idle notices at {[round(t - died_at, 1) for t, _ in notices]}s after, "
+            f"gaps {[round(g, 2) for g in gaps]}s: {[line for _, line in notices]}"
+        )
         # not before 10 s of silence (the last batch may have landed up to 1 s before the kill)
         assert notices[0][0] - died_at >= IDLE_NOTICE_EVERY - 1.0
         assert all(g >= IDLE_NOTICE_EVERY - 0.05 for g in gaps), notices  # at most one per 10 s
@@ -147,10 +155,19 @@ def test_when_every_actor_is_dead_the_learner_waits_says_so_every_10s_and_resume
         restarted = pool.restart_dead(learner.plane.consolidator.slots.release)  # as the launcher does every 0.25 s
         assert restarted == [(0, 0.0), (1, 0.0)]  # a first exit restarts at once
         back_at = time.monotonic()
-        wait_until(lambda: learner.plane.processed > processed and learner.counters.updates > updates
-                   and all(len(t.old_incarnations) == 1 for t in tracks), 120, "experience and updates again")
-        print(f"actors back: experience and updates rising again {time.monotonic() - back_at:.1f}s after the restart "
-              f"(updates {updates} -> {learner.counters.updates})")
+        wait_until(
+            lambda: (
+                learner.plane.processed > processed
+                and learner.counters.updates > updates
+                and all(len(t.old_incarnations) == 1 for t in tracks)
+            ),
+            120,
+            "experience and updates again",
+        )
+        print(
+            f"actors back: experience and updates rising again {time.monotonic() - back_at:.1f}s after the restart "
+            f"(updates {updates} -> {learner.counters.updates})"
+        )
         assert {t.incarnation for t in tracks}.isdisjoint({i for t in tracks for i in t.old_incarnations})
         assert [len(t.old_incarnations) for t in tracks] == [1, 1]
     finally:
@@ -160,5 +177,8 @@ def test_when_every_actor_is_dead_the_learner_waits_says_so_every_10s_and_resume
         learner.close()
     assert not thread.is_alive() and not errors, errors
     assert codes == [0, 0]
-    assert not [p for p in psutil.Process().children(recursive=True)
-                if "resource_tracker" not in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE]
+    assert not [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "resource_tracker" not in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE
+    ]

@@ -15,7 +15,9 @@ from tests.support.runs import SMALL_LEARNER_SCRIPT
 
 # A real Learner writes a real checkpoint, trains on, and starts a second save that dies at the rename
 # (os.replace is where the crash is simulated: the process ends there with no clean-up of any kind).
-CRASHING_LEARNER = SMALL_LEARNER_SCRIPT + r"""
+CRASHING_LEARNER = (
+    SMALL_LEARNER_SCRIPT
+    + r"""
 learner.counters.epoch, learner.counters.updates, learner.counters.weights_version = 1, 5, 1
 learner.checkpoint()
 print("first saved", flush=True)
@@ -27,12 +29,14 @@ os.replace = lambda *a, **k: os._exit(17)  # the crash: after the temporary file
 learner.checkpoint()
 print("unreachable", flush=True)
 """
+)
 
 
 def test_crash_before_rename_leaves_the_previous_checkpoint(tmp_path):
     run_dir = str(tmp_path)
-    proc = subprocess.run([sys.executable, "-c", CRASHING_LEARNER, run_dir], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", CRASHING_LEARNER, run_dir], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 17, proc.stdout + proc.stderr
     assert "first saved" in proc.stdout and "unreachable" not in proc.stdout
     (partial,) = glob.glob(os.path.join(run_dir, f"{CHECKPOINT_NAME}.tmp-*"))
@@ -46,8 +50,17 @@ def test_crash_before_rename_leaves_the_previous_checkpoint(tmp_path):
     assert not torch.equal(first["learner"]["online"][name], crashed["learner"]["online"][name])
 
     # resume with nothing left to train: it loads the first checkpoint, removes the partial file, saves again
-    cmd = [sys.executable, "-m", "launch.local", "--resume", run_dir, "--learner.steps", "5", "--no-progress",
-           "--no-spawn-actors"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "launch.local",
+        "--resume",
+        run_dir,
+        "--learner.steps",
+        "5",
+        "--no-progress",
+        "--no-spawn-actors",
+    ]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"[MAIN] removed {partial}" in out.stdout, out.stdout

@@ -23,8 +23,11 @@ from tests.support.runs import SMALL_LEARNER_SCRIPT, small_config
 
 
 def _state(epoch: int) -> dict:
-    return {"learner": {"w": torch.full((3,), float(epoch))}, "config": "{}",
-            "counters": {"epoch": epoch, "updates": 5 * epoch, "inserted": 100 * epoch}}
+    return {
+        "learner": {"w": torch.full((3,), float(epoch))},
+        "config": "{}",
+        "counters": {"epoch": epoch, "updates": 5 * epoch, "inserted": 100 * epoch},
+    }
 
 
 def _truncate(path: str) -> None:
@@ -43,8 +46,9 @@ def _foreign(path: str) -> None:
     torch.save([1, 2, 3], path)  # a readable torch file that is not a checkpoint
 
 
-@pytest.mark.parametrize("damage,fault", [(_truncate, "unreadable"), (_garbage, "unreadable"),
-                                          (_foreign, "not a checkpoint"), (os.remove, "missing")])
+@pytest.mark.parametrize(
+    "damage,fault", [(_truncate, "unreadable"), (_garbage, "unreadable"), (_foreign, "not a checkpoint"), (os.remove, "missing")]
+)
 def test_a_damaged_checkpoint_falls_back_to_the_previous_one_and_says_so(tmp_path, damage, fault):
     run_dir = str(tmp_path)
     save_checkpoint(run_dir, _state(1))
@@ -64,32 +68,45 @@ def test_no_readable_checkpoint_names_both_faults(tmp_path):
     save_checkpoint(str(tmp_path), _state(2))
     _garbage(str(tmp_path / CHECKPOINT_NAME))
     _truncate(str(tmp_path / PREVIOUS_NAME))
-    with pytest.raises(ValueError, match=f"no readable checkpoint: {CHECKPOINT_NAME}: unreadable .*; "
-                                         f"{PREVIOUS_NAME}: unreadable"):
+    with pytest.raises(
+        ValueError, match=f"no readable checkpoint: {CHECKPOINT_NAME}: unreadable .*; {PREVIOUS_NAME}: unreadable"
+    ):
         load_checkpoint(str(tmp_path))
 
 
 # A real Learner writes two checkpoints (epochs 1 and 2) with the run's config.json, as a run does.
-TWO_CHECKPOINTS = SMALL_LEARNER_SCRIPT + r"""
+TWO_CHECKPOINTS = (
+    SMALL_LEARNER_SCRIPT
+    + r"""
 for epoch in (1, 2):
     learner.counters.epoch, learner.counters.updates, learner.counters.weights_version = epoch, 5 * epoch, epoch
     learner.checkpoint()
 learner.server.stop()
 learner.plane.close()
 """
+)
 
 
 def _resume(run_dir: str, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "launch.local", "--resume", run_dir, "--learner.steps", "5", "--no-progress",
-           "--no-spawn-actors", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "launch.local",
+        "--resume",
+        run_dir,
+        "--learner.steps",
+        "5",
+        "--no-progress",
+        "--no-spawn-actors",
+        *extra,
+    ]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
 def test_resume_of_a_truncated_checkpoint_continues_from_the_previous_one(tmp_path):
     run_dir = str(tmp_path / "run")
     os.mkdir(run_dir)
-    made = subprocess.run([sys.executable, "-c", TWO_CHECKPOINTS, run_dir], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    made = subprocess.run([sys.executable, "-c", TWO_CHECKPOINTS, run_dir], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stdout + made.stderr
     _truncate(os.path.join(run_dir, CHECKPOINT_NAME))
     out = _resume(run_dir)  # 5 updates are already done: it loads, saves and exits
@@ -108,8 +125,7 @@ def test_resume_with_nothing_readable_is_an_error_and_latest_starts_a_new_run(tm
     runs = tmp_path / "runs"
     run_dir = str(runs / "old")
     os.makedirs(run_dir)
-    made = subprocess.run([sys.executable, "-c", TWO_CHECKPOINTS, run_dir], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120)
+    made = subprocess.run([sys.executable, "-c", TWO_CHECKPOINTS, run_dir], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stdout + made.stderr
     for name in (CHECKPOINT_NAME, PREVIOUS_NAME):
         _garbage(os.path.join(run_dir, name))
@@ -118,11 +134,33 @@ def test_resume_with_nothing_readable_is_an_error_and_latest_starts_a_new_run(tm
     assert out.returncode == 2 and f"error: resume={run_dir!r}" in out.stderr, out.stdout + out.stderr
     assert "has no readable checkpoint" in out.stderr
     cfg = small_config(actors=1, envs=1)  # a free port for the new run
-    out = subprocess.run([sys.executable, "-m", "launch.local", "--resume", "latest", "--run-dir", str(runs),
-                          "--env.name", "fake", "--actors", "1", "--collect-only", "--no-progress",
-                          "--total-env-steps", "64", "--actor.batch-steps", "16",
-                          "--transport.base-port", str(cfg.transport.base_port)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "launch.local",
+            "--resume",
+            "latest",
+            "--run-dir",
+            str(runs),
+            "--env.name",
+            "fake",
+            "--actors",
+            "1",
+            "--collect-only",
+            "--no-progress",
+            "--total-env-steps",
+            "64",
+            "--actor.batch-steps",
+            "16",
+            "--transport.base-port",
+            str(cfg.transport.base_port),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"--resume latest: run folder {run_dir!r} has no readable checkpoint" in out.stdout, out.stdout
     assert "starting a new run (that folder is left as it is)" in out.stdout

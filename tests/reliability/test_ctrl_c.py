@@ -38,8 +38,10 @@ def test_ctrl_c_while_training_with_4_actors_exits_0_with_every_process_gone_and
         out = run.stop()
     finally:
         run.kill()
-    print(f"\nCtrl-C: launcher exited after {exited_s:.2f}s, all {len(every)} processes gone after {all_gone_s:.2f}s "
-          f"(bound {EXIT_BOUND_S}s)")
+    print(
+        f"\nCtrl-C: launcher exited after {exited_s:.2f}s, all {len(every)} processes gone after {all_gone_s:.2f}s "
+        f"(bound {EXIT_BOUND_S}s)"
+    )
     assert run.proc.returncode == 0, out
     assert all_gone_s <= EXIT_BOUND_S, out
     assert "Traceback" not in out, out

@@ -27,9 +27,9 @@ from shared.envs import env_spec
 from shared.wire import protocol
 from tests.support.messages import valid_batch
 
-PER_KIND = 640          # messages of each hostile kind (17 kinds: 10,880 in all)
-WARM_UP = 1000          # hostile messages sent before the memory baseline
-MAX_GROWTH = 50 << 20   # bytes of RSS the learner's process may grow by
+PER_KIND = 640  # messages of each hostile kind (17 kinds: 10,880 in all)
+WARM_UP = 1000  # hostile messages sent before the memory baseline
+MAX_GROWTH = 50 << 20  # bytes of RSS the learner's process may grow by
 
 
 def hostile_kinds(cfg, rng):
@@ -48,23 +48,26 @@ def hostile_kinds(cfg, rng):
     third = cfg.transport.max_message_bytes // 3 + 1
     big = b"\0" * third
     return {
-        "random_frames": ("frame_count",
-                          lambda i: [junk(rng.integers(0, 64)) for _ in range([1, 2, 3, 4, 5, 6, 7, 8, 10][i % 9])]),
+        "random_frames": (
+            "frame_count",
+            lambda i: [junk(rng.integers(0, 64)) for _ in range([1, 2, 3, 4, 5, 6, 7, 8, 10][i % 9])],
+        ),
         "random_header": ("header_msgpack", lambda i: [b"\xc1" + junk(rng.integers(0, 200)), *arrays]),
-        "truncated_msgpack": ("header_msgpack", lambda i: [good[0][:1 + i % (len(good[0]) - 1)], *arrays]),
-        "wrong_frame_count": ("frame_count", lambda i: good[:1 + i % 5] if i % 6 else good + [b"extra"]),
+        "truncated_msgpack": ("header_msgpack", lambda i: [good[0][: 1 + i % (len(good[0]) - 1)], *arrays]),
+        "wrong_frame_count": ("frame_count", lambda i: good[: 1 + i % 5] if i % 6 else good + [b"extra"]),
         "array_of_2**32": ("header_msgpack", lambda i: [(b"\xdd", b"\xdf")[i % 2] + b"\xff\xff\xff\xff" + junk(8), *arrays]),
         "E=2**32": ("field", lambda i: with_header(E=1 << 32)),
         "size_mismatch": ("size", lambda i: with_header(T=cfg.actor.batch_steps + 1 + i % 7)),
         "shape_mismatch": ("shape", lambda i: with_header(shape=[cfg.env.frame_size + 1 + i % 7, cfg.env.frame_size])),
         "bad_dtype": ("dtype", lambda i: with_header(dtypes=["<f4", "|u1", "<f8", "|u1", "|u1"])),
         "wrong_version": ("version", lambda i: with_header(v=protocol.VERSION + 1 + i)),
-        "non_utf8": ("header_msgpack", lambda i: [msgpack.packb({"v": 1, "kind": b"\xff\xfe" + junk(4)}, use_bin_type=False),
-                                                  *arrays]),
+        "non_utf8": (
+            "header_msgpack",
+            lambda i: [msgpack.packb({"v": 1, "kind": b"\xff\xfe" + junk(4)}, use_bin_type=False), *arrays],
+        ),
         "non_string_keys": ("header_msgpack", lambda i: [msgpack.packb({i: 1, "v": 1}), *arrays]),
         "deep_nesting": ("header_msgpack", lambda i: [b"\x91" * (1100 + i % 2900) + b"\xc0", *arrays]),
-        "ext_type": ("header_msgpack", lambda i: [msgpack.packb(dict(header, stats=msgpack.ExtType(i % 128, b"xyz"))),
-                                                  *arrays]),
+        "ext_type": ("header_msgpack", lambda i: [msgpack.packb(dict(header, stats=msgpack.ExtType(i % 128, b"xyz"))), *arrays]),
         "bad_values": ("values", lambda i: [good[0], good[1], bad_actions, *good[3:]]),
         "whole_too_big": ("oversized", lambda i: [good[0]] + [big] * 8),  # each frame fits MAXMSGSIZE
         "replayed": ("replayed_seq", None),
@@ -87,7 +90,6 @@ def events(monitor, timeout_ms=0):
     return out
 
 
-
 def send_pending(attackers, pending):
     """Send each attacker's queued messages, oldest first, until its socket would block."""
     for (sock, _), queued in zip(attackers, pending):
@@ -97,6 +99,7 @@ def send_pending(attackers, pending):
             except zmq.Again:
                 break
             queued.popleft()
+
 
 def test_ten_thousand_hostile_messages_while_real_actors_feed_the_learner(make_config):
     cfg = make_config(actors=2, envs=1, steps=16, capacity=8192, frame_size=36)
@@ -179,15 +182,17 @@ def test_ten_thousand_hostile_messages_while_real_actors_feed_the_learner(make_c
         plane.close()
         stop_processes(procs, stop, timeout=5)
     rejects = dict(plane.consolidator.rejects)
-    print(f"\nhostile messages {len(plan)}: rejects {rejects}; memory growth {grown / 2**20:.1f} MB; "
-          f"actors sent {[r['sent_transitions'] for r in results]} transitions; giant sender events {giant_events}")
+    print(
+        f"\nhostile messages {len(plan)}: rejects {rejects}; memory growth {grown / 2**20:.1f} MB; "
+        f"actors sent {[r['sent_transitions'] for r in results]} transitions; giant sender events {giant_events}"
+    )
     assert codes == [0, 0] and len(results) == 2
     assert alive, "the consolidation thread died"
     assert len(plan) >= 10_000
-    assert rejects == dict(expected)                            # every reject counted under its reason, exactly
+    assert rejects == dict(expected)  # every reject counted under its reason, exactly
     assert plane.consolidator.received == actor_batches + len(plan)  # the giant frame never reached the decoder
     assert plane.stats().per_actor == [r["sent_transitions"] for r in results]  # every real transition landed
     assert plane.processed == total and all(r["sent_transitions"] > 0 for r in results)
     assert grown < MAX_GROWTH, f"RSS grew by {grown / 2**20:.1f} MB"
-    assert zmq.EVENT_DISCONNECTED in giant_events                # MAXMSGSIZE: the learner dropped that peer ...
+    assert zmq.EVENT_DISCONNECTED in giant_events  # MAXMSGSIZE: the learner dropped that peer ...
     assert [zmq.EVENT_DISCONNECTED in e for e in attacker_events] == [False, False]  # ... and no other

@@ -22,17 +22,31 @@ RECOVERY_BOUND_S = 10.0  # the promise: throughput is back within 10 s of SIGCON
 MAX_STAGED, SEND_HWM, STEPS, ENVS, SIZE = 8, 4, 64, 2, 84
 BATCH_BYTES = ENVS * STEPS * (SIZE * SIZE + 1 + 4 + 1 + 1)  # frames, action, reward, terminated, first
 # Staged batches + the socket's queue + one being built + one being encoded, plus allocator and interpreter slack.
-STALLED = {"capped": r"\[ACTOR (\d+)\] staging full",  # actors/sender.py: on the first drop of a stall
-           "held": r"\[ACTOR (\d+)\] the learner has not read for \d+s: waiting"}  # after 10 s at the socket
+STALLED = {
+    "capped": r"\[ACTOR (\d+)\] staging full",  # actors/sender.py: on the first drop of a stall
+    "held": r"\[ACTOR (\d+)\] the learner has not read for \d+s: waiting",
+}  # after 10 s at the socket
 RSS_BOUND = (MAX_STAGED + SEND_HWM + 2) * BATCH_BYTES + (32 << 20)
 
 
 @pytest.mark.parametrize("ratio", ["capped", "held"])
 def test_actors_survive_a_learner_pause_past_their_staging_bound_and_throughput_returns(tmp_path, ratio):
     held = ratio == "held"
-    run = Launcher(tmp_path, *TRAINING, "--learner.exact-ratio" if held else "--learner.no-exact-ratio",
-                   "--actor.max-staged-batches", str(MAX_STAGED), "--actor.send-hwm", str(SEND_HWM),
-                   "--actor.batch-steps", str(STEPS), "--actor.envs-per-actor", str(ENVS), "--env.frame-size", str(SIZE))
+    run = Launcher(
+        tmp_path,
+        *TRAINING,
+        "--learner.exact-ratio" if held else "--learner.no-exact-ratio",
+        "--actor.max-staged-batches",
+        str(MAX_STAGED),
+        "--actor.send-hwm",
+        str(SEND_HWM),
+        "--actor.batch-steps",
+        str(STEPS),
+        "--actor.envs-per-actor",
+        str(ENVS),
+        "--env.frame-size",
+        str(SIZE),
+    )
     seen = set()
     try:
         run.wait_for(EPOCH, timeout=120, count=2)  # training, both actors sending
@@ -64,11 +78,13 @@ def test_actors_survive_a_learner_pause_past_their_staging_bound_and_throughput_
         cont_at = time.monotonic()
 
         growth = {pid: (peak[pid] - before[pid]) / 2**20 for pid in before}
-        print(f"\nlearner paused {paused_s:.0f}s ({ratio} ratio: both actors stalled); actor RSS before "
-              f"{[round(v / 2**20) for v in before.values()]} MiB, "
-              f"end {[round(v / 2**20) for v in end.values()]} MiB, peak growth "
-              f"{[round(g, 1) for g in growth.values()]} MiB (bound {RSS_BOUND / 2**20:.1f} MiB: "
-              f"{MAX_STAGED} staged + {SEND_HWM} in the socket + 2 batches of {BATCH_BYTES / 2**20:.2f} MiB, + 32 MiB)")
+        print(
+            f"\nlearner paused {paused_s:.0f}s ({ratio} ratio: both actors stalled); actor RSS before "
+            f"{[round(v / 2**20) for v in before.values()]} MiB, "
+            f"end {[round(v / 2**20) for v in end.values()]} MiB, peak growth "
+            f"{[round(g, 1) for g in growth.values()]} MiB (bound {RSS_BOUND / 2**20:.1f} MiB: "
+            f"{MAX_STAGED} staged + {SEND_HWM} in the socket + 2 batches of {BATCH_BYTES / 2**20:.2f} MiB, + 32 MiB)"
+        )
         assert all(alive), run.output
         assert sorted(p.pid for p in run.actors()) == sorted(before), "an actor was replaced during the pause"
         assert all(peak[pid] - before[pid] <= RSS_BOUND for pid in before), growth
@@ -89,8 +105,10 @@ def test_actors_survive_a_learner_pause_past_their_staging_bound_and_throughput_
         recovery_s = recovered_at - cont_at
         run.wait_for(EPOCH, timeout=60, after=cont_at)  # and it trains again
         drops_after = _drops(run)
-        print(f"throughput back {recovery_s:.2f}s after SIGCONT (pre-pause rate {pre:,.0f}/s; bound "
-              f"{RECOVERY_BOUND_S}s); batches dropped during the pause: {drops_after - drops_before}")
+        print(
+            f"throughput back {recovery_s:.2f}s after SIGCONT (pre-pause rate {pre:,.0f}/s; bound "
+            f"{RECOVERY_BOUND_S}s); batches dropped during the pause: {drops_after - drops_before}"
+        )
         assert recovery_s <= RECOVERY_BOUND_S, run.output
         if held:  # the actors waited: nothing dropped before, during or after the pause
             assert drops_after == drops_before == 0, run.output

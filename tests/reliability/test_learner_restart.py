@@ -52,22 +52,59 @@ RATIO = {"capped": "--learner.no-exact-ratio", "held": "--learner.exact-ratio"} 
 
 @pytest.mark.parametrize("ratio", list(RATIO))
 def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path, ratio):
-    common = ["--actors", "2", "--env.name", "fake", "--transport.base-port", str(free_base_port(4) + 2),
-              "--actor.batch-steps", "16", RATIO[ratio]]
-    learner_args = ["launch.local", "--no-spawn-actors", "--no-progress", "--log-every", "1",
-                    "--run-dir", str(tmp_path / "runs"), *common, "--learner.no-compile",
-                    "--learner.micro-batch", "16", "--learner.min-replay", "300", "--learner.updates-per-epoch", "5",
-                    "--learner.broadcast-env-steps", "10", "--learner.checkpoint-every", "1", "--replay.capacity", "4096",
-                    "--eval.final-episodes", "0"]
+    common = [
+        "--actors",
+        "2",
+        "--env.name",
+        "fake",
+        "--transport.base-port",
+        str(free_base_port(4) + 2),
+        "--actor.batch-steps",
+        "16",
+        RATIO[ratio],
+    ]
+    learner_args = [
+        "launch.local",
+        "--no-spawn-actors",
+        "--no-progress",
+        "--log-every",
+        "1",
+        "--run-dir",
+        str(tmp_path / "runs"),
+        *common,
+        "--learner.no-compile",
+        "--learner.micro-batch",
+        "16",
+        "--learner.min-replay",
+        "300",
+        "--learner.updates-per-epoch",
+        "5",
+        "--learner.broadcast-env-steps",
+        "10",
+        "--learner.checkpoint-every",
+        "1",
+        "--replay.capacity",
+        "4096",
+        "--eval.final-episodes",
+        "0",
+    ]
     logs = {name: str(tmp_path / f"{name}.log") for name in ("learner", "resumed", "actor0", "actor1")}
     learner = start(learner_args, logs["learner"])
     actors = [start(["launch.actor", "--actor-id", str(i), *common], logs[f"actor{i}"]) for i in range(2)]
     resumed = None
     try:
-        run_dir = wait_until(lambda: [str(p) for p in (tmp_path / "runs").glob("*") if (p / "checkpoint.pt").exists()],
-                             120, "the first checkpoint", procs=[(learner[0], logs["learner"])])[0]
-        wait_until(lambda: load_checkpoint(run_dir)["counters"]["weights_version"] >= 2, 120,
-                   "a checkpoint with weights v2", procs=[(learner[0], logs["learner"])])
+        run_dir = wait_until(
+            lambda: [str(p) for p in (tmp_path / "runs").glob("*") if (p / "checkpoint.pt").exists()],
+            120,
+            "the first checkpoint",
+            procs=[(learner[0], logs["learner"])],
+        )[0]
+        wait_until(
+            lambda: load_checkpoint(run_dir)["counters"]["weights_version"] >= 2,
+            120,
+            "a checkpoint with weights v2",
+            procs=[(learner[0], logs["learner"])],
+        )
         learner[0].send_signal(signal.SIGKILL)
         learner[0].wait(timeout=30)
         saved = load_checkpoint(run_dir)["counters"]
@@ -78,8 +115,10 @@ def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path, ratio
         time.sleep(1.0)  # the actors play on alone for a moment (staging, dropping and counting)
 
         target = saved["updates"] + 15  # three more epochs
-        resumed = start(["launch.local", "--resume", run_dir, "--no-spawn-actors", "--no-progress",
-                         "--learner.steps", str(target)], logs["resumed"])
+        resumed = start(
+            ["launch.local", "--resume", run_dir, "--no-spawn-actors", "--no-progress", "--learner.steps", str(target)],
+            logs["resumed"],
+        )
         resumed[0].wait(timeout=180)
         out = read(logs["resumed"])
         assert resumed[0].returncode == 0, out
@@ -118,10 +157,12 @@ def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path, ratio
     with open(os.path.join(run_dir, "metrics.jsonl")) as fh:
         published_versions = [int(json.loads(line)["learner/weights_version"]) for line in fh]
     assert published_versions == sorted(published_versions)
-    print(f"\ncheckpoint before the kill: epoch {saved['epoch']}, updates {saved['updates']}, weights "
-          f"v{saved['weights_version']} (published v{published}); resumed at v{version}; final: epoch "
-          f"{final['epoch']}, updates {final['updates']}, v{final['weights_version']}; actor versions "
-          f"{[r['weights_version'] for r in reports]}, dropped {[r['dropped_batches'] for r in reports]}")
+    print(
+        f"\ncheckpoint before the kill: epoch {saved['epoch']}, updates {saved['updates']}, weights "
+        f"v{saved['weights_version']} (published v{published}); resumed at v{version}; final: epoch "
+        f"{final['epoch']}, updates {final['updates']}, v{final['weights_version']}; actor versions "
+        f"{[r['weights_version'] for r in reports]}, dropped {[r['dropped_batches'] for r in reports]}"
+    )
 
 
 @pytest.mark.parametrize("ratio", list(RATIO))
@@ -129,20 +170,54 @@ def test_a_learner_that_starts_over_is_followed_at_once_by_the_same_actors(tmp_p
     """The learner dies before its first checkpoint, so ``--resume latest`` starts a new run at weights v0 while
     the actors, never restarted, hold a higher version of the dead run. They take the new run's v0 at once (its
     broadcasts carry a new run identity), though the new run publishes nothing above v0."""
-    common = ["--actors", "2", "--env.name", "fake", "--transport.base-port", str(free_base_port(4) + 2),
-              "--actor.batch-steps", "16", RATIO[ratio]]
-    learner_args = ["launch.local", "--no-spawn-actors", "--no-progress", "--log-every", "1", "--resume", "latest",
-                    "--run-dir", str(tmp_path / "runs"), *common, "--learner.no-compile",
-                    "--learner.micro-batch", "16", "--learner.min-replay", "300", "--learner.updates-per-epoch", "5",
-                    "--learner.checkpoint-every", "100000", "--replay.capacity", "4096", "--eval.final-episodes", "0"]
+    common = [
+        "--actors",
+        "2",
+        "--env.name",
+        "fake",
+        "--transport.base-port",
+        str(free_base_port(4) + 2),
+        "--actor.batch-steps",
+        "16",
+        RATIO[ratio],
+    ]
+    learner_args = [
+        "launch.local",
+        "--no-spawn-actors",
+        "--no-progress",
+        "--log-every",
+        "1",
+        "--resume",
+        "latest",
+        "--run-dir",
+        str(tmp_path / "runs"),
+        *common,
+        "--learner.no-compile",
+        "--learner.micro-batch",
+        "16",
+        "--learner.min-replay",
+        "300",
+        "--learner.updates-per-epoch",
+        "5",
+        "--learner.checkpoint-every",
+        "100000",
+        "--replay.capacity",
+        "4096",
+        "--eval.final-episodes",
+        "0",
+    ]
     logs = {name: str(tmp_path / f"{name}.log") for name in ("learner", "restarted", "actor0", "actor1")}
     learner = start([*learner_args, "--learner.broadcast-env-steps", "10"], logs["learner"])
     actors = [start(["launch.actor", "--actor-id", str(i), *common], logs[f"actor{i}"]) for i in range(2)]
     restarted = None
     try:
         versions = r"\[MAIN\] Epoch \d+ .*Weights: v(\d+)"
-        wait_until(lambda: [v for v in re.findall(versions, read(logs["learner"])) if int(v) >= 6], 120,
-                   "weights v6 from the first learner", procs=[(learner[0], logs["learner"])])
+        wait_until(
+            lambda: [v for v in re.findall(versions, read(logs["learner"])) if int(v) >= 6],
+            120,
+            "weights v6 from the first learner",
+            procs=[(learner[0], logs["learner"])],
+        )
         learner[0].send_signal(signal.SIGKILL)
         learner[0].wait(timeout=30)
         (dead_run,) = (tmp_path / "runs").glob("*")
@@ -158,6 +233,7 @@ def test_a_learner_that_starts_over_is_followed_at_once_by_the_same_actors(tmp_p
         def followed():
             epochs = re.findall(r"\[MAIN\] Epoch \d+ .*", read(logs["restarted"]))
             return len(epochs) >= 2 and "on another run's weights" not in epochs[-1]
+
         wait_until(followed, 120, "both actors on the new run's weights", procs=[(restarted[0], logs["restarted"])])
         restarted[0].send_signal(signal.SIGTERM)  # a clean stop: accounting and the final line
         restarted[0].wait(timeout=120)
@@ -182,21 +258,41 @@ def test_a_learner_that_starts_over_is_followed_at_once_by_the_same_actors(tmp_p
     reports = [json.loads(read(logs[f"actor{i}"]).split("[ACTOR] ", 1)[1]) for i in range(2)]
     assert [r["weights_version"] for r in reports] == [0, 0]
     assert len({r["weights_run"] for r in reports}) == 1 and reports[0]["weights_run"] > 0
-    print(f"\nthe dead run had published v{dead_version}; the new run's v0 reached both actors "
-          f"(lags after the restart {sorted(set(lags))})")
+    print(
+        f"\nthe dead run had published v{dead_version}; the new run's v0 reached both actors "
+        f"(lags after the restart {sorted(set(lags))})"
+    )
 
 
 def test_actors_spawned_by_a_sigkilled_launcher_exit_by_themselves(tmp_path):
     base = free_base_port(4) + 2
-    cmd = [sys.executable, "-m", "launch.local", "--actors", "2", "--collect-only", "--no-progress", "--env.name",
-           "fake", "--transport.base-port", str(base), "--run-dir", str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "launch.local",
+        "--actors",
+        "2",
+        "--collect-only",
+        "--no-progress",
+        "--env.name",
+        "fake",
+        "--transport.base-port",
+        str(base),
+        "--run-dir",
+        str(tmp_path),
+    ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     alive = []
     try:
+
         def actors():  # both actors connected to their experience sockets: they are in their loops
-            found = [c for c in psutil.Process(proc.pid).children(recursive=True)
-                     if any(conn.raddr and conn.raddr.port in (base, base + 1) for conn in c.net_connections("tcp"))]
+            found = [
+                c
+                for c in psutil.Process(proc.pid).children(recursive=True)
+                if any(conn.raddr and conn.raddr.port in (base, base + 1) for conn in c.net_connections("tcp"))
+            ]
             return found if len(found) == 2 else None
+
         children = wait_until(actors, 60, "two connected actor processes")
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)

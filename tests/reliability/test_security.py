@@ -61,6 +61,7 @@ def public_z85(path) -> str:
 
 # ---------------------------------------------------------------------------------------------- CURVE, end to end
 
+
 def test_only_listed_actor_keys_deliver_transitions_or_get_weights(keys, caplog):
     folder, allowed = keys
     caplog.set_level(logging.DEBUG, logger="zmq.auth")
@@ -87,8 +88,7 @@ def test_only_listed_actor_keys_deliver_transitions_or_get_weights(keys, caplog)
         pass
     ctx = spawn_context()
     stop, reports = ctx.Event(), ctx.Queue()
-    procs = [start_process(ctx, actor_main, (actor_cfgs[slot], slot, stop, reports, 10), f"actor-{slot}")
-             for slot in range(2)]
+    procs = [start_process(ctx, actor_main, (actor_cfgs[slot], slot, stop, reports, 10), f"actor-{slot}") for slot in range(2)]
     results = []
     deadline = time.monotonic() + 120  # a hang guard, not a timing assertion
     try:
@@ -130,10 +130,14 @@ def test_only_listed_actor_keys_deliver_transitions_or_get_weights(keys, caplog)
 def test_server_sockets_refuse_everyone_when_no_allow_list_runs(keys):
     """Fail closed: a CURVE server socket whose ZAP handler is missing admits no one, not every one."""
     folder, allowed = keys
-    transport = TransportConfig(base_port=free_base_port(1), curve_server_secret=str(folder / "learner.key_secret"),
-                                curve_authorized_dir=str(allowed))
-    client = TransportConfig(base_port=transport.base_port, curve_client_secret=str(folder / "allowed.key_secret"),
-                             curve_server_public=str(folder / "learner.key"))
+    transport = TransportConfig(
+        base_port=free_base_port(1), curve_server_secret=str(folder / "learner.key_secret"), curve_authorized_dir=str(allowed)
+    )
+    client = TransportConfig(
+        base_port=transport.base_port,
+        curve_client_secret=str(folder / "allowed.key_secret"),
+        curve_server_public=str(folder / "learner.key"),
+    )
     ctx = zmq.Context()
     pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
     try:
@@ -151,6 +155,7 @@ def test_server_sockets_refuse_everyone_when_no_allow_list_runs(keys):
 
 # ---------------------------------------------------------------------------------------------- configuration
 
+
 @pytest.mark.parametrize("host", ["10.1.2.3", "0.0.0.0", "learner.example.org"])
 def test_non_loopback_host_without_keys_is_refused(host):
     with pytest.raises(ConfigError) as err:
@@ -165,10 +170,12 @@ def test_loopback_host_needs_no_keys(host):
 
 def test_non_loopback_host_with_keys_validates(keys):
     folder, allowed = keys
-    TransportConfig(host="0.0.0.0", curve_server_secret=str(folder / "learner.key_secret"),
-                    curve_authorized_dir=str(allowed)).validate()
-    TransportConfig(host="10.1.2.3", curve_client_secret=str(folder / "allowed.key_secret"),
-                    curve_server_public=str(folder / "learner.key")).validate()
+    TransportConfig(
+        host="0.0.0.0", curve_server_secret=str(folder / "learner.key_secret"), curve_authorized_dir=str(allowed)
+    ).validate()
+    TransportConfig(
+        host="10.1.2.3", curve_client_secret=str(folder / "allowed.key_secret"), curve_server_public=str(folder / "learner.key")
+    ).validate()
     assert TransportConfig().host == "127.0.0.1"  # the default binds to loopback
 
 
@@ -182,14 +189,22 @@ def test_bad_key_settings_name_the_field_and_value(keys, tmp_path):
         (dict(curve_authorized_dir=str(allowed)), "transport.curve_server_secret=''"),
         (dict(curve_client_secret=secret), "transport.curve_server_public=''"),
         (dict(curve_server_public=public), "transport.curve_client_secret=''"),
-        (dict(curve_server_secret=str(tmp_path / "nope"), curve_authorized_dir=str(allowed)),
-         f"transport.curve_server_secret={str(tmp_path / 'nope')!r} is not a file"),
-        (dict(curve_server_secret=public, curve_authorized_dir=str(allowed)),  # a public file given as the secret
-         f"transport.curve_server_secret={public!r} holds no secret key"),
-        (dict(curve_server_secret=secret, curve_authorized_dir=str(tmp_path / "nope")),
-         f"transport.curve_authorized_dir={str(tmp_path / 'nope')!r} is not a folder"),
-        (dict(curve_server_secret=secret, curve_authorized_dir=str(empty)),
-         f"transport.curve_authorized_dir={str(empty)!r} holds no public key"),
+        (
+            dict(curve_server_secret=str(tmp_path / "nope"), curve_authorized_dir=str(allowed)),
+            f"transport.curve_server_secret={str(tmp_path / 'nope')!r} is not a file",
+        ),
+        (
+            dict(curve_server_secret=public, curve_authorized_dir=str(allowed)),  # a public file given as the secret
+            f"transport.curve_server_secret={public!r} holds no secret key",
+        ),
+        (
+            dict(curve_server_secret=secret, curve_authorized_dir=str(tmp_path / "nope")),
+            f"transport.curve_authorized_dir={str(tmp_path / 'nope')!r} is not a folder",
+        ),
+        (
+            dict(curve_server_secret=secret, curve_authorized_dir=str(empty)),
+            f"transport.curve_authorized_dir={str(empty)!r} holds no public key",
+        ),
     ]
     for fields, message in cases:
         with pytest.raises(ConfigError) as err:
@@ -251,11 +266,14 @@ def unsafe_uses(source: str, filename: str = "<string>") -> list[str]:
         elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_NAMES:
             found.append(f"{where} .{node.attr}")
         elif isinstance(node, ast.Call):
-            if any(k.arg == "allow_pickle" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
-                   for k in node.keywords):
+            if any(
+                k.arg == "allow_pickle" and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+                for k in node.keywords
+            ):
                 found.append(f"{where} allow_pickle")
-            if is_torch_load(node) and not any(k.arg == "weights_only" and isinstance(k.value, ast.Constant)
-                                               and k.value.value is True for k in node.keywords):
+            if is_torch_load(node) and not any(
+                k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is True for k in node.keywords
+            ):
                 found.append(f"{where} torch.load without weights_only=True")
     return found
 
@@ -269,19 +287,37 @@ def project_sources() -> list[pathlib.Path]:
     return sorted(p for d in ("actors", "learner", "shared", "launch") for p in (ROOT / d).rglob("*.py"))
 
 
-@pytest.mark.parametrize("snippet", [
-    "import pickle", "import cPickle as p", "from pickle import loads", "import dill", "x = pickle.loads(b)",
-    "sock.recv_pyobj()", "sock.send_pyobj({})", "np.load(f, allow_pickle=True)", "torch.load(p)",
-    "torch.load(p, weights_only=False)", "torch.load(p, map_location='cpu')", "from torch import load",
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "import pickle",
+        "import cPickle as p",
+        "from pickle import loads",
+        "import dill",
+        "x = pickle.loads(b)",
+        "sock.recv_pyobj()",
+        "sock.send_pyobj({})",
+        "np.load(f, allow_pickle=True)",
+        "torch.load(p)",
+        "torch.load(p, weights_only=False)",
+        "torch.load(p, map_location='cpu')",
+        "from torch import load",
+    ],
+)
 def test_scanner_catches(snippet):
     assert unsafe_uses(snippet), snippet
 
 
-@pytest.mark.parametrize("snippet", [
-    '"""Frames are never pickled."""', "# no pickle here", "torch.load(p, map_location='cpu', weights_only=True)",
-    "msgpack.unpackb(b, raw=False)", "np.load(f)",
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        '"""Frames are never pickled."""',
+        "# no pickle here",
+        "torch.load(p, map_location='cpu', weights_only=True)",
+        "msgpack.unpackb(b, raw=False)",
+        "np.load(f)",
+    ],
+)
 def test_scanner_passes(snippet):
     assert unsafe_uses(snippet) == []
 
@@ -323,6 +359,7 @@ def test_setup_cfg_pins_patched_torch_and_msgpack():
 
 # ---------------------------------------------------------------------------------------------- the key command
 
+
 def test_keys_command_writes_loadable_certificates(tmp_path):
     folder, allowed = tmp_path / "keys", tmp_path / "allowed"
     cmd = [sys.executable, "-m", "launch.keys", str(folder), "--name", "learner", "actor0", "--authorize", str(allowed)]
@@ -337,8 +374,9 @@ def test_keys_command_writes_loadable_certificates(tmp_path):
         assert stat.S_IMODE(secret.stat().st_mode) == 0o600
         assert (allowed / f"{name}.key").read_bytes() == public.read_bytes()
     assert "--transport.curve-server-secret" in done.stdout and "--transport.curve-client-secret" in done.stdout
-    TransportConfig(host="0.0.0.0", curve_server_secret=str(folder / "learner.key_secret"),
-                    curve_authorized_dir=str(allowed)).validate()
+    TransportConfig(
+        host="0.0.0.0", curve_server_secret=str(folder / "learner.key_secret"), curve_authorized_dir=str(allowed)
+    ).validate()
     before = (folder / "learner.key_secret").read_bytes()
     again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert again.returncode == 2 and "--force" in again.stderr  # never overwrites a key silently

@@ -22,17 +22,45 @@ HANG_GUARD_S = 180.0  # longest wait for an event: on a slow, loaded machine a s
 # --eval.every-env-steps 0: these tests count and kill actor processes; the evaluation process is tested in
 # tests/integration/test_launch.py,
 # the end-of-run evaluation (--eval.final-episodes) in tests/integration/test_final_eval.py
-TRAINING = ("--learner.no-compile", "--learner.micro-batch", "16", "--learner.min-replay", "300",
-            "--learner.updates-per-epoch", "5", "--replay.capacity", "4096", "--eval.every-env-steps", "0",
-            "--learner.broadcast-env-steps", "50",
-            "--eval.final-episodes", "0")
+TRAINING = (
+    "--learner.no-compile",
+    "--learner.micro-batch",
+    "16",
+    "--learner.min-replay",
+    "300",
+    "--learner.updates-per-epoch",
+    "5",
+    "--replay.capacity",
+    "4096",
+    "--eval.every-env-steps",
+    "0",
+    "--learner.broadcast-env-steps",
+    "50",
+    "--eval.final-episodes",
+    "0",
+)
 
 
 def start_launcher(tmp_path, *args, collect_only=True):
     """2 actors on the fake env, a console line every second, plain output on a pipe; ``args`` add or override."""
     base = free_base_port(4) + 2
-    cmd = [sys.executable, "-m", "launch.local", "--actors", "2", "--log-every", "1", "--no-progress",
-           "--env.name", "fake", "--transport.base-port", str(base), "--run-dir", str(tmp_path), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "launch.local",
+        "--actors",
+        "2",
+        "--log-every",
+        "1",
+        "--no-progress",
+        "--env.name",
+        "fake",
+        "--transport.base-port",
+        str(base),
+        "--run-dir",
+        str(tmp_path),
+        *args,
+    ]
     if collect_only:
         cmd.append("--collect-only")
     return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -29,8 +29,25 @@ def train_on_defaults(tmp_path, env_name: str, *budget: str, timeout: float) -> 
     figures in docs/lab/testing-log.md used, and no end-of-run evaluation: the tests play their own); asserts exit 0 and
     returns (console output, run folder). ``timeout`` only guards against a hang."""
     base = free_base_port(6) + 2
-    cmd = [sys.executable, "-m", "launch.local", "--env.name", env_name, "--seed", "0", "--eval.final-episodes", "0",
-           *budget, "--log-every", "10", "--transport.base-port", str(base), "--run-dir", str(tmp_path), "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "launch.local",
+        "--env.name",
+        env_name,
+        "--seed",
+        "0",
+        "--eval.final-episodes",
+        "0",
+        *budget,
+        "--log-every",
+        "10",
+        "--transport.base-port",
+        str(base),
+        "--run-dir",
+        str(tmp_path),
+        "--no-progress",
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out

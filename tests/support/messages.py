@@ -12,7 +12,12 @@ def valid_batch(cfg, actor=0, incarnation=99, seq=0) -> list[bytes]:
     so a test can cut or replace any of them."""
     shape = (cfg.actor.envs_per_actor, cfg.actor.batch_steps)
     size = cfg.env.frame_size
-    arrays = (np.zeros(shape + (size, size), np.uint8), np.zeros(shape, np.uint8), np.zeros(shape, np.float32),
-              np.zeros(shape, np.uint8), np.ones(shape, np.uint8))
+    arrays = (
+        np.zeros(shape + (size, size), np.uint8),
+        np.zeros(shape, np.uint8),
+        np.zeros(shape, np.float32),
+        np.zeros(shape, np.uint8),
+        np.ones(shape, np.uint8),
+    )
     stats = {k: 0.0 for k in protocol.STAT_KEYS}
     return [bytes(memoryview(p)) for p in protocol.encode_batch(actor, incarnation, seq, 0, *arrays, stats=stats)]

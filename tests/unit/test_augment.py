@@ -13,8 +13,12 @@ def _offsets(frames: np.ndarray, shifted: np.ndarray, pad: int) -> list[tuple[in
     padded = np.pad(frames, ((0, 0), (0, 0), (pad, pad), (pad, pad)), mode="edge")
     found = []
     for i in range(b):
-        matches = [(dy, dx) for dy in range(2 * pad + 1) for dx in range(2 * pad + 1)
-                   if np.array_equal(padded[i, :, dy:dy + h, dx:dx + w], shifted[i])]
+        matches = [
+            (dy, dx)
+            for dy in range(2 * pad + 1)
+            for dx in range(2 * pad + 1)
+            if np.array_equal(padded[i, :, dy : dy + h, dx : dx + w], shifted[i])
+        ]
         assert matches, f"sample {i} is no crop of its padded stack"
         found.append(matches[0])
     return found
@@ -49,7 +53,7 @@ def test_reference_by_hand_and_bad_input():
     dx = torch.randint(0, 3, (2, 1), generator=gen).squeeze(1).tolist()
     padded = np.pad(frames.numpy(), ((0, 0), (0, 0), (1, 1), (1, 1)), mode="edge")
     for i in range(2):
-        assert np.array_equal(shifted[i].numpy(), padded[i, :, dy[i]:dy[i] + 5, dx[i]:dx[i] + 5])
+        assert np.array_equal(shifted[i].numpy(), padded[i, :, dy[i] : dy[i] + 5, dx[i] : dx[i] + 5])
     with pytest.raises(ValueError, match=r"frames shape \(5, 5\)"):
         random_shift(frames[0, 0])
     with pytest.raises(ValueError, match="pad -1"):

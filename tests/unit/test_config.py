@@ -10,44 +10,47 @@ from shared.config import AUTO, ActorConfig, ConfigError, EnvConfig, LearnerConf
 from shared.exploration import epsilons
 
 
-@pytest.mark.parametrize("path,value,needle", [
-    ("actors", 0, "actors=0"),
-    ("total_env_steps", -2, "total_env_steps=-2"),
-    ("total_env_steps", 1.5, "total_env_steps=1.5"),
-    ("learner.steps", -1, "learner.steps=-1"),
-    ("env.mario.stage", "9-9", "env.mario.stage='9-9'"),
-    ("env.mario.no_progress_steps", -1, "env.mario.no_progress_steps=-1"),
-    ("env.name", "pong", "env.name='pong'"),
-    ("env.module", "no_such_module_here", "env.module='no_such_module_here'"),
-    ("env.frame_skip", 0, "env.frame_skip=0"),
-    ("env.snake.size", 3, "env.snake.size=3"),
-    ("env.snake.obs", "pixels", "env.snake.obs='pixels'"),
-    ("env.snake.hunger", -1, "env.snake.hunger=-1"),
-    ("env.fuelbreak.size", 7, "env.fuelbreak.size=7"),
-    ("env.fuelbreak.budget", 0, "env.fuelbreak.budget=0"),
-    ("env.fuelbreak.budget", 5000, "env.fuelbreak.budget=5000"),
-    ("env.fuelbreak.ignitions", 0, "env.fuelbreak.ignitions=0"),
-    ("env.fake.actions", 0, "env.fake.actions=0"),
-    ("actor.batch_steps", 0, "actor.batch_steps=0"),
-    ("actor.epsilon", 1.5, "actor.epsilon=1.5"),
-    ("actor.precision", "fp16", "actor.precision='fp16'"),
-    ("learner.target_sync_env_steps", 0, "learner.target_sync_env_steps=0"),
-    ("learner.broadcast_env_steps", 0, "learner.broadcast_env_steps=0"),
-    ("learner.reset_env_steps", -1, "learner.reset_env_steps=-1"),
-    ("learner.reset_shrink", 1.5, "learner.reset_shrink=1.5"),
-    ("learner.reset_env_steps", 5000, "learner.reset_env_steps=5000"),  # not past learner.min_replay's 5,000
-    ("learner.n_step_start", 2, "learner.n_step_start=2"),  # below replay.n_step's 3, the n it falls to
-    ("learner.n_step_start", 65, "learner.n_step_start=65"),
-    ("learner.n_step_anneal_env_steps", 0, "learner.n_step_anneal_env_steps=0"),
-    ("eval.every_env_steps", -1, "eval.every_env_steps=-1"),
-    ("replay.priority_beta_steps", -2, "replay.priority_beta_steps=-2"),
-    ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
-    ("learner.munchausen_tau", 0.0, "learner.munchausen_tau=0.0"),
-    ("replay.capacity", 100, "replay.capacity=100"),
-    ("replay.gamma", 1.5, "replay.gamma=1.5"),
-    ("transport.host", "0.0.0.0", "transport.host='0.0.0.0'"),
-    ("transport.base_port", 80, "transport.base_port=80"),
-])
+@pytest.mark.parametrize(
+    "path,value,needle",
+    [
+        ("actors", 0, "actors=0"),
+        ("total_env_steps", -2, "total_env_steps=-2"),
+        ("total_env_steps", 1.5, "total_env_steps=1.5"),
+        ("learner.steps", -1, "learner.steps=-1"),
+        ("env.mario.stage", "9-9", "env.mario.stage='9-9'"),
+        ("env.mario.no_progress_steps", -1, "env.mario.no_progress_steps=-1"),
+        ("env.name", "pong", "env.name='pong'"),
+        ("env.module", "no_such_module_here", "env.module='no_such_module_here'"),
+        ("env.frame_skip", 0, "env.frame_skip=0"),
+        ("env.snake.size", 3, "env.snake.size=3"),
+        ("env.snake.obs", "pixels", "env.snake.obs='pixels'"),
+        ("env.snake.hunger", -1, "env.snake.hunger=-1"),
+        ("env.fuelbreak.size", 7, "env.fuelbreak.size=7"),
+        ("env.fuelbreak.budget", 0, "env.fuelbreak.budget=0"),
+        ("env.fuelbreak.budget", 5000, "env.fuelbreak.budget=5000"),
+        ("env.fuelbreak.ignitions", 0, "env.fuelbreak.ignitions=0"),
+        ("env.fake.actions", 0, "env.fake.actions=0"),
+        ("actor.batch_steps", 0, "actor.batch_steps=0"),
+        ("actor.epsilon", 1.5, "actor.epsilon=1.5"),
+        ("actor.precision", "fp16", "actor.precision='fp16'"),
+        ("learner.target_sync_env_steps", 0, "learner.target_sync_env_steps=0"),
+        ("learner.broadcast_env_steps", 0, "learner.broadcast_env_steps=0"),
+        ("learner.reset_env_steps", -1, "learner.reset_env_steps=-1"),
+        ("learner.reset_shrink", 1.5, "learner.reset_shrink=1.5"),
+        ("learner.reset_env_steps", 5000, "learner.reset_env_steps=5000"),  # not past learner.min_replay's 5,000
+        ("learner.n_step_start", 2, "learner.n_step_start=2"),  # below replay.n_step's 3, the n it falls to
+        ("learner.n_step_start", 65, "learner.n_step_start=65"),
+        ("learner.n_step_anneal_env_steps", 0, "learner.n_step_anneal_env_steps=0"),
+        ("eval.every_env_steps", -1, "eval.every_env_steps=-1"),
+        ("replay.priority_beta_steps", -2, "replay.priority_beta_steps=-2"),
+        ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
+        ("learner.munchausen_tau", 0.0, "learner.munchausen_tau=0.0"),
+        ("replay.capacity", 100, "replay.capacity=100"),
+        ("replay.gamma", 1.5, "replay.gamma=1.5"),
+        ("transport.host", "0.0.0.0", "transport.host='0.0.0.0'"),
+        ("transport.base_port", 80, "transport.base_port=80"),
+    ],
+)
 def test_bad_value_is_named(path, value, needle):
     cfg = RunConfig()
     target = cfg
@@ -72,8 +75,9 @@ def test_json_round_trip_and_unknown_keys():
 
 
 def test_launcher_reports_bad_value_and_exits_2():
-    proc = subprocess.run([sys.executable, "-m", "launch.local", "--actors", "0", "--collect-only"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "launch.local", "--actors", "0", "--collect-only"], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2
     assert "actors=0" in proc.stderr
 
@@ -125,8 +129,10 @@ def test_auto_fields_follow_the_env_until_set_and_are_saved_resolved():
     assert (built.actor.envs_per_actor, built.actor.eps_anneal_steps) == (32, 1_000)
 
 
-@pytest.mark.parametrize("env,scale,sync,munchausen", [("mario", 1 / 15, 16_000, 0.9), ("catch", 1.0, 2_000, 0.0),
-                                                        ("fake", 1.0, 2_000, 0.0), ("fuelbreak", 100.0, 32_000, 0.0)])
+@pytest.mark.parametrize(
+    "env,scale,sync,munchausen",
+    [("mario", 1 / 15, 16_000, 0.9), ("catch", 1.0, 2_000, 0.0), ("fake", 1.0, 2_000, 0.0), ("fuelbreak", 100.0, 32_000, 0.0)],
+)
 def test_reward_scale_target_sync_and_munchausen_auto_per_env(env, scale, sync, munchausen):
     cfg = LearnerConfig().resolved("cpu", env)
     assert cfg.reward_scale == pytest.approx(scale)
@@ -214,8 +220,14 @@ RETIRED_AT_THEIR_DEFAULTS = {
     "replay": {"ending_share": 0.0, "ending_steps": 8, "ending_reserve": 2000},
     "actor": {"death_penalty": 0.0, "success_bonus": 0.0, "explore_repeat": 0.0, "explore_repeat_max": 10},
     "net": {"norm": "batch"},
-    "learner": {"ema_decay": 0.0, "bootstrap_epsilon": 0.0, "batchnorm_frozen_after": 0,
-                "lr_final": 1.0, "lr_decay_steps": 300_000, "batchnorm": "eval"},
+    "learner": {
+        "ema_decay": 0.0,
+        "bootstrap_epsilon": 0.0,
+        "batchnorm_frozen_after": 0,
+        "lr_final": 1.0,
+        "lr_decay_steps": 300_000,
+        "batchnorm": "eval",
+    },
 }
 """Every option retired after its screen lost (docs/lab/experiments/mario.md, "Levers retired"), at the value that
 meant off: what every config.json saved before then holds."""

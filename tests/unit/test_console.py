@@ -4,8 +4,7 @@ from learner.console import format_duration, other_run_phrase
 
 
 def test_durations_read_at_a_glance():
-    assert [format_duration(s) for s in (0, 42.4, 60, 425, 3600, 10_920)] == ["0s", "42s", "1m00s", "7m05s", "1h00m",
-                                                                               "3h02m"]
+    assert [format_duration(s) for s in (0, 42.4, 60, 425, 3600, 10_920)] == ["0s", "42s", "1m00s", "7m05s", "1h00m", "3h02m"]
 
 
 def test_the_other_run_phrase_appears_only_when_an_actor_is_on_another_runs_weights():

@@ -35,8 +35,7 @@ class FakeInner:
     reversed view of a BGRx buffer rewritten in place, like nes-py's screen.
     """
 
-    def __init__(self, frames, rewards, api="gym", end_at=(), truncate=False, layout="fresh",
-                 reset_takes_seed=False):
+    def __init__(self, frames, rewards, api="gym", end_at=(), truncate=False, layout="fresh", reset_takes_seed=False):
         self.frames, self.rewards, self.api = frames, rewards, api
         self.end_at, self.truncate, self.layout = set(end_at), truncate, layout
         self.j = 0
@@ -173,8 +172,7 @@ def test_mario_action_sets_and_time_limit():
 def _jumps_while_holding(jump_release: bool, action: int, steps: int) -> tuple[int, int]:
     """Take-offs (RAM 0x1D going 0 -> 1 while Mario is not dying, RAM 0x0E != 0x0B; checked every emulator frame)
     and final x while holding one action."""
-    env = make_mario_env(EnvConfig(name="mario", mario=MarioOptions(stage="1-1", actions="simple",
-                                                                     jump_release=jump_release)), 0)
+    env = make_mario_env(EnvConfig(name="mario", mario=MarioOptions(stage="1-1", actions="simple", jump_release=jump_release)), 0)
     try:
         env.reset()
         inner_step, ram = env.inner.step, env.raw.ram
@@ -272,8 +270,8 @@ def test_skip_max_and_reward_sum(api):
         want = np.maximum(g[a], g[b])
         np.testing.assert_array_equal(obs, want)
         assert not np.array_equal(want, g[b])  # the max really mixes two frames ...
-        assert not np.array_equal(want, np.maximum.reduce(g[4 * k + 1: b + 1]))  # ... only the last two
-        assert r == sum(rewards[4 * k + 1: b + 1])
+        assert not np.array_equal(want, np.maximum.reduce(g[4 * k + 1 : b + 1]))  # ... only the last two
+        assert r == sum(rewards[4 * k + 1 : b + 1])
         assert (term, trunc) == (False, False)
         assert info["x_pos"] == 10 * b and type(info["x_pos"]) is int
         assert info["flag_get"] is False and info["extra"] == "kept"

@@ -21,4 +21,3 @@ def test_exploration_anneals_from_one_to_each_envs_floor():
     assert mean_floor(cfg, 4) == pytest.approx(floors.mean())
     assert epsilons(ActorConfig(envs_per_actor=1, eps_anneal_steps=0, epsilon=0.2), 4, 3, 0)[0] == 0.2  # fixed
     assert epsilons(ActorConfig(envs_per_actor=1, eps_anneal_steps=0), 4, 0, 0)[0] == pytest.approx(0.4)
-

@@ -62,9 +62,16 @@ def test_shapes_dtypes_and_spec():
     env.close()
 
 
-@pytest.mark.parametrize("kwargs, name", [({"size": 7}, "size"), ({"budget": 0}, "budget"),
-                                          ({"budget": 256}, "budget"), ({"ignitions": 0}, "ignitions"),
-                                          ({"num_envs": 0}, "num_envs")])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"size": 7}, "size"),
+        ({"budget": 0}, "budget"),
+        ({"budget": 256}, "budget"),
+        ({"ignitions": 0}, "ignitions"),
+        ({"num_envs": 0}, "num_envs"),
+    ],
+)
 def test_bad_constructor_input(kwargs, name):
     with pytest.raises(ValueError, match=name):
         FuelBreakVectorEnv(**{"size": 16, **kwargs})
@@ -112,6 +119,7 @@ def test_determinism_for_a_seed():
             obs, reward, term, _, info = env.step(random_valid_actions(env.action_mask(), rng))
             out += [obs, reward, term, info["score"]]
         return out
+
     a, b, c = run(11), run(11), run(12)
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
     assert not np.array_equal(a[0], c[0])

@@ -30,14 +30,17 @@ MARIO = EnvSpec((84, 84), "uint8", 4, 7)
 SNAKE_FEATURES = EnvSpec((14,), "float32", 1, 3)
 SNAKE_GRID = EnvSpec((3, 10, 10), "uint8", 1, 3)
 FUEL_BREAKS = EnvSpec((8, 32, 32), "uint8", 1, 32 * 32, masked=True)
-SPECS = {"mario": (MARIO, "nature", QNetwork), "snake_features": (SNAKE_FEATURES, "mlp", MLPQNetwork),
-         "snake_grid": (SNAKE_GRID, "small_conv", SmallConvQNetwork),
-         "fuel_breaks": (FUEL_BREAKS, "cell", CellQNetwork)}
-
+SPECS = {
+    "mario": (MARIO, "nature", QNetwork),
+    "snake_features": (SNAKE_FEATURES, "mlp", MLPQNetwork),
+    "snake_grid": (SNAKE_GRID, "small_conv", SmallConvQNetwork),
+    "fuel_breaks": (FUEL_BREAKS, "cell", CellQNetwork),
+}
 
 
 def _dueling(state_dict: dict) -> bool:
     return any(k.startswith("advantage.") for k in state_dict)
+
 
 def sample(spec: EnvSpec, batch: int, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
@@ -322,9 +325,13 @@ def test_masked_argmax_with_valid_q_below_minus_1e9():
 def test_masked_argmax_edge_cases():
     mask = torch.tensor([[False, True, False, True], [False, False, True, True], [True, False, False, True]])
     inf = float("inf")
-    q = torch.tensor([[9.0, -inf, 9.0, -inf],  # all valid Q are -inf: the first valid action
-                      [0.0, 0.0, float("nan"), 1.0],  # NaN among the valid: still a valid action
-                      [2.0, 5.0, 5.0, 2.0]])  # a tie among the valid: the lowest index
+    q = torch.tensor(
+        [
+            [9.0, -inf, 9.0, -inf],  # all valid Q are -inf: the first valid action
+            [0.0, 0.0, float("nan"), 1.0],  # NaN among the valid: still a valid action
+            [2.0, 5.0, 5.0, 2.0],
+        ]
+    )  # a tie among the valid: the lowest index
     best = masked_argmax(q, mask).squeeze(1)
     assert mask[torch.arange(3), best].all()
     assert best[0] == 1 and best[2] == 0

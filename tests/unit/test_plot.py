@@ -79,8 +79,7 @@ def read_png(path):
 def test_two_runs(tmp_path, capsys):
     run_a, run_b = make_runs(tmp_path)
     out = tmp_path / "curves.png"
-    rc = plot.main([str(run_a), str(run_b), "--out", str(out), "--title", "synthetic",
-                    "--baseline-x", "320"])
+    rc = plot.main([str(run_a), str(run_b), "--out", str(out), "--title", "synthetic", "--baseline-x", "320"])
     captured = capsys.readouterr()
     assert rc == 0
     image = read_png(out)
@@ -128,8 +127,7 @@ def test_no_data_panels(tmp_path):
     run_a, run_b = make_runs(tmp_path)
     fig = plot.plot([plot.read_run(str(run_b), "b")], str(tmp_path / "b.png"))
     assert no_data_panels(fig) == 4  # eval x_pos and flag rate, both columns
-    fig = plot.plot([plot.read_run(str(run_a), "a"), plot.read_run(str(run_b), "b")],
-                    str(tmp_path / "ab.png"))
+    fig = plot.plot([plot.read_run(str(run_a), "a"), plot.read_run(str(run_b), "b")], str(tmp_path / "ab.png"))
     assert no_data_panels(fig) == 0
 
 
@@ -175,8 +173,12 @@ def test_module_as_subprocess(tmp_path):
     out = tmp_path / "cli.png"
     result = subprocess.run(
         [sys.executable, "-m", "launch.plot", str(run_a), str(run_b), "--out", str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
-        env={**os.environ, "MPLBACKEND": "Agg"})
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
     assert result.returncode == 0, result.stderr
     assert f"wrote {out}" in result.stdout
     read_png(out)

@@ -54,15 +54,21 @@ def add(replay, stream, T, start, terminated=(), truncated=(), priorities=None):
     first = (np.isin(slots - 1, terminated) | np.isin(slots - 1, truncated))[None]
     if start == 0:
         first[0, 0] = True
-    replay.add(stream, frames, np.zeros((1, T), np.uint8), np.ones((1, T), np.float32), term, first,
-               None if priorities is None else np.asarray(priorities, np.float64)[None])
+    replay.add(
+        stream,
+        frames,
+        np.zeros((1, T), np.uint8),
+        np.ones((1, T), np.float32),
+        term,
+        first,
+        None if priorities is None else np.asarray(priorities, np.float64)[None],
+    )
 
 
 def sampleable(replay, truncations):
     """{(stream, abs slot)} uniform replay would draw: the sampleable range minus truncation slots."""
     lo, counts = replay._ranges(replay.heads)
-    return {(s, a) for s in range(replay.num_streams) for a in range(lo[s], lo[s] + counts[s])
-            if (s, a) not in truncations}
+    return {(s, a) for s in range(replay.num_streams) for a in range(lo[s], lo[s] + counts[s]) if (s, a) not in truncations}
 
 
 def test_samples_follow_priorities_exactly_over_the_sampleable_slots_across_wrap_and_episodes():
@@ -74,8 +80,7 @@ def test_samples_follow_priorities_exactly_over_the_sampleable_slots_across_wrap
         for s in (0, 1):
             pr = rng.random(30) * 3
             p.update({(s, start + i): pr[i] for i in range(30)})
-            add(replay, s, 30, start, terminated=[17, 45, 70], truncated=[a for (t, a) in truncations if t == s],
-                priorities=pr)
+            add(replay, s, 30, start, terminated=[17, 45, 70], truncated=[a for (t, a) in truncations if t == s], priorities=pr)
     valid = sorted(sampleable(replay, truncations))
     assert len(valid) == 2 * (40 - 2 - 2) - 1  # stack-1 at the tail, n at the head, one truncation inside
     weight = np.array([(p[k] + replay.eps) ** 0.7 for k in valid])
@@ -168,7 +173,7 @@ def reference_returns(rewards, terminated, first, next_first, n, gamma):
                 after = first[e, j + 1] if j + 1 < T else next_first[e]
                 if not terminated[e, j] and after:
                     break  # a truncation: no successor frame
-                ret += gamma ** k * rewards[e, j]
+                ret += gamma**k * rewards[e, j]
                 steps += 1
                 if terminated[e, j]:
                     done = True
@@ -181,7 +186,7 @@ def reference_priorities(q, actions, rewards, terminated, first, next_first, n, 
     """|max-Q n-step TD error| per transition (0 where no step has a successor)."""
     out = np.zeros(rewards.shape)
     for e, t, ret, steps, done in reference_returns(rewards, terminated, first, next_first, n, gamma):
-        boot = 0.0 if done else gamma ** steps * q[e, t + steps].max()
+        boot = 0.0 if done else gamma**steps * q[e, t + steps].max()
         out[e, t] = abs(scale * ret + boot - q[e, t, actions[e, t]])
     return out
 
@@ -218,16 +223,22 @@ def test_actor_priorities_under_munchausen_use_the_learners_rule():
     first[:, 1:] = terminated[:, :-1] | (rng.random((E, T - 1)) < 0.05)
     first[:, 0] = 1
     next_first = np.array([0, 1], np.uint8)
-    got = n_step_priorities(q, actions, rewards, terminated, first, next_first, n, gamma, scale,
-                            munchausen=(alpha, tau))
+    got = n_step_priorities(q, actions, rewards, terminated, first, next_first, n, gamma, scale, munchausen=(alpha, tau))
     plain = n_step_priorities(q, actions, rewards, terminated, first, next_first, n, gamma, scale)
     here, there, taken, acts, rets, discounts, where = [], [], [], [], [], [], []
     for e, t, ret, steps, done in reference_returns(rewards, terminated, first, next_first, n, gamma):
         here.append(q[e, t]), there.append(q[e, t + steps]), acts.append(actions[e, t])
         taken.append(q[e, t, actions[e, t]]), rets.append(ret)
-        discounts.append(0.0 if done else gamma ** steps), where.append((e, t))
-    bonus, soft = munchausen_terms(torch.tensor(np.array(here)), torch.tensor(acts, dtype=torch.long)[:, None], None,
-                                   torch.tensor(np.array(there)), None, tau, MUNCHAUSEN_LOG_FLOOR)
+        discounts.append(0.0 if done else gamma**steps), where.append((e, t))
+    bonus, soft = munchausen_terms(
+        torch.tensor(np.array(here)),
+        torch.tensor(acts, dtype=torch.long)[:, None],
+        None,
+        torch.tensor(np.array(there)),
+        None,
+        tau,
+        MUNCHAUSEN_LOG_FLOOR,
+    )
     target = scale * np.array(rets) + alpha * bonus.double().numpy() + np.array(discounts) * soft.double().numpy()
     want = np.zeros((E, T))
     want[tuple(np.array(where).T)] = np.abs(target - np.array(taken))
@@ -239,14 +250,23 @@ def test_masked_prioritized_replay_samples_weights_and_next_masks():
     """PrioritizedReplay takes the spec's shape, dtype and masks like FrameReplay."""
     rng = np.random.default_rng(2)
     A, T = 300, 32
-    replay = PrioritizedReplay(1, 64, frame_shape=(5,), stack=1, n_step=1, gamma=0.9, obs_dtype="float32",
-                               num_actions=A, masked=True, alpha=1.0)
+    replay = PrioritizedReplay(
+        1, 64, frame_shape=(5,), stack=1, n_step=1, gamma=0.9, obs_dtype="float32", num_actions=A, masked=True, alpha=1.0
+    )
     mask = rng.random((1, T, A)) < 0.5
     actions = np.where(mask, rng.random(mask.shape), -1).argmax(2).astype(np.uint16)
     first = np.zeros((1, T), bool)
     first[0, 0] = True
-    replay.add(0, rng.random((1, T, 5)).astype(np.float32), actions, np.ones((1, T), np.float32),
-               np.zeros((1, T), bool), first, priorities=np.arange(T, dtype=np.float32)[None], masks=mask)
+    replay.add(
+        0,
+        rng.random((1, T, 5)).astype(np.float32),
+        actions,
+        np.ones((1, T), np.float32),
+        np.zeros((1, T), bool),
+        first,
+        priorities=np.arange(T, dtype=np.float32)[None],
+        masks=mask,
+    )
     batch = replay.sample(64, generator=torch.Generator().manual_seed(0), beta=0.5)
     assert batch["weight"].shape == (64,) and batch["next_mask"].shape == (64, A)
     slots = batch["slot"].numpy()
@@ -284,12 +304,14 @@ def test_a_collectors_priorities_equal_those_from_each_ticks_own_forward_pass(ep
             stacks[e, t] = frames[e, picks]
     stacks[:, T] = collector.stacks  # the bootstrap: the stacks after the batch's last step
     with torch.inference_mode():
-        q = np.stack([np.concatenate([collector.net(torch.from_numpy(stacks[e, t:t + 1])).numpy() for t in range(T + 1)])
-                      for e in range(E)])
+        q = np.stack(
+            [
+                np.concatenate([collector.net(torch.from_numpy(stacks[e, t : t + 1])).numpy() for t in range(T + 1)])
+                for e in range(E)
+            ]
+        )
     r = cfg.replay
-    want = n_step_priorities(q, actions, rewards, terminated, first, collector.first, r.n_step, r.gamma,
-                             collector.reward_scale)
+    want = n_step_priorities(q, actions, rewards, terminated, first, collector.first, r.n_step, r.gamma, collector.reward_scale)
     assert batch.priorities.shape == (E, T) and np.ptp(q, axis=1).max() > 0.1  # the stacks' Q differ
     np.testing.assert_allclose(batch.priorities, want, rtol=1e-4, atol=1e-5)
     collector.close()
-

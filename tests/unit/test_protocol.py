@@ -43,8 +43,9 @@ def test_round_trip_is_exact():
     batch = protocol.decode_batch(parts, LIMITS)
     assert (batch.actor, batch.incarnation, batch.seq, batch.weights_version) == (3, 12345, 7, 2)
     assert batch.run == (1 << 62) + 5  # the run of the weights that played it
-    for name, sent, got in zip(protocol.ARRAY_NAMES, arrays, (batch.frames, batch.actions, batch.rewards,
-                                                              batch.terminated, batch.first)):
+    for name, sent, got in zip(
+        protocol.ARRAY_NAMES, arrays, (batch.frames, batch.actions, batch.rewards, batch.terminated, batch.first)
+    ):
         assert got.dtype == sent.dtype and got.shape == sent.shape, name
         assert np.array_equal(got, sent), name
     assert batch.num_transitions == 10
@@ -66,12 +67,12 @@ def bad_messages():
     parts, _ = good_parts()
     header = msgpack.unpackb(parts[0], raw=False)
     yield "frame_count", parts[:-1]
-    yield "size", parts[:1] + [parts[1][:-100]] + parts[2:]                      # truncated frames
-    yield "size", parts[:3] + [parts[3] + b"\0\0\0\0"] + parts[4:]                # reward array too long
-    yield "header_msgpack", [parts[0][:-3]] + parts[1:]                           # truncated msgpack
-    yield "header_msgpack", [b"\xc1" * 10] + parts[1:]                            # invalid msgpack byte
+    yield "size", parts[:1] + [parts[1][:-100]] + parts[2:]  # truncated frames
+    yield "size", parts[:3] + [parts[3] + b"\0\0\0\0"] + parts[4:]  # reward array too long
+    yield "header_msgpack", [parts[0][:-3]] + parts[1:]  # truncated msgpack
+    yield "header_msgpack", [b"\xc1" * 10] + parts[1:]  # invalid msgpack byte
     yield "header_msgpack", [msgpack.packb({"v": 1, "kind": b"\xff\xfe"}, use_bin_type=False)] + parts[1:]  # non-UTF-8
-    yield "header_msgpack", [msgpack.packb({1: 2})] + parts[1:]                   # non-string key
+    yield "header_msgpack", [msgpack.packb({1: 2})] + parts[1:]  # non-string key
     yield "header_msgpack", [msgpack.packb(msgpack.ExtType(5, b"xx"))] + parts[1:]
     yield "header_type", [msgpack.packb([1, 2, 3])] + parts[1:]
     yield "header_size", [b"\x00" * (protocol.MAX_HEADER_BYTES + 1)] + parts[1:]
@@ -81,15 +82,15 @@ def bad_messages():
     yield "field", with_header(parts, seq=-1)
     yield "field", with_header(parts, run=-1)
     yield "field", with_header(parts, run=1 << 63)
-    yield "field", with_header(parts, E=1 << 32)                                  # absurd element count
+    yield "field", with_header(parts, E=1 << 32)  # absurd element count
     yield "field", with_header(parts, T=10_000)
     yield "shape", with_header(parts, shape=[96, 84])
     yield "shape", with_header(parts, shape=[84, 84, 1])
     yield "field", with_header(parts, shape=[84, 0])
     yield "field", with_header(parts, shape=84)
     yield "field", with_header(parts, shape=[1] * 5)
-    yield "field", with_header(parts, M=1)                                        # masks for an unmasked env
-    yield "size", with_header(parts, T=4)                                         # header/size mismatch
+    yield "field", with_header(parts, M=1)  # masks for an unmasked env
+    yield "size", with_header(parts, T=4)  # header/size mismatch
     yield "dtype", with_header(parts, dtypes=["<f4"] + header["dtypes"][1:])
     yield "stats", with_header(parts, stats={"steps": 1})
     yield "oversized", parts[:1] + [parts[1] * 200] + parts[2:]
@@ -105,21 +106,22 @@ def bad_messages():
     yield "values", wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, bad_flag, STATS))
     episodes = np.array([[12.5, 310.0, 0.0], [-3.0, 1200.0, 1.0]], np.float32)
     good = wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, first, STATS, episodes))
-    yield "field", with_header(good, K=frames.shape[0] * frames.shape[1] + 1)         # more episodes than steps
+    yield "field", with_header(good, K=frames.shape[0] * frames.shape[1] + 1)  # more episodes than steps
     prio = np.abs(rewards)
-    for index, value in (((0, 0), np.nan), ((1, 3), -0.5), ((0, 4), np.inf)):       # NaN, negative, infinite
+    for index, value in (((0, 0), np.nan), ((1, 3), -0.5), ((0, 4), np.inf)):  # NaN, negative, infinite
         bad = prio.copy()
         bad[index] = value
-        yield "values", wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, first, STATS,
-                                                   priorities=bad))
-    with_prio = wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, first, STATS,
-                                           priorities=prio))
-    yield "size", with_header(with_prio, P=0)                                     # priorities the header denies
-    yield "size", with_header(good, P=1)                                          # promised, not sent
-    yield "size", with_prio[:-1] + [with_prio[-1][:-4]]                            # one priority short
+        yield (
+            "values",
+            wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, first, STATS, priorities=bad)),
+        )
+    with_prio = wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, first, STATS, priorities=prio))
+    yield "size", with_header(with_prio, P=0)  # priorities the header denies
+    yield "size", with_header(good, P=1)  # promised, not sent
+    yield "size", with_prio[:-1] + [with_prio[-1][:-4]]  # one priority short
     yield "field", with_header(with_prio, P=2)
-    yield "size", with_header(good, K=1)                                          # header/episodes size mismatch
-    for row, col, value in ((0, 0, np.nan), (1, 1, -1.0), (1, 2, 0.5)):          # NaN return, x_pos < 0, flag 0.5
+    yield "size", with_header(good, K=1)  # header/episodes size mismatch
+    for row, col, value in ((0, 0, np.nan), (1, 1, -1.0), (1, 2, 0.5)):  # NaN return, x_pos < 0, flag 0.5
         bad = episodes.copy()
         bad[row, col] = value
         yield "values", wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, first, STATS, bad))
@@ -132,20 +134,23 @@ def test_episodes_round_trip_exactly():
     assert len(parts) == 9
     batch = protocol.decode_batch(parts, LIMITS)
     np.testing.assert_array_equal(batch.episodes, episodes)
-    none = protocol.decode_batch(wire(protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first,
-                                                            STATS)), LIMITS)
+    none = protocol.decode_batch(
+        wire(protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first, STATS)), LIMITS
+    )
     assert none.episodes.shape == (0, 3)
 
 
 def test_priorities_round_trip_exactly_and_are_optional():
     frames, actions, rewards, terminated, first = make_arrays()
     prio = (np.abs(rewards) * 3).astype(np.float32)
-    batch = protocol.decode_batch(wire(protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first,
-                                                             STATS, priorities=prio)), LIMITS)
+    batch = protocol.decode_batch(
+        wire(protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first, STATS, priorities=prio)), LIMITS
+    )
     assert batch.priorities.dtype == np.float32
     np.testing.assert_array_equal(batch.priorities, prio)
-    none = protocol.decode_batch(wire(protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first,
-                                                            STATS)), LIMITS)
+    none = protocol.decode_batch(
+        wire(protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first, STATS)), LIMITS
+    )
     assert none.priorities is None
     with pytest.raises(ValueError, match="priorities"):
         protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first, STATS, priorities=prio[:, :4])
@@ -223,18 +228,19 @@ def bad_masked_messages():
     arrays, mask = fuel_arrays()
     packed = np.packbits(mask, axis=-1, bitorder="little")
     good = wire(protocol.encode_batch(1, 2, 3, 4, *arrays, STATS, masks=packed))
-    yield "field", with_header(good, M=0)                                          # masks the header denies
-    yield "size", good[:6] + [b""] + good[7:]                                      # masked env, no masks
-    yield "size", good[:6] + [good[6][:-1]] + good[7:]                             # one byte short
+    yield "field", with_header(good, M=0)  # masks the header denies
+    yield "size", good[:6] + [b""] + good[7:]  # masked env, no masks
+    yield "size", good[:6] + [good[6][:-1]] + good[7:]  # one byte short
     invalid = mask.copy()
-    invalid[1, 2, arrays[1][1, 2]] = False                                         # the taken action is invalid
-    yield "values", wire(protocol.encode_batch(1, 2, 3, 4, *arrays, STATS,
-                                               masks=np.packbits(invalid, axis=-1, bitorder="little")))
+    invalid[1, 2, arrays[1][1, 2]] = False  # the taken action is invalid
+    yield (
+        "values",
+        wire(protocol.encode_batch(1, 2, 3, 4, *arrays, STATS, masks=np.packbits(invalid, axis=-1, bitorder="little"))),
+    )
     empty = mask.copy()
-    empty[0, 0] = False                                                            # a slot with no valid action
-    yield "values", wire(protocol.encode_batch(1, 2, 3, 4, *arrays, STATS,
-                                               masks=np.packbits(empty, axis=-1, bitorder="little")))
-    wide = np.ones((3, 4, 1001), bool)                                             # bits past A = 1000
+    empty[0, 0] = False  # a slot with no valid action
+    yield "values", wire(protocol.encode_batch(1, 2, 3, 4, *arrays, STATS, masks=np.packbits(empty, axis=-1, bitorder="little")))
+    wide = np.ones((3, 4, 1001), bool)  # bits past A = 1000
     small = protocol.Limits(obs_shape=(8, 32, 32), num_actions=1001, masked=True, max_envs=8, max_steps=64)
     ok = np.packbits(wide, axis=-1, bitorder="little")
     assert protocol.decode_batch(wire(protocol.encode_batch(1, 2, 3, 4, *arrays, STATS, masks=ok)), small) is not None
@@ -243,10 +249,10 @@ def bad_masked_messages():
     yield "values", (wire(protocol.encode_batch(1, 2, 3, 4, *arrays, STATS, masks=spill)), small)
     big = list(arrays)
     big[1] = arrays[1].copy()
-    big[1][0, 0] = 1024                                                            # past the 1024 actions
+    big[1][0, 0] = 1024  # past the 1024 actions
     yield "values", wire(protocol.encode_batch(1, 2, 3, 4, *big, STATS, masks=packed))
     narrow = list(arrays)
-    narrow[1] = arrays[1].astype(np.uint8)                                         # uint8 actions for 1024
+    narrow[1] = arrays[1].astype(np.uint8)  # uint8 actions for 1024
     yield "dtype", wire(protocol.encode_batch(1, 2, 3, 4, *narrow, STATS, masks=packed))
     nan = list(arrays)
     nan[0] = arrays[0].astype(np.float16)
@@ -279,11 +285,11 @@ def test_encode_refuses_unlisted_dtypes_and_shapes():
     with pytest.raises(ValueError, match="frames dtype float64"):
         protocol.encode_batch(0, 1, 0, 0, np.zeros((1, 2, 3)), flags, rewards, flags, flags, STATS)
     with pytest.raises(ValueError, match="actions must be uint8 or uint16"):
-        protocol.encode_batch(0, 1, 0, 0, np.zeros((1, 2, 3), np.uint8), flags.astype(np.int32), rewards, flags,
-                              flags, STATS)
+        protocol.encode_batch(0, 1, 0, 0, np.zeros((1, 2, 3), np.uint8), flags.astype(np.int32), rewards, flags, flags, STATS)
     with pytest.raises(ValueError, match="masks"):
-        protocol.encode_batch(0, 1, 0, 0, np.zeros((1, 2, 3), np.uint8), flags, rewards, flags, flags, STATS,
-                              masks=np.zeros((1, 2, 1), bool))
+        protocol.encode_batch(
+            0, 1, 0, 0, np.zeros((1, 2, 3), np.uint8), flags, rewards, flags, flags, STATS, masks=np.zeros((1, 2, 1), bool)
+        )
 
 
 def test_a_held_socket_buffers_about_one_batch_and_at_most_128_kib():

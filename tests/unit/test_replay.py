@@ -56,9 +56,9 @@ class RefStream:
         steps = min(n, available)
         if steps == 0:
             return None
-        reward = sum(gamma ** k * self.reward[i + k] for k in range(steps))
+        reward = sum(gamma**k * self.reward[i + k] for k in range(steps))
         done = self.ep_terminated[i] and i + steps - 1 == end
-        return reward, (0.0 if done else gamma ** steps), steps, done
+        return reward, (0.0 if done else gamma**steps), steps, done
 
     def is_truncation(self, k: int) -> bool:
         return k == self.ep_end[k] and not self.ep_terminated[k]
@@ -110,7 +110,7 @@ def fill_two_actors(replay, refs, check_each_add=None):
     for k in range(max(len(CHUNKS_A), len(CHUNKS_B))):
         for g, chunks in enumerate((CHUNKS_A, CHUNKS_B)):
             if k < len(chunks):
-                write(replay, 2 * g, refs[2 * g:2 * g + 2], pos[g], chunks[k], as_torch=(g == 1))
+                write(replay, 2 * g, refs[2 * g : 2 * g + 2], pos[g], chunks[k], as_torch=(g == 1))
                 pos[g] += chunks[k]
                 if check_each_add is not None:
                     check_each_add()
@@ -219,11 +219,11 @@ def test_len_and_num_sampleable_are_exact():
         replay.sample(8)
 
     expected = [  # (slots added to both streams, len, sampleable per stream)
-        (3, 6, 0),    # h=3: needs h >= n + 1
-        (1, 8, 1),    # h=4: slot 0 only
-        (6, 20, 7),   # h=10=C: slots 0..6
-        (1, 20, 4),   # h=11: oldest=1, lo=1+3=4, hi=7
-        (5, 20, 4),   # h=16: lo=9, hi=12; steady state C - stack - n + 1
+        (3, 6, 0),  # h=3: needs h >= n + 1
+        (1, 8, 1),  # h=4: slot 0 only
+        (6, 20, 7),  # h=10=C: slots 0..6
+        (1, 20, 4),  # h=11: oldest=1, lo=1+3=4, hi=7
+        (5, 20, 4),  # h=16: lo=9, hi=12; steady state C - stack - n + 1
         (10, 20, 4),  # h=26, one whole ring in one add
     ]
     h = 0
@@ -276,8 +276,9 @@ def test_absolute_slot_zero_counts_as_first():
     replay = FrameReplay(1, 16, frame_shape=SHAPE, stack=4, n_step=1)
     T = 3
     frames = np.stack([make_frame(0, k) for k in range(T)])[None]
-    replay.add(0, frames, np.zeros((1, T), np.uint8), np.zeros((1, T), np.float32), np.zeros((1, T), bool),
-               np.zeros((1, T), bool))  # no first flag at all
+    replay.add(
+        0, frames, np.zeros((1, T), np.uint8), np.zeros((1, T), np.float32), np.zeros((1, T), bool), np.zeros((1, T), bool)
+    )  # no first flag at all
     f = frames[0]
     np.testing.assert_array_equal(replay.stack_at(0, 0).numpy(), np.stack([f[0]] * 4))
     np.testing.assert_array_equal(replay.stack_at(0, 2).numpy(), np.stack([f[0], f[0], f[1], f[2]]))
@@ -291,8 +292,14 @@ def test_absolute_slot_zero_counts_as_first():
 def test_sample_raises_when_no_draw_has_a_successor():
     replay = FrameReplay(1, 16, frame_shape=SHAPE, stack=2, n_step=1)
     T = 10  # every slot is its own truncated episode: no step has a successor
-    replay.add(0, np.zeros((1, T, *SHAPE), np.uint8), np.zeros((1, T), np.uint8), np.zeros((1, T), np.float32),
-               np.zeros((1, T), bool), np.ones((1, T), bool))
+    replay.add(
+        0,
+        np.zeros((1, T, *SHAPE), np.uint8),
+        np.zeros((1, T), np.uint8),
+        np.zeros((1, T), np.float32),
+        np.zeros((1, T), bool),
+        np.ones((1, T), bool),
+    )
     assert replay.num_sampleable() == T - 1
     with pytest.raises(RuntimeError, match="redraw"):
         replay.sample(4)
@@ -339,8 +346,13 @@ def test_memory_per_transition():
 
 
 def _good(E=1, T=4, shape=SHAPE):
-    return (np.zeros((E, T, *shape), np.uint8), np.zeros((E, T), np.uint8), np.zeros((E, T), np.float32),
-            np.zeros((E, T), bool), np.ones((E, T), bool))
+    return (
+        np.zeros((E, T, *shape), np.uint8),
+        np.zeros((E, T), np.uint8),
+        np.zeros((E, T), np.float32),
+        np.zeros((E, T), bool),
+        np.ones((E, T), bool),
+    )
 
 
 def _with(index, value, E=1, T=4):
@@ -349,37 +361,43 @@ def _with(index, value, E=1, T=4):
     return args
 
 
-@pytest.mark.parametrize("kwargs, needle", [
-    (dict(num_streams=0, capacity=100), "num_streams=0"),
-    (dict(num_streams=4, capacity=30), "capacity=30"),
-    (dict(num_streams=1, capacity=100, stack=0), "stack=0"),
-    (dict(num_streams=1, capacity=100, n_step=0), "n_step=0"),
-    (dict(num_streams=1, capacity=100, gamma=1.5), "gamma=1.5"),
-    (dict(num_streams=1, capacity=100, frame_shape=(84, 0)), "frame_shape=(84, 0)"),
-    (dict(num_streams=1, capacity=100, frame_shape=(2, 2, 2, 2, 2)), "frame_shape=(2, 2, 2, 2, 2)"),
-    (dict(num_streams=1, capacity=100, obs_dtype="float64"), "obs_dtype='float64'"),
-    (dict(num_streams=1, capacity=100, num_actions=0), "num_actions=0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, needle",
+    [
+        (dict(num_streams=0, capacity=100), "num_streams=0"),
+        (dict(num_streams=4, capacity=30), "capacity=30"),
+        (dict(num_streams=1, capacity=100, stack=0), "stack=0"),
+        (dict(num_streams=1, capacity=100, n_step=0), "n_step=0"),
+        (dict(num_streams=1, capacity=100, gamma=1.5), "gamma=1.5"),
+        (dict(num_streams=1, capacity=100, frame_shape=(84, 0)), "frame_shape=(84, 0)"),
+        (dict(num_streams=1, capacity=100, frame_shape=(2, 2, 2, 2, 2)), "frame_shape=(2, 2, 2, 2, 2)"),
+        (dict(num_streams=1, capacity=100, obs_dtype="float64"), "obs_dtype='float64'"),
+        (dict(num_streams=1, capacity=100, num_actions=0), "num_actions=0"),
+    ],
+)
 def test_constructor_rejects_bad_values(kwargs, needle):
     with pytest.raises(ValueError) as err:
         FrameReplay(**kwargs)
     assert needle in str(err.value)
 
 
-@pytest.mark.parametrize("stream0, args, needle", [
-    (4, _good(), "stream0=4"),
-    (-1, _good(), "stream0=-1"),
-    (3, _good(E=2), "stream0=3"),
-    (0, _with(0, np.zeros((1, 4, *SHAPE), np.float32)), "float32"),
-    (0, _with(0, np.zeros((1, 4, 5, 6), np.uint8)), "(1, 4, 5, 6)"),
-    (0, _with(1, np.zeros((1, 5), np.uint8)), "(1, 5)"),
-    (0, _with(1, np.full((1, 4), 300, np.int64)), "max=300"),
-    (0, _with(1, np.zeros((1, 4), np.float32)), "float32"),
-    (0, _with(2, np.zeros((1, 4), np.int32)), "int32"),
-    (0, _with(3, np.zeros((1, 4), np.uint8)), "uint8"),
-    (0, _with(4, [[True] * 4]), "list"),
-    (0, _good(T=17), "T=17"),
-])
+@pytest.mark.parametrize(
+    "stream0, args, needle",
+    [
+        (4, _good(), "stream0=4"),
+        (-1, _good(), "stream0=-1"),
+        (3, _good(E=2), "stream0=3"),
+        (0, _with(0, np.zeros((1, 4, *SHAPE), np.float32)), "float32"),
+        (0, _with(0, np.zeros((1, 4, 5, 6), np.uint8)), "(1, 4, 5, 6)"),
+        (0, _with(1, np.zeros((1, 5), np.uint8)), "(1, 5)"),
+        (0, _with(1, np.full((1, 4), 300, np.int64)), "max=300"),
+        (0, _with(1, np.zeros((1, 4), np.float32)), "float32"),
+        (0, _with(2, np.zeros((1, 4), np.int32)), "int32"),
+        (0, _with(3, np.zeros((1, 4), np.uint8)), "uint8"),
+        (0, _with(4, [[True] * 4]), "list"),
+        (0, _good(T=17), "T=17"),
+    ],
+)
 def test_add_rejects_bad_input_and_changes_nothing(stream0, args, needle):
     replay = FrameReplay(4, 64, frame_shape=SHAPE)  # C = 16
     with pytest.raises(ValueError) as err:
@@ -433,8 +451,9 @@ def test_mario_memory_per_transition_is_unchanged():
     assert FrameReplay(2, 64, frame_shape=(84, 84), stack=4, num_actions=7).bytes_per_transition == 84 * 84 + 7
 
 
-@pytest.mark.parametrize("shape,dtype,stack", [((14,), "float32", 1), ((3, 6, 5), "uint8", 1), ((4, 3), "float16", 2),
-                                               ((2, 3, 4), "int8", 3)])
+@pytest.mark.parametrize(
+    "shape,dtype,stack", [((14,), "float32", 1), ((3, 6, 5), "uint8", 1), ((4, 3), "float16", 2), ((2, 3, 4), "int8", 3)]
+)
 def test_any_shape_and_dtype_round_trips_exactly(shape, dtype, stack):
     """Stacks (or single observations at stack 1) and n-step returns equal the plain-Python reference."""
     rng = np.random.default_rng(7)
@@ -443,8 +462,14 @@ def test_any_shape_and_dtype_round_trips_exactly(shape, dtype, stack):
     obs = [np.stack([(rng.random(shape) * 100 - 50).astype(dtype) for _ in range(C)]) for _ in range(S)]
     replay = FrameReplay(S, S * C, frame_shape=shape, stack=stack, n_step=n, gamma=gamma, obs_dtype=dtype)
     for s, ref in enumerate(refs):
-        replay.add(s, obs[s][None], np.array([ref.action[:C]], np.uint8), np.array([ref.reward[:C]], np.float32),
-                   np.array([ref.terminated[:C]]), np.array([ref.first[:C]]))
+        replay.add(
+            s,
+            obs[s][None],
+            np.array([ref.action[:C]], np.uint8),
+            np.array([ref.reward[:C]], np.float32),
+            np.array([ref.terminated[:C]]),
+            np.array([ref.first[:C]]),
+        )
     for s, ref in enumerate(refs):
         for k in range(C):
             window, cur = [], k
@@ -482,8 +507,15 @@ def test_masks_are_stored_per_slot_and_sampled_for_the_bootstrap():
         for half in range(2):  # the second add wraps the ring; packed masks once, bool masks once
             sl = slice(half * C, (half + 1) * C)
             m = mask[None, sl] if half else np.packbits(mask[None, sl], axis=-1, bitorder="little")
-            replay.add(s, frames[None, sl], actions[None, sl], np.array([ref.reward[sl]], np.float32),
-                       np.array([ref.terminated[sl]]), np.array([ref.first[sl]]), masks=m)
+            replay.add(
+                s,
+                frames[None, sl],
+                actions[None, sl],
+                np.array([ref.reward[sl]], np.float32),
+                np.array([ref.terminated[sl]]),
+                np.array([ref.first[sl]]),
+                masks=m,
+            )
         refs.append((ref, actions))
         masks.append(mask)
     for s in range(S):

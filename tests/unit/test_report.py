@@ -20,9 +20,16 @@ def fake_run(folder, name, lr, seed, x_means, flags=0, label="", env_steps=200_0
     (path / "machine.json").write_text(json.dumps({"cpu": "AMD EPYC", "cores": 2}))
     episodes = [{"x_pos": x, "flag": i < flags, "return": 1.0, "length": 100} for i, x in enumerate(x_means)]
     summary = {"episodes": len(episodes), "x_pos_mean": float(np.mean(x_means)), "flag_rate": flags / len(episodes)}
-    (path / "eval_final.json").write_text(json.dumps({
-        "env_steps": env_steps, "wall_seconds": wall, "last": {"summary": summary, "episodes": episodes},
-        "best": {"summary": summary, "episodes": episodes}}))
+    (path / "eval_final.json").write_text(
+        json.dumps(
+            {
+                "env_steps": env_steps,
+                "wall_seconds": wall,
+                "last": {"summary": summary, "episodes": episodes},
+                "best": {"summary": summary, "episodes": episodes},
+            }
+        )
+    )
     return str(path)
 
 
@@ -57,9 +64,17 @@ def test_labels_group_runs_and_runs_without_a_final_evaluation_are_named_and_lef
 def test_baseline_rows_come_from_launch_evaluate_files_and_the_report_is_written(tmp_path, capsys):
     run = fake_run(tmp_path, "r", 1e-4, 1, [2000, 2200], flags=1)
     base = tmp_path / "right-A.json"
-    base.write_text(json.dumps({"policy": "constant", "action": "right+A", "epsilon": 0.05, "stage": "1-1",
-                                "episodes": [{"x_pos": x, "flag": x > 3000, "return": 0.0, "length": 1}
-                                             for x in (1000, 1500, 3200, 1700)]}))
+    base.write_text(
+        json.dumps(
+            {
+                "policy": "constant",
+                "action": "right+A",
+                "epsilon": 0.05,
+                "stage": "1-1",
+                "episodes": [{"x_pos": x, "flag": x > 3000, "return": 0.0, "length": 1} for x in (1000, 1500, 3200, 1700)],
+            }
+        )
+    )
     assert main([run, "--baseline", str(base), "--out", str(tmp_path / "out" / "t")]) == 0
     table = capsys.readouterr().out
     assert "| baseline: constant right+A, epsilon 0.05, stage 1-1 (right-A.json) | 4 episodes |" in table and "1,850" in table
@@ -75,17 +90,23 @@ def test_bad_input_is_named(tmp_path, capsys, bad):
     args = [str(tmp_path / "empty")] if bad == "folder" else [run, "--baseline", str(tmp_path / "none.json")]
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert (f"{str(tmp_path / 'empty')!r} is not a run folder" in err) if bad == "folder" else \
-        (f"--baseline={str(tmp_path / 'none.json')!r}" in err)
+    assert (
+        (f"{str(tmp_path / 'empty')!r} is not a run folder" in err)
+        if bad == "folder"
+        else (f"--baseline={str(tmp_path / 'none.json')!r}" in err)
+    )
 
 
 def test_curves_of_a_group_are_drawn_from_the_runs_evaluations(tmp_path):
     for seed in range(2):
         run = fake_run(tmp_path, f"r{seed}", 1e-4, seed, [1000])
-        rows = [{"step": 1, "env_steps": s, "wall_seconds": 1.0, "eval/x_pos": 500.0 + s / 100 + seed}
-                for s in (30_000, 10_000, 20_000)] + [{"step": 1, "env_steps": 5, "wall_seconds": 1.0, "learner/loss": 1}]
+        rows = [
+            {"step": 1, "env_steps": s, "wall_seconds": 1.0, "eval/x_pos": 500.0 + s / 100 + seed}
+            for s in (30_000, 10_000, 20_000)
+        ] + [{"step": 1, "env_steps": 5, "wall_seconds": 1.0, "learner/loss": 1}]
         (tmp_path / f"r{seed}" / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     from launch.report import eval_curve
+
     steps, xs = eval_curve(run)
     assert steps.tolist() == [10_000, 20_000, 30_000] and xs.tolist() == [601.0, 701.0, 801.0]
     assert main([str(tmp_path), "--plot", str(tmp_path / "curves.png")]) == 0
@@ -101,8 +122,11 @@ def test_the_cpu_column_says_bf16_and_the_replay_ratio_comes_from_the_run(tmp_pa
     (tmp_path / "old" / "machine.json").write_text(json.dumps({"cpu": "AMD EPYC", "native_bf16": False}))
     final = json.loads((tmp_path / "new" / "eval_final.json").read_text())
     (tmp_path / "new" / "eval_final.json").write_text(json.dumps({**final, "samples_per_transition": 7.83}))
-    rows = [{"env_steps": 10, "learner/replay_ratio": 3.5}, {"env_steps": 15, "eval/x_pos": 1.0},
-            {"env_steps": 20, "learner/replay_ratio": 4.15}]
+    rows = [
+        {"env_steps": 10, "learner/replay_ratio": 3.5},
+        {"env_steps": 15, "eval/x_pos": 1.0},
+        {"env_steps": 20, "learner/replay_ratio": 4.15},
+    ]
     (tmp_path / "old" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (g,) = report([new, old], [])[0]
     assert g["cpus"] == ["AMD EPYC, bf16", "AMD EPYC, no bf16"]
@@ -119,8 +143,12 @@ def test_the_per_run_table_says_where_most_missed_episodes_end(tmp_path, capsys)
     assert g["per_run"][0]["last"]["ends"] == {"lo": 650.0, "hi": 700.0, "count": 3, "episodes": 8}
     (g,) = report([run], [], window=100)[0]  # 650-700 still fits in 100; a window of 10 holds one end each
     assert g["per_run"][0]["last"]["ends"]["count"] == 3
-    assert report([run], [], window=10)[0][0]["per_run"][0]["last"]["ends"] == \
-        {"lo": 650.0, "hi": 650.0, "count": 1, "episodes": 8}  # ties: the leftmost window
+    assert report([run], [], window=10)[0][0]["per_run"][0]["last"]["ends"] == {
+        "lo": 650.0,
+        "hi": 650.0,
+        "count": 1,
+        "episodes": 8,
+    }  # ties: the leftmost window
     assert main([run, "--end-window", "500"]) == 0
     out = capsys.readouterr().out
     assert "| hazard | r (5) | 1,488, 2/8 flags | 4 of 8 at 650-1,100 |" in out  # [650, 1,150): four ends

@@ -59,8 +59,8 @@ def _syncs_and_broadcasts(run_dir, samples_per_insert: float, batch: int, env_st
 
 
 def test_target_sync_and_broadcast_stay_put_in_env_steps_when_the_ratio_or_batch_changes(tmp_path):
-    at_1 = _syncs_and_broadcasts(tmp_path / "r1", 1, 16)     # an update every 16 env steps
-    at_4 = _syncs_and_broadcasts(tmp_path / "r4", 4, 32)     # every 8
+    at_1 = _syncs_and_broadcasts(tmp_path / "r1", 1, 16)  # an update every 16 env steps
+    at_4 = _syncs_and_broadcasts(tmp_path / "r4", 4, 32)  # every 8
     assert at_1[0] == at_4[0] == [800, 1_600, 2_400]
     assert at_1[1] == at_4[1] == [320 * i for i in range(1, 8)]
 

@@ -14,8 +14,7 @@ def test_double_dqn_target_by_hand():
     next_online = torch.tensor([[1.0, 5.0, 9.0], [3.0, 2.0, 1.0]])
     next_target = torch.tensor([[10.0, 20.0, 30.0], [40.0, 50.0, 60.0]])
     next_mask = torch.tensor([[True, True, False], [True, True, True]])
-    torch.testing.assert_close(double_dqn(reward, discount, next_online, next_target, next_mask),
-                               torch.tensor([19.0, 2.0]))
+    torch.testing.assert_close(double_dqn(reward, discount, next_online, next_target, next_mask), torch.tensor([19.0, 2.0]))
     # without the mask the argmax of row 0 is the third action: 1 + 0.9 * 30 = 28
     torch.testing.assert_close(double_dqn(reward, discount, next_online, next_target, None), torch.tensor([28.0, 2.0]))
 
@@ -26,12 +25,10 @@ def test_munchausen_target_by_hand():
     # value sum pi (q - log pi) = 1/4 * ln 4 + 3/4 * (ln 3 - ln 3/4) = ln 4. Reward 1, discount 0.9:
     # 1 - 0.9 + 0.9 * ln 4 = 1.34766.
     q = torch.tensor([[0.0, math.log(3.0)]])
-    got = munchausen(torch.tensor([1.0]), torch.tensor([0.9]), torch.tensor([[0]]), q, None, q, None,
-                     alpha=0.9, tau=1.0)
+    got = munchausen(torch.tensor([1.0]), torch.tensor([0.9]), torch.tensor([[0]]), q, None, q, None, alpha=0.9, tau=1.0)
     torch.testing.assert_close(got, torch.tensor([1.0 - 0.9 + 0.9 * math.log(4.0)]))
     # the action pi likes (3/4): tau * log pi = ln 3/4 = -0.2877, not clipped
-    got = munchausen(torch.tensor([1.0]), torch.tensor([0.0]), torch.tensor([[1]]), q, None, q, None,
-                     alpha=0.9, tau=1.0)
+    got = munchausen(torch.tensor([1.0]), torch.tensor([0.0]), torch.tensor([[1]]), q, None, q, None, alpha=0.9, tau=1.0)
     torch.testing.assert_close(got, torch.tensor([1.0 + 0.9 * math.log(0.75)]))
 
 
@@ -39,7 +36,7 @@ def test_rules_are_picked_by_name_and_say_which_passes_they_need():
     assert RULES == {"double_dqn": double_dqn, "munchausen": munchausen}
     assert rule_name(0.0) == "double_dqn" and rule_name(0.9) == "munchausen"
     assert NEEDS["double_dqn"] == {"online(s')", "target(s')"}  # the online argmax, the target's value
-    assert NEEDS["munchausen"] == {"target(s)", "target(s')"}   # no online argmax
+    assert NEEDS["munchausen"] == {"target(s)", "target(s')"}  # no online argmax
 
 
 def test_double_q_bootstrap_gathers_the_target_at_the_online_argmax():

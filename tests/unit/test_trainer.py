@@ -20,7 +20,7 @@ CPU = torch.device("cpu")
 
 def split(batch, parts):
     n = batch["obs"].shape[0] // parts
-    return [{k: v[i * n:(i + 1) * n] for k, v in batch.items()} for i in range(parts)]
+    return [{k: v[i * n : (i + 1) * n] for k, v in batch.items()} for i in range(parts)]
 
 
 def learner(cfg, **kw):
@@ -33,7 +33,7 @@ def params(net):
 
 def test_accumulated_micro_batches_equal_one_concatenated_batch():
     base = LearnerConfig(micro_batch=16, accum_steps=4, compile=False, amp="off", lr=1e-3, max_grad_norm=0)
-    accumulated = learner(base, batchnorm_batch_stats=False)   # BN on running statistics: exact equality holds
+    accumulated = learner(base, batchnorm_batch_stats=False)  # BN on running statistics: exact equality holds
     single = learner(dataclasses.replace(base, micro_batch=64, accum_steps=1), batchnorm_batch_stats=False)
     single.online.load_state_dict(accumulated.online.state_dict())
     single.target.load_state_dict(accumulated.target.state_dict())
@@ -81,6 +81,7 @@ def test_amp_update_on_cpu(amp):
 
 def test_auto_amp_on_cpu_is_bf16_only_with_native_bf16():
     from shared.network import cpu_has_native_bf16
+
     expected = torch.bfloat16 if cpu_has_native_bf16() else None
     assert learner(LearnerConfig(compile=False)).amp_dtype == expected
     assert learner(LearnerConfig(compile=False, amp="off")).amp_dtype is None
@@ -98,8 +99,9 @@ def test_compiled_update_matches_eager(accum):
     grads = [p.grad for p in compiled.online.parameters()]
     seconds = compiled.warm_up(_Sampler())
     assert seconds > 0
-    assert all(torch.equal(a, b) for a, b in zip(compiled.online.state_dict().values(),
-                                                  eager.online.state_dict().values()))  # warm-up changed nothing
+    assert all(
+        torch.equal(a, b) for a, b in zip(compiled.online.state_dict().values(), eager.online.state_dict().values())
+    )  # warm-up changed nothing
     for i in range(2):
         batches = split(synthetic_batch(16 * accum, seed=10 + i), accum)
         s_c, s_e = compiled.update(None, batches), eager.update(None, batches)
@@ -111,10 +113,13 @@ def test_compiled_update_matches_eager(accum):
 
 def mario_batches(n, seed):
     g = torch.Generator().manual_seed(seed)
-    return {"obs": torch.randint(0, 256, (n, 4, 84, 84), dtype=torch.uint8, generator=g),
-            "next_obs": torch.randint(0, 256, (n, 4, 84, 84), dtype=torch.uint8, generator=g),
-            "action": torch.randint(0, 7, (n,), generator=g), "reward": 30 * torch.randn(n, generator=g),
-            "discount": torch.where(torch.rand(n, generator=g) < 0.2, 0.0, 0.9 ** 3)}
+    return {
+        "obs": torch.randint(0, 256, (n, 4, 84, 84), dtype=torch.uint8, generator=g),
+        "next_obs": torch.randint(0, 256, (n, 4, 84, 84), dtype=torch.uint8, generator=g),
+        "action": torch.randint(0, 7, (n,), generator=g),
+        "reward": 30 * torch.randn(n, generator=g),
+        "discount": torch.where(torch.rand(n, generator=g) < 0.2, 0.0, 0.9**3),
+    }
 
 
 @pytest.mark.slow
@@ -145,20 +150,26 @@ def test_a_non_finite_update_stops_before_the_step_and_names_its_values():
     """A NaN in the loss (here a NaN reward) raises NonFiniteUpdate naming the update and the figures; the optimizer
     step is not taken, so the weights, Adam's state and the update count are those of the last good update."""
     from learner.trainer import NonFiniteUpdate
+
     dqn = learner(LearnerConfig(micro_batch=16, accum_steps=2, compile=False, amp="off"))
     dqn.update(None, split(synthetic_batch(32), 2))
     weights = lambda: {k: v.detach().clone() for k, v in dqn.online.named_parameters()}  # noqa: E731
     before, adam = weights(), copy.deepcopy(dqn.optimizer.state_dict())
     bad = synthetic_batch(32, seed=1)
     bad["reward"][3] = float("nan")
-    with pytest.raises(NonFiniteUpdate, match=r"update 2 is not finite: loss nan, .* gradient norm nan "
-                                              r"\(full precision, eager, on cpu, .*weights are those of update 1\b"):
+    with pytest.raises(
+        NonFiniteUpdate,
+        match=r"update 2 is not finite: loss nan, .* gradient norm nan "
+        r"\(full precision, eager, on cpu, .*weights are those of update 1\b",
+    ):
         dqn.update(None, split(bad, 2))
     assert dqn.updates == 1
     after = weights()
     assert all(torch.equal(before[k], after[k]) for k in before)
-    assert all(torch.equal(adam["state"][k]["exp_avg"], v["exp_avg"]) and int(v["step"]) == 1
-               for k, v in dqn.optimizer.state_dict()["state"].items())
+    assert all(
+        torch.equal(adam["state"][k]["exp_avg"], v["exp_avg"]) and int(v["step"]) == 1
+        for k, v in dqn.optimizer.state_dict()["state"].items()
+    )
     assert all(torch.isfinite(v).all() for v in after.values())
 
 
@@ -184,6 +195,7 @@ def test_resume_reads_the_checkpoint_to_the_cpu(tmp_path, monkeypatch):
     """On CUDA a checkpoint read onto the GPU would leave non-fused Adam's step there (one sync per parameter and
     update); load_resume_state reads to the CPU and lets load_state_dict place each tensor."""
     from learner.loop import load_resume_state
+
     dqn = learner(LearnerConfig(micro_batch=16, accum_steps=1, compile=False))
     dqn.update(None, [synthetic_batch(16)])
     save_checkpoint(str(tmp_path), {"learner": dqn.state_dict(), "counters": {"epoch": 1}, "config": "{}"})
@@ -201,8 +213,9 @@ def test_loading_keeps_this_devices_fused_adam_setting(saved_fused):
     source = learner(LearnerConfig(micro_batch=16, accum_steps=1, compile=False))
     source.update(None, [synthetic_batch(16)])
     state = source.state_dict()
-    state["optimizer"] = dict(state["optimizer"],
-                              param_groups=[dict(g, fused=saved_fused) for g in state["optimizer"]["param_groups"]])
+    state["optimizer"] = dict(
+        state["optimizer"], param_groups=[dict(g, fused=saved_fused) for g in state["optimizer"]["param_groups"]]
+    )
     dest = learner(LearnerConfig(micro_batch=16, accum_steps=1, compile=False, seed=5))
     own_fused = not saved_fused  # the other kind than the checkpoint's
     if own_fused:  # what a CUDA learner builds (fused Adam runs on the CPU too in torch >= 2.4)
@@ -295,7 +308,7 @@ def test_importance_weights_scale_each_sample_in_the_loss():
     plain, td, _ = dqn.micro_loss(batch)
     weight = torch.linspace(0.1, 1.0, 32)
     weighted, td_w, _ = dqn.micro_loss(dict(batch, weight=weight))
-    per_sample = torch.where(td < 1.0, 0.5 * td ** 2, td - 0.5)  # Huber (smooth L1, beta 1) of each TD error
+    per_sample = torch.where(td < 1.0, 0.5 * td**2, td - 0.5)  # Huber (smooth L1, beta 1) of each TD error
     assert torch.allclose(td, td_w)
     assert plain.item() == pytest.approx(per_sample.mean().item(), rel=1e-5)
     assert weighted.item() == pytest.approx((weight * per_sample).mean().item(), rel=1e-5)
@@ -306,14 +319,20 @@ def test_update_writes_the_new_td_errors_back_as_priorities():
     import numpy as np
 
     from learner.replay.prioritized import PrioritizedReplay
+
     replay = PrioritizedReplay(2, 512, frame_shape=(SIZE, SIZE), stack=STACK, n_step=3, gamma=0.9, alpha=1.0, eps=1e-3)
     rng = np.random.default_rng(0)
     for stream in (0, 1):
         first = np.zeros((1, 200), bool)
         first[0, 0] = True
-        replay.add(stream, rng.integers(0, 256, (1, 200, SIZE, SIZE), dtype=np.uint8),
-                   rng.integers(0, ACTIONS, (1, 200)).astype(np.uint8), rng.normal(size=(1, 200)).astype(np.float32),
-                   np.zeros((1, 200), bool), first)
+        replay.add(
+            stream,
+            rng.integers(0, 256, (1, 200, SIZE, SIZE), dtype=np.uint8),
+            rng.integers(0, ACTIONS, (1, 200)).astype(np.uint8),
+            rng.normal(size=(1, 200)).astype(np.float32),
+            np.zeros((1, 200), bool),
+            first,
+        )
     dqn = learner(LearnerConfig(micro_batch=16, accum_steps=2, compile=False, amp="off", lr=1e-12))
     dqn.is_beta = 0.7
     seen = []
@@ -338,10 +357,13 @@ def test_masked_double_dqn_target_takes_the_best_valid_action():
     dqn = DQNLearner(cfg, spec, CPU, batchnorm_batch_stats=False)
     assert isinstance(dqn.online, CellQNetwork)
     g = torch.Generator().manual_seed(0)
-    batch = {"obs": torch.randint(0, 256, (8, 3, 8, 8), dtype=torch.uint8, generator=g),
-             "next_obs": torch.randint(0, 256, (8, 3, 8, 8), dtype=torch.uint8, generator=g),
-             "action": torch.randint(0, 64, (8,), generator=g), "reward": torch.zeros(8),
-             "discount": torch.ones(8)}
+    batch = {
+        "obs": torch.randint(0, 256, (8, 3, 8, 8), dtype=torch.uint8, generator=g),
+        "next_obs": torch.randint(0, 256, (8, 3, 8, 8), dtype=torch.uint8, generator=g),
+        "action": torch.randint(0, 64, (8,), generator=g),
+        "reward": torch.zeros(8),
+        "discount": torch.ones(8),
+    }
     dqn.online.eval()
     with torch.no_grad():
         q_online, q_target = dqn.online(batch["next_obs"]), dqn.target(batch["next_obs"])
@@ -415,13 +437,19 @@ def test_the_online_net_plays_s_prime_only_for_the_double_dqn_argmax(alpha, onli
 def mario_batch(n=16, reward=30.0):
     """Random Mario-shaped observations, a constant reward and discount 0: the TD target is the scaled reward."""
     obs = torch.randint(0, 256, (n, 4, 84, 84), dtype=torch.uint8)
-    return {"obs": obs, "next_obs": torch.randint(0, 256, (n, 4, 84, 84), dtype=torch.uint8),
-            "action": torch.randint(0, 7, (n,)), "reward": torch.full((n,), reward), "discount": torch.zeros(n)}
+    return {
+        "obs": obs,
+        "next_obs": torch.randint(0, 256, (n, 4, 84, 84), dtype=torch.uint8),
+        "action": torch.randint(0, 7, (n,)),
+        "reward": torch.full((n,), reward),
+        "discount": torch.zeros(n),
+    }
 
 
 def test_td_target_uses_the_scaled_reward():
-    cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off",
-                        munchausen_alpha=0.0)  # Mario's Munchausen bonus would add to the reward
+    cfg = LearnerConfig(
+        micro_batch=16, accum_steps=1, compile=False, amp="off", munchausen_alpha=0.0
+    )  # Mario's Munchausen bonus would add to the reward
     dqn = DQNLearner(cfg, MARIO, CPU, env="mario")
     batch = mario_batch()
     _, td, q = dqn.micro_loss(batch)  # discount 0: target = reward * scale = 2.0
