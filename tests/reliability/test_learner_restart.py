@@ -50,19 +50,15 @@ def wait_until(condition, timeout, what, procs=()):
 RATIO = {"capped": "--learner.no-exact-ratio", "held": "--learner.exact-ratio"}  # actors drop, or wait (held)
 
 
+def actor_and_learner_args(ratio: str) -> list[str]:
+    """What the learner and the two standalone actors share: env, ports, batch size and the ratio mode."""
+    port = str(free_base_port(4) + 2)
+    return ["--actors", "2", "--env.name", "fake", "--transport.base-port", port, "--actor.batch-steps", "16", RATIO[ratio]]
+
+
 @pytest.mark.parametrize("ratio", list(RATIO))
 def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path, ratio):
-    common = [
-        "--actors",
-        "2",
-        "--env.name",
-        "fake",
-        "--transport.base-port",
-        str(free_base_port(4) + 2),
-        "--actor.batch-steps",
-        "16",
-        RATIO[ratio],
-    ]
+    common = actor_and_learner_args(ratio)
     learner_args = [
         "launch.local",
         "--no-spawn-actors",
@@ -170,17 +166,7 @@ def test_a_learner_that_starts_over_is_followed_at_once_by_the_same_actors(tmp_p
     """The learner dies before its first checkpoint, so ``--resume latest`` starts a new run at weights v0 while
     the actors, never restarted, hold a higher version of the dead run. They take the new run's v0 at once (its
     broadcasts carry a new run identity), though the new run publishes nothing above v0."""
-    common = [
-        "--actors",
-        "2",
-        "--env.name",
-        "fake",
-        "--transport.base-port",
-        str(free_base_port(4) + 2),
-        "--actor.batch-steps",
-        "16",
-        RATIO[ratio],
-    ]
+    common = actor_and_learner_args(ratio)
     learner_args = [
         "launch.local",
         "--no-spawn-actors",
