@@ -84,7 +84,7 @@ class Collector:
         self.net = build_q_network(spec, dueling=cfg.net.dueling).eval()  # the learner's layout
         self.acting_net = acting_copy(self.net, cfg.actor.precision)  # what acts: rebuilt from every load
         self.actor_priorities = cfg.replay.prioritized and cfg.replay.initial_priority == "actor"
-        learner = cfg.learner.resolved("cpu", cfg.env)
+        learner = cfg.learner.resolved("cpu")
         self.reward_scale = learner.reward_scale  # the learner's TD-error units
         # the learner's target rule, so a transition's first priority is on the scale of its later ones
         self.munchausen = (learner.munchausen_alpha, learner.munchausen_tau) if learner.munchausen_alpha > 0 else None

@@ -26,7 +26,7 @@ import torch
 
 from actors.evaluator import action_names_for, build_network, play_episodes, summarize
 from shared.config import RunConfig
-from shared.envs import entry_for, env_label
+from shared.envs import entry_for, env_label, with_stage
 from shared.parent import orphan_check
 from shared.seeding import EVAL_ROUND, stream_seed
 
@@ -37,7 +37,7 @@ def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: A
     signal.signal(signal.SIGTERM, lambda *_: terminate.append(True))
     orphaned = orphan_check()
     torch.set_num_threads(1)  # not niced like the collectors: an evaluation must report on schedule
-    env_cfg = cfg.env.with_stage(cfg.eval.stage)
+    env_cfg = with_stage(cfg.env, cfg.eval.stage)
     reference = entry_for(env_cfg).random_reference
     net = build_network(env_cfg, dueling=cfg.net.dueling)
     names = action_names_for(env_cfg)

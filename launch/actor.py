@@ -29,10 +29,10 @@ import shlex
 import sys
 import threading
 
-import tyro
-
 from actors.collector import actor_main
-from shared.config import ConfigError, RunConfig
+from launch.cli import parse_run_config
+from shared.config import ConfigError
+from shared.envs import resolve
 from shared.wire.curve import key_wait, wait_for_key_files
 
 EXIT_REFUSED = 3
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--actor-id", type=int, default=None)
     parser.add_argument("--learner", default=None)
     known, rest = parser.parse_known_args(argv)
-    cfg = tyro.cli(RunConfig, args=rest, description=__doc__)
+    cfg = parse_run_config(rest, description=__doc__)
     try:
         actor_id = known.actor_id
         if actor_id is None and os.environ.get("WARPPIPE_ACTOR_ID", "") != "":
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         if learner:
             cfg.transport.host, cfg.transport.base_port = parse_learner(learner)
         wait_for_key_files(cfg.transport, key_wait())
-        cfg.validate()
+        cfg = resolve(cfg)
         if actor_id is not None and not 0 <= actor_id < cfg.actors:
             raise ConfigError(f"actor_id={actor_id} must be in [0, actors={cfg.actors})")
     except ConfigError as exc:

@@ -67,7 +67,7 @@ from actors.evaluator import (
 )
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from shared.config import ConfigError, EnvConfig, RunConfig
-from shared.envs import entry_for, env_label, env_spec
+from shared.envs import check_env, entry_for, env_label, env_spec, with_options, with_stage
 from shared.envs import names as env_names
 from shared.envs.mario import ACTION_SETS, parse_stage
 from shared.envs.mario import ENTRY as MARIO
@@ -268,22 +268,22 @@ def resolve(args: argparse.Namespace) -> dict:
         raise UsageError(f"run folder {run_dir!r} has no config.json")
 
     env = cfg.env if cfg is not None else EnvConfig(name=args.env or "mario")
-    if args.stage is not None:
-        env = env.with_stage(args.stage)
     if args.max_episode_steps is not None:
         env = dataclasses.replace(env, max_episode_steps=args.max_episode_steps)
-    if args.jump_release is not None:
-        env = dataclasses.replace(env, mario=dataclasses.replace(env.mario, jump_release=args.jump_release == "on"))
-    if args.buttons is not None:
-        env = dataclasses.replace(env, mario=dataclasses.replace(env.mario, actions=args.buttons))
     try:
-        env.validate()
         entry = entry_for(env)
+        for flag, value in (("--jump-release", args.jump_release), ("--buttons", args.buttons)):
+            if value is not None and entry is not MARIO:
+                raise UsageError(f"{flag}={value!r} is a Mario option; this evaluation plays env.name={env.name!r}")
+        if args.stage is not None:
+            env = with_stage(env, args.stage)
+        if args.jump_release is not None:
+            env = with_options(env, "mario", jump_release=args.jump_release == "on")
+        if args.buttons is not None:
+            env = with_options(env, "mario", actions=args.buttons)
+        entry, env = check_env(env)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    for flag, value in (("--jump-release", args.jump_release), ("--buttons", args.buttons)):
-        if value is not None and entry is not MARIO:
-            raise UsageError(f"{flag}={value!r} is a Mario option; this evaluation plays env.name={env.name!r}")
     action = None
     if args.action is not None:
         names = action_names_for(env)
@@ -451,7 +451,7 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
         "policy": args.policy,
         "net": args.net if args.policy == "greedy" else None,
         "seed": args.seed,
-        "env": dataclasses.asdict(env),
+        "env": env.to_dict(),
         "summary": summary,
         # greedy_summary is set whenever greedy_ep is
         "greedy": None if greedy_ep is None else {**cast(dict, greedy_summary), "episode": episode_record(greedy_ep)},

@@ -45,7 +45,7 @@ from launch.processes import spawn_context
 from learner.checkpoint import CHECKPOINT_NAME, has_checkpoint, load_best, load_checkpoint, load_snapshots, save_best
 from learner.metrics import MetricsLog
 from shared.config import ConfigError, RunConfig
-from shared.envs import entry_for, env_label
+from shared.envs import entry_for, env_label, resolve, with_stage
 from shared.seeding import EVAL_FINAL, EVAL_SELECT, stream_seed
 
 RESULT_NAME = "eval_final.json"
@@ -169,12 +169,12 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
     Returns what ``eval_final.json`` holds, or None when the run has no trained checkpoint or
     ``eval.final_episodes`` is 0."""
     checkpoint = load_checkpoint(run_dir, say=echo)
-    cfg = RunConfig.from_json(checkpoint["config"])
+    cfg = resolve(RunConfig.from_json(checkpoint["config"]), validate=False)
     ev = cfg.eval
     if ev.final_episodes == 0 or not checkpoint.get("counters", {}).get("updates"):
         return None
     processes = processes or len(os.sched_getaffinity(0))  # the cores this process may use (taskset, containers)
-    env = cfg.env.with_stage(ev.stage)  # as the in-training evaluations play
+    env = with_stage(cfg.env, ev.stage)  # as the in-training evaluations play
     started = time.perf_counter()
     what = "x_pos" if entry_for(env).make_single is not None else "score"
     common = dict(env=env, dueling=cfg.net.dueling, epsilon=ev.epsilon)

@@ -22,7 +22,8 @@ import textwrap
 from collections.abc import Callable
 from typing import Any, cast
 
-from shared.config import RunConfig
+from shared.config import EnvConfig, RunConfig
+from shared.envs import options_types
 
 DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
 PAGE = os.path.join(DOCS, "configuration.md")
@@ -59,6 +60,9 @@ def _rows(cls: type, prefix: str, tables: list[tuple[str, str, list[str]]]) -> N
     docs, rows = field_docs(cls), []
     nested: list[tuple[Any, str]] = []  # (a nested dataclass, its flags' prefix)
     for f in dataclasses.fields(cls):
+        if cls is EnvConfig and f.name == "options":  # each env's options: a table of its own, under its name
+            nested += [(kind, f"{prefix}{name}.") for name, kind in options_types().items()]
+            continue
         factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
         if factory is not None and dataclasses.is_dataclass(factory):
             nested.append((factory, prefix + f.name + "."))

@@ -17,17 +17,16 @@ import os
 import shlex
 import sys
 
-import tyro
-
+from launch.cli import parse_run_config
 from launch.local import run
 from learner.trainer import NonFiniteUpdate
-from shared.config import ConfigError, RunConfig
+from shared.config import ConfigError
 from shared.wire.curve import key_wait, wait_for_key_files
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = shlex.split(os.environ.get("WARPPIPE_ARGS", "")) + list(sys.argv[1:] if argv is None else argv)
-    cfg = tyro.cli(RunConfig, args=argv, description=__doc__)
+    cfg = parse_run_config(argv, description=__doc__)
     cfg.spawn_actors = False
     try:
         wait_for_key_files(cfg.transport, key_wait())

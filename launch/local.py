@@ -36,11 +36,11 @@ import threading
 import time
 
 import torch
-import tyro
 from tqdm import tqdm
 
 from actors.collector import actor_main
 from actors.eval_actor import eval_process_main
+from launch.cli import parse_run_config
 from launch.final_eval import RESULT_NAME, VIDEO_NAME, final_evaluation
 from launch.machine import record_machine
 from launch.processes import BACKOFF_CAP_S, QUICK_EXIT_S, ActorPool, spawn_context, start_process, stop_processes
@@ -49,8 +49,8 @@ from learner.loop import Learner, load_resume_state
 from learner.schedule import EnvStepPeriod
 from learner.supervised import ThreadDied
 from learner.trainer import NonFiniteUpdate
-from shared.config import DEFAULT_BETA_STEPS, ConfigError, RunConfig
-from shared.envs import entry_for, env_label, env_spec
+from shared.config import AUTO, DEFAULT_BETA_STEPS, ConfigError, RunConfig
+from shared.envs import entry_for, env_label, env_spec, resolve
 from shared.exploration import epsilon_floors
 from shared.health import Heartbeat
 from shared.network import network_family
@@ -62,8 +62,7 @@ SILENT_SLOT_NOTICE = 60.0  # seconds after start when a slot that has sent nothi
 RUN_RESULTS = (CHECKPOINT_NAME, BEST_NAME, RESULT_NAME, VIDEO_NAME, "metrics.jsonl", "config.json")
 # Options a resumed run takes from the command line; everything else comes from the run folder.
 RESUME_OVERRIDES = ("duration", "log_every", "progress", "resume", "spawn_actors")
-# Budgets of the whole run: a resume keeps the saved one unless the command line sets one (non-zero and not the
-# env's default budget, which the command line's config holds when the option is not given).
+# Budgets of the whole run: a resume keeps the saved one unless the command line sets one (not 0, not auto).
 RESUME_BUDGETS = (("total_env_steps",), ("learner", "steps"))
 
 
@@ -98,13 +97,12 @@ def resumed_config(cli: RunConfig) -> RunConfig:
         saved = RunConfig.from_json(fh.read())
     for name in RESUME_OVERRIDES:
         setattr(saved, name, getattr(cli, name))
-    defaults = cli.__dict__.get("_auto_resolved", {})  # what the CLI config filled in from the env's defaults
     for *owners, name in RESUME_BUDGETS:  # owners: the attribute path to the section holding name ([]: the run's)
         cli_owner, saved_owner = cli, saved
         for part in owners:
             cli_owner, saved_owner = getattr(cli_owner, part), getattr(saved_owner, part)
         value = getattr(cli_owner, name)
-        if value and not (not owners and defaults.get(name) == value):
+        if value and value != AUTO:  # auto: the command line did not set it
             setattr(saved_owner, name, value)
     return saved
 
@@ -174,7 +172,7 @@ def run(cfg: RunConfig) -> int:
             ),
             flush=True,
         )
-    cfg.validate()
+    resolve(cfg)  # every option checked before anything starts
     resume_state = None
     if cfg.resume:
         try:
@@ -187,12 +185,12 @@ def run(cfg: RunConfig) -> int:
             print(f"[MAIN] --resume latest: {exc}; starting a new run (that folder is left as it is)", flush=True)
             cfg.resume = ""
     if cfg.resume:
-        cfg = resumed_config(cfg).validate()
+        cfg = resolve(resumed_config(cfg))
         run_dir = cfg.resume
     else:
         if cfg.seed < 0:  # a fresh seed per run, saved in config.json: no two runs share one by accident
             cfg.seed = draw_seed()
-            cfg.validate()  # the components' seeds left at -1 follow it
+        cfg = resolve(cfg)  # the env's values for its auto settings, the components' seeds from the run's
         run_dir = make_run_dir(cfg)
     write_config(run_dir, cfg)  # on resume too: the next resume continues toward the budgets set now
     record_machine(run_dir)  # which machine the run's figures came from (launch.report shows it)
@@ -563,7 +561,7 @@ class Evaluator:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = tyro.cli(RunConfig, args=argv)
+    cfg = parse_run_config(sys.argv[1:] if argv is None else argv, description=__doc__)
     try:
         return run(cfg)
     except ConfigError as exc:

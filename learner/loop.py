@@ -126,7 +126,7 @@ class Learner:
         self.train = not cfg.collect_only
         self.spec = env_spec(cfg.env)
         self.num_actions = self.spec.num_actions
-        learner_cfg = cfg.learner.resolved(device.type, cfg.env)
+        learner_cfg = cfg.learner.resolved(device.type)
         if not self.train:
             learner_cfg = dataclasses.replace(learner_cfg, compile=False)
         elif learner_cfg.compile and not any(map(shutil.which, COMPILERS.get(device.type, COMPILERS["cuda"]))):

@@ -57,6 +57,7 @@ from learner.augment import random_shift
 from learner.replay.frames import FrameReplay
 from learner.resets import reset_network
 from shared.config import LearnerConfig
+from shared.envs import learner_defaults
 from shared.errors import ConfigError
 from shared.network import build_q_network, cpu_has_native_bf16, network_family
 from shared.spec import EnvSpec
@@ -120,10 +121,10 @@ class DQNLearner:
         batchnorm_batch_stats: bool = True,
     ):
         """``spec``: the env's shared/spec.py EnvSpec, whose network family the learner trains (Mario: QNetwork);
-        ``env``: its EnvConfig or name, for the auto settings; ``dueling``: the run's ``net.dueling``;
+        ``env``: its EnvConfig or name, whose entry gives the env-dependent auto settings; ``dueling``: the run's ``net.dueling``;
         ``batchnorm_batch_stats`` False skips the no-grad pass that moves BatchNorm's running statistics (what the
         accumulation tests compare exactly)."""
-        cfg = cfg.resolved(device.type, env)
+        cfg = learner_defaults(cfg, env).resolved(device.type)
         if cfg.augment and network_family(spec) != "nature":
             raise ConfigError(
                 f"learner.augment=True: random shifts move frame stacks; this env's network family is {network_family(spec)!r}"

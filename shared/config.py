@@ -17,10 +17,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from shared.envs.fake import FakeOptions
-from shared.envs.fuelbreak import FuelbreakOptions
-from shared.envs.mario import MarioOptions, parse_stage
-from shared.envs.snake import SnakeOptions
 from shared.errors import ConfigError
 from shared.errors import check as _check
 from shared.errors import is_int as _is_int
@@ -50,18 +46,22 @@ class EnvConfig:
     """Frame envs: side of the square grayscale observation, in pixels."""
     stack: int = 4
     """Frame envs: frames per stacked observation given to the network."""
-    max_episode_steps: int = 4500
-    """Agent steps after which an episode is truncated (0: never). Truncation bootstraps; termination does not. Snake:
-    its max_steps; fuel breaks end at their budget and ignore it."""
-    mario: MarioOptions = field(default_factory=MarioOptions)
-    snake: SnakeOptions = field(default_factory=SnakeOptions)
-    fuelbreak: FuelbreakOptions = field(default_factory=FuelbreakOptions)
-    fake: FakeOptions = field(default_factory=FakeOptions)
+    max_episode_steps: int = AUTO
+    """Agent steps after which an episode is truncated (0: never; -1: the env's, 4,500 for Mario). Truncation
+    bootstraps; termination does not. Snake: its max_steps; fuel breaks end at their budget and ignore it."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Each env's own options, by env name (``--env.snake.size 6``; ``env.snake`` in config.json): the dataclass its
+    entry declares (shared/envs/), read with ``shared.envs.options``. An env not named here takes its defaults."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The env as config.json holds it: each env's options under its name (``{"name": "mario", "mario": {...}}``)."""
+        data = dataclasses.asdict(self)
+        data.update(data.pop("options"))
+        return data
 
     def validate(self) -> None:
-        from shared.envs import entry_for
-
-        entry = entry_for(self)  # ConfigError names an unknown env
+        """The options every env shares; an env's own are checked by its entry (shared/envs ``resolve``)."""
+        _check(isinstance(self.name, str) and bool(self.name), "env.name", self.name, "must name an env")
         _check(_is_int(self.frame_skip) and self.frame_skip >= 1, "env.frame_skip", self.frame_skip, "must be >= 1")
         _check(
             _is_int(self.frame_size) and 36 <= self.frame_size <= 256,
@@ -76,12 +76,6 @@ class EnvConfig:
             self.max_episode_steps,
             "must be >= 0",
         )
-        if entry.validate is not None:
-            entry.validate(self)
-
-    def with_stage(self, stage: str) -> EnvConfig:
-        """A copy playing Mario stage ``stage`` (the evaluations' eval.stage); empty: this one."""
-        return dataclasses.replace(self, mario=dataclasses.replace(self.mario, stage=stage)) if stage else self
 
 
 @dataclass
@@ -164,9 +158,8 @@ class ReplayConfig:
     """Transitions held in total (split evenly over actors x envs_per_actor streams); about 7 KB each at 84x84."""
     n_step: int = 3
     """n of the n-step return computed at sample time."""
-    gamma: float = 0.9
-    """Discount factor. 0.9 (a horizon of about 10 agent steps) because Mario's reward is dense (the x-velocity of
-    every frame), as in the PyTorch Mario DQN tutorial; Atari's sparse rewards need 0.99."""
+    gamma: float = AUTO
+    """Discount factor; -1: the env's (0.9 for Mario, whose reward is dense: the x-velocity of every frame)."""
 
     prioritized: bool = True
     """Proportional prioritized replay (Ape-X): slots are drawn in proportion to priority**alpha and the loss is
@@ -194,7 +187,7 @@ class ReplayConfig:
     def validate(self) -> None:
         _check(self.capacity >= 64, "replay.capacity", self.capacity, "must be >= 64")
         _check(1 <= self.n_step <= 64, "replay.n_step", self.n_step, "must be in [1, 64]")
-        _check(0.0 < self.gamma <= 1.0, "replay.gamma", self.gamma, "must be in (0, 1]")
+        _check(self.gamma == AUTO or 0.0 < self.gamma <= 1.0, "replay.gamma", self.gamma, "must be in (0, 1] (-1: auto)")
         _check(
             self.initial_priority in ("actor", "max"),
             "replay.initial_priority",
@@ -494,38 +487,30 @@ class LearnerConfig:
         """Whether the replay ratio is held from below too (exact_ratio with a ratio set): actors then wait, not drop."""
         return self.exact_ratio and self.samples_per_insert > 0
 
-    def resolved(self, device_type: str, env: EnvConfig | str = "") -> LearnerConfig:
-        """A copy with the auto (-1) settings made concrete for ``device_type`` and the env (its config or name)."""
+    def resolved(self, device_type: str) -> LearnerConfig:
+        """A copy with the device's auto (-1) settings made concrete: the batch (512 on CUDA, 64 on CPU) and
+        accumulation (1). The env's (reward scale, target sync, broadcast, Munchausen) are set by shared/envs
+        ``resolve``; one still auto here is an error naming it."""
+        for key in ENV_AUTO_FIELDS["learner"]:
+            _check(getattr(self, key) != AUTO, f"learner.{key}", AUTO, "is still auto: resolve the run's config first")
         cuda = device_type == "cuda"
-        auto = (self.micro_batch == AUTO, self.accum_steps == AUTO, self.reward_scale == AUTO, self.target_sync_env_steps == AUTO)
-        munchausen = _env_auto(env, "munchausen_alpha", 0.0) if self.munchausen_alpha == AUTO else self.munchausen_alpha
         return dataclasses.replace(
             self,
-            micro_batch=(512 if cuda else 64) if auto[0] else self.micro_batch,
-            accum_steps=1 if auto[1] else self.accum_steps,
-            reward_scale=_env_auto(env, "reward_scale", 1.0) if auto[2] else self.reward_scale,
-            target_sync_env_steps=_env_auto(env, "target_sync_env_steps", 2_000) if auto[3] else self.target_sync_env_steps,
-            broadcast_env_steps=_env_auto(env, "broadcast_env_steps", 1_600)
-            if self.broadcast_env_steps == AUTO
-            else self.broadcast_env_steps,
-            munchausen_alpha=munchausen,
+            micro_batch=(512 if cuda else 64) if self.micro_batch == AUTO else self.micro_batch,
+            accum_steps=1 if self.accum_steps == AUTO else self.accum_steps,
         )
 
 
-def _env_auto(env: EnvConfig | str, key: str, default: Any) -> Any:
-    """An auto setting's value on ``env`` (its registry entry, shared/envs/); ``default`` for an env not known yet
-    (validate() then names it)."""
-    from shared.envs import entry_for
-
-    try:
-        return getattr(entry_for(env), key)
-    except ConfigError:
-        return default
-
-
 SEEDED_SECTIONS = ("actor", "learner", "eval")  # each has a seed; -1 takes RunConfig.seed
-_AUTO_FIELDS = (("actor", "envs_per_actor", 1), ("actor", "eps_anneal_steps", 25_000), ("", "total_env_steps", 0))
-"""actor.envs_per_actor, actor.eps_anneal_steps and total_env_steps at -1: the env's values (its registry entry)."""
+ENV_AUTO_FIELDS: dict[str, tuple[str, ...]] = {
+    "": ("total_env_steps",),
+    "env": ("max_episode_steps",),
+    "replay": ("gamma",),
+    "actor": ("envs_per_actor", "eps_anneal_steps"),
+    "learner": ("reward_scale", "target_sync_env_steps", "broadcast_env_steps", "munchausen_alpha"),
+}
+"""Options whose auto (-1) is the env's value, by section ('' the run): shared/envs ``resolve`` sets them from the
+env's registry entry (the entry's field of the same name)."""
 
 
 @dataclass
@@ -638,36 +623,19 @@ class RunConfig:
     """Start the N actor processes here; --no-spawn-actors (= python -m launch.learner) binds the N slots and waits for
     external actors (python -m launch.actor --learner HOST:PORT)."""
 
-    def __post_init__(self) -> None:
-        self.resolve_auto()
-
-    def resolve_auto(self) -> None:
-        """Give the auto fields their values: actor.envs_per_actor, actor.eps_anneal_steps and total_env_steps at -1
-        for env.name, the components' seeds -1 the run's seed.
-
-        Runs when the config is built and again in validate(): a field resolved here follows a later change of
-        env.name until it is set to something else, so a saved config holds the numbers the run used."""
-        resolved = self.__dict__.setdefault("_auto_resolved", {})
-        for section, key, default in _AUTO_FIELDS:
-            owner = getattr(self, section) if section else self
-            value = getattr(owner, key)
-            if value == AUTO or resolved.get(key) == value:
-                resolved[key] = _env_auto(self.env, key, default)
-                setattr(owner, key, resolved[key])
-        for section in SEEDED_SECTIONS:  # -1: the run's seed (0 until a launcher has drawn one)
-            owner, key = getattr(self, section), f"{section}.seed"
-            if owner.seed < 0 or resolved.get(key) == owner.seed:
-                resolved[key] = max(self.seed, 0)
-                owner.seed = resolved[key]
-
     @property
     def max_n_step(self) -> int:
         """The longest n-step return the learner draws: what replay must hold windows for."""
         return max(self.replay.n_step, self.learner.n_step_start)
 
     def validate(self) -> RunConfig:
-        """Check every field (ConfigError names the first bad one) after resolving the auto fields; returns self."""
-        self.resolve_auto()
+        """Check every field (ConfigError names the first bad one); returns self. The env's auto fields must have
+        been resolved (shared/envs ``resolve``, which calls this); the env's own options are checked there."""
+        for section, keys in ENV_AUTO_FIELDS.items():
+            for key in keys:
+                name = f"{section}.{key}" if section else key
+                value = getattr(getattr(self, section) if section else self, key)
+                _check(value != AUTO, name, value, "is still auto: resolve the config with shared.envs.resolve first")
         _check(1 <= self.actors <= 256, "actors", self.actors, "must be in [1, 256]")
         _check(self.duration >= 0, "duration", self.duration, "must be >= 0 (0: no time limit)")
         _check(
@@ -695,13 +663,6 @@ class RunConfig:
         self.transport.validate()
         self.learner.validate()
         self.eval.validate()
-        if self.eval.stage:
-            try:
-                parse_stage(self.eval.stage)
-            except ConfigError:
-                raise ConfigError(
-                    f"eval.stage={self.eval.stage!r} must be 'W-S' with W in 1..8 and S in 1..4, or 'all'"
-                ) from None
         _check(
             not (self.spawn_actors and self.transport.curve_server_secret and not self.transport.curve_client_secret),
             "transport.curve_client_secret",
@@ -745,7 +706,10 @@ class RunConfig:
         return self
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+        """The config as JSON, each env's options under its name in ``env`` (``env.mario.stage``), as on the command
+        line."""
+        data = {**dataclasses.asdict(self), "env": self.env.to_dict()}
+        return json.dumps(data, indent=2, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> RunConfig:
@@ -778,7 +742,7 @@ def migrate(data: Any) -> Any:
     final evaluation all read configs through :meth:`RunConfig.from_json`.
 
     - env options saved flat (``env.stage``, ``env.snake_size``) move under their env (``env.mario.stage``,
-      ``env.snake.size``);
+      ``env.snake.size``); each env's options (``env.<name>``) go to ``env.options[name]``;
     - a Mario field the run did not save takes the value its code used: no jump release, no stall truncation;
     - a run saved without a ``net`` section had the Nature-DQN head (``net.dueling`` False);
     - a run saved without ``learner.exact_ratio`` held its replay ratio only as a cap (``exact_ratio`` False), one
@@ -799,10 +763,12 @@ def migrate(data: Any) -> Any:
         for old, (section, key) in _MOVED_ENV_KEYS.items():
             if old in env:
                 env.setdefault(section, {})[key] = env.pop(old)
-        if flat or "mario" not in env:  # saved before the nested layout: Mario as those runs played it
+        if flat or ("mario" not in env and env.get("name", "mario") == "mario"):  # before the nested layout: as it was
             mario = env.setdefault("mario", {})
             for key, value in _LEGACY_MARIO.items():
                 mario.setdefault(key, value)
+        options = {key: env.pop(key) for key in [k for k, v in env.items() if isinstance(v, dict) and k != "options"]}
+        env["options"] = {**env.get("options", {}), **options}  # each env's options, read by shared/envs.options
         data["env"] = env
     if "net" not in data:
         data["net"] = {"dueling": False}

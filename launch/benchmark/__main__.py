@@ -26,9 +26,12 @@ Every stage warms up before its timed window. Rounds of env_ceiling and collecti
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
+import sys
 import time
+from typing import Any
 
 import torch
 import tyro
@@ -40,7 +43,9 @@ from launch.benchmark.replay import priority_stage, replay_stage
 from launch.benchmark.report import machine, render_table
 from launch.benchmark.system import system_stage
 from launch.benchmark.transport import transport
+from launch.cli import load_plugin, plain, run_config_type
 from shared.config import RunConfig
+from shared.envs import resolve
 
 
 def main(bench: BenchConfig) -> dict:
@@ -51,10 +56,10 @@ def main(bench: BenchConfig) -> dict:
         apply_quick(bench)
     cfg = bench.run
     if bench.env:
-        cfg.env.name = bench.env  # validate() below names a bad value and gives the auto fields this env's values
+        cfg.env.name = bench.env  # resolve() below names a bad value and gives the auto fields this env's values
     cfg.actors = bench.actors
     cfg.collect_only = True
-    cfg.validate()
+    cfg = resolve(cfg)
     started = time.monotonic()
     result: dict = {"machine": machine()}
     print(f"machine: {result['machine']}", flush=True)
@@ -144,5 +149,17 @@ def main(bench: BenchConfig) -> dict:
     return result
 
 
+def parse(argv: list[str]) -> BenchConfig:
+    """The benchmark's command line; ``--run.*`` is a RunConfig with each env's options under its name."""
+    load_plugin(argv)
+    run_type = run_config_type()
+    bench_type = dataclasses.make_dataclass(
+        "BenchConfig", [("run", run_type, dataclasses.field(default_factory=run_type))], bases=(BenchConfig,)
+    )
+    bench_type.__doc__ = BenchConfig.__doc__
+    parsed: Any = tyro.cli(bench_type, args=argv)
+    return dataclasses.replace(parsed, run=plain(parsed.run))
+
+
 if __name__ == "__main__":
-    main(tyro.cli(BenchConfig))
+    main(parse(sys.argv[1:]))

@@ -69,7 +69,7 @@ def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, 
     from learner.trainer import DQNLearner
 
     replay = _filled_replay(cfg, device)
-    base = cfg.learner.resolved(device.type, cfg.env)  # the env's own target (Mario: Munchausen), as it trains
+    base = cfg.learner.resolved(device.type)  # the env's own target (Mario: Munchausen), as it trains
     amp: Literal["auto", "bf16"] = "auto" if device.type == "cuda" else "bf16"
     variants: list[tuple[str, Literal["auto", "off", "bf16", "fp16"], bool]] = [
         ("fp32_eager", "off", False),

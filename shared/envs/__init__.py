@@ -19,38 +19,50 @@ fuelbreak  shared/envs/fuelbreak.py  fuel-break placement against a wildfire, ma
 ========== ===================== ==========================================================
 
 Adding an env: a module that builds an :class:`EnvEntry` and calls :func:`register`, plus one line
-in :data:`BUILTIN`. Its command-line options, if any, are a dataclass nested in
-:class:`~shared.config.EnvConfig` under its name (``--env.snake.size``). An env that lives outside
-warppipe needs neither: ``--env.module my_pkg.my_env --env.name my_env`` makes every process (the
-learner, spawned and remote actors, the evaluators) import ``my_pkg.my_env`` before looking the
-name up.
+in :data:`BUILTIN`. Its own options, if any, are a dataclass its entry names (``options_type``): they
+appear on the command line under its name (``--env.snake.size``), are saved in ``config.json`` as
+``env.snake`` and read with :func:`options`. An env that lives outside warppipe needs no line in
+BUILTIN: ``--env.module my_pkg.my_env --env.name my_env`` makes every process (the learner, spawned
+and remote actors, the evaluators) import ``my_pkg.my_env`` before looking the name up, and its
+options work the same way.
+
+:func:`resolve` is the one step between a command line (or a saved ``config.json``) and a run: it sets
+every auto (-1) setting that depends on the env from its entry, and checks the whole configuration.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
+from shared.config import AUTO, ENV_AUTO_FIELDS, SEEDED_SECTIONS, EnvConfig, LearnerConfig, RunConfig, from_dict
 from shared.errors import ConfigError
 from shared.spec import EnvSpec, VectorEnv
 
-if TYPE_CHECKING:
-    from shared.config import EnvConfig
+T = TypeVar("T")
 
 __all__ = [
     "BUILTIN",
     "EnvEntry",
     "action_names",
+    "check_env",
     "entry_for",
     "env_label",
     "env_spec",
     "frame_entry",
+    "learner_defaults",
     "make_env",
     "make_vector_env",
     "names",
+    "options",
+    "options_types",
     "register",
+    "resolve",
+    "with_options",
+    "with_stage",
 ]
 
 BUILTIN: dict[str, str] = {
@@ -77,8 +89,12 @@ class EnvEntry:
     """Readable action names, in action order (``"right+A"``)."""
     make_single: Callable[[EnvConfig, int], Any] | None = None
     """Frame envs only: one env (shared/envs/frames.py ``FrameEnv``), for the evaluator and the benchmark."""
-    validate: Callable[[EnvConfig], None] | None = None
-    """Checks of the env's own options; raises ConfigError naming the bad value."""
+    options_type: type | None = None
+    """The dataclass of the env's own options (``--env.<name>.<option>``, ``env.<name>`` in config.json); its
+    ``validate()``, if it has one, raises ConfigError naming a bad value. None: the env has none."""
+    stage: Callable[[EnvConfig, str], EnvConfig] | None = None
+    """A copy of the config playing another level of the game (``eval.stage``; Mario: '1-2'); None: the env has
+    one level."""
     label: Callable[[EnvConfig], str] | None = None
     """What a run played, in a word or two for headers and file names (Mario: its stage); default: the name."""
     options: Callable[[EnvConfig], str] | None = None
@@ -94,6 +110,10 @@ class EnvEntry:
     """An episode can be filmed from its actions (actors/evaluator.py ``record_video``: Mario's emulator screen)."""
     reward_scale: float = 1.0
     """learner.reward_scale -1 (auto) on this env."""
+    gamma: float = 0.9
+    """replay.gamma -1 (auto) on this env: the discount."""
+    max_episode_steps: int = 4500
+    """env.max_episode_steps -1 (auto) on this env: the episode cap in agent steps (0: none)."""
     envs_per_actor: int = 1
     """actor.envs_per_actor -1 (auto) on this env."""
     eps_anneal_steps: int = 25_000
@@ -116,6 +136,9 @@ _REGISTRY: dict[str, EnvEntry] = {}
 
 def register(entry: EnvEntry) -> EnvEntry:
     """Add ``entry`` (an env's module calls this when imported); a second env of the same name is an error."""
+    reserved = {f.name for f in dataclasses.fields(EnvConfig)}
+    if entry.name in reserved:  # its options would share a key with an option every env has (config.json's env)
+        raise ValueError(f"env name {entry.name!r} is an option of every env; choose another name")
     old = _REGISTRY.get(entry.name)
     if old is not None and old is not entry:
         raise ValueError(f"env {entry.name!r} is already registered")
@@ -147,10 +170,103 @@ def entry_for(cfg: EnvConfig | str) -> EnvEntry:
         raise ConfigError(f"env.name={name!r} must be one of {', '.join(map(repr, names()))}{where}") from None
 
 
+def options_types() -> dict[str, type]:
+    """Env name -> its options dataclass, for every built-in env (in :data:`BUILTIN`'s order) and every plug-in
+    registered so far."""
+    for module in BUILTIN.values():
+        importlib.import_module(module)
+    entries = [_REGISTRY[name] for name in names()]  # BUILTIN's order, then plug-ins': the same on every import order
+    return {entry.name: entry.options_type for entry in entries if entry.options_type is not None}
+
+
+def options(cfg: EnvConfig, name: str, kind: type[T]) -> T:
+    """Env ``name``'s own options in ``cfg`` as its ``kind`` dataclass (config.json's dict is built into one; an
+    unknown key is a ConfigError naming it); ``kind()``, the env's defaults, when ``cfg`` holds none."""
+    value = cfg.options.get(name)
+    if value is None:
+        return kind()
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, dict):
+        return from_dict(kind, value)
+    raise ConfigError(f"env.{name}={value!r} must be the options of env {name!r} ({kind.__name__})")
+
+
+def with_options(cfg: EnvConfig, name: str, **changes: Any) -> EnvConfig:
+    """A copy of ``cfg`` with env ``name``'s options changed as given (``with_options(env, "mario", stage="1-2")``)."""
+    kind = entry_for(name).options_type
+    if kind is None:
+        raise ConfigError(f"env {name!r} has no options of its own (asked to set {sorted(changes)})")
+    return dataclasses.replace(cfg, options={**cfg.options, name: dataclasses.replace(options(cfg, name, kind), **changes)})
+
+
+def with_stage(cfg: EnvConfig, stage: str) -> EnvConfig:
+    """A copy playing level ``stage`` (the evaluations' eval.stage); empty: ``cfg`` itself. ConfigError for an env
+    with one level or a stage it does not have."""
+    if not stage:
+        return cfg
+    entry = entry_for(cfg)
+    if entry.stage is None:
+        raise ConfigError(f"eval.stage={stage!r}: env {cfg.name!r} has one level (leave eval.stage empty)")
+    try:
+        return entry.stage(cfg, stage)
+    except ConfigError as exc:
+        raise ConfigError(f"eval.stage={stage!r}: {exc}") from None
+
+
+def check_env(cfg: EnvConfig) -> tuple[EnvEntry, EnvConfig]:
+    """Check ``cfg``: the options every env shares, that its options name known envs, and the env's own options
+    (ConfigError names the first bad value). Returns the entry and ``cfg`` with the env's options as its dataclass
+    and its auto (-1) options (the episode cap) at the env's values."""
+    entry = entry_for(cfg)
+    autos = {key: getattr(entry, key) for key in ENV_AUTO_FIELDS["env"] if getattr(cfg, key) == AUTO}
+    cfg = dataclasses.replace(cfg, **autos) if autos else cfg
+    cfg.validate()
+    known = set(names())
+    unknown = sorted(set(cfg.options) - known)
+    if unknown:
+        raise ConfigError(f"env.{unknown[0]}: options for an env that is not registered (known: {', '.join(sorted(known))})")
+    if entry.options_type is not None:
+        own: Any = options(cfg, entry.name, entry.options_type)
+        if hasattr(own, "validate"):
+            own.validate()
+        cfg = dataclasses.replace(cfg, options={**cfg.options, entry.name: own})
+    return entry, cfg
+
+
+def learner_defaults(cfg: LearnerConfig, env: EnvConfig | str = "") -> LearnerConfig:
+    """``cfg`` with its env-dependent auto settings (reward scale, target sync, broadcast, Munchausen) taken from
+    ``env``'s entry; with no env, from :class:`EnvEntry`'s defaults (a learner built alone, as in unit tests)."""
+    source: Any = entry_for(env) if env else EnvEntry
+    keys = ENV_AUTO_FIELDS["learner"]
+    return dataclasses.replace(cfg, **{key: getattr(source, key) for key in keys if getattr(cfg, key) == AUTO})
+
+
+def resolve(cfg: RunConfig, validate: bool = True) -> RunConfig:
+    """``cfg`` made ready to run, as a new config: each auto (-1) setting that depends on the env
+    (:data:`~shared.config.ENV_AUTO_FIELDS`) takes the value of the env's entry, each component's seed at -1 the run's
+    seed, the env's options their dataclass; then every field is checked (ConfigError names the first bad value).
+    The one place these defaults are filled in; what it returns is what a run saves. Resolving twice changes
+    nothing. ``validate`` False checks only the env (a saved run read for evaluation on another machine)."""
+    entry, env = check_env(cfg.env)
+    if cfg.eval.stage:
+        with_stage(env, cfg.eval.stage)
+    sections: dict[str, Any] = {"env": env}
+    for section in {*ENV_AUTO_FIELDS, *SEEDED_SECTIONS} - {"", "env"}:  # env: check_env above
+        owner = getattr(cfg, section)
+        changes = {key: getattr(entry, key) for key in ENV_AUTO_FIELDS.get(section, ()) if getattr(owner, key) == AUTO}
+        if section in SEEDED_SECTIONS and owner.seed < 0:
+            changes["seed"] = max(cfg.seed, 0)
+        sections[section] = dataclasses.replace(owner, **changes)
+    run = {key: getattr(entry, key) for key in ENV_AUTO_FIELDS[""] if getattr(cfg, key) == AUTO}
+    resolved = dataclasses.replace(cfg, **sections, **run)
+    return resolved.validate() if validate else resolved
+
+
 def env_spec(cfg: EnvConfig) -> EnvSpec:
     """The observation and action space of the env ``cfg`` describes (ConfigError names a bad value)."""
-    cfg.validate()
-    return entry_for(cfg).spec(cfg)
+    entry, cfg = check_env(cfg)
+    return entry.spec(cfg)
 
 
 def make_vector_env(cfg: EnvConfig, seeds: Sequence[int]) -> VectorEnv:
@@ -159,16 +275,15 @@ def make_vector_env(cfg: EnvConfig, seeds: Sequence[int]) -> VectorEnv:
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("make_vector_env needs at least one seed (one per env)")
-    cfg.validate()
-    return entry_for(cfg).make(cfg, seeds)
+    entry, cfg = check_env(cfg)
+    return entry.make(cfg, seeds)
 
 
 def make_env(cfg: EnvConfig, seed: int) -> Any:
     """One frame env (shared/envs/frames.py ``FrameEnv``) built here; ConfigError for an env that has none."""
-    entry = entry_for(cfg)
+    entry, cfg = check_env(cfg)
     if entry.make_single is None:
         raise ConfigError(f"env.name={cfg.name!r} is a vector env; it has no single-env form (use make_vector_env)")
-    cfg.validate()
     return entry.make_single(cfg, seed)
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shared.envs import frame_entry, register
+from shared.envs import check_env, frame_entry, options, register
 from shared.errors import check, is_int
 from shared.spec import checked_action
 
@@ -49,8 +49,8 @@ class FakeEnv:
     """
 
     def __init__(self, cfg: EnvConfig, seed: int) -> None:
-        cfg.validate()
-        self.num_actions = cfg.fake.actions
+        _, cfg = check_env(cfg)
+        self.num_actions = options(cfg, "fake", FakeOptions).actions
         self.frame_shape = (cfg.frame_size, cfg.frame_size)
         self._n = cfg.frame_size * cfg.frame_size
         self._limit = cfg.max_episode_steps
@@ -102,8 +102,8 @@ ENTRY = register(
     frame_entry(
         "fake",
         FakeEnv,
-        lambda cfg: [f"action{i}" for i in range(cfg.fake.actions)],
-        validate=lambda cfg: cfg.fake.validate(),
+        lambda cfg: [f"action{i}" for i in range(options(cfg, "fake", FakeOptions).actions)],
+        options_type=FakeOptions,
         score="Distance",
         success="Flags",
     )

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from shared.envs import EnvEntry, register
+from shared.envs import EnvEntry, options, register
 from shared.errors import check, is_int
 from shared.spec import EnvSpec, checked_actions
 
@@ -358,8 +358,13 @@ class FuelbreakOptions:
 
 
 def _make(cfg: EnvConfig, seeds: Sequence[int]) -> FuelBreakVectorEnv:
-    o = cfg.fuelbreak
+    o = options(cfg, "fuelbreak", FuelbreakOptions)
     return FuelBreakVectorEnv(len(seeds), size=o.size, budget=o.budget, ignitions=o.ignitions, seed=seeds[0])
+
+
+def _action_names(cfg: EnvConfig) -> list[str]:
+    size = options(cfg, "fuelbreak", FuelbreakOptions).size
+    return [f"{y},{x}" for y in range(size) for x in range(size)]
 
 
 ENTRY = register(
@@ -367,8 +372,8 @@ ENTRY = register(
         "fuelbreak",
         spec=lambda cfg: _make(cfg, [0]).spec,
         make=_make,
-        action_names=lambda cfg: [f"{y},{x}" for y in range(cfg.fuelbreak.size) for x in range(cfg.fuelbreak.size)],
-        validate=lambda cfg: cfg.fuelbreak.validate(),
+        action_names=_action_names,
+        options_type=FuelbreakOptions,
         random_reference=True,
         reward_scale=100.0,
         envs_per_actor=32,

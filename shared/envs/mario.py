@@ -18,19 +18,20 @@ Holding A in the air still gives the full-height jump.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import sys
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from shared.envs import frame_entry, register
+from shared.envs import check_env, frame_entry, options, register
 from shared.errors import ConfigError, check, is_int
 
 if TYPE_CHECKING:
     from shared.config import EnvConfig
 
-__all__ = ["ACTION_SETS", "MarioOptions", "make_mario_env", "parse_stage"]
+__all__ = ["ACTION_SETS", "MarioOptions", "make_mario_env", "mario_options", "parse_stage"]
 
 # Button lists, identical to gym_super_mario_bros.actions (a test checks it). Copied here so
 # importing this module (learner, fake env) does not import gym.
@@ -167,8 +168,8 @@ def make_mario_env(cfg: EnvConfig, seed: int) -> Any:
     ``seed`` seeds the raw env's ``np_random`` (unused by the game) for interface uniformity."""
     from shared.envs.frames import Preprocess
 
-    cfg.validate()
-    opts = cfg.mario
+    _, cfg = check_env(cfg)  # the episode cap at Mario's when auto, the options checked
+    opts = mario_options(cfg)
     buttons = ACTION_SETS[opts.actions]
     SuperMarioBrosEnv, JoypadSpace = _import_mario()
     with warnings.catch_warnings():
@@ -191,8 +192,18 @@ def make_mario_env(cfg: EnvConfig, seed: int) -> Any:
     return env
 
 
+def mario_options(cfg: EnvConfig) -> MarioOptions:
+    """``cfg``'s Mario options (``--env.mario.*``)."""
+    return options(cfg, "mario", MarioOptions)
+
+
+def _with_stage(cfg: EnvConfig, stage: str) -> EnvConfig:
+    parse_stage(stage)
+    return dataclasses.replace(cfg, options={**cfg.options, "mario": dataclasses.replace(mario_options(cfg), stage=stage)})
+
+
 def _action_names(cfg: EnvConfig) -> list[str]:
-    return ["+".join(buttons) for buttons in ACTION_SETS[cfg.mario.actions]]
+    return ["+".join(buttons) for buttons in ACTION_SETS[mario_options(cfg).actions]]
 
 
 ENTRY = register(
@@ -200,9 +211,10 @@ ENTRY = register(
         "mario",
         make_mario_env,
         _action_names,
-        validate=lambda cfg: cfg.mario.validate(),
-        label=lambda cfg: cfg.mario.stage,
-        options=lambda cfg: cfg.mario.describe(),
+        options_type=MarioOptions,
+        stage=_with_stage,
+        label=lambda cfg: mario_options(cfg).stage,
+        options=lambda cfg: mario_options(cfg).describe(),
         score="Distance",
         success="Flags",
         video=True,

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from shared.envs import EnvEntry, register
+from shared.envs import EnvEntry, options, register
 from shared.errors import check, is_int
 from shared.spec import EnvSpec, checked_actions
 
@@ -340,7 +340,7 @@ class SnakeOptions:
 
 
 def _make(cfg: EnvConfig, seeds: Sequence[int]) -> SnakeVectorEnv:
-    o = cfg.snake
+    o = options(cfg, "snake", SnakeOptions)
     return SnakeVectorEnv(
         len(seeds), size=o.size, seed=seeds[0], obs=o.obs, max_steps=cfg.max_episode_steps, hunger=o.hunger or None, flood=o.flood
     )
@@ -352,7 +352,7 @@ ENTRY = register(
         spec=lambda cfg: _make(cfg, [0]).spec,
         make=_make,
         action_names=lambda cfg: list(ACTION_NAMES),
-        validate=lambda cfg: cfg.snake.validate(),
+        options_type=SnakeOptions,
         random_reference=True,
         reward_scale=0.1,
     )

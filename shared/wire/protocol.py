@@ -28,9 +28,9 @@ BATCH (actor -> learner), protocol version 6. E envs, T steps, observations of s
                                                    every slot has a valid action, a_k is valid, and the
                                                    padding bits past A are 0
     7      episodes     float32   [K, 3]           one row per episode finished in this batch, any env:
-                                                   return (game units, finite), score (>= 0: Mario's max
-                                                   x_pos, Snake's food eaten, fuel breaks' cells saved),
-                                                   success (0 or 1: Mario's flag)
+                                                   return (game units, finite), score (finite, the env's:
+                                                   Mario's max x_pos, Snake's food eaten, a game's return,
+                                                   negative too), success (0 or 1: Mario's flag)
     8      priorities   float32   [E, T] or [0]    initial replay priorities (|n-step TD error| of each slot by the
                                                    actor's network, finite, >= 0) when header P = 1; empty when P = 0
 
@@ -389,10 +389,8 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
             f"for [{n_episodes}, {len(EPISODE_FIELDS)}] float32",
         )
     episodes = np.frombuffer(buf, dtype=np.float32).reshape(n_episodes, len(EPISODE_FIELDS))
-    if n_episodes and not (
-        np.isfinite(episodes).all() and (episodes[:, 1] >= 0).all() and np.isin(episodes[:, 2], (0.0, 1.0)).all()
-    ):
-        raise ProtocolError("values", "episodes must be finite, with score >= 0 and success 0 or 1")
+    if n_episodes and not (np.isfinite(episodes).all() and np.isin(episodes[:, 2], (0.0, 1.0)).all()):
+        raise ProtocolError("values", "episodes must be finite, with success 0 or 1")
     buf = memoryview(parts[8])
     expected = n_env * n_steps * 4 if has_priorities else 0
     if buf.nbytes != expected:

@@ -2,14 +2,22 @@
 defined only in the tests (tests/support/plugin_env.py) trained through launch.local's real processes (and, in
 ``make test-all``, learned)."""
 
+import glob
+import json
+import subprocess
+import sys
+
 import pytest
 import torch
 
 from actors.evaluator import build_network, play_episodes
+from launch.cli import parse_run_config
 from learner.checkpoint import load_checkpoint
-from shared.config import ConfigError, EnvConfig, RunConfig
-from shared.envs import BUILTIN, EnvEntry, entry_for, env_spec, names, register
+from shared.config import AUTO, ConfigError, EnvConfig, ReplayConfig, RunConfig
+from shared.envs import BUILTIN, EnvEntry, entry_for, env_spec, names, options, register, resolve
 from tests.support.learning import train_on_defaults
+from tests.support.paths import ROOT
+from tests.support.plugin_env import CorridorOptions
 
 UPDATES = 5_000  # the learning test's budget: 100% in every run since the ratio is held (docs/lab/testing-log.md)
 PLUMBING_UPDATES = 200
@@ -35,16 +43,41 @@ def test_a_second_env_of_one_name_is_refused():
         register(EnvEntry("mario", spec=mario.spec, make=mario.make, action_names=mario.action_names))
 
 
-def test_auto_settings_come_from_the_entry():
-    cfg = RunConfig(env=EnvConfig(name="fuelbreak"))
-    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps) == (32, 1_000)
-    assert cfg.learner.resolved("cpu", cfg.env).reward_scale == 100.0
+def test_auto_settings_come_from_the_entry_in_one_step():
+    raw = RunConfig(env=EnvConfig(name="fuelbreak"))
+    assert (raw.actor.envs_per_actor, raw.learner.reward_scale) == (AUTO, AUTO)  # nothing filled in behind the scenes
+    with pytest.raises(ConfigError, match="total_env_steps=-1 is still auto"):
+        raw.validate()
+    cfg = resolve(raw)
+    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps, cfg.learner.reward_scale) == (32, 1_000, 100.0)
+    assert resolve(cfg) == cfg  # resolving twice changes nothing
+    assert json.loads(cfg.to_json())["actor"]["envs_per_actor"] == 32  # what the run saves is resolved
     plugin = EnvConfig(name="corridor", module="tests.support.plugin_env")
     assert env_spec(plugin).obs_shape == (8,)
-    assert RunConfig(env=plugin).learner.resolved("cpu", plugin).reward_scale == 1.0
+    corridor = resolve(RunConfig(env=plugin))
+    assert (corridor.learner.reward_scale, corridor.replay.gamma, corridor.env.max_episode_steps) == (1.0, 0.95, 0)
+    assert resolve(RunConfig(env=plugin, replay=ReplayConfig(gamma=0.5))).replay.gamma == 0.5  # set: kept
 
 
-def train_corridor(tmp_path, updates: int) -> tuple[str, dict, RunConfig, torch.nn.Module]:
+def test_a_plugin_env_declares_options_on_the_command_line_and_in_config_json():
+    argv = ["--env.module", "tests.support.plugin_env", "--env.name", "corridor", "--env.corridor.step-cost", "0.5"]
+    cfg = resolve(parse_run_config(argv))
+    assert options(cfg.env, "corridor", CorridorOptions).step_cost == 0.5
+    saved = json.loads(cfg.to_json())["env"]
+    assert saved["corridor"] == {"step_cost": 0.5} and "options" not in saved  # env.corridor, as on the command line
+    again = resolve(RunConfig.from_json(cfg.to_json()))
+    assert options(again.env, "corridor", CorridorOptions) == CorridorOptions(step_cost=0.5)
+    with pytest.raises(ConfigError, match="env.corridor.step_cost=2.0 must be in"):
+        resolve(parse_run_config([*argv[:4], "--env.corridor.step-cost", "2"]))
+    with pytest.raises(ConfigError, match="env.marioo: options for an env that is not registered"):
+        resolve(RunConfig(env=EnvConfig(options={"marioo": {"stage": "1-2"}})))
+    # without --env.module a fresh process does not know the plug-in's flags: tyro refuses them (exit 2)
+    cmd = [sys.executable, "-m", "launch.local", "--env.corridor.step-cost", "0.5", "--collect-only"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "env.corridor.step-cost" in proc.stderr, proc.stderr[-2000:]
+
+
+def train_corridor(tmp_path, updates: int, *extra: str) -> tuple[str, dict, RunConfig, torch.nn.Module]:
     """launch.local on the plug-in env, defaults, the ratio held (so every machine trains the same samples per
     transition; docs/lab/testing-log.md has the failures); checks what any such run must show, returns its output, checkpoint,
     config and the last weights' network rebuilt from that config."""
@@ -56,10 +89,11 @@ def train_corridor(tmp_path, updates: int) -> tuple[str, dict, RunConfig, torch.
         "--learner.steps",
         str(updates),
         "--learner.exact-ratio",
+        *extra,
         timeout=800,
     )
     assert "on corridor (obs float32 8, stack 1, 2 actions, mlp net)" in out, out[:2000]
-    assert "Score:" in out and "Success:" in out  # the entry's names in the [MAIN] lines
+    assert "Return:" in out and "Shortest:" in out  # the entry's names for its score and success in the [MAIN] lines
     # nothing arrived too stale to train on (held sockets buffer about one batch, shared/links.held_kernel_buffer),
     # or the share of the data trained on would depend on timing
     assert "rejected by reason {}" in out, [line for line in out.splitlines() if "accounting" in line]
@@ -73,9 +107,19 @@ def train_corridor(tmp_path, updates: int) -> tuple[str, dict, RunConfig, torch.
 def test_an_env_registered_outside_warppipe_trains_through_launch_local(tmp_path):
     """The plumbing: every process imports the module, the run trains its update budget, and the checkpoint's
     network, rebuilt from the saved config, plays the env. Learning is the extended test below."""
-    _, _, cfg, net = train_corridor(tmp_path, PLUMBING_UPDATES)
+    _, _, cfg, net = train_corridor(tmp_path / "runs", PLUMBING_UPDATES, "--env.corridor.step-cost", "0.5")
     episodes = play_episodes(net, cfg.env, 8, 0.0, seed=5)
     assert len(episodes) == 8 and all(e.length > 0 for e in episodes)
+    assert options(cfg.env, "corridor", CorridorOptions).step_cost == 0.5  # the plug-in's option, saved and read back
+    # the plug-in's score is its return: random play pays 0.5 a step and reaches a goal at +1 (or never), so it is
+    # negative in most episodes; launch.evaluate reads the run, imports the plug-in and reports it as it is
+    run_dir = glob.glob(str(tmp_path / "runs" / "*"))[0]
+    out_json = tmp_path / "random.json"
+    cmd = [sys.executable, "-m", "launch.evaluate", run_dir, "--policy", "random", "--episodes", "40", "--json", str(out_json)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads(out_json.read_text())
+    assert summary["summary"]["x_pos_mean"] < 0 and summary["summary"]["x_pos_min"] <= -0.5, summary["summary"]
 
 
 @pytest.mark.extended  # minutes of learner updates on a tiny network (about 185 s on a slow host): make test-all

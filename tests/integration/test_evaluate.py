@@ -149,7 +149,7 @@ def test_ranked_episodes_and_names():
     assert video_episode(eps, greedy, "greedy") == ("greedy", greedy)
     assert video_episode(eps, None, "greedy") == (2, eps[2])  # a random policy has no greedy episode: the best
     assert video_episode(eps, greedy, "worst") == (3, eps[3]) and video_episode(eps, greedy, "1") == (1, eps[1])
-    right_only = EnvConfig(mario=MarioOptions(actions="right_only"))
+    right_only = EnvConfig(options={"mario": MarioOptions(actions="right_only")})
     assert action_names_for(right_only) == ["NOOP", "right", "right+A", "right+B", "right+A+B"]
 
 
@@ -347,11 +347,11 @@ def test_evaluation_plays_vector_envs_greedy_and_random():
     from learner.console import format_eval_line
     from shared.config import EnvConfig
 
-    fuel = EnvConfig(name="fuelbreak", fuelbreak=FuelbreakOptions(size=12, budget=4))
+    fuel = EnvConfig(name="fuelbreak", options={"fuelbreak": FuelbreakOptions(size=12, budget=4)})
     episodes = play_episodes(build_network(fuel), fuel, 5, 0.0, seed=3)
     assert [e.length for e in episodes] == [4] * 5 and all(e.x_pos >= 0 for e in episodes)
     assert all(len(set(e.actions.tolist())) == 4 for e in episodes)  # a cell never takes two breaks
-    snake = EnvConfig(name="snake", snake=SnakeOptions(size=6))
+    snake = EnvConfig(name="snake", options={"snake": SnakeOptions(size=6)})
     names = action_names_for(snake)
     random = play_episodes(None, snake, 12, 1.0, seed=1, policy="random")
     again = play_episodes(None, snake, 12, 1.0, seed=1, policy="random")

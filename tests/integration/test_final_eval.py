@@ -19,6 +19,7 @@ import torch
 
 from launch.final_eval import EPISODES_PER_JOB, choose_best, describe, episode_jobs, play_job
 from shared.config import ConfigError, RunConfig
+from shared.envs import resolve, with_stage
 from shared.seeding import EVAL_FINAL, EVAL_ROUND, EVAL_SELECT, draw_seed, stream_seed
 from tests.support.launcher import HANG_GUARD_S, ROOT, TRAINING, Launcher, assert_all_gone
 
@@ -27,15 +28,15 @@ KEEP, SELECT, FINAL = 3, 3, 7  # FINAL > EPISODES_PER_JOB: each weights' final e
 
 def test_component_seeds_follow_the_run_seed_unless_set():
     cfg = RunConfig()
-    assert cfg.seed == -1 and (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (0, 0, 0)  # not drawn yet
+    assert cfg.seed == -1 and (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (-1, -1, -1)  # not drawn yet
     cfg.seed = 7
-    cfg.validate()
-    assert (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (7, 7, 7)
+    resolved = resolve(cfg)
+    assert (resolved.actor.seed, resolved.learner.seed, resolved.eval.seed) == (7, 7, 7)
     cfg.learner.seed = 3  # varied alone
     cfg.seed = 8
-    cfg.validate()
-    assert (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (8, 3, 8)
-    saved = RunConfig.from_json(cfg.to_json())
+    resolved = resolve(cfg)
+    assert (resolved.actor.seed, resolved.learner.seed, resolved.eval.seed) == (8, 3, 8)
+    saved = RunConfig.from_json(resolved.to_json())
     assert (saved.seed, saved.actor.seed, saved.learner.seed, saved.eval.seed) == (8, 8, 3, 8)
 
 
@@ -56,7 +57,7 @@ def test_bad_seeds_and_final_evaluation_sizes_are_refused_by_name(field, value):
     owner, name = (cfg, field) if "." not in field else (getattr(cfg, field.split(".")[0]), field.split(".")[1])
     setattr(owner, name, value)
     with pytest.raises(ConfigError, match=f"{field}={value!r}"):
-        cfg.validate()
+        resolve(cfg)
 
 
 def test_seed_streams_are_distinct_by_purpose_round_and_neighbouring_seeds():
@@ -174,7 +175,7 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
     assert all(torch.equal(best["learner"]["online"][k], v) for k, v in source["learner"]["online"].items())
     assert result["best"].get("same_as_last", False) == (chosen is None)
     job = dict(
-        env=cfg.env.with_stage(cfg.eval.stage),
+        env=with_stage(cfg.env, cfg.eval.stage),
         dueling=cfg.net.dueling,
         epsilon=cfg.eval.epsilon,
         weights=checkpoint["learner"]["online"],

@@ -16,6 +16,7 @@ import torch
 
 from launch.local import progress_budget
 from shared.config import RunConfig
+from shared.envs import resolve
 from tests.support.launcher import (
     FAKE_BATCH,
     HANG_GUARD_S,
@@ -34,7 +35,7 @@ EPOCH_BUFFER = r"\[MAIN\] Epoch (\d+) .*Buffer: ([\d,]+)"  # the epoch number, t
 
 
 def test_the_progress_bar_follows_the_budget_that_is_set():
-    cfg = RunConfig()
+    cfg = resolve(RunConfig())
     assert progress_budget(cfg) == ("env steps", 300_000)  # Mario's default budget
     cfg.total_env_steps = 0
     assert progress_budget(cfg) is None  # until Ctrl-C: no bar

@@ -21,6 +21,8 @@ import torch
 from actors.evaluator import build_network
 from learner.checkpoint import load_checkpoint
 from shared.config import RunConfig
+from shared.envs import options
+from shared.envs.fuelbreak import FuelbreakOptions
 from tests.support.learning import clears_bar, mean_score, train_on_defaults
 
 UPDATES = 1_500
@@ -46,7 +48,10 @@ def test_fuel_breaks_are_learned_end_to_end_on_defaults(tmp_path, record_propert
     assert "4 actors x 32 env(s) on fuelbreak (obs uint8 8x32x32, stack 1, 1024 actions, masked, cell net)" in out, out[:2000]
     state = load_checkpoint(run)
     cfg = RunConfig.from_json(state["config"])
-    assert (cfg.env.fuelbreak.size, cfg.env.fuelbreak.budget) == (32, 16)
+    assert (options(cfg.env, "fuelbreak", FuelbreakOptions).size, options(cfg.env, "fuelbreak", FuelbreakOptions).budget) == (
+        32,
+        16,
+    )
     assert state["counters"]["updates"] == UPDATES
     net = build_network(cfg.env, state["learner"]["online"])
     greedy, random = (

@@ -4,6 +4,7 @@ import random
 import socket
 
 from shared.config import RunConfig
+from shared.envs import resolve
 
 
 def free_base_port(count: int) -> int:
@@ -34,8 +35,7 @@ def small_config(actors=2, envs=2, steps=16, env="fake", capacity=8192, **env_ov
     cfg.env.name = env
     for key, value in env_overrides.items():  # a dict sets options of one env: snake={"size": 6}
         if isinstance(value, dict):
-            for option, v in value.items():
-                setattr(getattr(cfg.env, key), option, v)
+            cfg.env.options[key] = dict(value)
         else:
             setattr(cfg.env, key, value)
     cfg.actor.envs_per_actor = envs
@@ -45,7 +45,7 @@ def small_config(actors=2, envs=2, steps=16, env="fake", capacity=8192, **env_ov
     cfg.actor.nice = 0  # exact-count plumbing tests: actors flush on close at full priority (the default is 10)
     cfg.eval.final_episodes = 0  # the end-of-run evaluation has its own tests (tests/integration/test_final_eval.py)
     cfg.transport.base_port = free_base_port(actors + 2) + 2  # weights sockets sit at base_port - 1 and - 2
-    return cfg.validate()
+    return resolve(cfg)
 
 
 # The start of a ``python -c`` script (argv[1]: a run folder): a small real Learner on the fake env, its

@@ -13,13 +13,14 @@ def test_the_collector_acts_on_a_folded_copy_of_the_weights_it_last_loaded(preci
 
     from actors.collector import Collector
     from shared.config import RunConfig
+    from shared.envs import resolve
     from shared.network import build_q_network
     from tests.support.networks import randomise_batchnorm
 
     cfg = RunConfig(actors=1)
     cfg.env.name, cfg.env.frame_size = "catch", 36
     cfg.actor.envs_per_actor, cfg.actor.epsilon, cfg.actor.seed, cfg.actor.precision = 8, 0.0, 5, precision
-    cfg.validate()
+    cfg = resolve(cfg)
     collector = Collector(cfg, 0, 1, 0)
     torch.manual_seed(1)
     source = build_q_network(collector.spec)
@@ -44,11 +45,12 @@ def test_an_exploring_env_draws_a_fresh_uniform_action_every_step():
     """Epsilon 1: no forward pass, every action random, each step drawn anew (no action is held over steps)."""
     from actors.collector import Collector
     from shared.config import RunConfig
+    from shared.envs import resolve
 
     cfg = RunConfig(actors=1)
     cfg.env.name, cfg.env.frame_size = "catch", 36
     cfg.actor.envs_per_actor, cfg.actor.epsilon, cfg.actor.seed = 8, 1.0, 5
-    cfg.validate()
+    cfg = resolve(cfg)
     collector = Collector(cfg, 0, 1, 0)
     steps = [collector.act() for _ in range(200)]
     collector.close()

@@ -6,7 +6,11 @@ import sys
 
 import pytest
 
+from launch.cli import run_config_type
 from shared.config import AUTO, ActorConfig, ConfigError, EnvConfig, LearnerConfig, ReplayConfig, RunConfig
+from shared.envs import learner_defaults, options, resolve
+from shared.envs.mario import MarioOptions, mario_options
+from shared.envs.snake import SnakeOptions
 from shared.exploration import epsilons
 
 
@@ -57,19 +61,20 @@ def test_bad_value_is_named(path, value, needle):
     *parents, leaf = path.split(".")
     if parents[:1] == ["env"] and len(parents) == 2:  # an env's own options are checked when that env is chosen
         cfg.env.name = parents[1]
-    for name in parents:
-        target = getattr(target, name)
-    setattr(target, leaf, value)
+        cfg.env.options = {parents[1]: {leaf: value}}  # as config.json holds them
+    else:
+        for name in parents:
+            target = getattr(target, name)
+        setattr(target, leaf, value)
     with pytest.raises(ConfigError, match=needle.replace("[", r"\[").replace(".", r"\.")):
-        cfg.validate()
+        resolve(cfg)
 
 
 def test_json_round_trip_and_unknown_keys():
-    cfg = RunConfig(actors=3)
-    cfg.env.mario.stage = "4-2"
+    cfg = resolve(RunConfig(actors=3, env=EnvConfig(options={"mario": MarioOptions(stage="4-2")})))
     cfg.replay.n_step = 5
     back = RunConfig.from_json(cfg.to_json())
-    assert back == cfg
+    assert resolve(back) == cfg and mario_options(back.env).stage == "4-2"
     with pytest.raises(ConfigError, match="bogus"):
         RunConfig.from_json('{"bogus": 1}')
 
@@ -87,11 +92,13 @@ def test_generated_pages_are_current_and_list_every_option():
 
     from launch import gendocs
 
-    def options(cls, prefix=""):
+    def flags(cls, prefix=""):
         for f in dataclasses.fields(cls):
+            if f.name == "options":  # each env's options: the fields beside it
+                continue
             factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
             if factory is not None and dataclasses.is_dataclass(factory):
-                yield from options(factory, prefix + f.name + ".")
+                yield from flags(factory, prefix + f.name + ".")
             else:
                 yield "--" + prefix + f.name.replace("_", "-")
 
@@ -101,32 +108,32 @@ def test_generated_pages_are_current_and_list_every_option():
     with open(gendocs.PROTOCOL_PAGE, encoding="utf-8") as fh:
         assert fh.read() == gendocs.protocol_page(), "docs/protocol.md is not current: run python -m launch.gendocs"
     reference = page.split(gendocs.HEADING, 1)[1].split("\n## ", 1)[0]
-    missing = [name for name in options(RunConfig) if f"`{name}`" not in reference]
+    every = list(flags(run_config_type()))  # the command line's type: with each env's options under its name
+    missing = [name for name in every if f"`{name}`" not in reference]
     assert not missing, missing
+    assert {"--env.mario.stage", "--env.snake.size", "--env.fuelbreak.budget", "--env.fake.actions"} <= set(every)
     assert all(gendocs.field_docs(EnvConfig).get(name) for name in ("name", "module", "stack"))
 
 
-def test_auto_fields_follow_the_env_until_set_and_are_saved_resolved():
-    cfg = RunConfig()
+def test_auto_fields_take_the_envs_values_when_resolved_and_are_saved_resolved():
+    raw = RunConfig()
+    assert (raw.actor.envs_per_actor, raw.actor.eps_anneal_steps, raw.total_env_steps) == (AUTO,) * 3  # as given
+    cfg = resolve(raw)
     assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps, cfg.total_env_steps) == (1, 25_000, 300_000)  # Mario
-    cfg.env.name = "fuelbreak"
-    cfg.validate()
-    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps, cfg.total_env_steps) == (32, 1_000, 0)
-    saved = RunConfig.from_json(cfg.to_json())
+    assert raw.actor.envs_per_actor == AUTO  # resolve returns a new config
+    fuel = resolve(RunConfig(env=EnvConfig(name="fuelbreak")))
+    assert (fuel.actor.envs_per_actor, fuel.actor.eps_anneal_steps, fuel.total_env_steps) == (32, 1_000, 0)
+    saved = RunConfig.from_json(fuel.to_json())
     assert (saved.actor.envs_per_actor, saved.actor.eps_anneal_steps, saved.total_env_steps) == (32, 1_000, 0)
-    assert RunConfig(total_env_steps=0).total_env_steps == 0  # set: no limit, on Mario too
-    cfg.actor.envs_per_actor = 4  # set by hand: no longer auto
-    cfg.env.name = "mario"
-    cfg.validate()
-    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps) == (4, 25_000)
+    assert resolve(RunConfig(total_env_steps=0)).total_env_steps == 0  # set: no limit, on Mario too
     explicit = RunConfig(env=EnvConfig(name="fuelbreak"), actor=ActorConfig(envs_per_actor=2, eps_anneal_steps=0))
-    assert (explicit.actor.envs_per_actor, explicit.actor.eps_anneal_steps) == (2, 0)
-    alone = ActorConfig()  # outside a RunConfig nothing resolves it, and using it says so
+    assert (resolve(explicit).actor.envs_per_actor, resolve(explicit).actor.eps_anneal_steps) == (2, 0)
+    alone = ActorConfig()  # outside a resolved RunConfig nothing fills it in, and using it says so
     assert (alone.envs_per_actor, alone.eps_anneal_steps) == (-1, -1)
     with pytest.raises(ConfigError, match="actor.envs_per_actor=-1"):
         epsilons(alone, 4, 0, 0)
-    built = RunConfig(env=EnvConfig(name="fuelbreak"), actor=ActorConfig())
-    assert (built.actor.envs_per_actor, built.actor.eps_anneal_steps) == (32, 1_000)
+    seeded = resolve(RunConfig(seed=7))
+    assert (seeded.actor.seed, seeded.learner.seed, seeded.eval.seed) == (7, 7, 7)  # the components' seeds at -1
 
 
 @pytest.mark.parametrize(
@@ -134,14 +141,16 @@ def test_auto_fields_follow_the_env_until_set_and_are_saved_resolved():
     [("mario", 1 / 15, 16_000, 0.9), ("catch", 1.0, 2_000, 0.0), ("fake", 1.0, 2_000, 0.0), ("fuelbreak", 100.0, 32_000, 0.0)],
 )
 def test_reward_scale_target_sync_and_munchausen_auto_per_env(env, scale, sync, munchausen):
-    cfg = LearnerConfig().resolved("cpu", env)
+    cfg = learner_defaults(LearnerConfig(), env).resolved("cpu")
     assert cfg.reward_scale == pytest.approx(scale)
     assert cfg.target_sync_env_steps == sync
     assert cfg.munchausen_alpha == munchausen
-    assert LearnerConfig(reward_scale=0.5).resolved("cpu", env).reward_scale == 0.5
-    assert LearnerConfig(target_sync_env_steps=7).resolved("cpu", env).target_sync_env_steps == 7
-    assert LearnerConfig(munchausen_alpha=0.0).resolved("cpu", env).munchausen_alpha == 0.0  # set by hand: off
-    assert LearnerConfig(munchausen_alpha=0.5).resolved("cpu", env).munchausen_alpha == 0.5
+    assert learner_defaults(LearnerConfig(reward_scale=0.5), env).reward_scale == 0.5
+    assert learner_defaults(LearnerConfig(target_sync_env_steps=7), env).target_sync_env_steps == 7
+    assert learner_defaults(LearnerConfig(munchausen_alpha=0.0), env).munchausen_alpha == 0.0  # set by hand: off
+    assert learner_defaults(LearnerConfig(munchausen_alpha=0.5), env).munchausen_alpha == 0.5
+    with pytest.raises(ConfigError, match="learner.reward_scale=-1 is still auto"):
+        LearnerConfig().resolved("cpu")  # the device's autos only: the env's come first
 
 
 def test_old_layouts_load_through_one_migration(tmp_path):
@@ -151,26 +160,27 @@ def test_old_layouts_load_through_one_migration(tmp_path):
 
     from launch.local import resumed_config
 
-    flat = json.loads(RunConfig().to_json())
+    flat = json.loads(resolve(RunConfig()).to_json())
     env = flat["env"]
-    for section in ("mario", "snake", "fuelbreak", "fake"):
-        env.pop(section)
+    env.pop("mario")
     env.update(stage="1-3", actions="right_only", snake_size=6, snake_obs="grid", fuelbreak_budget=9)
     cfg = RunConfig.from_json(json.dumps(flat))
-    assert (cfg.env.mario.stage, cfg.env.mario.actions) == ("1-3", "right_only")
-    assert (cfg.env.mario.jump_release, cfg.env.mario.no_progress_steps) == (False, 0)  # not saved: as they ran
-    assert (cfg.env.snake.size, cfg.env.snake.obs, cfg.env.fuelbreak.budget) == (6, "grid", 9)
+    mario, snake = mario_options(cfg.env), options(cfg.env, "snake", SnakeOptions)
+    assert (mario.stage, mario.actions) == ("1-3", "right_only")
+    assert (mario.jump_release, mario.no_progress_steps) == (False, 0)  # not saved: as they ran
+    assert (snake.size, snake.obs, cfg.env.options["fuelbreak"]["budget"]) == (6, "grid", 9)
     env["jump_release"] = True  # saved: kept
-    assert RunConfig.from_json(json.dumps(flat)).env.mario.jump_release is True
-    assert RunConfig.from_json(json.dumps(flat)).learner.munchausen_alpha == -1  # saved: kept (auto)
+    assert mario_options(RunConfig.from_json(json.dumps(flat)).env).jump_release is True
+    flat["learner"]["munchausen_alpha"] = AUTO  # saved as auto (before resolve filled it in): kept
+    assert RunConfig.from_json(json.dumps(flat)).learner.munchausen_alpha == -1
     flat["learner"].pop("munchausen_alpha")
     assert RunConfig.from_json(json.dumps(flat)).learner.munchausen_alpha == 0.0  # not saved: the Double-DQN max
     (tmp_path / "config.json").write_text(json.dumps(flat))
-    assert resumed_config(RunConfig(resume=str(tmp_path))).env.mario.stage == "1-3"
-    today = RunConfig()
-    assert RunConfig.from_json(today.to_json()) == today  # today's layout passes unchanged
+    assert mario_options(resumed_config(RunConfig(resume=str(tmp_path))).env).stage == "1-3"
+    today = resolve(RunConfig())
+    assert resolve(RunConfig.from_json(today.to_json())) == today  # today's layout passes unchanged
     with pytest.raises(ConfigError, match="bogus"):
-        RunConfig.from_json(json.dumps({"env": {"mario": {"bogus": 1}}}))
+        resolve(RunConfig.from_json(json.dumps({"env": {"mario": {"bogus": 1}}})))
 
 
 def test_auto_is_minus_one_and_old_zero_autos_migrate():
@@ -178,7 +188,7 @@ def test_auto_is_minus_one_and_old_zero_autos_migrate():
 
     cfg = RunConfig()
     assert (cfg.learner.micro_batch, cfg.learner.accum_steps, cfg.learner.reward_scale, cfg.learner.threads) == (-1,) * 4
-    resolved = cfg.learner.resolved("cpu", cfg.env)
+    resolved = resolve(cfg).learner.resolved("cpu")
     assert (resolved.micro_batch, resolved.accum_steps, resolved.reward_scale) == (64, 1, pytest.approx(1 / 15))
     saved = json.loads(cfg.to_json())
     saved["learner"].update(micro_batch=0, accum_steps=0, reward_scale=0.0, threads=0)  # auto before -1 was
@@ -189,7 +199,7 @@ def test_auto_is_minus_one_and_old_zero_autos_migrate():
         bad = RunConfig()
         setattr(getattr(bad, section), key, value)
         with pytest.raises(ConfigError, match=f"{path}={value!r}"):
-            bad.validate()
+            resolve(bad)
 
 
 def test_runs_saved_before_the_held_ratio_keep_the_cap_only_limiter_and_no_budget():
@@ -213,7 +223,7 @@ def test_runs_saved_before_the_held_ratio_keep_the_cap_only_limiter_and_no_budge
     bad = RunConfig()
     bad.learner.ratio_slack = -1
     with pytest.raises(ConfigError, match=r"learner.ratio_slack=-1"):
-        bad.validate()
+        resolve(bad)
 
 
 RETIRED_AT_THEIR_DEFAULTS = {
@@ -239,12 +249,13 @@ def test_runs_saved_with_retired_options_load():
     network today's code cannot build (LayerNorm) is refused, naming the option and the commit to use."""
     import json
 
-    saved = json.loads(RunConfig().to_json())
+    today = resolve(RunConfig())
+    saved = json.loads(today.to_json())
     for section, keys in RETIRED_AT_THEIR_DEFAULTS.items():
         saved[section].update(keys)
-    assert RunConfig.from_json(json.dumps(saved)) == RunConfig()
+    assert resolve(RunConfig.from_json(json.dumps(saved))) == today
     saved["replay"]["ending_share"] = 0.125  # training only: dropped
-    assert RunConfig.from_json(json.dumps(saved)) == RunConfig()
+    assert resolve(RunConfig.from_json(json.dumps(saved))) == today
     saved["net"]["norm"] = "layer"  # a network today's code does not build
     with pytest.raises(ConfigError, match=r"net\.norm='layer': this run used LayerNorm, removed .* commit [0-9a-f]{7}"):
         RunConfig.from_json(json.dumps(saved))
@@ -259,8 +270,8 @@ def test_periods_saved_in_updates_or_epochs_load_as_the_env_steps_they_spanned()
     saved["eval"]["every"] = 100
     cfg = RunConfig.from_json(json.dumps(saved))  # batch auto: 64, so an update was 16 env steps
     assert (cfg.learner.target_sync_env_steps, cfg.learner.broadcast_env_steps) == (16_000, 1_600)
-    assert LearnerConfig().resolved("cpu", "fuelbreak").broadcast_env_steps == 12_288
-    assert LearnerConfig().resolved("cpu", "mario").broadcast_env_steps == 1_600
+    assert learner_defaults(LearnerConfig(), "fuelbreak").broadcast_env_steps == 12_288
+    assert learner_defaults(LearnerConfig(), "mario").broadcast_env_steps == 1_600
     assert cfg.eval.every_env_steps == 32_000
     saved["learner"].update(target_sync=-1, samples_per_insert=0.0, broadcast_every=5)
     saved["eval"]["every"] = 0

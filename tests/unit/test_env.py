@@ -103,7 +103,7 @@ def wrap(inner, frame_skip=4, size=None, max_steps=0, num_actions=7, **kw):
 
 
 def test_mario_real_steps():
-    cfg = EnvConfig(name="mario", mario=MarioOptions(stage="1-1", actions="simple"))
+    cfg = EnvConfig(name="mario", options={"mario": MarioOptions(stage="1-1", actions="simple")})
     env = make_env(cfg, seed=3)
     try:
         assert isinstance(env, Preprocess) and isinstance(env, FrameEnv) and env.raw is not None
@@ -147,7 +147,7 @@ def test_mario_real_steps():
 
 
 def test_mario_action_sets_and_time_limit():
-    cfg = EnvConfig(name="mario", mario=MarioOptions(stage="1-1", actions="right_only"), max_episode_steps=5)
+    cfg = EnvConfig(name="mario", options={"mario": MarioOptions(stage="1-1", actions="right_only")}, max_episode_steps=5)
     env = make_env(cfg, seed=0)
     try:
         assert env.num_actions == 5
@@ -166,13 +166,15 @@ def test_mario_action_sets_and_time_limit():
     finally:
         env.close()
     for name, n in (("simple", 7), ("complex", 12), ("right_only", 5)):
-        assert env_spec(EnvConfig(mario=MarioOptions(actions=name))).num_actions == n
+        assert env_spec(EnvConfig(options={"mario": MarioOptions(actions=name)})).num_actions == n
 
 
 def _jumps_while_holding(jump_release: bool, action: int, steps: int) -> tuple[int, int]:
     """Take-offs (RAM 0x1D going 0 -> 1 while Mario is not dying, RAM 0x0E != 0x0B; checked every emulator frame)
     and final x while holding one action."""
-    env = make_mario_env(EnvConfig(name="mario", mario=MarioOptions(stage="1-1", actions="simple", jump_release=jump_release)), 0)
+    env = make_mario_env(
+        EnvConfig(name="mario", options={"mario": MarioOptions(stage="1-1", actions="simple", jump_release=jump_release)}), 0
+    )
     try:
         env.reset()
         inner_step, ram = env.inner.step, env.raw.ram
@@ -213,11 +215,13 @@ def test_legacy_config_keeps_raw_buttons():
     import json
 
     from shared.config import RunConfig
+    from shared.envs import resolve
+    from shared.envs.mario import mario_options
 
-    data = json.loads(RunConfig().to_json())
+    data = json.loads(resolve(RunConfig()).to_json())
     assert data["env"]["mario"]["jump_release"] is True  # the default now
     data["env"]["stage"] = data["env"].pop("mario")["stage"]  # the flat layout, saved before the field existed:
-    assert RunConfig.from_json(json.dumps(data)).env.mario.jump_release is False  # those runs played the raw buttons
+    assert mario_options(RunConfig.from_json(json.dumps(data)).env).jump_release is False  # they played raw buttons
 
 
 def test_the_run_header_names_the_button_set_and_jump_release():
@@ -226,7 +230,7 @@ def test_the_run_header_names_the_button_set_and_jump_release():
 
     cfg = RunConfig()
     assert spec_line(cfg).endswith("7 actions, nature net, simple buttons, jump release")
-    cfg.env.mario.actions, cfg.env.mario.jump_release = "right_only", False
+    cfg.env.options["mario"] = MarioOptions(actions="right_only", jump_release=False)
     assert spec_line(cfg).endswith("5 actions, nature net, right_only buttons, raw buttons (no jump release)")
     cfg.env.name = "catch"  # an env without options of its own: the spec alone
     assert spec_line(cfg).endswith("3 actions, nature net")
@@ -247,7 +251,7 @@ def test_import_is_light_and_gym_notice_hidden():
         "import sys; import shared.config, shared.envs.mario, learner.loop;"
         "assert 'gym' not in sys.modules and 'cv2' not in sys.modules, 'gym or cv2 imported';"
         "import shared.envs as e; from shared.config import EnvConfig; from shared.envs.mario import MarioOptions;"
-        "env = e.make_env(EnvConfig(mario=MarioOptions(stage='all')), 0); env.reset(); env.step(0); env.close()"
+        "env = e.make_env(EnvConfig(options={'mario': MarioOptions(stage='all')}), 0); env.reset(); env.step(0); env.close()"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -457,7 +461,7 @@ def test_fake_env_deterministic_unique_and_ending():
 
 
 def test_fake_env_truncation_shapes_and_reseed():
-    cfg = EnvConfig(name="fake", max_episode_steps=20, fake=FakeOptions(actions=12), frame_size=48)
+    cfg = EnvConfig(name="fake", max_episode_steps=20, options={"fake": FakeOptions(actions=12)}, frame_size=48)
     env = make_env(cfg, 1)
     assert isinstance(env, FakeEnv) and isinstance(env, FrameEnv)
     assert env.num_actions == 12 and env.frame_shape == (48, 48)
@@ -469,7 +473,7 @@ def test_fake_env_truncation_shapes_and_reseed():
     first = env.reset(seed=1)  # reseeding replays the sequence
     np.testing.assert_array_equal(first, out[0])
     for size in (5, 7):
-        assert make_env(EnvConfig(name="fake", fake=FakeOptions(actions=size)), 0).num_actions == size
+        assert make_env(EnvConfig(name="fake", options={"fake": FakeOptions(actions=size)}), 0).num_actions == size
 
 
 # --------------------------------------------------------------------------- FrameStacker
@@ -508,11 +512,11 @@ def test_frame_stacker():
 @pytest.mark.parametrize(
     "kwargs, needle",
     [
-        (dict(name="mario", mario=MarioOptions(stage="9-9")), "env.mario.stage='9-9'"),
-        (dict(name="mario", mario=MarioOptions(stage="1-5")), "1-5"),
-        (dict(name="mario", mario=MarioOptions(stage="world1")), "world1"),
-        (dict(name="mario", mario=MarioOptions(actions="bogus")), "env.mario.actions='bogus'"),
-        (dict(name="fake", fake=FakeOptions(actions=0)), "env.fake.actions=0"),
+        (dict(name="mario", options={"mario": MarioOptions(stage="9-9")}), "env.mario.stage='9-9'"),
+        (dict(name="mario", options={"mario": MarioOptions(stage="1-5")}), "1-5"),
+        (dict(name="mario", options={"mario": MarioOptions(stage="world1")}), "world1"),
+        (dict(name="mario", options={"mario": MarioOptions(actions="bogus")}), "env.mario.actions='bogus'"),
+        (dict(name="fake", options={"fake": FakeOptions(actions=0)}), "env.fake.actions=0"),
         (dict(name="pong"), "env.name='pong'"),
         (dict(name="mario", frame_skip=0), "frame_skip"),
         (dict(name="fake", frame_size=8), "frame_size"),
@@ -529,7 +533,7 @@ def test_parse_stage():
     with pytest.raises(ConfigError, match="0-1"):
         parse_stage("0-1")
     with pytest.raises(ConfigError, match="mario-stage"):
-        make_mario_env(EnvConfig(name="mario", mario=MarioOptions(stage="mario-stage")), 0)
+        make_mario_env(EnvConfig(name="mario", options={"mario": MarioOptions(stage="mario-stage")}), 0)
 
 
 class StallingInner(FakeInner):

@@ -284,12 +284,13 @@ def test_a_collectors_priorities_equal_those_from_each_ticks_own_forward_pass(ep
 
     from actors.collector import Collector
     from shared.config import RunConfig
+    from shared.envs import resolve
 
     cfg = RunConfig(actors=1)
     cfg.env.name, cfg.env.frame_size = "catch", 36
     cfg.actor.envs_per_actor, cfg.actor.epsilon, cfg.actor.seed = 2, epsilon, 5
     cfg.replay.prioritized = True
-    cfg.validate()
+    cfg = resolve(cfg)
     collector = Collector(cfg, 0, 1, 0)
     T, S = 24, cfg.env.stack
     batch = collector.collect(T, 0)

@@ -121,7 +121,7 @@ def bad_messages():
     yield "size", with_prio[:-1] + [with_prio[-1][:-4]]  # one priority short
     yield "field", with_header(with_prio, P=2)
     yield "size", with_header(good, K=1)  # header/episodes size mismatch
-    for row, col, value in ((0, 0, np.nan), (1, 1, -1.0), (1, 2, 0.5)):  # NaN return, x_pos < 0, flag 0.5
+    for row, col, value in ((0, 0, np.nan), (1, 1, np.inf), (1, 2, 0.5)):  # NaN return, infinite score, success 0.5
         bad = episodes.copy()
         bad[row, col] = value
         yield "values", wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, first, STATS, bad))

@@ -7,6 +7,7 @@ import pytest
 
 from launch.report import main, report
 from shared.config import RunConfig
+from shared.envs import resolve
 
 
 def fake_run(folder, name, lr, seed, x_means, flags=0, label="", env_steps=200_000, wall=2_000.0):
@@ -16,7 +17,7 @@ def fake_run(folder, name, lr, seed, x_means, flags=0, label="", env_steps=200_0
     path.mkdir()
     cfg = RunConfig(label=label, seed=seed)
     cfg.learner.lr = lr
-    (path / "config.json").write_text(cfg.validate().to_json())
+    (path / "config.json").write_text(resolve(cfg).to_json())
     (path / "machine.json").write_text(json.dumps({"cpu": "AMD EPYC", "cores": 2}))
     episodes = [{"x_pos": x, "flag": i < flags, "return": 1.0, "length": 100} for i, x in enumerate(x_means)]
     summary = {"episodes": len(episodes), "x_pos_mean": float(np.mean(x_means)), "flag_rate": flags / len(episodes)}
@@ -54,7 +55,7 @@ def test_labels_group_runs_and_runs_without_a_final_evaluation_are_named_and_lef
     fake_run(tmp_path, "x", 1e-4, 1, [100], label="short")
     fake_run(tmp_path, "y", 2.5e-4, 2, [300], label="short")
     (tmp_path / "z").mkdir()
-    (tmp_path / "z" / "config.json").write_text(RunConfig(label="short", seed=3).validate().to_json())
+    (tmp_path / "z" / "config.json").write_text(resolve(RunConfig(label="short", seed=3)).to_json())
     groups, _, warnings = report([str(tmp_path)], [])
     (g,) = groups
     assert (g["group"], g["runs"], g["evaluated"], g["x_pos_mean"]) == ("short", 3, 2, 200.0)

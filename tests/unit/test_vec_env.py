@@ -17,12 +17,16 @@ from shared.wire.protocol import action_dtype
 def test_specs_of_every_env():
     assert env_spec(EnvConfig(name="fake")) == EnvSpec((84, 84), "uint8", 4, 7, False)
     assert env_spec(EnvConfig(name="catch", frame_size=42, stack=2)) == EnvSpec((42, 42), "uint8", 2, 3, False)
-    assert env_spec(EnvConfig(name="mario", mario=MarioOptions(actions="complex"))) == EnvSpec((84, 84), "uint8", 4, 12, False)
+    assert env_spec(EnvConfig(name="mario", options={"mario": MarioOptions(actions="complex")})) == EnvSpec(
+        (84, 84), "uint8", 4, 12, False
+    )
     assert env_spec(EnvConfig(name="snake")) == EnvSpec((14,), "float32", 1, 3, False)
-    assert env_spec(EnvConfig(name="snake", snake=SnakeOptions(obs="grid", size=6))) == EnvSpec((3, 6, 6), "uint8", 1, 3)
+    assert env_spec(EnvConfig(name="snake", options={"snake": SnakeOptions(obs="grid", size=6)})) == EnvSpec(
+        (3, 6, 6), "uint8", 1, 3
+    )
     assert env_spec(EnvConfig(name="fuelbreak")) == EnvSpec((8, 32, 32), "uint8", 1, 1024, True)
     with pytest.raises(ConfigError, match="env.fuelbreak.budget=0"):
-        env_spec(EnvConfig(name="fuelbreak", fuelbreak=FuelbreakOptions(budget=0)))
+        env_spec(EnvConfig(name="fuelbreak", options={"fuelbreak": FuelbreakOptions(budget=0)}))
 
 
 def test_action_dtype():
@@ -33,7 +37,9 @@ def test_action_dtype():
 
 @pytest.mark.parametrize("name", ["snake", "fuelbreak", "fake"])
 def test_vector_envs_follow_their_spec(name):
-    cfg = EnvConfig(name=name, frame_size=36, snake=SnakeOptions(size=6), fuelbreak=FuelbreakOptions(size=8, budget=3))
+    cfg = EnvConfig(
+        name=name, frame_size=36, options={"snake": SnakeOptions(size=6), "fuelbreak": FuelbreakOptions(size=8, budget=3)}
+    )
     env = make_vector_env(cfg, [11, 12, 13])
     spec = env_spec(cfg)
     assert isinstance(env, VectorEnv) and env.spec == spec and env.num_envs == 3

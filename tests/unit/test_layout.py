@@ -1,0 +1,98 @@
+"""The import graph of warppipe's own modules: no circle, and the layers the tree promises (actors/ and learner/ talk
+only through shared/; shared/ imports none of the roles; nothing imports launch/ but launch/ itself).
+
+Every ``import`` and ``from ... import`` counts, also inside functions and under ``TYPE_CHECKING``: a lazy import
+that closes a circle is still a circle to whoever reads the code."""
+
+import ast
+import os
+
+from tests.support.paths import ROOT
+
+PACKAGES = ("actors", "learner", "shared", "launch")
+
+
+def _modules() -> dict[str, str]:
+    """Module name -> file, for every .py file of the packages."""
+    found = {}
+    for package in PACKAGES:
+        for folder, _, files in os.walk(os.path.join(ROOT, package)):
+            for name in files:
+                if name.endswith(".py"):
+                    rel = os.path.relpath(os.path.join(folder, name), ROOT)[:-3].replace(os.sep, ".")
+                    found[rel.removesuffix(".__init__")] = os.path.join(folder, name)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports (a ``from package import name`` of a submodule counts as it)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read(), path)
+        package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+        edges = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: resolved against this module's package
+                    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+            else:
+                continue
+            edges |= {t for t in targets if t in modules and t != module}
+        graph[module] = edges
+    return graph
+
+
+def _circle(graph: dict[str, set[str]]) -> list[str]:
+    """One circle of the graph (its modules in order), or [] when it has none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def test_no_module_imports_itself_back_through_others():
+    graph = _graph()
+    assert len(graph) > 50 and "shared.config" in graph and "shared.envs" in graph["shared.envs.mario"]
+    assert _circle(graph) == [], " -> ".join(_circle(graph))
+
+
+def test_a_circle_is_found_when_there_is_one():
+    assert _circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert _circle({"a": {"b"}, "b": set()}) == []
+
+
+def test_roles_talk_only_through_shared_and_nothing_imports_the_launchers():
+    allowed = {
+        "actors": {"actors", "shared"},
+        "learner": {"learner", "shared"},
+        "shared": {"shared"},
+        "launch": set(PACKAGES),
+    }
+    wrong = [
+        f"{module} imports {target}"
+        for module, targets in _graph().items()
+        for target in targets
+        if target.split(".")[0] not in allowed[module.split(".")[0]]
+    ]
+    assert wrong == []
