@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from shared.config import EnvConfig, RunConfig
-from shared.envs import options_types
+from shared.envs import BUILTIN, options_types
 
 DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
 PAGE = os.path.join(DOCS, "configuration.md")
@@ -61,7 +61,8 @@ def _rows(cls: type, prefix: str, tables: list[tuple[str, str, list[str]]]) -> N
     nested: list[tuple[Any, str]] = []  # (a nested dataclass, its flags' prefix)
     for f in dataclasses.fields(cls):
         if cls is EnvConfig and f.name == "options":  # each env's options: a table of its own, under its name
-            nested += [(kind, f"{prefix}{name}.") for name, kind in options_types().items()]
+            builtin = [(name, kind) for name, kind in options_types().items() if name in BUILTIN]  # not plug-ins
+            nested += [(kind, f"{prefix}{name}.") for name, kind in builtin]
             continue
         factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
         if factory is not None and dataclasses.is_dataclass(factory):
