@@ -13,16 +13,15 @@ Used by ``python -m launch.evaluate`` and usable from an evaluation process duri
     pure-greedy Mario episode is the same every time.
     Envs without a single-env form (Snake, fuel breaks: vector envs): ``episodes`` envs of one vector
     env play one episode each (one batched forward per step; greedy and random actions over the valid
-    ones when masked); an episode's ``x_pos`` field then holds the env's score (food eaten; cells saved
-    against the fire without breaks) and ``flag`` its success (grid filled; any cell saved).
+    ones when masked).
 ``summarize(episodes, num_actions, action_names)``
-    Plain dict (JSON-ready): x_pos mean/median/max/min, flag rate, return and length means and the
+    Plain dict (JSON-ready): score mean/median/max/min, success rate, return and length means and the
     action histogram keyed by readable names (:func:`action_names_for`, e.g. ``"right+A+B"``).
 ``record_video(env_cfg, actions, path, fps=60)``
     Replays an episode's actions on a fresh Mario emulator and writes every emulator frame at the
     game's own resolution, 256 wide x 240 high RGB: ``.mp4`` (H.264, yuv420p, plays in browsers)
     streamed to ffmpeg frame by frame, or ``.gif`` (every 4th frame, 15 fps). Returns a
-    :class:`VideoInfo`; the replay must reach the episode's x_pos (the emulator is deterministic).
+    :class:`VideoInfo`; the replay must reach the episode's score (the emulator is deterministic).
 """
 
 from __future__ import annotations
@@ -64,18 +63,13 @@ MACRO_BLOCK = 16
 
 @dataclass
 class Episode:
-    """One evaluation episode.
+    """One evaluation episode, scored as its env scores it (shared/envs/frames.py: ``info["score"]`` of its
+    last step, ``info["success"]`` of any step; Mario: the furthest x_pos and the flag)."""
 
-    ``x_pos`` is the MAX x_pos reached during the episode (over the ``info`` of every agent step),
-    not the final one: Mario's x_pos drops when he falls into a pit or dies, and the furthest point
-    reached is what measures progress. (With ``stage='all'`` x_pos restarts at every new stage, so
-    the max is per-stage furthest, not distance over the game.)
-    """
-
-    x_pos: int
-    """Max x_pos over the episode (game pixels from the stage's start); Snake and fuel breaks: the score."""
-    flag: bool
-    """The flag was reached (stage cleared); Snake and fuel breaks: info["success"]."""
+    score: float
+    """The episode's score."""
+    success: bool
+    """The episode succeeded (Mario: reached the flag)."""
     ret: float
     """Return: the sum of rewards in game units (no clipping, no discount)."""
     length: int
@@ -96,8 +90,8 @@ class VideoInfo:
     """Emulator frames replayed, plus the reset screen."""
     seconds: float
     """Duration of the file (frames / its frame rate)."""
-    x_pos: int
-    """Max x_pos the replay reached (equal to the episode's; checked when ``expected_x_pos`` is given)."""
+    score: float
+    """The score the replay reached (equal to the episode's; checked when ``expected_score`` is given)."""
     bytes: int
 
 
@@ -173,7 +167,7 @@ def play_episodes(
                 stacker.reset(env.reset())
                 step, push, draw, pick = env.step, stacker.push, rng.random, rng.integers
                 actions = bytearray()
-                ret, x_max, flag, done = 0.0, 0, False, False
+                ret, score, success, done = 0.0, 0.0, False, False
                 while not done:
                     if eps >= 1.0 or (eps > 0.0 and draw() < eps):
                         a = int(pick(num_actions))
@@ -185,13 +179,10 @@ def play_episodes(
                     push(frame)
                     actions.append(a)
                     ret += reward
-                    x = info["x_pos"]
-                    if x > x_max:
-                        x_max = x
-                    flag = flag or info["flag_get"]
+                    score, success = info["score"], success or info["success"]
                     done = terminated or truncated
                 out.append(
-                    Episode(int(x_max), bool(flag), float(ret), len(actions), np.frombuffer(actions, np.uint8))
+                    Episode(float(score), bool(success), float(ret), len(actions), np.frombuffer(actions, np.uint8))
                 )  # no copy; a new bytearray per episode
     finally:
         env.close()
@@ -232,21 +223,19 @@ def _play_vector(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int,
         env.close()
     played = np.stack(taken).astype(action_dtype(spec.num_actions))  # [steps, n]
     return [
-        Episode(
-            int(round(score[i])), bool(success[i]), float(ret[i]), int(length[i]), np.ascontiguousarray(played[: length[i], i])
-        )
+        Episode(float(score[i]), bool(success[i]), float(ret[i]), int(length[i]), np.ascontiguousarray(played[: length[i], i]))
         for i in range(n)
     ]
 
 
 def ranked_episode(episodes: list[Episode], which: str = "best") -> int:
-    """Index of the 'best' episode (highest x_pos, ties broken by the higher return) or the 'worst' (lowest
-    x_pos, then lower return); the earlier one on a full tie."""
+    """Index of the 'best' episode (highest score, ties broken by the higher return) or the 'worst' (lowest
+    score, then lower return); the earlier one on a full tie."""
     if which not in ("best", "worst"):
         raise ValueError(f"which={which!r} must be 'best' or 'worst'")
 
-    def key(i: int) -> tuple[int, float]:
-        return episodes[i].x_pos, episodes[i].ret
+    def key(i: int) -> tuple[float, float]:
+        return episodes[i].score, episodes[i].ret
 
     return max(range(len(episodes)), key=key) if which == "best" else min(range(len(episodes)), key=key)
 
@@ -254,11 +243,9 @@ def ranked_episode(episodes: list[Episode], which: str = "best") -> int:
 def summarize(episodes: list[Episode], num_actions: int, action_names: list[str]) -> dict:
     """A JSON-ready summary of ``episodes``.
 
-    Keys: episodes, steps (total agent steps), x_pos_mean / x_pos_median / x_pos_max / x_pos_min
-    (of each episode's max x_pos), flags (episodes that reached the flag), flag_rate (0..1), the same figures
-    as score_mean / score_median / score_max / score_min and success_rate (their names for Snake and fuel breaks),
-    return_mean / return_min / return_max, length_mean, action_counts and action_fractions
-    ({name: value} in action order; counts sum to steps, fractions to 1).
+    Keys: episodes, steps (total agent steps), score_mean / score_median / score_max / score_min, successes
+    (episodes that succeeded), success_rate (0..1), return_mean / return_min / return_max, length_mean,
+    action_counts and action_fractions ({name: value} in action order; counts sum to steps, fractions to 1).
     """
     if not episodes:
         raise ValueError("summarize() needs at least one episode")
@@ -268,23 +255,18 @@ def summarize(episodes: list[Episode], num_actions: int, action_names: list[str]
     for e in episodes:
         counts += np.bincount(e.actions, minlength=num_actions)[:num_actions]
     steps = int(sum(e.length for e in episodes))
-    xs = [e.x_pos for e in episodes]
+    scores = [e.score for e in episodes]
     rets = [e.ret for e in episodes]
-    flags = sum(e.flag for e in episodes)
+    successes = sum(e.success for e in episodes)
     return {
         "episodes": len(episodes),
         "steps": steps,
-        "x_pos_mean": float(statistics.fmean(xs)),
-        "x_pos_median": float(statistics.median(xs)),
-        "x_pos_max": int(max(xs)),
-        "x_pos_min": int(min(xs)),
-        "flags": int(flags),
-        "flag_rate": flags / len(episodes),
-        "score_mean": float(statistics.fmean(xs)),  # the env's own name for it: Snake's food, fuel breaks' cells saved
-        "score_median": float(statistics.median(xs)),
-        "score_max": int(max(xs)),
-        "score_min": int(min(xs)),
-        "success_rate": flags / len(episodes),
+        "score_mean": float(statistics.fmean(scores)),
+        "score_median": float(statistics.median(scores)),
+        "score_max": float(max(scores)),
+        "score_min": float(min(scores)),
+        "successes": int(successes),
+        "success_rate": successes / len(episodes),
         "return_mean": float(statistics.fmean(rets)),
         "return_min": float(min(rets)),
         "return_max": float(max(rets)),
@@ -296,7 +278,7 @@ def summarize(episodes: list[Episode], num_actions: int, action_names: list[str]
 
 def episode_record(e: Episode) -> dict:
     """The per-episode JSON entry (no actions)."""
-    return {"x_pos": e.x_pos, "flag": e.flag, "return": e.ret, "length": e.length}
+    return {"score": e.score, "success": e.success, "return": e.ret, "length": e.length}
 
 
 # --------------------------------------------------------------------------- video
@@ -309,15 +291,15 @@ def _emulator_frames(env_cfg: EnvConfig, actions: np.ndarray, track: dict) -> Ge
     the jump-release pad around it), stopping early when the episode ends, exactly as the
     preprocessing does. Frames are the inner env's RGB observation (nes-py's ``raw.screen``, one
     buffer rewritten every frame): the consumer must use or copy each one before asking for the
-    next. ``track`` receives x_pos (max over agent steps), steps replayed and whether the episode
-    ended.
+    next. ``track`` receives the score (the max of the inner info's ``score_key``: Mario's x_pos, as the
+    preprocessing scores it), steps replayed and whether the episode ended.
     """
     env = make_env(dataclasses.replace(env_cfg, max_episode_steps=0), 0)
     try:
-        inner, skip = env.inner, env_cfg.frame_skip
+        inner, skip, key = env.inner, env_cfg.frame_skip, env.score_key
         out = inner.reset()
         yield out[0] if isinstance(out, tuple) else out  # Gymnasium: (obs, info)
-        x_max, steps, done = 0, 0, False
+        best, steps, done = float("-inf"), 0, False
         for a in actions.tolist():
             if done:
                 break
@@ -327,10 +309,9 @@ def _emulator_frames(env_cfg: EnvConfig, actions: np.ndarray, track: dict) -> Ge
                 done = bool(out[2] or out[3]) if len(out) == 5 else bool(out[2])
                 if done:
                     break
-            x = int(out[-1].get("x_pos", 0))
-            x_max = max(x_max, x)
+            best = max(best, float(out[-1].get(key, 0)))
             steps += 1
-            track.update(x_pos=x_max, steps=steps, ended=done)
+            track.update(score=best, steps=steps, ended=done)
     finally:
         env.close()
 
@@ -356,7 +337,7 @@ def _gif_durations_ms(fps: float, every: int) -> Iterator[int]:
 
 
 def record_video(
-    env_cfg: EnvConfig, actions: Iterable[int], path: str, fps: float = 60, expected_x_pos: int | None = None
+    env_cfg: EnvConfig, actions: Iterable[int], path: str, fps: float = 60, expected_score: float | None = None
 ) -> VideoInfo:
     """Replay ``actions`` on a fresh Mario env and write the emulator's frames to ``path``.
 
@@ -367,7 +348,7 @@ def record_video(
     encoder imageio's pillow plugin uses; frames are handed over one by one as an iterator, but
     Pillow assembles the GIF in memory, about 61 KB per kept frame), looping, at game speed.
     ``fps`` is the emulator's frame rate (NES: 60). Raises RuntimeError when the replay ends before
-    the actions do or, given ``expected_x_pos``, reaches another max x_pos (the file is written
+    the actions do or, given ``expected_score``, reaches another score (the file is written
     anyway); ValueError for an env other than Mario or another extension.
     """
     if not entry_for(env_cfg).video:
@@ -376,7 +357,7 @@ def record_video(
     if ext not in (".mp4", ".gif"):
         raise ValueError(f"video path {path!r} must end in .mp4 or .gif")
     actions = np.asarray(list(actions) if not isinstance(actions, np.ndarray) else actions, dtype=np.int64)
-    track: dict = {"x_pos": 0, "steps": 0, "ended": False}
+    track: dict = {"score": 0.0, "steps": 0, "ended": False}
     frames = _emulator_frames(env_cfg, actions, track)
     emulated = written = 0
     if ext == ".mp4":
@@ -432,14 +413,14 @@ def record_video(
         frames=written,
         emulator_frames=emulated,
         seconds=seconds,
-        x_pos=int(track["x_pos"]),
+        score=float(track["score"]),
         bytes=os.path.getsize(path),
     )
     if track["steps"] < len(actions):
         raise RuntimeError(f"replay ended after {track['steps']} of {len(actions)} actions (video {path} written)")
-    if expected_x_pos is not None and info.x_pos != int(expected_x_pos):
+    if expected_score is not None and info.score != float(expected_score):
         raise RuntimeError(
-            f"replay reached x_pos {info.x_pos}, the episode {expected_x_pos} "
+            f"replay reached score {info.score:g}, the episode {float(expected_score):g} "
             f"(the emulator should be deterministic; video {path} written)"
         )
     return info

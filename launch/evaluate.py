@@ -26,20 +26,19 @@ random actions. Neither needs a network or a checkpoint, and RUN_DIR may be omit
 ``EnvConfig``, i.e. Mario with the 'simple' action set, frame skip 4, 4500-step limit, on
 ``--stage``, and ``--env`` may pick another game).
 
-Snake and fuel breaks (``--env snake|fuelbreak`` or a run trained on them): the table's columns are the
-score (food eaten; cells saved against the same fire without breaks) and success (grid filled; any cell
-saved), and a greedy evaluation adds a row for a uniformly random (valid) policy on the same seeds
-(``random`` in the JSON file).
+Every env is scored by its own rule: an episode's score (Mario: its furthest x_pos; Snake: food eaten; fuel
+breaks: cells saved against the same fire without breaks) and success (Mario: the flag). On envs without a
+single-env form (Snake, fuel breaks) a greedy evaluation adds a row for a uniformly random (valid) policy on the
+same seeds (``random`` in the JSON file).
 
-Printed: x_pos mean/median/max (each episode's furthest x_pos), flag rate, mean return and length,
-and the action histogram. Written (``--json``; default ``RUN_DIR/eval-STAGE-eps0.05.json``, or
-``eval-STAGE-random.json`` in RUN_DIR or the current folder): run_dir, checkpoint, updates and
-env_steps of the checkpoint, stage, epsilon, policy, seed, env, summary, greedy (the pure-greedy
-episode's summary and record, null for the random policy), episodes (x_pos, flag, return, length
-of each) and video. ``--video PATH.mp4|.gif`` replays the best episode of the epsilon run (highest
-x_pos, then return; ``--video-episode worst|greedy|N``: the lowest, the pure-greedy one, or episode N) at the
-NES's 256x240 and 60 fps (GIF: 15 fps) and checks that the replay reaches the same x_pos. Bad input prints one line on stderr
-naming the value and exits with 2.
+Printed: score mean/median/max/min, success rate, mean return and length, and the action histogram. Written
+(``--json``; default ``RUN_DIR/eval-STAGE-eps0.05.json``, or ``eval-STAGE-random.json`` in RUN_DIR or the current
+folder): run_dir, checkpoint, updates and env_steps of the checkpoint, stage, epsilon, policy, seed, env, summary,
+greedy (the pure-greedy episode's summary and record, null for the random policy), episodes (score, success,
+return, length of each) and video. ``--video PATH.mp4|.gif`` (Mario) replays the best episode of the epsilon run
+(highest score, then return; ``--video-episode worst|greedy|N``: the lowest, the pure-greedy one, or episode N) at
+the NES's 256x240 and 60 fps (GIF: 15 fps) and checks that the replay reaches the same score. Bad input prints one
+line on stderr naming the value and exits with 2.
 """
 
 from __future__ import annotations
@@ -149,8 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--video-episode",
         default="best",
         metavar="WHICH",
-        help="which episode --video records: 'best' (highest x_pos of the epsilon run, the default), "
-        "'worst' (lowest x_pos), 'greedy' (the pure-greedy episode), or N, the epsilon run's "
+        help="which episode --video records: 'best' (highest score of the epsilon run, the default), "
+        "'worst' (lowest score), 'greedy' (the pure-greedy episode), or N, the epsilon run's "
         "episode N (0-based, the order of 'episodes' in the JSON; the same --seed plays the same "
         "episodes, so a failure found in one evaluation can be filmed in the next)",
     )
@@ -178,7 +177,7 @@ def _is_number(text: str) -> bool:
 def video_episode(episodes: list[Episode], greedy_ep: Episode | None, which: str) -> tuple[int | str, Episode]:
     """The episode ``--video-episode`` names, and its number in ``episodes`` ('greedy' for the greedy episode).
 
-    best: highest x_pos, then return (the earlier on a tie); worst: lowest x_pos, then return; greedy: the
+    best: highest score, then return (the earlier on a tie); worst: lowest score, then return; greedy: the
     pure-greedy episode, or best where there is none (a random or constant policy); a number (ASCII digits): that
     episode of the epsilon run.
     """
@@ -331,30 +330,15 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def format_table(rows: list[tuple[str, dict]], names: list[str], score: bool = False) -> str:
-    """The console table: one line per summary, then each one's action histogram (up to 32 actions).
-    ``score``: Snake and fuel breaks, whose x_pos columns hold the score and flag the success."""
-    x, flag = ("score", "success") if score else ("x", "flag")
-    head = (
-        (
-            f"{'':<16}{'episodes':>9}{x + ' mean':>11}{x + ' median':>13}{x + ' max':>10}{x + ' min':>10}{flag:>8}"
-            f"{'return':>9}{'length':>9}"
-        )
-        if score
-        else f"{'':<16}{'episodes':>9}{'x mean':>9}{'x median':>10}{'x max':>7}{'x min':>7}{'flag':>8}{'return':>9}{'length':>9}"
-    )
-    lines = [head]
+def format_table(rows: list[tuple[str, dict]], names: list[str]) -> str:
+    """The console table: one line per summary, then each one's action histogram (up to 32 actions)."""
+    lines = [
+        f"{'':<16}{'episodes':>9}{'score mean':>12}{'median':>10}{'max':>10}{'min':>10}{'success':>9}{'return':>9}{'length':>9}"
+    ]
     for title, s in rows:
-        if score:
-            lines.append(
-                f"{title:<16}{s['episodes']:>9}{s['x_pos_mean']:>11.2f}{s['x_pos_median']:>13.1f}"
-                f"{s['x_pos_max']:>10}{s['x_pos_min']:>10}{_pct(s['flag_rate']):>8}{s['return_mean']:>9.2f}"
-                f"{s['length_mean']:>9.1f}"
-            )
-            continue
         lines.append(
-            f"{title:<16}{s['episodes']:>9}{s['x_pos_mean']:>9.1f}{s['x_pos_median']:>10.1f}{s['x_pos_max']:>7}"
-            f"{s['x_pos_min']:>7}{_pct(s['flag_rate']):>8}{s['return_mean']:>9.1f}{s['length_mean']:>9.1f}"
+            f"{title:<16}{s['episodes']:>9}{s['score_mean']:>12.2f}{s['score_median']:>10.1f}{s['score_max']:>10g}"
+            f"{s['score_min']:>10g}{_pct(s['success_rate']):>9}{s['return_mean']:>9.2f}{s['length_mean']:>9.1f}"
         )
     for title, s in rows if len(names) <= 32 else ():
         hist = "  ".join(f"{n} {_pct(s['action_fractions'][n])}" for n in names)
@@ -420,7 +404,7 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
     if vector and greedy:  # Snake and fuel breaks: the random policy on the same seeds, to read the score against
         random_summary = summarize(play_episodes(None, env, args.episodes, 1.0, args.seed, policy="random"), num_actions, names)
         rows.append(("random", random_summary))
-    print(format_table(rows, names, score=vector))
+    print(format_table(rows, names))
     print(f"[EVAL] {steps:,} agent steps in {seconds:.1f} s ({steps / max(seconds, 1e-9):,.0f} steps/s)", flush=True)
 
     video = None
@@ -428,11 +412,11 @@ def _evaluate(args: argparse.Namespace, job: dict) -> int:
     if args.video:
         which, filmed = video_episode(episodes, greedy_ep, args.video_episode)
         try:
-            info = record_video(env, filmed.actions, args.video, expected_x_pos=filmed.x_pos)
+            info = record_video(env, filmed.actions, args.video, expected_score=filmed.score)
             video = {**dataclasses.asdict(info), "episode": which}
             print(
                 f"[EVAL] video {info.path}: {info.bytes:,} bytes, {info.frames:,} frames, {info.seconds:.1f} s "
-                f"({which if which == 'greedy' else f'episode {which}'}: x_pos {filmed.x_pos}, "
+                f"({which if which == 'greedy' else f'episode {which}'}: score {filmed.score:g}, "
                 f"return {filmed.ret:.1f}, {filmed.length} steps)"
             )
         except RuntimeError as exc:  # the replay diverged; the file is there but shows another episode

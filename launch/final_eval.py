@@ -7,7 +7,7 @@ upwards (the winner's curse). So at the end of a run:
 
 1. **Selection.** The last weights and the kept snapshots (``eval.keep_snapshots`` best in-training scores,
    ``snapshots/``) each play the same ``eval.select_episodes`` episodes at ``eval.epsilon`` on a stream no
-   in-training evaluation used. ``best.pt`` is the last weights unless a snapshot's mean x_pos beats theirs in a
+   in-training evaluation used. ``best.pt`` is the last weights unless a snapshot's mean score beats theirs in a
    one-sided Welch t-test at level ``SELECTION_LEVEL`` / (number of snapshots) (Bonferroni): then the snapshot
    with the highest mean among those that pass (``choose_best``). So best.pt is an earlier snapshot no better than
    the last weights in at most 5% of runs; at 30 episodes each and Mario's spread of about 800 x_pos per episode,
@@ -46,13 +46,14 @@ from learner.checkpoint import CHECKPOINT_NAME, has_checkpoint, load_best, load_
 from learner.metrics import MetricsLog
 from shared.config import ConfigError, RunConfig
 from shared.envs import entry_for, env_label, resolve, with_stage
+from shared.results import upgrade
 from shared.seeding import EVAL_FINAL, EVAL_SELECT, stream_seed
 
 RESULT_NAME = "eval_final.json"
 VIDEO_NAME = "best.mp4"  # best.pt's greedy episode, on envs that film (Mario)
 CONFIDENCE = 0.95
 SELECTION_LEVEL = 0.05
-"""Family-wise chance that ``best.pt`` is a snapshot whose mean x_pos is no better than the last weights'."""
+"""Family-wise chance that ``best.pt`` is a snapshot whose mean score is no better than the last weights'."""
 EPISODES_PER_JOB = 5  # small enough that a 16-core host gets 20+ jobs from the final evaluation's 100 episodes
 
 
@@ -73,12 +74,11 @@ def play_job(job: dict) -> dict:
 
 
 def describe(records: list[dict]) -> dict:
-    """Mean x_pos (the score, for Snake and fuel breaks) with a 95% bootstrap interval, flag rate with a Wilson
-    interval, mean return and length."""
+    """Mean score with a 95% bootstrap interval, success rate with a Wilson interval, mean return and length."""
     from scipy import stats  # here, not at the top: SciPy adds about 0.9 s to every launch.local start
 
-    xs = np.array([r["x_pos"] for r in records], dtype=np.float64)
-    flags = int(sum(bool(r["flag"]) for r in records))
+    xs = np.array([r["score"] for r in records], dtype=np.float64)
+    successes = int(sum(bool(r["success"]) for r in records))
     if len(xs) > 1 and np.ptp(xs) > 0:
         ci = stats.bootstrap(
             (xs,), np.mean, confidence_level=CONFIDENCE, n_resamples=9999, method="BCa", random_state=0
@@ -86,15 +86,15 @@ def describe(records: list[dict]) -> dict:
         x_ci = [float(ci.low), float(ci.high)]
     else:  # one episode, or all alike (a deterministic policy): no spread to resample
         x_ci = [float(xs.mean()), float(xs.mean())]
-    flag_ci = stats.binomtest(flags, len(records)).proportion_ci(CONFIDENCE, method="wilson")
+    rate_ci = stats.binomtest(successes, len(records)).proportion_ci(CONFIDENCE, method="wilson")
     return {
         "episodes": len(records),
-        "x_pos_mean": float(xs.mean()),
-        "x_pos_ci": x_ci,
-        "x_pos_median": float(np.median(xs)),
-        "flags": flags,
-        "flag_rate": flags / len(records),
-        "flag_rate_ci": [float(flag_ci.low), float(flag_ci.high)],
+        "score_mean": float(xs.mean()),
+        "score_ci": x_ci,
+        "score_median": float(np.median(xs)),
+        "successes": successes,
+        "success_rate": successes / len(records),
+        "success_rate_ci": [float(rate_ci.low), float(rate_ci.high)],
         "return_mean": float(np.mean([r["return"] for r in records])),
         "length_mean": float(np.mean([r["length"] for r in records])),
     }
@@ -176,7 +176,8 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
     processes = processes or len(os.sched_getaffinity(0))  # the cores this process may use (taskset, containers)
     env = with_stage(cfg.env, ev.stage)  # as the in-training evaluations play
     started = time.perf_counter()
-    what = "x_pos" if entry_for(env).make_single is not None else "score"
+    entry = entry_for(env)
+    what, won = entry.score.lower(), entry.success.lower()  # the env's words (Mario: distance, flags)
     common = dict(env=env, dueling=cfg.net.dueling, epsilon=ev.epsilon)
 
     selection: list[dict[str, Any]] = []  # one row per contender: the last weights, then each snapshot
@@ -204,7 +205,7 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
         )
         for name, st, got in zip(["last"] + ["snapshot"] * len(snapshots), [last_weights, *snapshots], played):
             fresh = describe(got["episodes"])
-            trained = st.get("eval")
+            trained = None if st.get("eval") is None else upgrade(st["eval"])
             selection.append(
                 {
                     "weights": name,
@@ -213,27 +214,29 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
                     "in_training": None
                     if trained is None
                     else {
-                        "x_pos_mean": trained["x_pos_mean"],
-                        "flag_rate": trained["flag_rate"],
+                        "score_mean": trained["score_mean"],
+                        "success_rate": trained["success_rate"],
                         "episodes": trained["episodes"],
                     },
                     "fresh": fresh,
-                    "x_pos": [r["x_pos"] for r in got["episodes"]],
+                    "score": [r["score"] for r in got["episodes"]],
                 }
             )
             during = (
-                "" if trained is None else f"in training {what} {trained['x_pos_mean']:,.1f}, flags {trained['flag_rate']:.0%}; "
+                ""
+                if trained is None
+                else f"in training {what} {trained['score_mean']:,.1f}, {won} {trained['success_rate']:.0%}; "
             )
             echo(
                 f"[FINAL]   {name} v{selection[-1]['weights_version']} ({selection[-1]['env_steps']:,} env steps): "
-                f"{during}fresh {what} {fresh['x_pos_mean']:,.1f}, flags {fresh['flag_rate']:.0%}"
+                f"{during}fresh {what} {fresh['score_mean']:,.1f}, {won} {fresh['success_rate']:.0%}"
             )
-        chosen = choose_best(selection[0]["x_pos"], [s["x_pos"] for s in selection[1:]])
+        chosen = choose_best(selection[0]["score"], [s["score"] for s in selection[1:]])
         pick = 0 if chosen is None else chosen + 1
         best = last_weights if chosen is None else snapshots[chosen]
         best.pop("path", None)
         best["eval"] = {
-            k: selection[pick]["fresh"][k] for k in ("x_pos_mean", "x_pos_median", "flag_rate", "return_mean", "episodes")
+            k: selection[pick]["fresh"][k] for k in ("score_mean", "score_median", "success_rate", "return_mean", "episodes")
         } | {"epsilon": ev.epsilon, "chosen_from": [s["weights_version"] for s in selection], "chosen": pick}
         save_best(run_dir, best)
         echo(f"[FINAL]   best.pt: {'the last weights' if chosen is None else 'snapshot'} v{selection[pick]['weights_version']}")
@@ -288,37 +291,37 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
         s, g = r["summary"], r["greedy"]
         echo(
             f"[FINAL] {name:<4} (v{r['weights_version']}, {r['env_steps']:,} env steps): {what} mean "
-            f"{s['x_pos_mean']:,.1f} [{s['x_pos_ci'][0]:,.1f}, {s['x_pos_ci'][1]:,.1f}], flags {s['flags']}/"
-            f"{s['episodes']} = {s['flag_rate']:.0%} [{s['flag_rate_ci'][0]:.0%}, {s['flag_rate_ci'][1]:.0%}] "
-            f"(95% intervals); greedy episode {what} {g['x_pos']:,}{', flag' if g['flag'] else ''}"
+            f"{s['score_mean']:,.1f} [{s['score_ci'][0]:,.1f}, {s['score_ci'][1]:,.1f}], {won} {s['successes']}/"
+            f"{s['episodes']} = {s['success_rate']:.0%} [{s['success_rate_ci'][0]:.0%}, {s['success_rate_ci'][1]:.0%}] "
+            f"(95% intervals); greedy episode {what} {g['score']:,g}{', success' if g['success'] else ''}"
         )
     if best_is_last:
         echo("[FINAL] best: the last weights (no snapshot beat them on the selection's episodes)")
     echo(f"[FINAL] wrote {os.path.join(run_dir, RESULT_NAME)} in {result['seconds']:.0f}s")
-    if entry_for(env).video:
-        film_greedy(env, filmed["actions"], filmed["x_pos"], os.path.join(run_dir, VIDEO_NAME), filmed_name, echo)
+    if entry.video:
+        film_greedy(env, filmed["actions"], filmed["score"], os.path.join(run_dir, VIDEO_NAME), filmed_name, echo)
     return result
 
 
-def film_greedy(env: Any, actions: list[int], x_pos: int, path: str, name: str, echo: Callable[[str], None]) -> None:
+def film_greedy(env: Any, actions: list[int], score: float, path: str, name: str, echo: Callable[[str], None]) -> None:
     """Film the greedy episode of ``name``'s weights (best.pt, else the last weights) to ``path``; a failure is said,
     not raised: the figures are already written."""
     from actors.evaluator import record_video  # imageio: only where an env films
 
     try:
-        info = record_video(env, actions, path, expected_x_pos=x_pos)
+        info = record_video(env, actions, path, expected_score=score)
     except Exception as exc:  # noqa: BLE001 - ffmpeg, disk, or a replay that differs: the run's results stand
         echo(f"[FINAL] no video: {type(exc).__name__}: {exc}")
         return
-    echo(f"[FINAL] video of the greedy episode of {name} (x_pos {x_pos:,}): {info.path} ({info.frames:,} frames)")
+    echo(f"[FINAL] video of the greedy episode of {name} (score {score:,g}): {info.path} ({info.frames:,} frames)")
 
 
 def write_results(run_dir: str, result: dict) -> None:
     """``eval_final.json`` (run_dir, seed, eval_seed, stream_seed, epsilon, env, stage, env_steps, updates,
     samples_per_transition (the run's replay ratio), wall_seconds,
     selection: the last weights first, then each snapshot, with its in-training score (none for the last weights),
-    fresh score and per-episode x_pos; last and best: weights_version, env_steps, summary (``describe``), greedy and
-    episodes (x_pos, flag, return, length each); best is a copy of last with ``same_as_last`` when the selection kept
+    fresh score and per-episode scores; last and best: weights_version, env_steps, summary (``describe``), greedy and
+    episodes (score, success, return, length each); best is a copy of last with ``same_as_last`` when the selection kept
     the last weights, null when there was nothing to choose from), and
     one ``final/`` metrics row at the run's last env step."""
     path = os.path.join(run_dir, RESULT_NAME)
@@ -332,10 +335,10 @@ def write_results(run_dir: str, result: dict) -> None:
             s = result[name]["summary"]
             figures.update(
                 {
-                    f"final/{name}_x_pos": s["x_pos_mean"],
-                    f"final/{name}_flag_rate": s["flag_rate"],
+                    f"final/{name}_score": s["score_mean"],
+                    f"final/{name}_success_rate": s["success_rate"],
                     f"final/{name}_return": s["return_mean"],
-                    f"final/{name}_greedy_x_pos": result[name]["greedy"]["x_pos"],
+                    f"final/{name}_greedy_score": result[name]["greedy"]["score"],
                 }
             )
     metrics = MetricsLog(run_dir)

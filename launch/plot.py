@@ -1,6 +1,6 @@
 """Draw learning curves from one or more runs' ``metrics.jsonl`` into one PNG.
 
-    python -m launch.plot runs/a runs/b --out curves.png --names apex,baseline --baseline-x 320
+    python -m launch.plot runs/a runs/b --out curves.png --names apex,baseline --baseline-score 734
 
 Input contract
 --------------
@@ -10,12 +10,15 @@ carries ``step`` (learner updates so far), ``env_steps`` (environment steps, i.e
 inserted into replay, over the whole run) and ``wall_seconds`` (seconds since the run started).
 Rows come in two kinds, told apart by their keys:
 
-* evaluation rows: any key starting with ``eval/`` -- ``eval/x_pos`` (mean x_pos over the
-  evaluation episodes), ``eval/x_pos_median``, ``eval/flag_rate`` (0..1), ``eval/return``,
+* evaluation rows: any key starting with ``eval/`` -- ``eval/score`` (mean score over the
+  evaluation episodes; Mario: the furthest x_pos), ``eval/score_median``, ``eval/success_rate`` (0..1), ``eval/return``,
   ``eval/length``, ``eval/episodes``, ``eval/epsilon``;
 * epoch rows: everything else -- ``learner/loss``, ``learner/td_error``,
   ``learner/updates_per_s``, ``actor/experiences_per_s``, ``actor/return`` (rolling mean
-  return of the behaviour policy), ``actor/distance``, ...
+  return of the behaviour policy), ``actor/score``, ...
+
+Rows written under Mario's words (``eval/x_pos``, ``eval/flag_rate``: runs before the names were generic) are read
+through ``shared.results.upgrade``.
 
 Any key may be missing (older runs, evaluation off); a panel with no data for any run says
 "no data". Rows without a numeric ``env_steps`` are skipped, with one warning line per run. A
@@ -25,12 +28,12 @@ on stderr and exit code 2.
 Output
 ------
 One PNG (Agg, no window), five rows by two columns: the left column against environment steps,
-the right column the same figure against wall-clock minutes. Rows: evaluation x_pos (mean
-solid, median dashed, optional ``--baseline-x`` reference line), evaluation flag rate,
+the right column the same figure against wall-clock minutes. Rows: evaluation score (mean
+solid, median dashed, optional ``--baseline-score`` reference line), evaluation success rate,
 behaviour-policy return, loss and TD error (log scale when all positive), throughput (actor
 experiences/s solid on the left axis, learner updates/s dashed on the right axis). One colour
 per run. Prints, per run, the epoch and evaluation rows read and the last evaluation mean
-x_pos, then the output path.
+score, then the output path.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ import matplotlib
 from matplotlib.figure import Figure  # no pyplot: nothing global, never a window
 from matplotlib.lines import Line2D
 from matplotlib.ticker import EngFormatter, LogFormatter, PercentFormatter
+
+from shared.results import upgrade
 
 if TYPE_CHECKING:  # types only: matplotlib.typing is 3.8+, setup.cfg asks >= 3.7
     from collections.abc import Sequence
@@ -118,7 +123,7 @@ def read_run(arg: str, name: str) -> Run:
                 if not line.strip():
                     continue
                 try:
-                    row = json.loads(line)
+                    row = upgrade(json.loads(line))
                 except json.JSONDecodeError as exc:
                     raise InputError(f"{path}: line {lineno}: not valid JSON ({exc.msg})") from None
                 if not isinstance(row, dict):
@@ -178,7 +183,7 @@ def style_legend(ax, entries) -> None:
 
 
 def plot(
-    runs: list[Run], out: str, title: str | None = None, baseline_x: float | None = None, baseline_label: str = "random"
+    runs: list[Run], out: str, title: str | None = None, baseline_score: float | None = None, baseline_label: str = "random"
 ) -> Figure:
     """Draw every panel for runs and save the PNG to out; return the figure."""
     # tab10 is a ListedColormap of RGB tuples; the stubs type a Colormap without colors
@@ -190,30 +195,30 @@ def plot(
         # fixed margins: title, run legend and column headings above, twin y labels on the right
         fig.subplots_adjust(left=0.07, right=0.93, bottom=0.04, top=0.895, hspace=0.3, wspace=0.3)
         for col, xcol in enumerate(X_COLUMNS):
-            # (1) evaluation distance
+            # (1) evaluation score
             ax = axes[0, col]
-            mean = draw(ax, runs, colours, "evals", "eval/x_pos", xcol, "-", 2.2, marker="o")
-            median = draw(ax, runs, colours, "evals", "eval/x_pos_median", xcol, "--", 1.1)
-            ax.set_title("evaluation distance (x_pos)")
-            ax.set_ylabel("x_pos")
+            mean = draw(ax, runs, colours, "evals", "eval/score", xcol, "-", 2.2, marker="o")
+            median = draw(ax, runs, colours, "evals", "eval/score_median", xcol, "--", 1.1)
+            ax.set_title("evaluation score (Mario: furthest x_pos)")
+            ax.set_ylabel("score")
             if mean or median:
                 entries = [("mean", "-", 2.2, "0.3"), ("median", "--", 1.1, "0.3")]
-                if baseline_x is not None:
-                    ax.axhline(baseline_x, color="0.25", linestyle=":", linewidth=1.5)
-                    entries.append((f"{baseline_label} ({baseline_x:g})", ":", 1.5, "0.25"))
+                if baseline_score is not None:
+                    ax.axhline(baseline_score, color="0.25", linestyle=":", linewidth=1.5)
+                    entries.append((f"{baseline_label} ({baseline_score:g})", ":", 1.5, "0.25"))
                 style_legend(ax, entries)
             else:
                 no_data(ax)
 
-            # (2) evaluation flag rate
+            # (2) evaluation success rate
             ax = axes[1, col]
-            if draw(ax, runs, colours, "evals", "eval/flag_rate", xcol, "-", 2.0, marker="o"):
+            if draw(ax, runs, colours, "evals", "eval/success_rate", xcol, "-", 2.0, marker="o"):
                 ax.set_ylim(-0.03, 1.03)
                 ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
             else:
                 no_data(ax)
-            ax.set_title("evaluation flag rate")
-            ax.set_ylabel("flags reached")
+            ax.set_title("evaluation success rate (Mario: flags)")
+            ax.set_ylabel("episodes that succeeded")
 
             # (3) behaviour-policy return
             ax = axes[2, col]
@@ -290,11 +295,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--names", default=None, help="comma-separated legend names, one per run (default: folder basenames)")
     parser.add_argument("--title", default=None, help="figure title")
     parser.add_argument(
-        "--baseline-x",
+        "--baseline-score",
         type=float,
         default=None,
         metavar="VALUE",
-        help="draw a horizontal reference line at this x_pos on the evaluation panel",
+        help="draw a horizontal reference line at this score on the evaluation panel (a random policy's, say)",
     )
     parser.add_argument(
         "--baseline-label", default="random", metavar="TEXT", help="label of the reference line (default: random)"
@@ -319,12 +324,12 @@ def main(argv: list[str] | None = None) -> int:
     for run in runs:
         if run.skipped:
             print(f"warning: {run.name}: skipped {run.skipped} rows without env_steps ({run.path})", file=sys.stderr)
-        last = [row["eval/x_pos"] for row in run.evals if is_number(row.get("eval/x_pos"))]
-        last_text = f"last eval x_pos {last[-1]:.1f}" if last else "no eval x_pos"
+        last = [row["eval/score"] for row in run.evals if is_number(row.get("eval/score"))]
+        last_text = f"last eval score {last[-1]:.1f}" if last else "no eval score"
         print(f"{run.name}: {len(run.epochs)} epoch rows, {len(run.evals)} eval rows, {last_text}")
 
     try:
-        plot(runs, args.out, args.title, args.baseline_x, args.baseline_label)
+        plot(runs, args.out, args.title, args.baseline_score, args.baseline_label)
     except OSError as exc:
         print(f"error: cannot write {args.out}: {exc}", file=sys.stderr)
         return 1

@@ -6,24 +6,25 @@
 Runs are grouped by ``--label`` (given at launch) or, where no run has one, by the config values in which the runs
 differ (seeds, ports, folders and log options excepted). Per group: the number of runs, env steps, the machines
 (CPU model, and whether it has native bf16), env steps/s, samples trained per transition, each run's
-final-evaluation mean x_pos and flag rate (``eval_final.json`` of launch/final_eval.py: the last weights and
-best.pt), and over the runs the mean and the interquartile mean (IQM: the
-mean of the middle half, robust to one odd run) of the last weights' mean x_pos, each with a 95% bootstrap
-confidence interval over runs (scipy.stats.bootstrap, percentile method; none for a single run), and the mean flag
-rate with its interval.
+final-evaluation mean score and success rate (``eval_final.json`` of launch/final_eval.py: the last weights and
+best.pt; Mario's score is the furthest x_pos, its success the flag), and over the runs the mean and the
+interquartile mean (IQM: the mean of the middle half, robust to one odd run) of the last weights' mean score, each
+with a 95% bootstrap confidence interval over runs (scipy.stats.bootstrap, percentile method; none for a single
+run), and the mean success rate with its interval.
 Baselines (``--baseline``: JSON files of ``launch.evaluate --policy random`` or ``--policy constant``) are rows of
 their own, their intervals over episodes.
 
-A second table lists each run: its seed, the last weights' and best.pt's mean x_pos with its interval over
-episodes, and where the episodes that missed the flag cluster: the ``--end-window`` (200 x_pos by default) holding
-most of their ends, with its count ("35 of 50 end at 600-720": a policy that fails at one hazard, such as 1-1's
+A second table lists each run: its seed, the last weights' and best.pt's mean score with its interval over
+episodes, and where the episodes that did not succeed cluster: the ``--end-window`` (200 by default, in score units)
+holding most of their ends, with its count ("35 of 50 end at 600-720": a policy that fails at one hazard, such as 1-1's
 first goomba, rather than across the stage).
 
 Printed as Markdown tables; ``--out PREFIX`` also writes PREFIX.md and PREFIX.json. ``--plot PNG`` draws each
-group's in-training evaluation curve (``eval/x_pos`` of metrics.jsonl, each run interpolated onto a common grid of
+group's in-training evaluation curve (``eval/score`` of metrics.jsonl, each run interpolated onto a common grid of
 env steps) as the mean over runs with a 95% bootstrap band, the baselines as horizontal lines. Bad input (a folder that
 is no run, a run without a final evaluation) is named on stderr; such runs are listed and left out of the
-statistics, and a folder that is neither a run nor holds any exits with 2.
+statistics, and a folder that is neither a run nor holds any exits with 2. Files written under Mario's words
+(``x_pos_mean``, ``flag_rate``: runs before the names were generic) are read through ``shared.results.upgrade``.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ from scipy import stats
 
 from launch.final_eval import RESULT_NAME, describe
 from launch.machine import MACHINE_NAME
+from shared.results import upgrade
 
 CONFIDENCE = 0.95
-END_WINDOW = 200  # x_pos: about one hazard of 1-1 (the first pipes' goomba stops runs at 600-720)
+END_WINDOW = 200  # in score units; on Mario about one hazard of 1-1 (the first pipes' goomba stops runs at 600-720)
 # Config keys that never make two runs different treatments.
 IGNORED = (
     "seed",
@@ -95,7 +97,7 @@ def load_run(path: str) -> dict:
     final = machine = None
     if os.path.isfile(os.path.join(path, RESULT_NAME)):
         with open(os.path.join(path, RESULT_NAME), encoding="utf-8") as fh:
-            final = json.load(fh)
+            final = upgrade(json.load(fh))
     if os.path.isfile(os.path.join(path, MACHINE_NAME)):
         with open(os.path.join(path, MACHINE_NAME), encoding="utf-8") as fh:
             machine = json.load(fh)
@@ -141,10 +143,10 @@ def iqm(x, axis=-1):
 
 
 def densest_end(episodes: list[dict], window: float = END_WINDOW) -> dict | None:
-    """Where the episodes that missed the flag cluster: the window of ``window`` x_pos holding the most of their
+    """Where the episodes that did not succeed cluster: the window of ``window`` score holding the most of their
     ends (the first such window from the left), as {"lo", "hi" (the least and greatest end in it), "count",
-    "episodes" (all episodes, flags included)}; None when every episode reached the flag."""
-    ends = np.sort(np.array([e["x_pos"] for e in episodes if not e["flag"]], dtype=np.float64))
+    "episodes" (all episodes, successes included)}; None when every episode succeeded."""
+    ends = np.sort(np.array([e["score"] for e in episodes if not e["success"]], dtype=np.float64))
     if len(ends) == 0:
         return None
     last_in = np.searchsorted(ends, ends + window, side="left")  # ends[i:last_in[i]] lie in [ends[i], ends[i] + window)
@@ -191,7 +193,7 @@ def summarize_group(name: str, runs: list[dict], window: float = END_WINDOW) -> 
     done = [r for r in runs if r["final"] is not None]
     last = [r["final"]["last"]["summary"] for r in done]
     best = [r["final"]["best"]["summary"] for r in done if r["final"].get("best")]
-    xs, flags = [s["x_pos_mean"] for s in last], [s["flag_rate"] for s in last]
+    xs, rates = [s["score_mean"] for s in last], [s["success_rate"] for s in last]
     per_run = []
     for r in runs:
         f, m = r["final"], r["machine"] or {}
@@ -215,22 +217,22 @@ def summarize_group(name: str, runs: list[dict], window: float = END_WINDOW) -> 
         "per_run": per_run,
         "env_steps": sorted({p["env_steps"] for p in per_run if p["env_steps"] is not None}),
         "cpus": sorted({p["cpu"] for p in per_run if p["cpu"]}),
-        "x_pos_mean": float(np.mean(xs)) if xs else None,
-        "x_pos_mean_ci": interval(xs, np.mean),
-        "x_pos_iqm": float(iqm(np.asarray(xs))) if xs else None,
-        "x_pos_iqm_ci": interval(xs, iqm),
-        "flag_rate_mean": float(np.mean(flags)) if flags else None,
-        "flag_rate_ci": interval(flags, np.mean),
-        "best_x_pos_mean": float(np.mean([s["x_pos_mean"] for s in best])) if best else None,
-        "best_flag_rate_mean": float(np.mean([s["flag_rate"] for s in best])) if best else None,
+        "score_mean": float(np.mean(xs)) if xs else None,
+        "score_mean_ci": interval(xs, np.mean),
+        "score_iqm": float(iqm(np.asarray(xs))) if xs else None,
+        "score_iqm_ci": interval(xs, iqm),
+        "success_rate_mean": float(np.mean(rates)) if rates else None,
+        "success_rate_ci": interval(rates, np.mean),
+        "best_score_mean": float(np.mean([s["score_mean"] for s in best])) if best else None,
+        "best_success_rate_mean": float(np.mean([s["success_rate"] for s in best])) if best else None,
     }
 
 
 def load_baseline(path: str) -> dict:
-    """A launch.evaluate JSON file as a report row: its episodes' mean x_pos and flag rate with intervals."""
+    """A launch.evaluate JSON file as a report row: its episodes' mean score and success rate with intervals."""
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            data = upgrade(json.load(fh))
         records, policy = data["episodes"], data["policy"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"--baseline={path!r} is not a launch.evaluate JSON file ({exc})") from None
@@ -243,10 +245,10 @@ def load_baseline(path: str) -> dict:
         "group": group,
         "path": path,
         "episodes": d["episodes"],
-        "x_pos_mean": d["x_pos_mean"],
-        "x_pos_mean_ci": d["x_pos_ci"],
-        "flag_rate_mean": d["flag_rate"],
-        "flag_rate_ci": d["flag_rate_ci"],
+        "score_mean": d["score_mean"],
+        "score_mean_ci": d["score_ci"],
+        "success_rate_mean": d["success_rate"],
+        "success_rate_ci": d["success_rate_ci"],
         "stage": data.get("stage"),
     }
 
@@ -257,46 +259,46 @@ def _ci(v: list[float] | None, fmt: str) -> str:
 
 def markdown(groups: list[dict], baselines: list[dict]) -> str:
     lines = [
-        "| group | runs | env steps | CPU | env steps/s | samples per transition | each run: last x_pos (flags) "
-        "| x_pos mean [95% CI] | x_pos IQM [95% CI] | flag rate [95% CI] | best.pt x_pos, flags |",
+        "| group | runs | env steps | CPU | env steps/s | samples per transition | each run: last score (success) "
+        "| score mean [95% CI] | score IQM [95% CI] | success rate [95% CI] | best.pt score, success |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for g in groups:
         each = ", ".join(
-            f"{p['last']['x_pos_mean']:,.0f} ({p['last']['flag_rate']:.0%})" if p["last"] else "no final eval"
+            f"{p['last']['score_mean']:,.0f} ({p['last']['success_rate']:.0%})" if p["last"] else "no final eval"
             for p in g["per_run"]
         )
         rates = [p["env_steps_per_s"] for p in g["per_run"] if p["env_steps_per_s"]]
         ratios = [p["samples_per_transition"] for p in g["per_run"] if p["samples_per_transition"] is not None]
-        mean = "-" if g["x_pos_mean"] is None else f"{g['x_pos_mean']:,.0f}{_ci(g['x_pos_mean_ci'], ',.0f')}"
-        mid = "-" if g["x_pos_iqm"] is None else f"{g['x_pos_iqm']:,.0f}{_ci(g['x_pos_iqm_ci'], ',.0f')}"
-        flag = "-" if g["flag_rate_mean"] is None else f"{g['flag_rate_mean']:.0%}{_ci(g['flag_rate_ci'], '.0%')}"
-        best = "-" if g["best_x_pos_mean"] is None else f"{g['best_x_pos_mean']:,.0f}, {g['best_flag_rate_mean']:.0%}"
+        mean = "-" if g["score_mean"] is None else f"{g['score_mean']:,.0f}{_ci(g['score_mean_ci'], ',.0f')}"
+        mid = "-" if g["score_iqm"] is None else f"{g['score_iqm']:,.0f}{_ci(g['score_iqm_ci'], ',.0f')}"
+        rate = "-" if g["success_rate_mean"] is None else f"{g['success_rate_mean']:.0%}{_ci(g['success_rate_ci'], '.0%')}"
+        best = "-" if g["best_score_mean"] is None else f"{g['best_score_mean']:,.0f}, {g['best_success_rate_mean']:.0%}"
         lines.append(
             f"| {g['group']} | {g['evaluated']}/{g['runs']} | {', '.join(f'{s:,}' for s in g['env_steps'])} "
             f"| {'; '.join(g['cpus']) or '?'} | {', '.join(f'{r:.0f}' for r in rates) or '-'} "
             f"| {', '.join(f'{r:.2f}' for r in ratios) or '-'} | {each} "
-            f"| {mean} | {mid} | {flag} | {best} |"
+            f"| {mean} | {mid} | {rate} | {best} |"
         )
     for b in baselines:
         lines.append(
             f"| {b['group']} | {b['episodes']} episodes | - | - | - | - | - "
-            f"| {b['x_pos_mean']:,.0f}{_ci(b['x_pos_mean_ci'], ',.0f')} | - "
-            f"| {b['flag_rate_mean']:.0%}{_ci(b['flag_rate_ci'], '.0%')} | - |"
+            f"| {b['score_mean']:,.0f}{_ci(b['score_mean_ci'], ',.0f')} | - "
+            f"| {b['success_rate_mean']:.0%}{_ci(b['success_rate_ci'], '.0%')} | - |"
         )
     return "\n".join(lines)
 
 
 def eval_curve(path: str) -> tuple[np.ndarray, np.ndarray]:
-    """(env steps, mean x_pos) of a run's in-training evaluations (metrics.jsonl rows with eval/x_pos)."""
+    """(env steps, mean score) of a run's in-training evaluations (metrics.jsonl rows with eval/score)."""
     xs, ys = [], []
     try:
         with open(os.path.join(path, "metrics.jsonl"), encoding="utf-8") as fh:
             for line in fh:
-                row = json.loads(line) if line.strip() else {}
-                if "eval/x_pos" in row:
+                row = upgrade(json.loads(line)) if line.strip() else {}
+                if "eval/score" in row:
                     xs.append(row["env_steps"])
-                    ys.append(row["eval/x_pos"])
+                    ys.append(row["eval/score"])
     except OSError:
         pass
     order = np.argsort(xs, kind="stable")
@@ -324,32 +326,32 @@ def plot_groups(groups: list[dict], baselines: list[dict], out: str, points: int
             band = np.array([interval(col.tolist(), np.mean) for col in ys.T])
             ax.fill_between(grid, band[:, 0], band[:, 1], color=line.get_color(), alpha=0.2, linewidth=0)
     for b, style in zip(baselines, itertools.cycle(("--", ":", "-."))):
-        ax.axhline(b["x_pos_mean"], linestyle=style, color="grey", linewidth=1, label=b["group"])
+        ax.axhline(b["score_mean"], linestyle=style, color="grey", linewidth=1, label=b["group"])
     ax.set_xlabel("environment steps")
-    ax.set_ylabel("evaluation mean x_pos (in training)")
+    ax.set_ylabel("evaluation mean score (in training)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.savefig(out)
 
 
 def _weights(p: dict | None, with_version: bool) -> tuple[str, str]:
-    """(x_pos mean [95% CI], flags; where the missed episodes cluster) of one per-run entry, as table cells."""
+    """(score mean [95% CI], successes; where the other episodes cluster) of one per-run entry, as table cells."""
     if not p:
         return "-", "-"
     where = f"v{p['weights_version']}, {p['env_steps']:,} env steps: " if with_version and p.get("env_steps") else ""
-    flags = round(p["flag_rate"] * p["episodes"])
-    cell = f"{where}{p['x_pos_mean']:,.0f}{_ci(p.get('x_pos_ci'), ',.0f')}, {flags}/{p['episodes']} flags"
+    won = round(p["success_rate"] * p["episodes"])
+    cell = f"{where}{p['score_mean']:,.0f}{_ci(p.get('score_ci'), ',.0f')}, {won}/{p['episodes']} successes"
     if "ends" not in p:
         return cell, "-"
     e = p["ends"]
-    return cell, (f"{e['count']} of {e['episodes']} at {e['lo']:,.0f}-{e['hi']:,.0f}" if e else "every episode at the flag")
+    return cell, (f"{e['count']} of {e['episodes']} at {e['lo']:,.0f}-{e['hi']:,.0f}" if e else "every episode succeeded")
 
 
 def per_run_markdown(groups: list[dict]) -> str:
-    """One row per evaluated run: seed, the last weights and best.pt, and where their missed episodes cluster."""
+    """One row per evaluated run: seed, the last weights and best.pt, and where their unsuccessful episodes end."""
     lines = [
-        "| group | run (seed) | last weights: x_pos mean [95% CI], flags | where most missed episodes end "
-        "| best.pt: x_pos mean [95% CI], flags | where most missed episodes end |",
+        "| group | run (seed) | last weights: score mean [95% CI], successes | where most other episodes end "
+        "| best.pt: score mean [95% CI], successes | where most other episodes end |",
         "|---|---|---|---|---|---|",
     ]
     for g in groups:
@@ -394,12 +396,12 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=END_WINDOW,
         metavar="X",
-        help="width in x_pos (the score) of the window in which the per-run table finds where most "
-        "missed episodes end (default %(default)g: about one hazard of 1-1)",
+        help="width in score units of the window in which the per-run table finds where most unsuccessful "
+        "episodes end (default %(default)g: on Mario about one hazard of 1-1)",
     )
     args = p.parse_args(argv)
     if not args.end_window > 0:
-        print(f"error: --end-window={args.end_window:g} must be a positive width in x_pos", file=sys.stderr)
+        print(f"error: --end-window={args.end_window:g} must be a positive width in score units", file=sys.stderr)
         return 2
     try:
         groups, baselines, warnings = report(args.paths, args.baseline, args.end_window)

@@ -16,7 +16,7 @@ actors may hold.
 ``best.pt`` (same atomic write) holds the weights that scored highest so far in the evaluation
 during training: ``learner.online`` (the evaluated state dict, BatchNorm statistics included),
 ``counters`` (updates, inserted = env steps, weights_version, wall_seconds at the request),
-``eval`` (the summary it scored, ranked by flag rate, then mean x_pos) and ``config``. It has the
+``eval`` (the summary it scored, ranked by success rate, then mean score) and ``config``. It has the
 checkpoint's layout, so ``launch.evaluate`` plays it like one (``--net best``).
 
 ``snapshots/v{weights_version}.pt`` (same layout and atomic write) hold the ``eval.keep_snapshots``
@@ -33,6 +33,8 @@ import os
 from collections.abc import Callable
 
 import torch
+
+from shared.results import upgrade
 
 CHECKPOINT_NAME = "checkpoint.pt"
 PREVIOUS_NAME = "checkpoint.prev.pt"
@@ -124,8 +126,10 @@ def load_snapshots(run_dir: str) -> list[dict]:
 
 
 def best_score(summary: dict) -> tuple[float, float]:
-    """How evaluation summaries rank for ``best.pt``: flag rate first, then mean x_pos."""
-    return float(summary["flag_rate"]), float(summary["x_pos_mean"])
+    """How evaluation summaries rank for ``best.pt``: success rate first, then mean score (old runs' summaries are
+    read under their old names)."""
+    s = upgrade(summary)
+    return float(s["success_rate"]), float(s["score_mean"])
 
 
 def has_checkpoint(run_dir: str) -> bool:

@@ -12,21 +12,13 @@ from shared.envs import EnvEntry
 
 def format_eval_line(result: dict) -> str:
     """The [MAIN] line of an evaluation during training."""
-    s = result["summary"]
-    if result.get("random") is not None:  # Snake (score: food eaten), fuel breaks (cells saved against no breaks)
-        r = result["random"]
-        return (
-            f"[MAIN] Eval at {result['env_steps']:,} env steps (weights v{result['weights_version']}, "
-            f"eps {result['epsilon']:g}, {s['episodes']} episodes): score mean {s['score_mean']:.2f}, "
-            f"median {s['score_median']:.1f}, max {s['score_max']}, success {s['success_rate']:.0%}, "
-            f"return {s['return_mean']:.2f}, length {s['length_mean']:.0f}; random policy: score mean "
-            f"{r['score_mean']:.2f}, return {r['return_mean']:.2f}; took {result['seconds']:.1f}s"
-        )
+    s, r = result["summary"], result.get("random")
+    random = "" if r is None else f"; random policy: score mean {r['score_mean']:,.2f}, return {r['return_mean']:.2f}"
     return (
         f"[MAIN] Eval at {result['env_steps']:,} env steps (weights v{result['weights_version']}, "
-        f"eps {result['epsilon']:g}, {s['episodes']} episodes): x_pos mean {s['x_pos_mean']:.0f}, "
-        f"median {s['x_pos_median']:.0f}, max {s['x_pos_max']:.0f}, flags {s['flag_rate']:.0%}, "
-        f"return {s['return_mean']:.1f}, length {s['length_mean']:.0f}, took {result['seconds']:.1f}s"
+        f"eps {result['epsilon']:g}, {s['episodes']} episodes): score mean {s['score_mean']:,.2f}, "
+        f"median {s['score_median']:,.1f}, max {s['score_max']:,.1f}, success {s['success_rate']:.0%}, "
+        f"return {s['return_mean']:.2f}, length {s['length_mean']:.0f}{random}; took {result['seconds']:.1f}s"
     )
 
 
@@ -37,7 +29,7 @@ def format_epoch_line(epoch: int, f: dict[str, float], env: EnvEntry) -> str:
     score, success = env.score.capitalize(), env.success.capitalize()
     return (
         f"[MAIN] Epoch {epoch} - Loss: {f['learner/loss']:.4f}, TD Error: {f['learner/td_error']:.4f}, "
-        f"Reward: {f['actor/return']:.2f}, {score}: {f['actor/distance']:.1f}, {success}: {f['actor/flag_rate']:.0%}, "
+        f"Reward: {f['actor/return']:.2f}, {score}: {f['actor/score']:.1f}, {success}: {f['actor/success_rate']:.0%}, "
         f"Epsilon: {f['actor/epsilon']:.3f}, Buffer: {int(f['replay/size']):,}, "
         f"Updates/s: {f['learner/updates_per_s']:.2f}, Samples/s: {f['learner/samples_per_s']:,.0f}, "
         f"Experiences/s: {f['actor/experiences_per_s']:,.1f}, Replay ratio: {f['learner/replay_ratio']:.2f}, "

@@ -101,10 +101,10 @@ class DataPlane:
         self.consolidator.max_weights_lag = cfg.learner.max_weights_lag
         self.processed = 0
         self.batches = 0
-        # behaviour-policy episodes (return, max x_pos, flag), newest last, across all actors
+        # behaviour-policy episodes (return, score, success), newest last, across all actors
         self.episodes: collections.deque[list[float]] = collections.deque(maxlen=EPISODE_WINDOW)
         self.episodes_total = 0
-        self.flags_total = 0
+        self.successes_total = 0
 
     def start(self) -> DataPlane:
         self.consolidator.start()
@@ -139,7 +139,7 @@ class DataPlane:
             if len(batch.episodes):
                 self.episodes.extend(batch.episodes.tolist())
                 self.episodes_total += len(batch.episodes)
-                self.flags_total += int(batch.episodes[:, 2].sum())
+                self.successes_total += int(batch.episodes[:, 2].sum())
             written += 1
         return written
 

@@ -363,7 +363,7 @@ class Learner:
         live = [t for t in tracks if t.stats]
         lags = [self.counters.weights_version - t.weights_version for t in live if t.run == self.counters.run]
         stats = self.plane.stats()
-        window = np.asarray(self.plane.episodes, dtype=np.float64).reshape(-1, 3)  # return, max x_pos, flag
+        window = np.asarray(self.plane.episodes, dtype=np.float64).reshape(-1, 3)  # return, score, success
         epsilon = statistics.mean(t.stats["epsilon"] for t in live) if live else 1.0
         return {
             "learner/loss": acc.loss / acc.updates,
@@ -380,10 +380,10 @@ class Learner:
             "actor/experiences_per_s": (stats.processed - acc.processed_at_start) / seconds,
             "learner/updates": self.counters.updates,
             "actor/return": float(window[:, 0].mean()) if len(window) else 0.0,
-            "actor/distance": float(window[:, 1].mean()) if len(window) else 0.0,
-            "actor/flag_rate": float(window[:, 2].mean()) if len(window) else 0.0,
+            "actor/score": float(window[:, 1].mean()) if len(window) else 0.0,
+            "actor/success_rate": float(window[:, 2].mean()) if len(window) else 0.0,
             "actor/episodes": self.plane.episodes_total,
-            "actor/flags": self.plane.flags_total,
+            "actor/successes": self.plane.successes_total,
             "actor/epsilon": epsilon,
             "actor/weights_lag_max": max(lags) if lags else 0.0,
             "learner/rss_mb": psutil.Process().memory_info().rss / 2**20,  # this process: replay, nets, queue
@@ -423,10 +423,10 @@ class Learner:
         state = result.pop("state", None)  # the evaluated weights, as numpy arrays
         s = result["summary"]
         figures = {
-            "eval/x_pos": s["x_pos_mean"],
-            "eval/x_pos_median": s["x_pos_median"],
-            "eval/x_pos_max": s["x_pos_max"],
-            "eval/flag_rate": s["flag_rate"],
+            "eval/score": s["score_mean"],
+            "eval/score_median": s["score_median"],
+            "eval/score_max": s["score_max"],
+            "eval/success_rate": s["success_rate"],
             "eval/return": s["return_mean"],
             "eval/length": s["length_mean"],
             "eval/episodes": s["episodes"],
@@ -434,14 +434,9 @@ class Learner:
             "eval/weights_version": result["weights_version"],
             "eval/seconds": result["seconds"],
         }
-        if result.get("random") is not None:  # Snake and fuel breaks: the score, and a random policy's
+        if result.get("random") is not None:  # envs with random_reference: a random policy on the same seeds
             figures.update(
-                {
-                    "eval/score": s["score_mean"],
-                    "eval/success_rate": s["success_rate"],
-                    "eval/random_score": result["random"]["score_mean"],
-                    "eval/random_return": result["random"]["return_mean"],
-                }
+                {"eval/random_score": result["random"]["score_mean"], "eval/random_return": result["random"]["return_mean"]}
             )
         if self.metrics is not None:
             self.metrics.write(result["updates"], result["env_steps"], result["wall_seconds"], figures)
@@ -456,7 +451,7 @@ class Learner:
                 "weights_version": result["weights_version"],
                 "wall_seconds": result["wall_seconds"],
             },
-            "eval": {k: s[k] for k in ("x_pos_mean", "x_pos_median", "x_pos_max", "flag_rate", "return_mean", "episodes")}
+            "eval": {k: s[k] for k in ("score_mean", "score_median", "score_max", "success_rate", "return_mean", "episodes")}
             | {"epsilon": result["epsilon"]},
             "config": self.cfg.to_json(),
         }
@@ -473,11 +468,7 @@ class Learner:
         if self.best is None or score > self.best:
             self.best = score
             save_best(self.run_dir, snapshot)
-            what = (
-                f"flags {s['flag_rate']:.0%}, x_pos mean {s['x_pos_mean']:.0f}"
-                if result.get("random") is None
-                else f"success {s['success_rate']:.0%}, score mean {s['score_mean']:.2f}"
-            )
+            what = f"success {s['success_rate']:.0%}, score mean {s['score_mean']:,.2f}"
             self.echo(
                 f"[MAIN] best evaluation so far ({what}): "
                 f"weights v{result['weights_version']} saved to {os.path.join(self.run_dir, 'best.pt')}"

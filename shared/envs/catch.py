@@ -5,7 +5,7 @@ moves a paddle on the bottom row (0: left, 1: stay, 2: right). When the ball rea
 the episode terminates with reward +1 if the paddle is under it, else -1 (9 steps). A random
 policy scores about -0.6 on average; a solved one scores +1. Frames are the board scaled to
 ``frame_size`` x ``frame_size`` uint8 (ball and paddle 255 on 0), a shared/envs/frames.py ``FrameEnv``.
-Registered as ``catch``; score: the paddle's column (as Mario's x_pos), success: the ball caught.
+Registered as ``catch``; score: the episode's return (+1 or -1 at its end), success: the ball caught.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class CatchEnv:
         terminated = self._ball_row == ROWS - 1
         reward = (1.0 if self._paddle == self._ball_col else -1.0) if terminated else 0.0
         truncated = not terminated and self._limit > 0 and self._t >= self._limit
-        info = {"x_pos": self._paddle, "flag_get": terminated and reward > 0}
+        info = {"score": reward, "success": terminated and reward > 0}
         return self._render(), reward, terminated, truncated, info
 
     def close(self) -> None:
@@ -63,7 +63,7 @@ ENTRY = register(
         "catch",
         lambda cfg, seed: CatchEnv(cfg.frame_size, seed, cfg.max_episode_steps),
         lambda cfg: list(ACTION_NAMES),
-        score="Distance",
-        success="Flags",
+        score="Return",
+        success="Caught",
     )
 )

@@ -45,7 +45,7 @@ class FakeEnv:
     (seed, episode, step). Episode lengths are drawn from :data:`FAKE_EPISODE_RANGE` and end in
     termination, or in truncation when ``max_episode_steps`` comes first. Reward: 1.0 when the
     action equals ``counter % num_actions`` of the frame the agent saw, else -0.1; ``info``
-    ``x_pos`` = 3 * step in the episode, ``flag_get`` True on ~1 in 4 terminations.
+    ``score`` = 3 * step in the episode, ``success`` True on ~1 in 4 terminations.
     """
 
     def __init__(self, cfg: EnvConfig, seed: int) -> None:
@@ -91,7 +91,7 @@ class FakeEnv:
         terminated = self._t >= self._length
         truncated = not terminated and self._limit > 0 and self._t >= self._limit
         self._needs_reset = terminated or truncated
-        info = {"x_pos": 3 * self._t, "flag_get": terminated and self._flag}
+        info = {"score": 3.0 * self._t, "success": terminated and self._flag}
         return self._frame(), reward, terminated, truncated, info
 
     def close(self) -> None:

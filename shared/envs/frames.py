@@ -12,9 +12,9 @@ Contract (:class:`FrameEnv`)
 ``step(action) -> (frame, reward, terminated, truncated, info)``
     ``frame`` is fresh as above; ``reward`` a Python float; ``terminated`` means the episode
     really ended (do not bootstrap); ``truncated`` means it was cut by a limit (bootstrap). The two
-    are never both True. ``info`` holds at least ``x_pos`` (int: the env's score for this step, the
-    furthest is the episode's) and ``flag_get`` (bool: success). Stepping after either flag without
-    a reset raises ``RuntimeError``.
+    are never both True. ``info`` holds at least ``score`` (float: the episode's score so far, as the env
+    scores it) and ``success`` (bool: this step succeeded). Stepping after either end without a reset
+    raises ``RuntimeError``.
 ``close()``       releases the env; idempotent.
 
 Preprocessing (:class:`Preprocess`, around an emulator such as Mario's)
@@ -24,8 +24,10 @@ stopping early when the episode ends. Each emulator frame is converted to graysc
 (OpenCV's RGB->GRAY weights) into one of two preallocated buffers; the observation is the
 elementwise max of the last two frames emulated in this step (a single frame when only one
 was), resized to ``frame_size`` x ``frame_size`` with ``INTER_AREA``, uint8. The reset frame is
-the gray, resized reset screen. Episodes are truncated after ``max_episode_steps`` agent steps and,
-with ``no_progress_steps``, after that many steps without a new furthest ``x_pos``.
+the gray, resized reset screen. The score is the furthest value of the inner info's ``score_key`` (Mario:
+``x_pos``) over the episode's agent steps, success the inner info's ``success_key`` (Mario: ``flag_get``).
+Episodes are truncated after ``max_episode_steps`` agent steps and, with ``no_progress_steps``, after that
+many steps without a new furthest score.
 
 The inner env may speak the old Gym API (``reset() -> obs``; ``step -> (obs, r, done, info)``,
 nes-py 8 / gym-super-mario-bros 7) or the Gymnasium API (``reset() -> (obs, info)``;
@@ -37,8 +39,8 @@ rebuilds from single frames. :class:`FrameVectorEnv` steps E frame envs side by 
 vector-env contract (shared/spec.py): each returned frame is copied into a fresh ``[E, H, W]``
 array (nes-py renders every frame into one reused buffer), an env that ends is reset at once and
 its row is the reset frame (same-step auto-reset), and its calls to the single envs are ``step``
-per tick and ``reset`` after an episode's end. ``info["score"]`` is the episode's max ``x_pos`` so
-far, ``info["success"]`` its ``flag_get``.
+per tick and ``reset`` after an episode's end. ``info["score"]`` is the episode's score so far,
+``info["success"]`` whether any of its steps succeeded.
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ class Preprocess:
 
     ``inner`` has ``reset()`` and ``step(action)`` in the old Gym or the Gymnasium shape (see the
     module docstring) returning uint8 RGB ``[H, W, 3]`` frames, which may be one buffer reused on
-    every call. ``seed_fn(seed)`` seeds it when its ``reset`` takes no ``seed`` keyword. ``raw`` is the
+    every call. ``seed_fn(seed)`` seeds it when its ``reset`` takes no ``seed`` keyword. ``score_key`` and
+    ``success_key`` name the inner info's entries the score and success come from. ``raw`` is the
     emulator underneath, when the caller sets it (Mario's RAM and screen, for tests and videos).
     """
 
@@ -114,6 +117,9 @@ class Preprocess:
         frame_skip: int,
         frame_size: int,
         max_episode_steps: int,
+        *,
+        score_key: str,
+        success_key: str,
         seed: int | None = None,
         seed_fn: Callable[[int], Any] | None = None,
         no_progress_steps: int = 0,
@@ -121,13 +127,14 @@ class Preprocess:
         if frame_skip < 1:
             raise ConfigError(f"env.frame_skip={frame_skip!r} must be >= 1")
         self.inner = inner
+        self.score_key, self.success_key = score_key, success_key
         self.num_actions = int(num_actions)
         self.frame_shape = (int(frame_size), int(frame_size))
         self._skip = int(frame_skip)
         self._size = (int(frame_size), int(frame_size))  # cv2 wants (width, height); square anyway
         self._limit = int(max_episode_steps)
-        self._stall_limit = int(no_progress_steps)  # steps without a new furthest x_pos that truncate (0: off)
-        self._furthest, self._stalled = -1, 0
+        self._stall_limit = int(no_progress_steps)  # steps without a new furthest score that truncate (0: off)
+        self._furthest, self._stalled = float("-inf"), 0
         self._seed_fn = seed_fn
         try:
             self._reset_takes_seed = "seed" in inspect.signature(inner.reset).parameters
@@ -176,7 +183,7 @@ class Preprocess:
         if self._gray is None or self._gray[0].shape != hw:
             self._gray = [np.empty(hw, np.uint8), np.empty(hw, np.uint8)]
         self._t = 0
-        self._furthest, self._stalled = -1, 0
+        self._furthest, self._stalled = float("-inf"), 0
         self._needs_reset = False
         return self._out(self._to_gray(frame, self._gray[0]))
 
@@ -213,7 +220,7 @@ class Preprocess:
         if not terminated and self._limit and self._t >= self._limit:
             truncated = True
         info = dict(info)
-        info["x_pos"] = x = int(info.get("x_pos", 0))
+        x = float(info.get(self.score_key, 0))
         if x > self._furthest:
             self._furthest, self._stalled = x, 0
         else:
@@ -221,7 +228,8 @@ class Preprocess:
             if self._stall_limit and self._stalled >= self._stall_limit and not terminated:
                 truncated = True  # stuck (at a pipe, against a wall): bootstraps, as any truncation
         self._needs_reset = terminated or truncated
-        info["flag_get"] = bool(info.get("flag_get", False))
+        info["score"] = self._furthest
+        info["success"] = bool(info.get(self.success_key, False))
         return obs, float(total), terminated, truncated, info
 
     def close(self) -> None:
@@ -267,8 +275,7 @@ class FrameVectorEnv:
             raise ConfigError("FrameVectorEnv needs at least one env")
         self.envs, self.spec, self.num_envs = list(envs), spec, len(envs)
         self._shape = tuple(spec.obs_shape)
-        self._score = np.zeros(self.num_envs, np.float64)  # max x_pos of each env's episode so far
-        self._flag = np.zeros(self.num_envs, bool)
+        self._success = np.zeros(self.num_envs, bool)  # any step of each env's episode so far succeeded
         self._mask = np.ones((self.num_envs, spec.num_actions), bool)
         self._started = False
 
@@ -280,8 +287,7 @@ class FrameVectorEnv:
         obs = np.empty((self.num_envs, *self._shape), np.uint8)
         for e, env in enumerate(self.envs):
             obs[e] = env.reset(None if seed is None else seed + e)
-        self._score[:] = 0
-        self._flag[:] = False
+        self._success[:] = False
         self._started = True
         return obs
 
@@ -297,15 +303,12 @@ class FrameVectorEnv:
         for e, (env, action) in enumerate(zip(self.envs, a.tolist())):
             frame, r, term, trunc, info = env.step(action)
             reward[e] = r
-            x = info["x_pos"]
-            if x > self._score[e]:
-                self._score[e] = x
-            self._flag[e] |= bool(info["flag_get"])
-            score[e], success[e] = self._score[e], self._flag[e]
+            self._success[e] |= bool(info["success"])
+            score[e], success[e] = info["score"], self._success[e]
             if term or trunc:
                 terminated[e], truncated[e] = term, trunc
                 obs[e] = env.reset()
-                self._score[e], self._flag[e] = 0.0, False
+                self._success[e] = False
             else:
                 obs[e] = frame  # a copy: nes-py reuses its screen buffer
         return obs, reward, terminated, truncated, {"score": score, "success": success}

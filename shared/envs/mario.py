@@ -184,6 +184,8 @@ def make_mario_env(cfg: EnvConfig, seed: int) -> Any:
         cfg.frame_skip,
         cfg.frame_size,
         cfg.max_episode_steps,
+        score_key="x_pos",
+        success_key="flag_get",
         seed=seed,
         seed_fn=getattr(raw, "seed", None),
         no_progress_steps=opts.no_progress_steps,

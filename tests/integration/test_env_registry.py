@@ -119,7 +119,7 @@ def test_an_env_registered_outside_warppipe_trains_through_launch_local(tmp_path
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads(out_json.read_text())
-    assert summary["summary"]["x_pos_mean"] < 0 and summary["summary"]["x_pos_min"] <= -0.5, summary["summary"]
+    assert summary["summary"]["score_mean"] < 0 and summary["summary"]["score_min"] <= -0.5, summary["summary"]
 
 
 @pytest.mark.extended  # minutes of learner updates on a tiny network (about 185 s on a slow host): make test-all
@@ -129,8 +129,8 @@ def test_an_env_registered_outside_warppipe_is_learned(tmp_path, record_property
     greedy = play_episodes(net, cfg.env, EPISODES, 0.0, seed=5)
     torch.manual_seed(cfg.learner.seed)  # the learner's initial network (learner/trainer.py seeds it so)
     untrained = play_episodes(build_network(cfg.env), cfg.env, EPISODES, 0.0, seed=5)
-    rate = sum(e.flag for e in greedy) / EPISODES
-    before = sum(e.flag for e in untrained) / EPISODES
+    rate = sum(e.success for e in greedy) / EPISODES
+    before = sum(e.success for e in untrained) / EPISODES
     record_property(
         "figures",
         f"corridor plug-in after {UPDATES} updates, {state['counters']['inserted']:,} "

@@ -72,12 +72,14 @@ def test_catch_run_json(tmp_path, capsys):
     assert data["checkpoint"] == str(run / "checkpoint.pt")
     s = data["summary"]
     assert s["episodes"] == 12 == len(data["episodes"])
-    assert 0.0 <= s["flag_rate"] <= 1.0
-    assert s["flags"] == sum(e["flag"] for e in data["episodes"])
+    assert 0.0 <= s["success_rate"] <= 1.0
+    assert s["successes"] == sum(e["success"] for e in data["episodes"])
     assert sum(s["action_counts"].values()) == s["steps"] == sum(e["length"] for e in data["episodes"])
     assert list(s["action_counts"]) == ["left", "stay", "right"]
     assert sum(s["action_fractions"].values()) == pytest.approx(1.0)
-    assert s["x_pos_max"] == max(e["x_pos"] for e in data["episodes"])
+    assert s["score_max"] == max(e["score"] for e in data["episodes"])
+    assert {e["score"] for e in data["episodes"]} <= {-1.0, 1.0}  # Catch scores its return
+    assert all(e["success"] == (e["score"] == 1.0) for e in data["episodes"])
     assert s["return_mean"] == pytest.approx(np.mean([e["return"] for e in data["episodes"]]))
     g = data["greedy"]
     assert g["episodes"] == 1 and sum(g["action_counts"].values()) == g["steps"] == g["episode"]["length"]
@@ -275,7 +277,7 @@ def test_mario_random_video(tmp_path):
     assert data["policy"] == "random" and data["greedy"] is None and data["stage"] == "1-1"
     ep = data["episodes"][1]
     v = data["video"]
-    assert v["episode"] == 1 and v["x_pos"] == ep["x_pos"] > 0  # the replay reached the episode's x_pos
+    assert v["episode"] == 1 and v["score"] == ep["score"] > 0  # the replay reached the episode's score (x_pos)
     assert 1 + 4 * (ep["length"] - 1) < v["frames"] <= 1 + 4 * ep["length"]  # every emulator frame + reset screen
     assert v["seconds"] == pytest.approx(v["frames"] / 60) and v["bytes"] == video.stat().st_size
     assert video.read_bytes()[4:8] == b"ftyp"  # an MP4 (ISO base media) container
@@ -315,14 +317,14 @@ def test_gif_every_fourth_frame(tmp_path):
     cfg = EnvConfig()
     actions = np.full(15, 4, np.uint8)  # right+A+B: Mario runs right from the start
     info = record_video(cfg, actions, str(tmp_path / "a.gif"))
-    assert info.emulator_frames == 1 + 15 * 4 and info.frames == 16 and info.x_pos > 40
+    assert info.emulator_frames == 1 + 15 * 4 and info.frames == 16 and info.score > 40
     assert info.seconds == pytest.approx(info.emulator_frames / 60, abs=0.07)
     with Image.open(tmp_path / "a.gif") as im:
         assert im.size == (256, 240) and 1 < im.n_frames <= info.frames
-    again = record_video(cfg, actions, str(tmp_path / "b.mp4"), expected_x_pos=info.x_pos)
-    assert again.frames == info.emulator_frames and again.x_pos == info.x_pos
-    with pytest.raises(RuntimeError, match="x_pos"):
-        record_video(cfg, actions, str(tmp_path / "c.mp4"), expected_x_pos=info.x_pos + 1)
+    again = record_video(cfg, actions, str(tmp_path / "b.mp4"), expected_score=info.score)
+    assert again.frames == info.emulator_frames and again.score == info.score
+    with pytest.raises(RuntimeError, match="replay reached score"):
+        record_video(cfg, actions, str(tmp_path / "c.mp4"), expected_score=info.score + 1)
 
 
 @pytest.mark.slow
@@ -332,13 +334,13 @@ def test_the_final_evaluation_films_a_greedy_episode_and_says_a_failure_without_
     from launch.final_eval import film_greedy
 
     cfg, actions = EnvConfig(), [4] * 15  # right+A+B from the start
-    x_pos = record_video(cfg, actions, str(tmp_path / "reference.mp4")).x_pos
+    score = record_video(cfg, actions, str(tmp_path / "reference.mp4")).score
     lines: list[str] = []
-    film_greedy(cfg, actions, x_pos, str(tmp_path / "best.mp4"), "best.pt", lines.append)
+    film_greedy(cfg, actions, score, str(tmp_path / "best.mp4"), "best.pt", lines.append)
     assert (tmp_path / "best.mp4").stat().st_size > 0
-    assert lines == [f"[FINAL] video of the greedy episode of best.pt (x_pos {x_pos:,}): {tmp_path / 'best.mp4'} (61 frames)"]
-    film_greedy(cfg, actions, x_pos + 1, str(tmp_path / "other.mp4"), "best.pt", lines.append)  # a replay that differs
-    assert lines[-1].startswith("[FINAL] no video: RuntimeError:") and "x_pos" in lines[-1], lines
+    assert lines == [f"[FINAL] video of the greedy episode of best.pt (score {score:,g}): {tmp_path / 'best.mp4'} (61 frames)"]
+    film_greedy(cfg, actions, score + 1, str(tmp_path / "other.mp4"), "best.pt", lines.append)  # a replay that differs
+    assert lines[-1].startswith("[FINAL] no video: RuntimeError: replay reached score"), lines
 
 
 def test_evaluation_plays_vector_envs_greedy_and_random():
@@ -349,14 +351,15 @@ def test_evaluation_plays_vector_envs_greedy_and_random():
 
     fuel = EnvConfig(name="fuelbreak", options={"fuelbreak": FuelbreakOptions(size=12, budget=4)})
     episodes = play_episodes(build_network(fuel), fuel, 5, 0.0, seed=3)
-    assert [e.length for e in episodes] == [4] * 5 and all(e.x_pos >= 0 for e in episodes)
+    assert [e.length for e in episodes] == [4] * 5 and all(e.score >= 0 for e in episodes)
     assert all(len(set(e.actions.tolist())) == 4 for e in episodes)  # a cell never takes two breaks
     snake = EnvConfig(name="snake", options={"snake": SnakeOptions(size=6)})
     names = action_names_for(snake)
     random = play_episodes(None, snake, 12, 1.0, seed=1, policy="random")
     again = play_episodes(None, snake, 12, 1.0, seed=1, policy="random")
-    assert [e.x_pos for e in random] == [e.x_pos for e in again] and len(random) == 12  # seeded
+    assert [e.score for e in random] == [e.score for e in again] and len(random) == 12  # seeded
     summary = summarize(random, 3, names)
-    assert summary["score_mean"] == summary["x_pos_mean"] and summary["success_rate"] == summary["flag_rate"]
+    assert summary["score_mean"] == np.mean([e.score for e in random])
+    assert summary["success_rate"] == np.mean([e.success for e in random])
     line = format_eval_line(dict(env_steps=1000, weights_version=2, epsilon=0.05, seconds=1.0, summary=summary, random=summary))
     assert "score mean" in line and "random policy: score mean" in line

@@ -71,18 +71,18 @@ def test_seed_streams_are_distinct_by_purpose_round_and_neighbouring_seeds():
     assert len(drawn) == 64 and all(0 <= s < 2**31 for s in drawn)
 
 
-def test_describe_gives_the_mean_and_flag_rate_with_intervals_around_them():
-    records = [{"x_pos": x, "flag": x >= 3000, "return": x / 10, "length": 100} for x in (500, 1000, 1500, 3100, 3200)]
+def test_describe_gives_the_mean_and_success_rate_with_intervals_around_them():
+    records = [{"score": x, "success": x >= 3000, "return": x / 10, "length": 100} for x in (500, 1000, 1500, 3100, 3200)]
     d = describe(records)
-    assert (d["episodes"], d["flags"], d["x_pos_mean"], d["x_pos_median"]) == (5, 2, 1860.0, 1500.0)
-    assert d["flag_rate"] == 0.4 and d["return_mean"] == 186.0 and d["length_mean"] == 100.0
-    assert d["x_pos_ci"][0] < 1860.0 < d["x_pos_ci"][1] and 500 <= d["x_pos_ci"][0] and d["x_pos_ci"][1] <= 3200
+    assert (d["episodes"], d["successes"], d["score_mean"], d["score_median"]) == (5, 2, 1860.0, 1500.0)
+    assert d["success_rate"] == 0.4 and d["return_mean"] == 186.0 and d["length_mean"] == 100.0
+    assert d["score_ci"][0] < 1860.0 < d["score_ci"][1] and 500 <= d["score_ci"][0] and d["score_ci"][1] <= 3200
     # Wilson's interval for 2 of 5 at 95%: (p + z^2/2n -+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)
     z, n, p = 1.959963984540054, 5, 0.4
     centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    assert d["flag_rate_ci"] == pytest.approx([(centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)])
-    same = describe([{"x_pos": 700, "flag": False, "return": 1.0, "length": 9}] * 3)  # no spread: a point
-    assert same["x_pos_ci"] == [700.0, 700.0] and same["flag_rate_ci"][0] == 0.0
+    assert d["success_rate_ci"] == pytest.approx([(centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)])
+    same = describe([{"score": 700, "success": False, "return": 1.0, "length": 9}] * 3)  # no spread: a point
+    assert same["score_ci"] == [700.0, 700.0] and same["success_rate_ci"][0] == 0.0
 
 
 def test_best_pt_is_the_last_weights_unless_a_snapshot_beats_them_beyond_chance():
@@ -150,7 +150,7 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
     result = json.loads((run_dir / "eval_final.json").read_text())
     snapshots = sorted((run_dir / "snapshots").glob("v*.pt"))
     evals = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    evaluated = {r["eval/weights_version"] for r in evals if "eval/x_pos" in r}
+    evaluated = {r["eval/weights_version"] for r in evals if "eval/score" in r}
     assert 1 <= len(snapshots) <= KEEP and len(snapshots) == min(KEEP, len(evaluated))
     checkpoint = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     assert result["env_steps"] == checkpoint["counters"]["inserted"] and result["updates"] == checkpoint["counters"]["updates"]
@@ -164,11 +164,11 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
     best = torch.load(run_dir / "best.pt", weights_only=True)
     selection = result["selection"]  # the last weights, then each snapshot, on the same fresh episodes
     assert [s["weights"] for s in selection] == ["last"] + ["snapshot"] * len(snapshots)
-    assert all(s["fresh"]["episodes"] == len(s["x_pos"]) == SELECT for s in selection)
-    chosen = choose_best(selection[0]["x_pos"], [s["x_pos"] for s in selection[1:]])
+    assert all(s["fresh"]["episodes"] == len(s["score"]) == SELECT for s in selection)
+    chosen = choose_best(selection[0]["score"], [s["score"] for s in selection[1:]])
     pick = selection[0 if chosen is None else chosen + 1]
     assert best["counters"]["weights_version"] == pick["weights_version"] == result["best"]["weights_version"]
-    assert best["eval"]["x_pos_mean"] == pick["fresh"]["x_pos_mean"] and best["eval"]["episodes"] == SELECT
+    assert best["eval"]["score_mean"] == pick["fresh"]["score_mean"] and best["eval"]["episodes"] == SELECT
     source = (
         checkpoint if chosen is None else torch.load(run_dir / "snapshots" / f"v{pick['weights_version']}.pt", weights_only=True)
     )
@@ -184,8 +184,8 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
         greedy=False,
     )
     assert play_job(job)["episodes"] == result["last"]["episodes"][EPISODES_PER_JOB:]  # the second job, in place
-    final_rows = [r for r in evals if "final/last_x_pos" in r]
-    assert len(final_rows) == 1 and final_rows[0]["final/last_x_pos"] == result["last"]["summary"]["x_pos_mean"]
+    final_rows = [r for r in evals if "final/last_score" in r]
+    assert len(final_rows) == 1 and final_rows[0]["final/last_score"] == result["last"]["summary"]["score_mean"]
     assert f"[FINAL] wrote {run_dir / 'eval_final.json'}" in out
     assert_all_gone(seen)
 
@@ -204,7 +204,7 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
     for name in ("last", "best"):  # same weights, same seeds, a deterministic env: the same episodes
         assert repeated[name]["episodes"] == result[name]["episodes"]
     assert np.array_equal(
-        [s["fresh"]["x_pos_mean"] for s in repeated["selection"]], [s["fresh"]["x_pos_mean"] for s in result["selection"]]
+        [s["fresh"]["score_mean"] for s in repeated["selection"]], [s["fresh"]["score_mean"] for s in result["selection"]]
     )
 
 

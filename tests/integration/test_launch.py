@@ -175,25 +175,25 @@ def test_training_run_logs_env_steps_wall_clock_and_evaluations_in_plain_lines(t
         run.kill()
     assert run.proc.returncode == 0, out
     assert "\r" not in out  # stdout is a pipe: no progress-bar redraws, plain lines only
-    assert re.search(r"\[MAIN\] Eval at [\d,]+ env steps \(weights v\d+, eps 0.05, 2 episodes\): x_pos mean", out), out
+    assert re.search(r"\[MAIN\] Eval at [\d,]+ env steps \(weights v\d+, eps 0.05, 2 episodes\): score mean", out), out
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert all({"step", "env_steps", "wall_seconds"} <= set(r) for r in rows)
     epochs = [r for r in rows if "learner/loss" in r]
-    evals = [r for r in rows if "eval/x_pos" in r]
+    evals = [r for r in rows if "eval/score" in r]
     assert len(epochs) >= 4 and evals, out
     steps = [r["env_steps"] for r in epochs]
     assert steps == sorted(steps) and steps[-1] > steps[0] > 0
     walls = [r["wall_seconds"] for r in epochs]
     assert walls == sorted(walls) and walls[0] > 0
     last = epochs[-1]
-    assert last["actor/episodes"] > 0 and last["actor/distance"] > 0  # FakeEnv x_pos = 3 * step: max x_pos > 0
-    assert 0 <= last["actor/flag_rate"] <= 1 and 0 < last["actor/epsilon"] <= 1
-    assert all(r["eval/episodes"] == 2 and r["eval/epsilon"] == 0.05 and r["eval/x_pos"] > 0 for r in evals)
+    assert last["actor/episodes"] > 0 and last["actor/score"] > 0  # FakeEnv's score = 3 * step > 0
+    assert 0 <= last["actor/success_rate"] <= 1 and 0 < last["actor/epsilon"] <= 1
+    assert all(r["eval/episodes"] == 2 and r["eval/epsilon"] == 0.05 and r["eval/score"] > 0 for r in evals)
     # the best-scoring evaluated weights are kept as best.pt, and launch.evaluate RUN_DIR plays them
     best = torch.load(run_dir / "best.pt", weights_only=True)
-    top = max(evals, key=lambda r: (r["eval/flag_rate"], r["eval/x_pos"]))
-    assert best["eval"]["x_pos_mean"] == top["eval/x_pos"] and best["eval"]["flag_rate"] == top["eval/flag_rate"]
+    top = max(evals, key=lambda r: (r["eval/success_rate"], r["eval/score"]))
+    assert best["eval"]["score_mean"] == top["eval/score"] and best["eval"]["success_rate"] == top["eval/success_rate"]
     assert best["counters"]["weights_version"] == top["eval/weights_version"]
     assert set(best["learner"]["online"]) == set(torch.load(run_dir / "checkpoint.pt", weights_only=True)["learner"]["online"])
     assert out.count("[MAIN] best evaluation so far") >= 1

@@ -96,7 +96,7 @@ def scripted(n=40, h=24, w=24, seed=0):
 
 def wrap(inner, frame_skip=4, size=None, max_steps=0, num_actions=7, **kw):
     size = size or inner.frames[0].shape[0]
-    return Preprocess(inner, num_actions, frame_skip, size, max_steps, **kw)
+    return Preprocess(inner, num_actions, frame_skip, size, max_steps, score_key="x_pos", success_key="flag_get", **kw)
 
 
 # --------------------------------------------------------------------------- real Mario
@@ -125,7 +125,8 @@ def test_mario_real_steps():
             f, r, term, trunc, info = env.step(a)
             assert f.shape == (84, 84) and f.dtype == np.uint8 and f.flags.c_contiguous
             assert isinstance(r, float) and isinstance(term, bool) and isinstance(trunc, bool)
-            assert type(info["x_pos"]) is int and type(info["flag_get"]) is bool
+            assert type(info["score"]) is float and type(info["success"]) is bool
+            assert info["score"] == max(xs + [info["x_pos"]])  # the furthest x_pos of the episode so far
             for key in ("life", "time", "world", "stage"):
                 assert key in info
             assert not np.shares_memory(f, frames[-1])
@@ -192,7 +193,7 @@ def _jumps_while_holding(jump_release: bool, action: int, steps: int) -> tuple[i
         x = 0
         for _ in range(steps):
             _, _, terminated, truncated, info = env.step(action)
-            x = info["x_pos"]
+            x = info["score"]
             if terminated or truncated:
                 break
         return take_offs, x
@@ -277,8 +278,8 @@ def test_skip_max_and_reward_sum(api):
         assert not np.array_equal(want, np.maximum.reduce(g[4 * k + 1 : b + 1]))  # ... only the last two
         assert r == sum(rewards[4 * k + 1 : b + 1])
         assert (term, trunc) == (False, False)
-        assert info["x_pos"] == 10 * b and type(info["x_pos"]) is int
-        assert info["flag_get"] is False and info["extra"] == "kept"
+        assert info["score"] == 10 * b and type(info["score"]) is float  # the inner x_pos only grows here
+        assert info["success"] is False and info["extra"] == "kept"
     assert inner.actions == [3] * 8
 
 
@@ -290,7 +291,7 @@ def test_both_inner_apis_give_identical_outputs():
         out = [env.reset()]
         for _ in range(12):
             o, r, te, tr, info = env.step(1)
-            out.append((o, r, te, tr, info["x_pos"], info["flag_get"]))
+            out.append((o, r, te, tr, info["score"], info["success"]))
             if te or tr:
                 out.append(env.reset())
         runs.append(out)
@@ -316,7 +317,7 @@ def test_early_end_stops_skip():
     obs, r, term, trunc, info = env.step(0)
     np.testing.assert_array_equal(obs, np.maximum(g[5], g[6]))
     assert r == rewards[5] + rewards[6]
-    assert (term, trunc) == (True, False) and info["flag_get"] is True
+    assert (term, trunc) == (True, False) and info["success"] is True
     assert inner.steps == 6
     with pytest.raises(RuntimeError):
         env.step(0)
@@ -417,7 +418,7 @@ def _run_fake(env, steps, seed_actions=0):
     ends = []
     for _ in range(steps):
         f, r, te, tr, info = env.step(rnd.randrange(env.num_actions))
-        out.append((f, r, te, tr, info["x_pos"], info["flag_get"]))
+        out.append((f, r, te, tr, info["score"], info["success"]))
         if te or tr:
             ends.append((te, tr))
             out.append(env.reset())
@@ -446,7 +447,7 @@ def test_fake_env_deterministic_unique_and_ending():
     assert len(ends) >= 2000 // FAKE_EPISODE_RANGE[1] and all(te and not tr for te, tr in ends)
     rewards = {x[1] for x in a if not isinstance(x, np.ndarray)}
     assert rewards == {1.0, -0.1}
-    assert any(x[5] for x in a if not isinstance(x, np.ndarray))  # some flag_get
+    assert any(x[5] for x in a if not isinstance(x, np.ndarray))  # some successes
     # episode lengths stay within the range
     lengths, t = [], 0
     for x in a[1:]:
@@ -550,14 +551,14 @@ class StallingInner(FakeInner):
 
 
 @pytest.mark.parametrize("limit,truncated_at", [(3, 6), (4, 11), (0, None)])
-def test_an_episode_without_a_new_furthest_x_pos_for_that_many_steps_is_truncated(limit, truncated_at):
+def test_an_episode_without_a_new_furthest_score_for_that_many_steps_is_truncated(limit, truncated_at):
     xs = [10, 20, 30, 30, 25, 30, 31, 31, 31, 31, 31]  # steps 4-6 make no progress, 7 does, 8-11 do not
     env = wrap(StallingInner(xs), frame_skip=1, no_progress_steps=limit)
     env.reset()
     ends = []
     for step in range(1, len(xs) + 1):
         _, _, terminated, truncated, info = env.step(0)
-        assert not terminated and info["x_pos"] == xs[step - 1]
+        assert not terminated and info["score"] == max(xs[:step])  # the furthest so far
         if truncated:
             ends.append(step)
             break

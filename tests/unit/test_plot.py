@@ -26,8 +26,8 @@ def epoch_row(i: int, env_steps: int | None = 1000) -> dict:
         "learner/samples_per_s": 280.0,
         "actor/experiences_per_s": 190.0 + 10 * math.cos(i / 4),
         "actor/return": 250.0 + 15.0 * i,
-        "actor/distance": 300.0 + 20.0 * i,
-        "actor/flag_rate": 0.0,
+        "actor/score": 300.0 + 20.0 * i,
+        "actor/success_rate": 0.0,
     }
     if env_steps is not None:
         row["env_steps"] = env_steps * i
@@ -39,9 +39,9 @@ def eval_row(i: int, env_steps: int = 1000) -> dict:
         "step": 20 * i,
         "env_steps": env_steps * i,
         "wall_seconds": 30.0 * i + 5.0,
-        "eval/x_pos": 400.0 + 60.0 * i,
-        "eval/x_pos_median": 380.0 + 55.0 * i,
-        "eval/flag_rate": min(1.0, 0.05 * i),
+        "eval/score": 400.0 + 60.0 * i,
+        "eval/score_median": 380.0 + 55.0 * i,
+        "eval/success_rate": min(1.0, 0.05 * i),
         "eval/return": 500.0 + 40.0 * i,
         "eval/length": 800,
         "eval/episodes": 10,
@@ -55,7 +55,7 @@ def write_rows(path, rows) -> None:
 
 
 def make_runs(root):
-    """run_a: 12 epoch rows and 4 eval rows (last x_pos 400 + 60*12 = 1120);
+    """run_a: 12 epoch rows and 4 eval rows (last score 400 + 60*12 = 1120);
     run_b: 10 kept epoch rows, 3 rows without env_steps, no eval rows."""
     rows_a = []
     for i in range(1, 13):
@@ -79,14 +79,14 @@ def read_png(path):
 def test_two_runs(tmp_path, capsys):
     run_a, run_b = make_runs(tmp_path)
     out = tmp_path / "curves.png"
-    rc = plot.main([str(run_a), str(run_b), "--out", str(out), "--title", "synthetic", "--baseline-x", "320"])
+    rc = plot.main([str(run_a), str(run_b), "--out", str(out), "--title", "synthetic", "--baseline-score", "320"])
     captured = capsys.readouterr()
     assert rc == 0
     image = read_png(out)
     assert image.shape[:2] == (1800, 1400)  # 14 x 18 inches at dpi 100
     assert str(out) in captured.out
-    assert "run_a: 12 epoch rows, 4 eval rows, last eval x_pos 1120.0" in captured.out
-    assert "run_b: 10 epoch rows, 0 eval rows, no eval x_pos" in captured.out
+    assert "run_a: 12 epoch rows, 4 eval rows, last eval score 1120.0" in captured.out
+    assert "run_b: 10 epoch rows, 0 eval rows, no eval score" in captured.out
     warnings = [line for line in captured.err.splitlines() if line.startswith("warning")]
     assert len(warnings) == 1
     assert "run_b" in warnings[0] and "skipped 3 rows without env_steps" in warnings[0]
@@ -116,7 +116,7 @@ def test_run_without_eval_rows_plots_no_data(tmp_path, capsys):
     out = tmp_path / "no_eval.png"
     assert plot.main([str(run_b), "--out", str(out)]) == 0
     read_png(out)
-    assert "run_b: 10 epoch rows, 0 eval rows, no eval x_pos" in capsys.readouterr().out
+    assert "run_b: 10 epoch rows, 0 eval rows, no eval score" in capsys.readouterr().out
 
 
 def no_data_panels(fig) -> int:
@@ -126,7 +126,7 @@ def no_data_panels(fig) -> int:
 def test_no_data_panels(tmp_path):
     run_a, run_b = make_runs(tmp_path)
     fig = plot.plot([plot.read_run(str(run_b), "b")], str(tmp_path / "b.png"))
-    assert no_data_panels(fig) == 4  # eval x_pos and flag rate, both columns
+    assert no_data_panels(fig) == 4  # eval score and success rate, both columns
     fig = plot.plot([plot.read_run(str(run_a), "a"), plot.read_run(str(run_b), "b")], str(tmp_path / "ab.png"))
     assert no_data_panels(fig) == 0
 

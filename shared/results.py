@@ -1,0 +1,58 @@
+"""The names evaluation results use, and the step that reads files written under the old ones.
+
+Every env is scored the same way: an episode has a *score* (a float: Mario's furthest x_pos, Snake's food,
+a game's return) and a *success* (Mario: the flag). Summaries, ``eval_final.json``, ``metrics.jsonl`` rows
+and checkpoints' ``eval`` use these keys. Runs written before the names were generic used Mario's words
+(``x_pos_mean``, ``flag_rate``, ``eval/x_pos``, ``actor/distance``); :func:`upgrade` renames them, so old run
+folders and baseline files still report, plot and rank.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["upgrade"]
+
+_EXACT = {
+    "x_pos": "score",
+    "flag": "success",
+    "flags": "successes",
+    "flag_rate": "success_rate",
+    "flag_rate_ci": "success_rate_ci",
+    "actor/distance": "actor/score",
+    "actor/flag_rate": "actor/success_rate",
+    "actor/flags": "actor/successes",
+    "eval/flag_rate": "eval/success_rate",
+}
+_PATTERNS = [
+    (re.compile(r"^(eval/|best_|final/\w+?_)?x_pos(_mean|_median|_max|_min|_ci)?$"), "score"),
+    (re.compile(r"^(final/\w+?_|best_)flag_rate(_mean)?$"), "success_rate"),
+]
+
+
+def _renamed(key: str) -> str:
+    if key in _EXACT:
+        return _EXACT[key]
+    for pattern, word in _PATTERNS:
+        m = pattern.match(key)
+        if m:
+            head, tail = m.group(1) or "", m.group(2) or ""
+            return f"{head}{word}{tail}"
+    return key
+
+
+def upgrade(obj: Any) -> Any:
+    """``obj`` (a result file's JSON, a metrics row, a checkpoint's ``eval``) with every old key renamed, at any
+    depth; keys already generic are kept, and where a dict holds both an old and a new key the new one wins."""
+    if isinstance(obj, list):
+        return [upgrade(v) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    out: dict = {}
+    for key, value in obj.items():
+        new = _renamed(key) if isinstance(key, str) else key
+        if new != key and new in obj:  # summaries wrote some figures under both names
+            continue
+        out[new] = upgrade(value)
+    return out
