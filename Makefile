@@ -43,7 +43,7 @@ lint: install-dev  # ruff's lint and format check, then mypy's type check, all c
 	$(PY) -m mypy
 
 docs: install  # rewrite the generated pages: docs/configuration.md's option tables, docs/protocol.md
-	$(PY) -m launch.gendocs
+	$(PY) -m launch.tools.gendocs
 
 bench: install
 	$(PY) -m launch.benchmark

@@ -193,7 +193,7 @@ def run(cfg: RunConfig) -> int:
         cfg = resolve(cfg)  # the env's values for its auto settings, the components' seeds from the run's
         run_dir = make_run_dir(cfg)
     write_config(run_dir, cfg)  # on resume too: the next resume continues toward the budgets set now
-    record_machine(run_dir)  # which machine the run's figures came from (launch.report shows it)
+    record_machine(run_dir)  # which machine the run's figures came from (launch.tools.report shows it)
     device = resolve_device(cfg.device)
     local_actors = cfg.actors if cfg.spawn_actors else 0  # launch.learner: the actors run elsewhere
     threads = cfg.learner.threads if cfg.learner.threads > 0 else max(1, (os.cpu_count() or 1) - local_actors)

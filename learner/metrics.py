@@ -1,7 +1,7 @@
 """Metrics sinks: ``metrics.jsonl`` (one JSON object per epoch) and TensorBoard scalars.
 
 Scalar names are namespaced (``learner/``, ``actor/``, ``replay/``, ``eval/``); the JSON file
-holds the same figures under the same names, so either can be plotted (``python -m launch.plot``).
+holds the same figures under the same names, so either can be plotted (``python -m launch.tools.plot``).
 
 Every row carries ``step`` (learner updates so far), ``env_steps`` (environment steps that reached
 replay over the whole run) and ``wall_seconds`` (seconds since the run started, resumes included).

@@ -592,7 +592,7 @@ class RunConfig:
     """Stop after this many seconds of this invocation (0: no time limit). A wall-clock limit: the work done in it
     depends on the machine; compare runs by --total-env-steps or --learner.steps instead."""
     label: str = ""
-    """A name for the group of runs this one belongs to (e.g. 'lr1e-4'): launch.report groups runs by it."""
+    """A name for the group of runs this one belongs to (e.g. 'lr1e-4'): launch.tools.report groups runs by it."""
     seed: int = -1
     """The run's seed: the learner's initialisation, the actors' envs and exploration and the evaluations derive
     theirs from it. -1: the launcher draws a fresh one, prints it in the run header and saves it in config.json;

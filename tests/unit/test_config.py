@@ -90,7 +90,7 @@ def test_launcher_reports_bad_value_and_exits_2():
 def test_generated_pages_are_current_and_list_every_option():
     import dataclasses
 
-    from launch import gendocs
+    from launch.tools import gendocs
 
     def flags(cls, prefix=""):
         for f in dataclasses.fields(cls):
@@ -104,9 +104,9 @@ def test_generated_pages_are_current_and_list_every_option():
 
     with open(gendocs.PAGE, encoding="utf-8") as fh:
         page = fh.read()
-    assert gendocs.render(page) == page, "docs/configuration.md is not current: run python -m launch.gendocs"
+    assert gendocs.render(page) == page, "docs/configuration.md is not current: run python -m launch.tools.gendocs"
     with open(gendocs.PROTOCOL_PAGE, encoding="utf-8") as fh:
-        assert fh.read() == gendocs.protocol_page(), "docs/protocol.md is not current: run python -m launch.gendocs"
+        assert fh.read() == gendocs.protocol_page(), "docs/protocol.md is not current: run python -m launch.tools.gendocs"
     reference = page.split(gendocs.HEADING, 1)[1].split("\n## ", 1)[0]
     every = [  # the command line's type, with each built-in env's options under its name (a plug-in a test
         # registered in this process has flags too, and no place in the built-in reference)

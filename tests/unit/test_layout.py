@@ -1,5 +1,6 @@
 """The import graph of warppipe's own modules: no circle, and the layers the tree promises (actors/ and learner/ talk
-only through shared/; shared/ imports none of the roles; nothing imports launch/ but launch/ itself).
+only through shared/; shared/ imports none of the roles; nothing imports launch/ but launch/ itself; nothing imports
+the tools of launch/tools/ but the tools).
 
 Every ``import`` and ``from ... import`` counts, also inside functions and under ``TYPE_CHECKING``: a lazy import
 that closes a circle is still a circle to whoever reads the code."""
@@ -96,3 +97,14 @@ def test_roles_talk_only_through_shared_and_nothing_imports_the_launchers():
         if target.split(".")[0] not in allowed[module.split(".")[0]]
     ]
     assert wrong == []
+
+
+def test_no_program_that_trains_or_plays_imports_the_analysis_tools():
+    wrong = [
+        f"{module} imports {target}"
+        for module, targets in _graph().items()
+        for target in targets
+        if target.startswith("launch.tools") and not module.startswith("launch.tools")
+    ]
+    assert wrong == []
+    assert {"launch.tools.report", "launch.tools.plot", "launch.tools.gendocs"} <= set(_graph())

@@ -1,4 +1,4 @@
-"""launch.plot: learning curves from synthetic metrics.jsonl files (no training, a few seconds)."""
+"""launch.tools.plot: learning curves from synthetic metrics.jsonl files (no training, a few seconds)."""
 
 import json
 import math
@@ -9,7 +9,7 @@ import sys
 import matplotlib.image
 import pytest
 
-from launch import plot
+from launch.tools import plot
 from tests.support.paths import ROOT as REPO
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -172,7 +172,7 @@ def test_module_as_subprocess(tmp_path):
     run_a, run_b = make_runs(tmp_path)
     out = tmp_path / "cli.png"
     result = subprocess.run(
-        [sys.executable, "-m", "launch.plot", str(run_a), str(run_b), "--out", str(out)],
+        [sys.executable, "-m", "launch.tools.plot", str(run_a), str(run_b), "--out", str(out)],
         cwd=REPO,
         capture_output=True,
         text=True,

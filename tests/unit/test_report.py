@@ -1,11 +1,11 @@
-"""launch.report on synthetic run folders whose answer is known: grouping, means, IQM, intervals, baselines."""
+"""launch.tools.report on synthetic run folders whose answer is known: grouping, means, IQM, intervals, baselines."""
 
 import json
 
 import numpy as np
 import pytest
 
-from launch.report import main, report
+from launch.tools.report import main, report
 from shared.config import RunConfig
 from shared.envs import resolve
 
@@ -110,7 +110,7 @@ def test_curves_of_a_group_are_drawn_from_the_runs_evaluations(tmp_path):
             for s in (30_000, 10_000, 20_000)
         ] + [{"step": 1, "env_steps": 5, "wall_seconds": 1.0, "learner/loss": 1}]
         (tmp_path / f"r{seed}" / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    from launch.report import eval_curve
+    from launch.tools.report import eval_curve
 
     steps, xs = eval_curve(run)
     assert steps.tolist() == [10_000, 20_000, 30_000] and xs.tolist() == [601.0, 701.0, 801.0]
@@ -186,6 +186,6 @@ def test_runs_and_baselines_written_under_marios_words_report_as_they_did(tmp_pa
     assert by["old"]["per_run"][0]["last"]["ends"] == by["new"]["per_run"][0]["last"]["ends"] == ends
     assert [b["score_mean"] for b in baselines] == [2100.0, 2100.0]
     assert [b["success_rate_mean"] for b in baselines] == [0.5, 0.5]
-    from launch.report import eval_curve
+    from launch.tools.report import eval_curve
 
     assert eval_curve(str(tmp_path / "old0"))[1].tolist() == eval_curve(str(tmp_path / "new0"))[1].tolist() == [10.0, 20.0]

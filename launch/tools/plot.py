@@ -1,6 +1,6 @@
 """Draw learning curves from one or more runs' ``metrics.jsonl`` into one PNG.
 
-    python -m launch.plot runs/a runs/b --out curves.png --names apex,baseline --baseline-score 734
+    python -m launch.tools.plot runs/a runs/b --out curves.png --names apex,baseline --baseline-score 734
 
 Input contract
 --------------
@@ -288,7 +288,7 @@ def plot(
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m launch.plot", description="Draw learning curves from runs' metrics.jsonl into one PNG."
+        prog="python -m launch.tools.plot", description="Draw learning curves from runs' metrics.jsonl into one PNG."
     )
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folder holding metrics.jsonl, or a path to a .jsonl file")
     parser.add_argument("--out", default="curves.png", help="PNG to write (default: curves.png)")

@@ -1,7 +1,7 @@
 """Compare groups of runs on their final evaluations, with confidence intervals.
 
-    python -m launch.report runs/lr1e-4-* runs/baseline-*            # run folders (or folders of run folders)
-    python -m launch.report runs/ --baseline random.json --baseline right-A.json --out docs/lab/experiments/1-1
+    python -m launch.tools.report runs/lr1e-4-* runs/baseline-*            # run folders (or folders of run folders)
+    python -m launch.tools.report runs/ --baseline random.json --baseline right-A.json --out docs/lab/experiments/1-1
 
 Runs are grouped by ``--label`` (given at launch) or, where no run has one, by the config values in which the runs
 differ (seeds, ports, folders and log options excepted). Per group: the number of runs, env steps, the machines
@@ -380,7 +380,7 @@ def report(paths: list[str], baseline_paths: list[str], window: float = END_WIND
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m launch.report", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m launch.tools.report", description=__doc__.split("\n")[0])
     p.add_argument("paths", nargs="+", metavar="RUN_DIR", help="run folders, or folders holding run folders")
     p.add_argument(
         "--baseline",

@@ -1,7 +1,7 @@
 """Write the documentation pages that are generated from the code, so they cannot drift from it.
 
-    python -m launch.gendocs            # rewrite them (make docs)
-    python -m launch.gendocs --check    # exit 1 when one is not current (what tests/unit/test_config.py checks)
+    python -m launch.tools.gendocs            # rewrite them (make docs)
+    python -m launch.tools.gendocs --check    # exit 1 when one is not current (what tests/unit/test_config.py checks)
 
 - docs/configuration.md, section "Configuration reference": every option is a field of a dataclass in
   shared/config.py (an env's own options: its module in shared/envs/), and the string under each field is what
@@ -25,7 +25,7 @@ from typing import Any, cast
 from shared.config import EnvConfig, RunConfig
 from shared.envs import BUILTIN, options_types
 
-DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs")
 PAGE = os.path.join(DOCS, "configuration.md")
 PROTOCOL_PAGE = os.path.join(DOCS, "protocol.md")
 HEADING = "## Configuration reference"
@@ -89,7 +89,7 @@ def reference() -> str:
     out = [
         "",
         "Every option is a dataclass field (shared/config.py; an env's own options in its module under",
-        "shared/envs/); `--help` prints the same text. This section is written by `python -m launch.gendocs`.",
+        "shared/envs/); `--help` prints the same text. This section is written by `python -m launch.tools.gendocs`.",
         "",
     ]
     for title, doc, rows in tables:
@@ -111,13 +111,13 @@ def protocol_page() -> str:
     from shared.wire import protocol
 
     return (
-        "# Wire protocol\n\n*Written by `python -m launch.gendocs` from the docstring of `shared/wire/protocol.py`; the "
+        "# Wire protocol\n\n*Written by `python -m launch.tools.gendocs` from the docstring of `shared/wire/protocol.py`; the "
         "versions are in [CHANGELOG.md](CHANGELOG.md).*\n\n" + textwrap.dedent(protocol.__doc__).strip() + "\n"
     )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m launch.gendocs", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m launch.tools.gendocs", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when a generated page is not current")
     args = parser.parse_args(argv)
     with open(PAGE, encoding="utf-8") as fh:
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     stale = [path for path, (old, new) in pages.items() if old != new]
     if args.check:
         for path in stale:
-            print(f"{path} is not current: run python -m launch.gendocs (make docs)", file=sys.stderr)
+            print(f"{path} is not current: run python -m launch.tools.gendocs (make docs)", file=sys.stderr)
         return 1 if stale else 0
     for path in stale:
         with open(path, "w", encoding="utf-8") as fh:
