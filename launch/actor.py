@@ -22,15 +22,18 @@ one JSON line ``[ACTOR] {...}``; 2 on a bad setting; 3 when the learner refused 
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
 import shlex
 import sys
 import threading
+from typing import Annotated
+
+import tyro
 
 from actors.collector import actor_main
-from launch.cli import parse_run_config
+from launch.cli import parse_run_config_and
 from shared.config import ConfigError
 from shared.envs import resolve
 from shared.wire.curve import key_wait, wait_for_key_files
@@ -46,14 +49,18 @@ def parse_learner(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+@dataclasses.dataclass
+class ActorArgs:
+    actor_id: Annotated[int | None, tyro.conf.arg(help="The actor slot to hold (default: any free one).")] = None
+    learner: Annotated[
+        str | None, tyro.conf.arg(help="The learner's HOST:PORT (its base port), e.g. learner:5600.", metavar="HOST:PORT")
+    ] = None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     argv = shlex.split(os.environ.get("WARPPIPE_ARGS", "")) + argv
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--actor-id", type=int, default=None)
-    parser.add_argument("--learner", default=None)
-    known, rest = parser.parse_known_args(argv)
-    cfg = parse_run_config(rest, description=__doc__)
+    cfg, known = parse_run_config_and(ActorArgs, argv, description=__doc__)
     try:
         actor_id = known.actor_id
         if actor_id is None and os.environ.get("WARPPIPE_ACTOR_ID", "") != "":

@@ -1,4 +1,8 @@
-"""The command line of every program that takes a RunConfig: each env's own options appear under its name.
+"""The command lines of warppipe's programs, all parsed by tyro.
+
+:func:`parse` reads a program's own arguments (a dataclass whose field docstrings are its ``--help``) and turns tyro's
+error box into one :class:`UsageError` line. The programs that take a RunConfig (``launch.local``, ``launch.learner``,
+``launch.actor``, the benchmark) parse it with :func:`parse_run_config`: each env's own options appear under its name.
 
 :class:`~shared.config.EnvConfig` holds env options in one dict (``options``); tyro needs a field per option. The
 types tyro parses are built here from the env registry, after ``--env.module`` (a plug-in) is imported, so a
@@ -8,16 +12,55 @@ returns is converted back to a plain RunConfig, its env options under ``env.opti
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
+import io
 import sys
+import typing
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import tyro
 
 from shared.config import ConfigError, EnvConfig, RunConfig
 from shared.envs import options_types
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass
+class _NoFields:
+    pass
+
+
+class UsageError(Exception):
+    """Bad input to a program: said in one line on stderr (``error: ...``), exit status 2."""
+
+
+def parse(kind: type[T], argv: Sequence[str] | None, prog: str, description: str | None = None) -> T:
+    """``kind`` (a dataclass) filled from ``argv`` by tyro; ``--help`` prints and exits 0 as usual, and a value tyro
+    rejects raises UsageError with tyro's message in one line (the flag and the bad value)."""
+    caught = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(caught):
+            return tyro.cli(kind, args=list(sys.argv[1:] if argv is None else argv), prog=prog, description=description)
+    except SystemExit as exc:
+        if not exc.code:
+            raise
+        raise UsageError(_one_line(caught.getvalue())) from None
+
+
+def _one_line(box: str) -> str:
+    """The message of tyro's error box: its lines without the frame, the title and the pointer to ``--help``."""
+    words = []
+    for line in box.splitlines()[1:]:  # the first line is the box's title ("Value error")
+        text = line.strip().strip("│╭╮╰╯─ ").strip()
+        if text.startswith(("For full helptext", "Argument helptext")):
+            break
+        if text and set(text) - set("─-━ "):
+            words.append(text)
+    return " ".join(words) or box.strip()
 
 
 def plugin_module(argv: Sequence[str]) -> str:
@@ -40,14 +83,18 @@ def import_plugin(module: str) -> None:
             raise ConfigError(f"env.module={module!r} does not import ({exc})") from None
 
 
-def run_config_type() -> type:
-    """RunConfig as tyro parses it: ``env`` with one nested field per env that has options (built in and registered)."""
+def run_config_type(extra: type | None = None) -> type:
+    """RunConfig as tyro parses it: ``env`` with one nested field per env that has options (built in and registered),
+    plus the fields of the dataclass ``extra`` (a program's own flags, each with a default; their help comes from
+    ``tyro.conf.arg(help=...)``: a class made at run time has no source for tyro to read docstrings from)."""
     env_fields: list[Any] = [("options", tyro.conf.Suppress[dict[str, Any]], dataclasses.field(default_factory=dict))]
     env_fields += [(name, kind, dataclasses.field(default_factory=kind)) for name, kind in options_types().items()]
     env_type = dataclasses.make_dataclass("EnvConfig", env_fields, bases=(EnvConfig,))
     env_type.__doc__ = EnvConfig.__doc__
+    hints = typing.get_type_hints(extra, include_extras=True) if extra is not None else {}
+    own = [(f.name, hints[f.name], dataclasses.field(default=f.default)) for f in dataclasses.fields(extra or _NoFields)]
     run_type = dataclasses.make_dataclass(
-        "RunConfig", [("env", env_type, dataclasses.field(default_factory=env_type))], bases=(RunConfig,)
+        "RunConfig", [("env", env_type, dataclasses.field(default_factory=env_type)), *own], bases=(RunConfig,)
     )
     run_type.__doc__ = RunConfig.__doc__
     return run_type
@@ -68,6 +115,15 @@ def parse_run_config(argv: Sequence[str], description: str | None = None) -> Run
     argv = list(argv)
     load_plugin(argv)
     return plain(tyro.cli(run_config_type(), args=argv, description=description))
+
+
+def parse_run_config_and(extra: type[T], argv: Sequence[str], description: str | None = None) -> tuple[RunConfig, T]:
+    """:func:`parse_run_config` for a program with flags of its own beside the RunConfig's: the dataclass ``extra``
+    (each field with a default) filled from the same command line."""
+    argv = list(argv)
+    load_plugin(argv)
+    parsed = tyro.cli(run_config_type(extra), args=argv, description=description)
+    return plain(parsed), extra(**{f.name: getattr(parsed, f.name) for f in dataclasses.fields(extra)})
 
 
 def load_plugin(argv: Sequence[str]) -> None:

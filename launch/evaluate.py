@@ -43,15 +43,15 @@ line on stderr naming the value and exits with 2.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
 import sys
 import time
-from typing import NoReturn, cast
+from typing import Annotated, Literal, cast
 
 import torch
+import tyro
 
 from actors.evaluator import (
     POLICIES,
@@ -64,6 +64,7 @@ from actors.evaluator import (
     record_video,
     summarize,
 )
+from launch.cli import UsageError, import_plugin, parse
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from shared.config import ConfigError, EnvConfig, RunConfig
 from shared.envs import check_env, entry_for, env_label, env_spec, with_options, with_stage
@@ -72,89 +73,46 @@ from shared.envs.mario import ACTION_SETS, parse_stage
 from shared.envs.mario import ENTRY as MARIO
 
 
-class UsageError(Exception):
-    """Bad input: reported in one line, exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line instead of usage + message
-        raise UsageError(message)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="python -m launch.evaluate",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "run_dir",
-        nargs="?",
-        default=None,
-        metavar="RUN_DIR",
-        help="run folder (config.json, checkpoint.pt); optional with --policy random or constant",
-    )
-    p.add_argument("--episodes", type=int, default=20, help="episodes at --epsilon (default 20)")
-    p.add_argument("--epsilon", type=float, default=0.05, help="exploration rate in [0, 1] (default 0.05)")
-    p.add_argument("--stage", default=None, help="Mario 'W-S' or 'all' (default: the run's stage, else 1-1)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the env and of the exploration (default 0)")
-    p.add_argument(
-        "--policy",
-        default="greedy",
-        help="greedy (epsilon-greedy on the network), random, or constant (--action on every step, epsilon-greedy around it)",
-    )
-    p.add_argument(
-        "--action",
-        default=None,
-        metavar="NAME",
-        help="the action --policy constant holds, by name (Mario: buttons joined by '+', e.g. right+A)",
-    )
-    p.add_argument(
-        "--net",
-        default="auto",
-        choices=("auto", "best", "online"),
-        help="which network plays: best = the weights that scored highest in the evaluation during "
-        "training (RUN_DIR/best.pt, chosen on the in-training seeds); online = the last checkpoint's "
-        "online net; auto (default) = best when "
-        "RUN_DIR holds best.pt and no --checkpoint is given, else online",
-    )
-    p.add_argument("--checkpoint", default=None, metavar="PATH", help="checkpoint file to load instead of RUN_DIR/checkpoint.pt")
-    p.add_argument(
-        "--env",
-        default=None,
-        help="mario, catch, fake, snake or fuelbreak; only without RUN_DIR (random policy, the env's default options)",
-    )
-    p.add_argument("--max-episode-steps", type=int, default=None, help="override the env's time limit (0: none)")
-    p.add_argument(
-        "--jump-release",
-        default=None,
-        choices=("on", "off"),
-        help="Mario's jump release (env.mario.jump_release; default: the run's setting, on without RUN_DIR)",
-    )
-    p.add_argument(
-        "--buttons",
-        default=None,
-        choices=tuple(ACTION_SETS),
-        help="Mario's button set for --policy random or constant (env.mario.actions; default: the run's, "
-        "simple without RUN_DIR): a baseline for runs trained on another set",
-    )
-    p.add_argument(
-        "--video",
-        default=None,
-        metavar="PATH",
-        help="record an episode (the best unless --video-episode says otherwise) to PATH.mp4 or PATH.gif",
-    )
-    p.add_argument(
-        "--video-episode",
-        default="best",
-        metavar="WHICH",
-        help="which episode --video records: 'best' (highest score of the epsilon run, the default), "
-        "'worst' (lowest score), 'greedy' (the pure-greedy episode), or N, the epsilon run's "
-        "episode N (0-based, the order of 'episodes' in the JSON; the same --seed plays the same "
-        "episodes, so a failure found in one evaluation can be filmed in the next)",
-    )
-    p.add_argument("--json", default=None, metavar="PATH", help="where to write the results")
-    return p
+@dataclasses.dataclass
+class EvaluateArgs:
+    run_dir: Annotated[str | None, tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR")] = None
+    """Run folder (config.json, checkpoint.pt); optional with --policy random or constant."""
+    episodes: int = 20
+    """Episodes at --epsilon."""
+    epsilon: float = 0.05
+    """Exploration rate in [0, 1]."""
+    stage: str | None = None
+    """Mario 'W-S' or 'all' (default: the run's stage, else 1-1)."""
+    seed: int = 0
+    """Seed of the env and of the exploration."""
+    policy: Literal["greedy", "random", "constant"] = "greedy"
+    """greedy: epsilon-greedy on the network; random; constant: --action on every step, epsilon-greedy around it."""
+    action: Annotated[str | None, tyro.conf.arg(metavar="NAME")] = None
+    """The action --policy constant holds, by name (Mario: buttons joined by '+', e.g. right+A)."""
+    net: Literal["auto", "best", "online"] = "auto"
+    """Which network plays: best = RUN_DIR/best.pt (the weights the run chose); online = the last checkpoint's;
+    auto = best when RUN_DIR holds best.pt and no --checkpoint is given, else online."""
+    checkpoint: Annotated[str | None, tyro.conf.arg(metavar="PATH")] = None
+    """A checkpoint file to load instead of RUN_DIR/checkpoint.pt."""
+    env: str | None = None
+    """The env to play without RUN_DIR (random or constant policy, the env's default options): a built-in name or
+    one --env-module registers."""
+    env_module: Annotated[str | None, tyro.conf.arg(metavar="MODULE")] = None
+    """A plug-in module to import before --env is looked up (an env from outside warppipe)."""
+    max_episode_steps: int | None = None
+    """Override the env's time limit (0: none)."""
+    jump_release: Literal["on", "off"] | None = None
+    """Mario's jump release (env.mario.jump_release; default: the run's setting, on without RUN_DIR)."""
+    buttons: str | None = None
+    """Mario's button set for --policy random or constant (env.mario.actions: simple, right_only, complex; default:
+    the run's, simple without RUN_DIR): a baseline for runs trained on another set."""
+    video: Annotated[str | None, tyro.conf.arg(metavar="PATH")] = None
+    """Record an episode (the best unless --video-episode says otherwise) to PATH.mp4 or PATH.gif (Mario)."""
+    video_episode: Annotated[str, tyro.conf.arg(metavar="WHICH")] = "best"
+    """Which episode --video records: best (highest score of the epsilon run), worst, greedy (the pure-greedy
+    episode), or N, episode N of the epsilon run (0-based, as in the JSON; the same --seed plays the same ones)."""
+    json: Annotated[str | None, tyro.conf.arg(metavar="PATH")] = None
+    """Where to write the results."""
 
 
 def _load_checkpoint_file(path: str) -> dict:
@@ -187,7 +145,7 @@ def video_episode(episodes: list[Episode], greedy_ep: Episode | None, which: str
     return index, episodes[index]
 
 
-def resolve(args: argparse.Namespace) -> dict:
+def resolve(args: EvaluateArgs) -> dict:
     """Check the arguments and gather what the evaluation needs; raises UsageError naming a bad value."""
     if args.policy not in POLICIES:
         raise UsageError(f"--policy={args.policy!r} must be one of {', '.join(POLICIES)}")
@@ -213,8 +171,17 @@ def resolve(args: argparse.Namespace) -> dict:
         )
     if args.video is None and args.video_episode != "best":
         raise UsageError(f"--video-episode={args.video_episode!r} names the episode --video records: add --video PATH")
+    if args.env_module is not None:
+        if args.env is None or args.run_dir is not None:
+            raise UsageError(f"--env-module={args.env_module!r} goes with --env and without RUN_DIR (a run names its own)")
+        try:
+            import_plugin(args.env_module)
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
     if args.env is not None and args.env not in env_names():
         raise UsageError(f"--env={args.env!r} must be one of {', '.join(env_names())}")
+    if args.buttons is not None and args.buttons not in ACTION_SETS:
+        raise UsageError(f"--buttons={args.buttons!r} must be one of {', '.join(ACTION_SETS)}")
     greedy = args.policy == "greedy"
     if (args.action is not None) != (args.policy == "constant"):
         raise UsageError(f"--action={args.action!r} goes with --policy constant (and it needs one), not --policy {args.policy}")
@@ -266,7 +233,7 @@ def resolve(args: argparse.Namespace) -> dict:
     elif run_dir is not None and cfg is None:
         raise UsageError(f"run folder {run_dir!r} has no config.json")
 
-    env = cfg.env if cfg is not None else EnvConfig(name=args.env or "mario")
+    env = cfg.env if cfg is not None else EnvConfig(name=args.env or "mario", module=args.env_module or "")
     if args.max_episode_steps is not None:
         env = dataclasses.replace(env, max_episode_steps=args.max_episode_steps)
     try:
@@ -348,7 +315,7 @@ def format_table(rows: list[tuple[str, dict]], names: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = parse(EvaluateArgs, argv, "python -m launch.evaluate", __doc__.split("\n\n")[0])
         job = resolve(args)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -361,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(threads)
 
 
-def _evaluate(args: argparse.Namespace, job: dict) -> int:
+def _evaluate(args: EvaluateArgs, job: dict) -> int:
     env, net, greedy = job["env"], job["net"], args.policy == "greedy"
     names = action_names_for(env)
     num_actions = env_spec(env).num_actions

@@ -28,19 +28,21 @@ run's checkpoint and snapshots are untouched, so it can be run again later.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import torch
+import tyro
 
 from actors.evaluator import build_network, episode_record, play_episodes
+from launch.cli import UsageError, parse
 from launch.processes import spawn_context
 from learner.checkpoint import CHECKPOINT_NAME, has_checkpoint, load_best, load_checkpoint, load_snapshots, save_best
 from learner.metrics import MetricsLog
@@ -348,11 +350,22 @@ def write_results(run_dir: str, result: dict) -> None:
         metrics.close()
 
 
+@dataclasses.dataclass
+class FinalEvalArgs:
+    run_dir: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR")]
+    """A run folder made by launch.local."""
+    processes: int = 0
+    """Worker processes that play the episodes (0: one per core this process may use)."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m launch.final_eval", description=__doc__.split("\n")[0])
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder made by launch.local")
-    p.add_argument("--processes", type=int, default=0, help="worker processes (default: one per core)")
-    args = p.parse_args(argv)
+    try:
+        args = parse(FinalEvalArgs, argv, "python -m launch.final_eval", __doc__.split("\n")[0])
+        if args.processes < 0:
+            raise UsageError(f"--processes={args.processes} must be >= 0 (0: one per core)")
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if not has_checkpoint(args.run_dir):
         print(f"error: run_dir={args.run_dir!r} has no {CHECKPOINT_NAME}", file=sys.stderr)
         return 2

@@ -7,14 +7,21 @@ connection on its bind address (loopback when it binds every interface).
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
 import socket
 import sys
 import time
 
+from launch.cli import UsageError, parse
 from shared.health import HEALTH_FILE_ENV
+
+
+@dataclasses.dataclass
+class HealthArgs:
+    max_age: float = 60.0
+    """Seconds since the liveness file's last report after which the process counts as stuck."""
 
 
 def check(path: str, max_age: float) -> str:
@@ -44,9 +51,11 @@ def check(path: str, max_age: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m launch.health", description=__doc__.splitlines()[0])
-    parser.add_argument("--max-age", type=float, default=60.0, help="seconds since the last report (default 60)")
-    args = parser.parse_args(argv)
+    try:
+        args = parse(HealthArgs, argv, "python -m launch.health", __doc__.splitlines()[0])
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     reason = check(os.environ.get(HEALTH_FILE_ENV, ""), args.max_age)
     print(reason or "healthy")
     return 1 if reason else 0

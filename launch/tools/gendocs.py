@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import argparse
 import ast
 import dataclasses
 import inspect
@@ -22,6 +21,7 @@ import textwrap
 from collections.abc import Callable
 from typing import Any, cast
 
+from launch.cli import UsageError, parse
 from shared.config import EnvConfig, RunConfig
 from shared.envs import BUILTIN, options_types
 
@@ -116,10 +116,18 @@ def protocol_page() -> str:
     )
 
 
+@dataclasses.dataclass
+class GendocsArgs:
+    check: bool = False
+    """Write nothing; exit 1 when a generated page is not current (what tests/unit/test_config.py checks)."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m launch.tools.gendocs", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when a generated page is not current")
-    args = parser.parse_args(argv)
+    try:
+        args = parse(GendocsArgs, argv, "python -m launch.tools.gendocs", __doc__.split("\n\n")[0])
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     with open(PAGE, encoding="utf-8") as fh:
         page = fh.read()
     pages = {PAGE: (page, render(page))}

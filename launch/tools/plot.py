@@ -38,19 +38,20 @@ score, then the output path.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeGuard, cast
+from typing import TYPE_CHECKING, Annotated, Any, TypeGuard, cast
 
 import matplotlib
+import tyro
 from matplotlib.figure import Figure  # no pyplot: nothing global, never a window
 from matplotlib.lines import Line2D
 from matplotlib.ticker import EngFormatter, LogFormatter, PercentFormatter
 
+from launch.cli import UsageError, parse
 from shared.results import upgrade
 
 if TYPE_CHECKING:  # types only: matplotlib.typing is 3.8+, setup.cfg asks >= 3.7
@@ -286,29 +287,30 @@ def plot(
     return fig
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m launch.tools.plot", description="Draw learning curves from runs' metrics.jsonl into one PNG."
-    )
-    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folder holding metrics.jsonl, or a path to a .jsonl file")
-    parser.add_argument("--out", default="curves.png", help="PNG to write (default: curves.png)")
-    parser.add_argument("--names", default=None, help="comma-separated legend names, one per run (default: folder basenames)")
-    parser.add_argument("--title", default=None, help="figure title")
-    parser.add_argument(
-        "--baseline-score",
-        type=float,
-        default=None,
-        metavar="VALUE",
-        help="draw a horizontal reference line at this score on the evaluation panel (a random policy's, say)",
-    )
-    parser.add_argument(
-        "--baseline-label", default="random", metavar="TEXT", help="label of the reference line (default: random)"
-    )
-    return parser.parse_args(argv)
+@dataclass
+class PlotArgs:
+    runs: Annotated[tuple[str, ...], tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR")]
+    """Run folders holding metrics.jsonl, or paths to .jsonl files (one or more)."""
+    out: str = "curves.png"
+    """The PNG to write."""
+    names: str | None = None
+    """Comma-separated legend names, one per run (default: the folders' names)."""
+    title: str | None = None
+    """The figure's title."""
+    baseline_score: float | None = None
+    """Draw a horizontal reference line at this score on the evaluation panel (a random policy's, say)."""
+    baseline_label: str = "random"
+    """The reference line's label."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    try:
+        args = parse(PlotArgs, argv, "python -m launch.tools.plot", "Draw learning curves from runs' metrics.jsonl into one PNG.")
+        if not args.runs:
+            raise UsageError("RUN_DIR: name at least one run folder or metrics .jsonl file")
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         if args.names is not None:
             names = [name.strip() for name in args.names.split(",")]

@@ -29,15 +29,18 @@ statistics, and a folder that is neither a run nor holds any exits with 2. Files
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import itertools
 import json
 import os
 import sys
+from typing import Annotated
 
 import numpy as np
+import tyro
 from scipy import stats
 
+from launch.cli import UsageError, parse
 from launch.final_eval import RESULT_NAME, describe
 from launch.machine import MACHINE_NAME
 from shared.results import upgrade
@@ -59,10 +62,6 @@ IGNORED = (
     "device",
 )
 IGNORED_PREFIXES = ("transport.",)
-
-
-class UsageError(Exception):
-    pass
 
 
 def find_runs(paths: list[str]) -> list[str]:
@@ -379,32 +378,29 @@ def report(paths: list[str], baseline_paths: list[str], window: float = END_WIND
     return groups, [load_baseline(p) for p in baseline_paths], warnings
 
 
+@dataclasses.dataclass
+class ReportArgs:
+    paths: Annotated[tuple[str, ...], tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR")]
+    """Run folders, or folders holding run folders (one or more)."""
+    baseline: Annotated[tuple[str, ...], tyro.conf.UseAppendAction, tyro.conf.arg(metavar="JSON")] = ()
+    """A launch.evaluate result (--policy random or constant) to show as a row; repeat it for more."""
+    out: Annotated[str | None, tyro.conf.arg(metavar="PREFIX")] = None
+    """Also write PREFIX.md and PREFIX.json."""
+    plot: Annotated[str | None, tyro.conf.arg(metavar="PNG")] = None
+    """Draw the groups' evaluation curves with 95% bands."""
+    end_window: float = END_WINDOW
+    """Width in score units of the window in which the per-run table finds where most unsuccessful episodes end
+    (on Mario 200 is about one hazard of 1-1)."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m launch.tools.report", description=__doc__.split("\n")[0])
-    p.add_argument("paths", nargs="+", metavar="RUN_DIR", help="run folders, or folders holding run folders")
-    p.add_argument(
-        "--baseline",
-        action="append",
-        default=[],
-        metavar="JSON",
-        help="a launch.evaluate result (--policy random or constant) to show as a row",
-    )
-    p.add_argument("--out", default=None, metavar="PREFIX", help="also write PREFIX.md and PREFIX.json")
-    p.add_argument("--plot", default=None, metavar="PNG", help="draw the groups' evaluation curves with 95%% bands")
-    p.add_argument(
-        "--end-window",
-        type=float,
-        default=END_WINDOW,
-        metavar="X",
-        help="width in score units of the window in which the per-run table finds where most unsuccessful "
-        "episodes end (default %(default)g: on Mario about one hazard of 1-1)",
-    )
-    args = p.parse_args(argv)
-    if not args.end_window > 0:
-        print(f"error: --end-window={args.end_window:g} must be a positive width in score units", file=sys.stderr)
-        return 2
     try:
-        groups, baselines, warnings = report(args.paths, args.baseline, args.end_window)
+        args = parse(ReportArgs, argv, "python -m launch.tools.report", __doc__.split("\n")[0])
+        if not args.paths:
+            raise UsageError("RUN_DIR: name at least one run folder")
+        if not args.end_window > 0:
+            raise UsageError(f"--end-window={args.end_window:g} must be a positive width in score units")
+        groups, baselines, warnings = report(list(args.paths), list(args.baseline), args.end_window)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
