@@ -89,10 +89,8 @@ class ActorConfig:
     batch_steps: int = 64
     """T: steps per env gathered into one message (each new frame is sent once)."""
     precision: Literal["fp32", "bf16"] = "fp32"
-    """The arithmetic of the actors' copy of the network (BatchNorm folded into the layers either way): bf16 halves the
-    cost of a forward pass over 8 envs on a CPU with native bf16 (AVX512-BF16/AMX) and is slower than fp32 over one
-    env; Q-values differ from fp32 by about 0.03, so the actors act on a slightly rounded policy. Evaluation and the
-    learner stay as they are. Measured in docs/lab/experiments/mario.md, "Env steps per hour"."""
+    """The arithmetic of the actors' copy of the network: bf16 halves a forward pass over 8 envs on a CPU with native
+    bf16 and rounds Q-values by about 0.03; fp32 is faster over one env. Evaluation and the learner are unaffected."""
     epsilon: float = -1.0
     """Fixed exploration rate for every env; negative selects the schedule: each env anneals from 1.0 to its floor
     max(eps_min, eps_base**(1 + eps_alpha*i/(N-1))) (shared/exploration.py)."""
@@ -115,9 +113,8 @@ class ActorConfig:
     """Seed of the actors' envs and exploration (actor slot, env index and incarnation are mixed in); -1: the
     run's --seed."""
     nice: int = 10
-    """Niceness added to actor processes: the learner wins the CPU when it is below its replay ratio
-    (learner.samples_per_insert), and actors take what it leaves. 0 shares the CPU evenly, and on a machine with
-    fewer free cores than actors the learner then trains far less than the ratio allows."""
+    """Niceness added to actor processes, so the learner wins the CPU when it trails its replay ratio and actors take
+    what it leaves; 0 shares the CPU evenly."""
     weights_timeout: float = 60.0
     """Seconds a starting actor waits for the learner's current weights before its first action (0: do not ask)."""
     slot_wait: float = 0.0
@@ -341,9 +338,8 @@ class LearnerConfig:
     """Micro-steps accumulated per optimizer update (effective batch = micro_batch * accum_steps); -1: auto, 1 (with
     samples_per_insert 8: one update per 8 transitions on CPU, per 64 on CUDA; seed 003's x4 made it one per 256)."""
     reward_scale: float = AUTO
-    """Rewards are multiplied by this in the TD target (replay and logged returns stay in game units); -1: auto, 1/15
-    for Mario (its per-frame reward clip, so one frame's reward is in [-1, 1]), 1/10 for Snake (food and death are
-    +-10), 100 for fuel breaks (rewards in percent of the landscape), 1 otherwise."""
+    """Rewards are multiplied by this in the TD target (replay and logged returns stay in game units); -1: the env's
+    (Mario 1/15, its per-frame reward clip; Snake 1/10; fuel breaks 100; 1 otherwise)."""
     lr: float = 2.5e-4
     """Adam learning rate."""
     adam_eps: float = 1.5e-4
@@ -354,11 +350,8 @@ class LearnerConfig:
     """Env steps (transitions inserted) between target-network syncs, whatever the replay ratio or batch; -1: auto, the
     env's (Mario 16,000, fuel breaks 32,000, others 2,000)."""
     munchausen_alpha: float = AUTO
-    """Munchausen-DQN (Vieillard et al. 2020): the target adds alpha * clamp(tau * log pi(a|s), -1, 0) to the reward
-    and bootstraps on the soft value sum_a' pi(a'|s') (Q(s', a') - tau * log pi(a'|s')), pi = softmax(Q_target /
-    tau), in place of the Double-DQN max. It widens the action gaps, so a greedy policy flips less between nearby
-    weights. 0: off (the Double-DQN max); -1 (auto): the env's, 0.9 (the paper's) for Mario, where it kept the last
-    weights above the constant right+A policy (docs/lab/experiments/mario.md), 0 otherwise."""
+    """Munchausen-DQN's weight of the scaled log-policy bonus (shared/targets.py), which widens action gaps so a greedy
+    policy flips less between nearby weights; 0: the Double-DQN target; -1: the env's (0.9 on Mario, else 0)."""
     munchausen_tau: float = 0.03
     """Munchausen-DQN's softmax temperature, in units of scaled Q (the paper's 0.03 for rewards in [-1, 1])."""
     augment: bool = False
@@ -386,9 +379,8 @@ class LearnerConfig:
     """Samples trained per transition inserted into replay (the replay ratio): the learner never trains past it;
     with exact_ratio it also never falls more than ratio_slack transitions behind it. 0: unlimited."""
     exact_ratio: bool = True
-    """Hold the replay ratio from both sides: the learner stops taking in experience while it trails
-    samples_per_insert by more than ratio_slack, and actors wait instead of dropping, so a run trains the same samples
-    per env step on any machine. --learner.no-exact-ratio: the ratio is only a cap (a slower learner trains less)."""
+    """Hold the replay ratio from both sides (actors wait while the learner trails it), so a run trains the same
+    samples per env step on any machine; --learner.no-exact-ratio makes it a cap only."""
     ratio_slack: int = 4096
     """Transitions the learner may take in beyond samples_per_insert's share before it waits (exact_ratio); the run's
     replay ratio stays between samples_per_insert * (1 - (ratio_slack + one batch) / env steps) and samples_per_insert
@@ -409,9 +401,8 @@ class LearnerConfig:
     seed: int = -1
     """Seed of network initialisation and sampling; -1: the run's --seed."""
     max_weights_lag: int = 8
-    """Batches whose first step used weights more than this many versions behind the learner's current ones are dropped
-    and counted (stale_weights); 0: no limit. 8 broadcasts is far beyond the 1-2 of a healthy actor, so only an
-    actor cut off from the weights loses data."""
+    """Batches played with weights more than this many versions old are dropped and counted (stale_weights); 0: no
+    limit. A healthy actor lags 1-2, so only one cut off from the weights loses data."""
 
     def validate(self) -> None:
         _check(
@@ -518,10 +509,8 @@ class NetConfig:
     """The Q-network's shape (shared/network.py), the same at the learner, the actors and the evaluator."""
 
     dueling: bool = True
-    """Dueling head: Q = V(s) + A(s, a) - mean_a A(s, a), two 512-unit streams. On Mario the actions'
-    values differ by a few percent of the state's value; a single head left those gaps to noise
-    (a greedy Mario stood at the first pipe pressing right, Q(right) 1.44 against Q(right+A) 1.41).
-    --net.no-dueling: the Nature-DQN head (runs saved before this option load as that)."""
+    """Dueling head, Q = V(s) + A(s, a) - mean_a A(s, a) with two 512-unit streams, so the small gaps between actions
+    are learned apart from the state's value; --net.no-dueling: the Nature-DQN head."""
 
 
 @dataclass

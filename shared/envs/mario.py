@@ -78,13 +78,11 @@ class MarioOptions:
     actions: Literal["right_only", "simple", "complex"] = "simple"
     """Button set: right_only (5 actions), simple (7, SIMPLE_MOVEMENT) or complex (12)."""
     jump_release: bool = True
-    """When A was sent on the two frames before and Mario stands on the ground, a frame asking for A sends the buttons
-    without A, so the next frame jumps again (SMB jumps only when A goes down). On because a greedy policy holding
-    right+A against a pipe otherwise never jumps again. False: the raw buttons."""
+    """Release A for one frame when it was held on the ground, so a policy holding right+A jumps again (SMB jumps only
+    when A goes down); False: the raw buttons."""
     no_progress_steps: int = 250
-    """Agent steps without a new furthest x_pos after which an episode is truncated (0: never), in training and
-    evaluation alike: about 17 s of game time, so a policy standing at a pipe ends its episode there instead of
-    playing out the game clock (about 2,000 steps)."""
+    """Agent steps without a new furthest x_pos after which an episode is truncated (0: never), about 17 s of game
+    time, so a policy stuck at a pipe does not play out the game clock."""
 
     def describe(self) -> str:
         """The button set and jump release in a few words (the run header)."""
