@@ -24,6 +24,7 @@ from shared.config import ConfigError, TransportConfig
 from shared.network import QNetwork
 from shared.wire import protocol
 from shared.wire.links import link_options
+from tests.support.launcher import fake_run_cmd
 from tests.support.paths import ROOT
 from tests.support.runs import free_base_port
 
@@ -165,21 +166,7 @@ def test_a_port_another_process_holds_is_an_error_naming_transport_base_port(tmp
             Consolidator(transport, 2, 1, protocol.Limits((84, 84), 7), queue.Queue())
         assert bind_within(ctx, f"tcp://127.0.0.1:{base}", 30.0)  # the failed consolidator let slot 0's port go
         proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "launch.local",
-                "--actors",
-                "2",
-                "--env.name",
-                "fake",
-                "--collect-only",
-                "--no-progress",
-                "--transport.base-port",
-                str(base),
-                "--run-dir",
-                str(tmp_path),
-            ],
+            fake_run_cmd(tmp_path, base, "--collect-only"),
             cwd=ROOT,
             capture_output=True,
             text=True,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.launcher import SMALL_LEARNER
 from tests.support.paths import ROOT as ROOT_DIR
 from tests.support.runs import free_base_port
 
@@ -133,13 +134,7 @@ def test_actor_host_link_cut_for_20s_reconnects_by_itself_and_nothing_is_accepte
         str(keys / "learner.key_secret"),
         "--transport.curve-authorized-dir",
         str(keys / "allowed"),
-        "--learner.no-compile",
-        "--learner.micro-batch",
-        "16",
-        "--learner.min-replay",
-        "300",
-        "--learner.updates-per-epoch",
-        "5",
+        *SMALL_LEARNER,
         "--replay.capacity",
         "8192",
         "--eval.every-env-steps",

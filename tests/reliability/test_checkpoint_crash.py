@@ -10,6 +10,7 @@ import sys
 import torch
 
 from learner.checkpoint import CHECKPOINT_NAME, load_checkpoint
+from tests.support.launcher import resume_without_actors
 from tests.support.paths import ROOT
 from tests.support.runs import SMALL_LEARNER_SCRIPT
 
@@ -50,18 +51,7 @@ def test_crash_before_rename_leaves_the_previous_checkpoint(tmp_path):
     assert not torch.equal(first["learner"]["online"][name], crashed["learner"]["online"][name])
 
     # resume with nothing left to train: it loads the first checkpoint, removes the partial file, saves again
-    cmd = [
-        sys.executable,
-        "-m",
-        "launch.local",
-        "--resume",
-        run_dir,
-        "--learner.steps",
-        "5",
-        "--no-progress",
-        "--no-spawn-actors",
-    ]
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = resume_without_actors(run_dir)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"[MAIN] removed {partial}" in out.stdout, out.stdout
     assert "[MAIN] resumed at epoch 1, 5 updates, weights v2" in out.stdout, out.stdout

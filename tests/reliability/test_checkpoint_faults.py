@@ -18,6 +18,7 @@ from learner.checkpoint import (
     save_checkpoint,
 )
 from learner.loop import Learner
+from tests.support.launcher import resume_without_actors
 from tests.support.paths import ROOT
 from tests.support.runs import SMALL_LEARNER_SCRIPT, small_config
 
@@ -87,29 +88,13 @@ learner.plane.close()
 )
 
 
-def _resume(run_dir: str, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "launch.local",
-        "--resume",
-        run_dir,
-        "--learner.steps",
-        "5",
-        "--no-progress",
-        "--no-spawn-actors",
-        *extra,
-    ]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
-
-
 def test_resume_of_a_truncated_checkpoint_continues_from_the_previous_one(tmp_path):
     run_dir = str(tmp_path / "run")
     os.mkdir(run_dir)
     made = subprocess.run([sys.executable, "-c", TWO_CHECKPOINTS, run_dir], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stdout + made.stderr
     _truncate(os.path.join(run_dir, CHECKPOINT_NAME))
-    out = _resume(run_dir)  # 5 updates are already done: it loads, saves and exits
+    out = resume_without_actors(run_dir)  # 5 updates are already done: it loads, saves and exits
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"[MAIN] {CHECKPOINT_NAME}: unreadable" in out.stdout, out.stdout
     assert f"loading {PREVIOUS_NAME} instead (epoch 1, 5 updates" in out.stdout, out.stdout
@@ -130,7 +115,7 @@ def test_resume_with_nothing_readable_is_an_error_and_latest_starts_a_new_run(tm
     for name in (CHECKPOINT_NAME, PREVIOUS_NAME):
         _garbage(os.path.join(run_dir, name))
     before = {name: os.path.getsize(os.path.join(run_dir, name)) for name in os.listdir(run_dir)}
-    out = _resume(run_dir)
+    out = resume_without_actors(run_dir)
     assert out.returncode == 2 and f"error: resume={run_dir!r}" in out.stderr, out.stdout + out.stderr
     assert "has no readable checkpoint" in out.stderr
     cfg = small_config(actors=1, envs=1)  # a free port for the new run

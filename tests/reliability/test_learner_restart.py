@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from learner.checkpoint import load_checkpoint, read_published
+from tests.support.launcher import SMALL_LEARNER, fake_run_cmd
 from tests.support.paths import ROOT
 from tests.support.runs import free_base_port
 
@@ -50,6 +51,22 @@ def wait_until(condition, timeout, what, procs=()):
 RATIO = {"capped": "--learner.no-exact-ratio", "held": "--learner.exact-ratio"}  # actors drop, or wait (held)
 
 
+def stop(actors) -> list[int]:
+    """SIGTERM each (process, log) in ``actors`` and return their exit codes: a clean stop, the report included."""
+    for proc, _ in actors:
+        proc.send_signal(signal.SIGTERM)
+    return [proc.wait(timeout=30) for proc, _ in actors]
+
+
+def kill_and_close(procs) -> None:
+    """Whatever a test leaves running is killed, and every log closed."""
+    for proc, log in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        log.close()
+
+
 def actor_and_learner_args(ratio: str) -> list[str]:
     """What the learner and the two standalone actors share: env, ports, batch size and the ratio mode."""
     port = str(free_base_port(4) + 2)
@@ -68,13 +85,7 @@ def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path, ratio
         "--run-dir",
         str(tmp_path / "runs"),
         *common,
-        "--learner.no-compile",
-        "--learner.micro-batch",
-        "16",
-        "--learner.min-replay",
-        "300",
-        "--learner.updates-per-epoch",
-        "5",
+        *SMALL_LEARNER,
         "--learner.broadcast-env-steps",
         "10",
         "--learner.checkpoint-every",
@@ -120,15 +131,9 @@ def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path, ratio
         assert resumed[0].returncode == 0, out
         assert all(proc.poll() is None for proc, _ in actors), "an actor died while the learner was down"
         assert [proc.pid for proc, _ in actors] == pids
-        for proc, _ in actors:
-            proc.send_signal(signal.SIGTERM)
-        codes = [proc.wait(timeout=30) for proc, _ in actors]
+        codes = stop(actors)
     finally:
-        for proc, log in [learner, *actors] + ([resumed] if resumed else []):
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
-            log.close()
+        kill_and_close([learner, *actors] + ([resumed] if resumed else []))
     assert codes == [0, 0], [read(logs[f"actor{i}"]) for i in range(2)]
 
     match = re.search(r"\[MAIN\] resumed at epoch (\d+), (\d+) updates, weights v(\d+)", out)
@@ -178,13 +183,7 @@ def test_a_learner_that_starts_over_is_followed_at_once_by_the_same_actors(tmp_p
         "--run-dir",
         str(tmp_path / "runs"),
         *common,
-        "--learner.no-compile",
-        "--learner.micro-batch",
-        "16",
-        "--learner.min-replay",
-        "300",
-        "--learner.updates-per-epoch",
-        "5",
+        *SMALL_LEARNER,
         "--learner.checkpoint-every",
         "100000",
         "--replay.capacity",
@@ -226,15 +225,9 @@ def test_a_learner_that_starts_over_is_followed_at_once_by_the_same_actors(tmp_p
         out = read(logs["restarted"])
         assert restarted[0].returncode == 0, out
         assert [proc.pid for proc, _ in actors] == pids and all(proc.poll() is None for proc, _ in actors)
-        for proc, _ in actors:
-            proc.send_signal(signal.SIGTERM)
-        codes = [proc.wait(timeout=30) for proc, _ in actors]
+        codes = stop(actors)
     finally:
-        for proc, log in [learner, *actors] + ([restarted] if restarted else []):
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
-            log.close()
+        kill_and_close([learner, *actors] + ([restarted] if restarted else []))
     assert codes == [0, 0], [read(logs[f"actor{i}"]) for i in range(2)]
     assert "--resume latest: no run with a checkpoint" in out, out
     lags = [int(v) for v in re.findall(r"Weights: v\d+ \(max lag (-?\d+)", out)]
@@ -252,21 +245,7 @@ def test_a_learner_that_starts_over_is_followed_at_once_by_the_same_actors(tmp_p
 
 def test_actors_spawned_by_a_sigkilled_launcher_exit_by_themselves(tmp_path):
     base = free_base_port(4) + 2
-    cmd = [
-        sys.executable,
-        "-m",
-        "launch.local",
-        "--actors",
-        "2",
-        "--collect-only",
-        "--no-progress",
-        "--env.name",
-        "fake",
-        "--transport.base-port",
-        str(base),
-        "--run-dir",
-        str(tmp_path),
-    ]
+    cmd = fake_run_cmd(tmp_path, base, "--collect-only")
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     alive = []
     try:

@@ -22,7 +22,7 @@ HANG_GUARD_S = 180.0  # longest wait for an event: on a slow, loaded machine a s
 # --eval.every-env-steps 0: these tests count and kill actor processes; the evaluation process is tested in
 # tests/integration/test_launch.py,
 # the end-of-run evaluation (--eval.final-episodes) in tests/integration/test_final_eval.py
-TRAINING = (
+SMALL_LEARNER = (
     "--learner.no-compile",
     "--learner.micro-batch",
     "16",
@@ -30,6 +30,11 @@ TRAINING = (
     "300",
     "--learner.updates-per-epoch",
     "5",
+)
+"""A learner that starts training within seconds of the first batches: no compile, batch 16, epochs of 5 updates."""
+
+TRAINING = (
+    *SMALL_LEARNER,
     "--replay.capacity",
     "4096",
     "--eval.every-env-steps",
@@ -41,26 +46,16 @@ TRAINING = (
 )
 
 
+def fake_run_cmd(tmp_path, base: int, *args: str) -> list[str]:
+    """``launch.local`` with 2 actors on the fake env, ports from ``base``, runs under ``tmp_path``, no progress bar;
+    ``args`` add or override."""
+    cmd = [sys.executable, "-m", "launch.local", "--actors", "2", "--no-progress", "--env.name", "fake"]
+    return [*cmd, "--transport.base-port", str(base), "--run-dir", str(tmp_path), *args]
+
+
 def start_launcher(tmp_path, *args, collect_only=True):
     """2 actors on the fake env, a console line every second, plain output on a pipe; ``args`` add or override."""
-    base = free_base_port(4) + 2
-    cmd = [
-        sys.executable,
-        "-m",
-        "launch.local",
-        "--actors",
-        "2",
-        "--log-every",
-        "1",
-        "--no-progress",
-        "--env.name",
-        "fake",
-        "--transport.base-port",
-        str(base),
-        "--run-dir",
-        str(tmp_path),
-        *args,
-    ]
+    cmd = fake_run_cmd(tmp_path, free_base_port(4) + 2, "--log-every", "1", *args)
     if collect_only:
         cmd.append("--collect-only")
     return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -223,3 +218,10 @@ def run_to_the_end(tmp_path, *args, collect_only: bool) -> tuple[Launcher, str]:
     assert "Traceback" not in out, out
     assert_all_gone(seen)
     return run, out
+
+
+def resume_without_actors(run_dir: str, *extra: str) -> subprocess.CompletedProcess:
+    """``launch.local --resume RUN_DIR`` with a 5-update budget and no actors: a run with nothing left to train loads
+    its checkpoint, saves it again and exits; ``extra`` adds flags."""
+    cmd = [sys.executable, "-m", "launch.local", "--resume", run_dir, "--learner.steps", "5", "--no-progress"]
+    return subprocess.run([*cmd, "--no-spawn-actors", *extra], cwd=ROOT, capture_output=True, text=True, timeout=120)
