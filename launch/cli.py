@@ -29,11 +29,6 @@ from shared.envs import options_types
 T = TypeVar("T")
 
 
-@dataclasses.dataclass
-class _NoFields:
-    pass
-
-
 class UsageError(Exception):
     """Bad input to a program: said in one line on stderr (``error: ...``), exit status 2."""
 
@@ -91,8 +86,10 @@ def run_config_type(extra: type | None = None) -> type:
     env_fields += [(name, kind, dataclasses.field(default_factory=kind)) for name, kind in options_types().items()]
     env_type = dataclasses.make_dataclass("EnvConfig", env_fields, bases=(EnvConfig,))
     env_type.__doc__ = EnvConfig.__doc__
-    hints = typing.get_type_hints(extra, include_extras=True) if extra is not None else {}
-    own = [(f.name, hints[f.name], dataclasses.field(default=f.default)) for f in dataclasses.fields(extra or _NoFields)]
+    own: list[Any] = []
+    if extra is not None:
+        hints = typing.get_type_hints(extra, include_extras=True)
+        own = [(f.name, hints[f.name], dataclasses.field(default=f.default)) for f in dataclasses.fields(extra)]
     run_type = dataclasses.make_dataclass(
         "RunConfig", [("env", env_type, dataclasses.field(default_factory=env_type)), *own], bases=(RunConfig,)
     )
