@@ -1,4 +1,5 @@
-"""What machine a figure came from: CPU model, usable cores, native bf16 (AMP on CPU), GPU, torch version.
+"""What machine a figure came from: CPU model, usable cores and the core topology, native bf16 (AMP on CPU), GPU,
+torch version.
 
 The project's machines differ about 2x in learner speed (bf16 or not), so every run folder keeps this
 (``machine.json``, written by launch.local) and every test log prints it (tests/conftest.py).
@@ -10,6 +11,7 @@ import json
 import os
 import platform
 
+import psutil
 import torch
 
 from shared.network import cpu_has_native_bf16
@@ -30,11 +32,17 @@ def cpu_model() -> str:
 
 
 def describe_machine() -> dict:
+    """``cores``: the logical CPUs this process may use; ``cores_total`` all of them; ``physical_cores`` the cores
+    behind them and ``threads_per_core`` (2 where SMT pairs share a core: 16 vCPUs may be 8 cores), None where the
+    system does not say."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    logical, physical = os.cpu_count(), psutil.cpu_count(logical=False)
     return {
         "cpu": cpu_model(),
         "cores": cores,
-        "cores_total": os.cpu_count(),
+        "cores_total": logical,
+        "physical_cores": physical,
+        "threads_per_core": round(logical / physical) if logical and physical else None,
         "native_bf16": cpu_has_native_bf16(),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "torch": torch.__version__,
@@ -43,7 +51,8 @@ def describe_machine() -> dict:
 
 def machine_line(m: dict) -> str:
     return (
-        f"CPU {m['cpu']}, {m['cores']} core(s) usable of {m['cores_total']}, native bf16: "
+        f"CPU {m['cpu']}, {m['cores']} core(s) usable of {m['cores_total']} "
+        f"({m.get('physical_cores') or '?'} physical, {m.get('threads_per_core') or '?'} thread(s) each), native bf16: "
         f"{'yes (AMP on CPU)' if m['native_bf16'] else 'no (AMP off on CPU)'}, GPU: {m['gpu'] or 'none'}; "
         f"torch {m['torch']}"
     )

@@ -1,4 +1,9 @@
-"""Stage learner: the learner alone on a filled replay, eager, AMP and compiled, with and without accumulation."""
+"""Stage learner: the learner alone on a filled replay.
+
+Rows: the learner as a run configures it on this device (``run_prioritized``, on prioritized replay as runs sample,
+and ``run_uniform``), where one such update's time goes (``split``), and fp32 eager, AMP and AMP + compile, each
+without and with accumulation, on prioritized replay.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import numpy as np
 import torch
 
 from learner.replay.frames import FrameReplay
+from learner.replay.prioritized import PrioritizedReplay
 from shared.config import RunConfig
 from shared.envs import env_spec
 from shared.wire.protocol import action_dtype
@@ -18,10 +24,15 @@ from shared.wire.protocol import action_dtype
 # ----------------------------------------------------------------------------- learner
 
 
-def _filled_replay(cfg: RunConfig, device: torch.device, streams: int = 8, per_stream: int = 4096) -> FrameReplay:
-    """A replay of the run's env spec (shape, dtype, stack, masks) filled with random 200-step episodes."""
+def _filled_replay(
+    cfg: RunConfig, device: torch.device, prioritized: bool, streams: int = 8, per_stream: int = 4096
+) -> FrameReplay:
+    """A replay of the run's env spec (shape, dtype, stack, masks) filled with random 200-step episodes; prioritized
+    as the run's replay settings say (alpha, eps), with random initial priorities so draws are not uniform."""
     spec = env_spec(cfg.env)
-    replay = FrameReplay(
+    kind: type[FrameReplay] = PrioritizedReplay if prioritized else FrameReplay
+    extra = {"alpha": cfg.replay.priority_alpha, "eps": cfg.replay.priority_eps} if prioritized else {}
+    replay = kind(
         streams,
         streams * per_stream,
         tuple(spec.obs_shape),
@@ -32,6 +43,7 @@ def _filled_replay(cfg: RunConfig, device: torch.device, streams: int = 8, per_s
         obs_dtype=spec.obs_dtype,
         num_actions=spec.num_actions,
         masked=spec.masked,
+        **extra,
     )
     rng = np.random.default_rng(0)
     shape = (streams, per_stream, *spec.obs_shape)
@@ -49,7 +61,8 @@ def _filled_replay(cfg: RunConfig, device: torch.device, streams: int = 8, per_s
     first = np.zeros((streams, per_stream), bool)
     first[:, ::200] = True  # 200-step episodes
     terminated = np.roll(first, -1, axis=1)
-    replay.add(0, frames, actions, rewards, terminated, first, masks=masks)
+    priorities = rng.exponential(size=(streams, per_stream)).astype(np.float32) if prioritized else None
+    replay.add(0, frames, actions, rewards, terminated, first, priorities=priorities, masks=masks)
     return replay
 
 
@@ -64,48 +77,136 @@ def reset_compiler() -> None:
     torch._dynamo.reset()
 
 
+def _rates(dqn, replay: FrameReplay, updates_per_epoch: int, epochs: int) -> list[float]:
+    """Updates per second of each timed epoch."""
+    rates = []
+    for _ in range(epochs):
+        start = time.perf_counter()
+        for _ in range(updates_per_epoch):
+            dqn.update(replay)
+        if dqn.device.type == "cuda":
+            torch.cuda.synchronize(dqn.device)
+        rates.append(updates_per_epoch / (time.perf_counter() - start))
+    return rates
+
+
+def _figures(dqn, rates: list[float], compile_s: float) -> dict:
+    steady = statistics.mean(rates[1:]) if len(rates) > 1 else rates[0]
+    return {
+        "updates_per_s": steady,
+        "samples_per_s": steady * dqn.effective_batch,
+        "effective_batch": dqn.effective_batch,
+        "compile_seconds": compile_s,
+        "first_epoch_ratio": rates[0] / steady,
+    }
+
+
+def update_split(dqn, replay: FrameReplay, reps: int) -> dict[str, float]:
+    """Median milliseconds per update of each part of ``dqn.update`` on ``replay``, each part timed on its own (a
+    GPU synchronized around each): drawing the micro-batches (``sample``), the target net's forwards (``targets``),
+    the train-mode pass that moves BatchNorm's statistics (``bn_stats``), the whole loss with those two included
+    (``loss``), its backward pass (``backward``), the priority write-back (``priorities``; 0 on uniform replay),
+    and what is left of a whole update (``step_and_rest``: clipping, the optimizer, the one host copy, Python)."""
+    cuda = dqn.device.type == "cuda"
+    prioritized = hasattr(replay, "update_priorities")
+
+    def timed(fn) -> float:
+        times = []
+        for _ in range(reps):
+            if cuda:
+                torch.cuda.synchronize(dqn.device)
+            start = time.perf_counter()
+            fn()
+            if cuda:
+                torch.cuda.synchronize(dqn.device)
+            times.append(time.perf_counter() - start)
+        return 1000.0 * statistics.median(times)
+
+    B, accum = dqn.cfg.micro_batch, dqn.cfg.accum_steps
+    draw = (lambda: replay.sample(B, beta=dqn.is_beta)) if prioritized else (lambda: replay.sample(B))
+    batch = draw()
+    obs, next_obs = batch["obs"], batch["next_obs"]
+    munchausen = dqn.rule == "munchausen"
+
+    def targets() -> None:
+        with torch.no_grad(), dqn._autocast():
+            dqn.target_fn(next_obs)
+            if munchausen:
+                dqn.target_fn(obs)
+
+    def bn_stats() -> None:
+        with torch.no_grad(), dqn._autocast():
+            dqn.online.train()
+            dqn.online_fn(obs)
+            dqn.online.eval()
+
+    def loss_and_backward() -> None:
+        loss, _, _ = dqn.micro_loss(batch)
+        loss.backward()
+
+    _, td, _ = dqn.micro_loss(batch)
+    stream, slot, td = (t.cpu() for t in (batch.get("stream"), batch.get("slot"), td)) if prioritized else (None,) * 3
+    parts = {
+        "sample": accum * timed(draw),
+        "targets": accum * timed(targets),
+        "bn_stats": accum * timed(bn_stats) if dqn.batchnorm_batch_stats else 0.0,
+        "loss": accum * timed(lambda: dqn.micro_loss(batch)),
+        "backward": 0.0,
+        "priorities": timed(lambda: replay.update_priorities(stream, slot, td)) if prioritized else 0.0,
+    }
+    parts["backward"] = max(accum * timed(loss_and_backward) - parts["loss"], 0.0)
+    dqn.optimizer.zero_grad(set_to_none=False)
+    total = timed(lambda: dqn.update(replay))
+    parts["step_and_rest"] = max(total - parts["sample"] - parts["loss"] - parts["backward"] - parts["priorities"], 0.0)
+    parts["total"] = total
+    return parts
+
+
 def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, epochs: int) -> dict:
-    """Learner alone on a filled replay: fp32 eager, AMP, AMP + compile, each without and with accumulation."""
+    """Learner alone on a filled replay (module docstring)."""
     from learner.trainer import DQNLearner
 
-    replay = _filled_replay(cfg, device)
+    replays = {"prioritized": _filled_replay(cfg, device, True), "uniform": _filled_replay(cfg, device, False)}
     base = cfg.learner.resolved(device.type)  # the env's own target (Mario: Munchausen), as it trains
+    out: dict = {"device": str(device), "micro_batch": base.micro_batch}
+    spec = env_spec(cfg.env)
+    if base.compile:
+        reset_compiler()
+    dqn = DQNLearner(base, spec, device, env=cfg.env, dueling=cfg.net.dueling)  # one learner (one compile) for both
+    compile_s = dqn.warm_up(replays["prioritized"]) if base.compile else 0.0
+    for kind, replay in replays.items():  # the run's own settings on both replays, then where an update's time goes
+        if not base.compile:
+            dqn.warm_up(replay)
+        out[f"run_{kind}"] = _figures(dqn, _rates(dqn, replay, updates_per_epoch, epochs), compile_s)
+        if kind == "prioritized":
+            out["split"] = update_split(dqn, replay, max(updates_per_epoch, 5))
+        r = out[f"run_{kind}"]
+        print(
+            f"learner run_{kind} (amp {base.amp}, compile {base.compile}): {r['samples_per_s']:,.0f} samples/s, "
+            f"{r['updates_per_s']:.2f} updates/s",
+            flush=True,
+        )
+    print("learner split (ms per update): " + ", ".join(f"{k} {v:.2f}" for k, v in out["split"].items()), flush=True)
     amp: Literal["auto", "bf16"] = "auto" if device.type == "cuda" else "bf16"
     variants: list[tuple[str, Literal["auto", "off", "bf16", "fp16"], bool]] = [
         ("fp32_eager", "off", False),
         ("amp_eager", amp, False),
         ("amp_compiled", amp, True),
     ]
-    out: dict = {"device": str(device), "micro_batch": base.micro_batch}
+    replay = replays["prioritized"]
     for name, amp_mode, compiled in variants:
         for accum in (1, 4):
             lc = dataclasses.replace(base, accum_steps=accum, amp=amp_mode, compile=compiled)
             if compiled:  # a fresh Dynamo state per compiled variant: see reset_compiler
                 reset_compiler()
-            dqn = DQNLearner(lc, env_spec(cfg.env), device, env=cfg.env, dueling=cfg.net.dueling)
-            compile_s = dqn.warm_up(replay) if compiled else 0.0
-            if not compiled:
-                dqn.warm_up(replay)  # eager warm-up too: allocator, kernels, the optimizer's first step
-            rates = []
-            for _ in range(epochs):
-                start = time.perf_counter()
-                for _ in range(updates_per_epoch):
-                    dqn.update(replay)
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                rates.append(updates_per_epoch / (time.perf_counter() - start))
-            steady = statistics.mean(rates[1:]) if len(rates) > 1 else rates[0]
+            dqn = DQNLearner(lc, spec, device, env=cfg.env, dueling=cfg.net.dueling)
+            compile_s = dqn.warm_up(replay)  # eager too: allocator, kernels, the optimizer's first step
             key = f"{name}_accum{accum}"
-            out[key] = {
-                "updates_per_s": steady,
-                "samples_per_s": steady * dqn.effective_batch,
-                "effective_batch": dqn.effective_batch,
-                "compile_seconds": compile_s,
-                "first_epoch_ratio": rates[0] / steady,
-            }
+            out[key] = _figures(dqn, _rates(dqn, replay, updates_per_epoch, epochs), compile_s if compiled else 0.0)
+            v = out[key]
             print(
-                f"learner {key}: {steady * dqn.effective_batch:,.0f} samples/s, {steady:.2f} updates/s, "
-                f"first epoch {rates[0] / steady:.0%} of steady, compile {compile_s:.1f}s",
+                f"learner {key}: {v['samples_per_s']:,.0f} samples/s, {v['updates_per_s']:.2f} updates/s, "
+                f"first epoch {v['first_epoch_ratio']:.0%} of steady, compile {v['compile_seconds']:.1f}s",
                 flush=True,
             )
     for accum in (1, 4):

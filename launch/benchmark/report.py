@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import platform
 import time
 
@@ -12,23 +11,15 @@ import torch
 import zmq
 
 from launch.benchmark.replay import render_priority_table
+from launch.machine import describe_machine
 
 # ----------------------------------------------------------------------------- main
 
 
 def machine() -> dict:
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
+    """launch/machine.py's description (CPU, cores and their topology, bf16, GPU) and what else the run depends on."""
+    return describe_machine() | {
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -96,6 +87,18 @@ def render_table(r: dict) -> str:
         rows.append(f"| replay sample(512) | {p['sample_512_ms']:.2f} ms ({p['samples_per_s']:,.0f} samples/s) |")
     if "learner" in r:
         lr_ = r["learner"]
+        for kind in ("prioritized", "uniform"):
+            v = lr_[f"run_{kind}"]
+            rows.append(
+                f"| learner as a run sets it, {kind} replay, batch {lr_['micro_batch']} ({lr_['device']}) | "
+                f"{v['samples_per_s']:,.0f} samples/s, {v['updates_per_s']:.2f} updates/s |"
+            )
+        split = lr_["split"]
+        rows.append(
+            "| one update, prioritized (ms) | "
+            + ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in split.items() if k != "total")
+            + f"; total {split['total']:.2f} (targets and BatchNorm's pass are inside loss) |"
+        )
         for key in ("fp32_eager", "amp_eager", "amp_compiled"):
             for accum in (1, 4):
                 v = lr_[f"{key}_accum{accum}"]

@@ -124,6 +124,13 @@ def test_benchmark_json_has_every_key_with_numbers(tmp_path):
         assert all(is_number(figures[k]) for k in ("updates_per_s", "samples_per_s", "first_epoch_ratio")), variant
         assert figures["effective_batch"] == 16 * (4 if variant.endswith("4") else 1)
     assert learner["amp_compiled_accum1"]["compile_seconds"] > 0
+    for kind in ("run_prioritized", "run_uniform"):  # the learner as a run sets it, on both replays
+        assert learner[kind]["updates_per_s"] > 0 and learner[kind]["effective_batch"] == 16, kind
+    split = learner["split"]
+    parts = ("sample", "loss", "backward", "priorities", "step_and_rest")
+    assert all(is_number(split[k]) and split[k] >= 0 for k in (*parts, "targets", "bn_stats", "total")), split
+    assert split["priorities"] > 0 and split["targets"] <= split["loss"]  # prioritized: a write-back was timed
+    assert sum(split[k] for k in parts) >= split["total"] * 0.999  # the parts cover the whole update
 
     system = result["system"]
     assert system["original_settings"]["batch"] == 16 and system["optimized_settings"]["accum_steps"] == 2
