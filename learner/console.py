@@ -23,7 +23,9 @@ def format_eval_line(result: dict) -> str:
 
 
 def format_epoch_line(epoch: int, f: dict[str, float], env: EnvEntry) -> str:
-    """The seed's [MAIN] line, plus throughput and the learner's resident memory. Reward, score and success are
+    """The seed's [MAIN] line, plus throughput, what set the pace and the learner's resident memory. Learner waiting:
+    the share of the epoch's time the learner could not train for want of experience (the actors set the pace);
+    Actors held: the share it held intake back to keep the replay ratio (the learner set it). Reward, score and success are
     the behaviour policy's means over the last 100 finished episodes (all actors), named as the env names them
     (Mario: Distance, the episode's max x_pos, and Flags; Snake: Score, food eaten, and Success)."""
     score, success = env.score.capitalize(), env.success.capitalize()
@@ -33,6 +35,7 @@ def format_epoch_line(epoch: int, f: dict[str, float], env: EnvEntry) -> str:
         f"Epsilon: {f['actor/epsilon']:.3f}, Buffer: {int(f['replay/size']):,}, "
         f"Updates/s: {f['learner/updates_per_s']:.2f}, Samples/s: {f['learner/samples_per_s']:,.0f}, "
         f"Experiences/s: {f['actor/experiences_per_s']:,.1f}, Replay ratio: {f['learner/replay_ratio']:.2f}, "
+        f"Learner waiting: {f['learner/starved_share']:.0%}, Actors held: {f['learner/holding_share']:.0%}, "
         f"Weights: v{int(f['learner/weights_version'])} (max lag {int(f['actor/weights_lag_max'])}"
         f"{other_run_phrase(int(f.get('actor/other_run', 0)))}), RSS: {f['learner/rss_mb']:,.0f} MB"
     )

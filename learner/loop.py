@@ -99,6 +99,8 @@ class EpochAccumulator:
     updates: int = 0
     started: float = 0.0
     processed_at_start: int = 0
+    starved: float = 0.0  # seconds of loop turns that could not train: waiting for experience (the actors set the pace)
+    holding: float = 0.0  # seconds of loop turns that held intake back for the ratio (the learner sets the pace)
 
     def add(self, stats) -> None:
         self.loss += stats.loss
@@ -241,6 +243,7 @@ class Learner:
         heard = said = time.monotonic()  # when experience last arrived; when the loop last said it waits
         processed = self.plane.processed
         while not (reason := self.stop_reason(deadline)):
+            turn = time.monotonic()
             trained = False
             if self.train and len(replay) >= cfg.min_replay and replay.num_sampleable() > 0 and self._ratio_allows():
                 if epoch.updates == 0:  # an epoch's clock starts at its first update (not while replay fills)
@@ -260,6 +263,9 @@ class Learner:
             self.plane.drain(timeout=0.0 if trained else 0.02, max_transitions=max(0, min(room, allowed)))
             c.inserted = self._inserted_at_start + self.plane.processed
             now = time.monotonic()
+            if epoch.updates:  # the epoch's clock runs: say where this turn went
+                epoch.starved += 0.0 if trained else now - turn
+                epoch.holding += now - turn if holding else 0.0
             if self.plane.processed != processed or holding:  # holding back is not silence
                 processed, heard = self.plane.processed, now
             elif now - heard >= IDLE_NOTICE_EVERY and now - said >= IDLE_NOTICE_EVERY:
@@ -378,6 +384,8 @@ class Learner:
             "learner/resets": self.resets,
             "learner/n_step": self.n_step.at(self.counters.inserted),
             "actor/experiences_per_s": (stats.processed - acc.processed_at_start) / seconds,
+            "learner/starved_share": min(acc.starved / seconds, 1.0),
+            "learner/holding_share": min(acc.holding / seconds, 1.0),
             "learner/updates": self.counters.updates,
             "actor/return": float(window[:, 0].mean()) if len(window) else 0.0,
             "actor/score": float(window[:, 1].mean()) if len(window) else 0.0,

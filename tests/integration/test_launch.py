@@ -5,6 +5,7 @@ that only guards against a hang; the runs that end by themselves end on a budget
 --duration whose only assertions are that it ended cleanly and that its accounting adds up.
 """
 
+import glob
 import json
 import re
 import signal
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import torch
 
 from launch.local import progress_budget
@@ -21,15 +23,18 @@ from tests.support.launcher import (
     FAKE_BATCH,
     HANG_GUARD_S,
     ROOT,
+    SMALL_LEARNER,
     STOPPED,
     TRAINING,
     Launcher,
     assert_all_gone,
     collect_until_exit,
+    fake_run_cmd,
     last_line,
     processor_lines,
     run_to_the_end,
 )
+from tests.support.runs import free_base_port
 
 EPOCH_BUFFER = r"\[MAIN\] Epoch (\d+) .*Buffer: ([\d,]+)"  # the epoch number, transitions in replay
 
@@ -208,3 +213,29 @@ def test_training_run_logs_env_steps_wall_clock_and_evaluations_in_plain_lines(t
     assert played.returncode == 0, played.stdout + played.stderr
     result = json.loads((tmp_path / "best.json").read_text())
     assert result["net"] == "best" and result["checkpoint"].endswith("best.pt")
+
+
+@pytest.mark.parametrize("samples_per_insert, paced_by", [("0.05", "actors"), ("64", "learner")])
+def test_the_epoch_line_says_whether_the_actors_or_the_learner_set_the_pace(tmp_path, samples_per_insert, paced_by):
+    """With the ratio held, a learner asked for 0.05 samples per transition spends most turns waiting for experience
+    (the actors set the pace), one asked for 64 most of them holding the actors back (the learner sets it)."""
+    base = free_base_port(4) + 2
+    flags = ("--learner.exact-ratio", "--learner.samples-per-insert", samples_per_insert, "--learner.steps", "40")
+    cmd = fake_run_cmd(tmp_path, base, *SMALL_LEARNER, "--replay.capacity", "4096", "--eval.every-env-steps", "0")
+    proc = subprocess.run(
+        [*cmd, "--eval.final-episodes", "0", *flags], cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S * 2
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = re.findall(r"Learner waiting: (\d+)%, Actors held: (\d+)%", proc.stdout)
+    (metrics,) = glob.glob(str(tmp_path / "*" / "metrics.jsonl"))
+    with open(metrics, encoding="utf-8") as fh:
+        rows = [r for r in map(json.loads, fh) if "learner/starved_share" in r]
+    assert len(lines) == len(rows) >= 4, proc.stdout[-3000:]
+    later = rows[len(rows) // 2 :]  # past the first epochs, while the ratio's slack fills
+    waiting = sum(r["learner/starved_share"] for r in later) / len(later)
+    held = sum(r["learner/holding_share"] for r in later) / len(later)
+    assert all(0.0 <= r["learner/starved_share"] + r["learner/holding_share"] <= 1.0 + 1e-9 for r in rows), rows
+    if paced_by == "actors":
+        assert waiting > 0.5 and held < 0.1, (waiting, held)
+    else:
+        assert held > 0.5 and waiting < 0.1, (waiting, held)
