@@ -181,11 +181,8 @@ class DQNLearner:
         needs = NEEDS[self.rule]
         if self.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()
-        with torch.no_grad(), self._autocast():  # the target net first; clone: a later graph replay may reuse its memory
-            self.target.eval()
-            next_target = self.target_fn(next_obs).float().clone()
-            if "target(s)" in needs:  # Munchausen's bonus: the target net's policy at s
-                target_here = self.target_fn(obs).float().clone()
+        next_target, target_here = self.target_values(obs, next_obs)
+        with torch.no_grad(), self._autocast():
             if self.batchnorm_batch_stats:  # a train-mode pass whose only effect is to move the running statistics
                 self.online.train()
                 self.online_fn(obs)
@@ -201,7 +198,7 @@ class DQNLearner:
                 reward,
                 discount,
                 action,
-                target_here,
+                cast(torch.Tensor, target_here),  # the rule's needs include target(s)
                 batch.get("mask"),
                 next_target,
                 next_mask,
@@ -216,6 +213,17 @@ class DQNLearner:
         else:
             loss = (weight * F.smooth_l1_loss(q, target, reduction="none")).mean()
         return loss, (q - target).detach().abs(), q.detach()
+
+    def target_values(self, obs: torch.Tensor, next_obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The target net's Q at s' and, where the rule needs it (Munchausen's bonus), at s (else None), fp32: one
+        forward over both (BatchNorm in eval mode, so each row is computed on its own); cloned, as a later CUDA-graph
+        replay may reuse the output's memory."""
+        with torch.no_grad(), self._autocast():
+            self.target.eval()
+            if "target(s)" not in NEEDS[self.rule]:
+                return self.target_fn(next_obs).float().clone(), None
+            both = self.target_fn(torch.cat([next_obs, obs])).float().clone()
+            return both[: len(obs)], both[len(obs) :]
 
     def update(self, replay: FrameReplay, batches: list[dict] | None = None) -> UpdateStats:
         """One optimizer step over ``accum_steps`` micro-batches (sampled from replay unless given)."""

@@ -126,13 +126,9 @@ def update_split(dqn, replay: FrameReplay, reps: int) -> dict[str, float]:
     draw = (lambda: replay.sample(B, beta=dqn.is_beta)) if prioritized else (lambda: replay.sample(B))
     batch = draw()
     obs, next_obs = batch["obs"], batch["next_obs"]
-    munchausen = dqn.rule == "munchausen"
 
     def targets() -> None:
-        with torch.no_grad(), dqn._autocast():
-            dqn.target_fn(next_obs)
-            if munchausen:
-                dqn.target_fn(obs)
+        dqn.target_values(obs, next_obs)
 
     def bn_stats() -> None:
         with torch.no_grad(), dqn._autocast():
