@@ -480,3 +480,23 @@ def test_the_learner_trains_the_function_the_actors_play():
     with torch.no_grad():
         played = dqn.online(batch["obs"]).gather(1, batch["action"].unsqueeze(1)).squeeze(1)
     assert torch.allclose(q, played, atol=1e-5)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.9])
+def test_one_target_forward_over_s_prime_and_s_gives_each_batchs_own_values(alpha):
+    """Munchausen's target net runs once over s' and s stacked; eval-mode BatchNorm keeps the rows apart, so each half
+    is what a forward of that batch alone gives. Double DQN needs only s'."""
+    dqn, batch = learner_on_running_statistics(munchausen_alpha=alpha)
+    with torch.no_grad():  # running statistics away from their defaults, so a batch-statistics forward would differ
+        for m in dqn.target.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-1, 1)
+                m.running_var.uniform_(0.5, 2)
+        alone_next, alone_here = dqn.target(batch["next_obs"]).float(), dqn.target(batch["obs"]).float()
+    next_target, target_here = dqn.target_values(batch["obs"], batch["next_obs"])
+    torch.testing.assert_close(next_target, alone_next, rtol=1e-5, atol=1e-6)
+    if alpha > 0:
+        assert target_here is not None
+        torch.testing.assert_close(target_here, alone_here, rtol=1e-5, atol=1e-6)
+    else:
+        assert target_here is None
