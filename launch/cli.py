@@ -19,7 +19,7 @@ import io
 import sys
 import typing
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import tyro
 
@@ -119,8 +119,9 @@ def parse_run_config_and(extra: type[T], argv: Sequence[str], description: str |
     (each field with a default) filled from the same command line."""
     argv = list(argv)
     load_plugin(argv)
-    parsed = tyro.cli(run_config_type(extra), args=argv, description=description)
-    return plain(parsed), extra(**{f.name: getattr(parsed, f.name) for f in dataclasses.fields(extra)})
+    parsed: Any = tyro.cli(run_config_type(extra), args=argv, description=description)
+    names = [f.name for f in dataclasses.fields(cast(Any, extra))]
+    return plain(parsed), extra(**{name: getattr(parsed, name) for name in names})
 
 
 def load_plugin(argv: Sequence[str]) -> None:

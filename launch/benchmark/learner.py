@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import torch
@@ -141,14 +141,17 @@ def update_split(dqn, replay: FrameReplay, reps: int) -> dict[str, float]:
         loss.backward()
 
     _, td, _ = dqn.micro_loss(batch)
-    stream, slot, td = (t.cpu() for t in (batch.get("stream"), batch.get("slot"), td)) if prioritized else (None,) * 3
+
+    def priorities() -> None:  # the write-back as update() makes it: host (stream, slot, |TD error|)
+        cast(PrioritizedReplay, replay).update_priorities(batch["stream"].cpu(), batch["slot"].cpu(), td.cpu())
+
     parts = {
         "sample": accum * timed(draw),
         "targets": accum * timed(targets),
         "bn_stats": accum * timed(bn_stats) if dqn.batchnorm_batch_stats else 0.0,
         "loss": accum * timed(lambda: dqn.micro_loss(batch)),
         "backward": 0.0,
-        "priorities": timed(lambda: replay.update_priorities(stream, slot, td)) if prioritized else 0.0,
+        "priorities": timed(priorities) if prioritized else 0.0,
     }
     parts["backward"] = max(accum * timed(loss_and_backward) - parts["loss"], 0.0)
     dqn.optimizer.zero_grad(set_to_none=False)
