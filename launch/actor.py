@@ -22,18 +22,14 @@ one JSON line ``[ACTOR] {...}``; 2 on a bad setting; 3 when the learner refused 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shlex
 import sys
 import threading
-from typing import Annotated
-
-import tyro
 
 from actors.collector import actor_main
-from launch.cli import parse_run_config_and
+from launch.cli import parse_run_config, take_option
 from shared.config import ConfigError
 from shared.envs import resolve
 from shared.wire.curve import key_wait, wait_for_key_files
@@ -49,26 +45,20 @@ def parse_learner(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-@dataclasses.dataclass
-class ActorArgs:
-    actor_id: Annotated[int | None, tyro.conf.arg(help="The actor slot to hold (default: any free one).")] = None
-    learner: Annotated[
-        str | None, tyro.conf.arg(help="The learner's HOST:PORT (its base port), e.g. learner:5600.", metavar="HOST:PORT")
-    ] = None
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     argv = shlex.split(os.environ.get("WARPPIPE_ARGS", "")) + argv
-    cfg, known = parse_run_config_and(ActorArgs, argv, description=__doc__)
+    raw_id, argv = take_option(argv, "--actor-id")  # the actor's own options; tyro parses the RunConfig's
+    learner, argv = take_option(argv, "--learner")
+    cfg = parse_run_config(argv, description=__doc__)
     try:
-        actor_id = known.actor_id
-        if actor_id is None and os.environ.get("WARPPIPE_ACTOR_ID", "") != "":
-            raw = os.environ["WARPPIPE_ACTOR_ID"]
-            if not raw.lstrip("-").isdigit():
-                raise ConfigError(f"WARPPIPE_ACTOR_ID={raw!r} must be an integer")
-            actor_id = int(raw)
-        learner = known.learner or os.environ.get("WARPPIPE_LEARNER", "")
+        actor_id = None
+        for name, raw in (("--actor-id", raw_id), ("WARPPIPE_ACTOR_ID", os.environ.get("WARPPIPE_ACTOR_ID", "") or None)):
+            if raw is not None and actor_id is None:
+                if not raw.lstrip("-").isdigit():
+                    raise ConfigError(f"{name}={raw!r} must be an integer")
+                actor_id = int(raw)
+        learner = learner or os.environ.get("WARPPIPE_LEARNER", "")
         if learner:
             cfg.transport.host, cfg.transport.base_port = parse_learner(learner)
         wait_for_key_files(cfg.transport, key_wait())

@@ -17,9 +17,8 @@ import dataclasses
 import importlib
 import io
 import sys
-import typing
 from collections.abc import Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import tyro
 
@@ -78,20 +77,14 @@ def import_plugin(module: str) -> None:
             raise ConfigError(f"env.module={module!r} does not import ({exc})") from None
 
 
-def run_config_type(extra: type | None = None) -> type:
-    """RunConfig as tyro parses it: ``env`` with one nested field per env that has options (built in and registered),
-    plus the fields of the dataclass ``extra`` (a program's own flags, each with a default; their help comes from
-    ``tyro.conf.arg(help=...)``: a class made at run time has no source for tyro to read docstrings from)."""
+def run_config_type() -> type:
+    """RunConfig as tyro parses it: ``env`` with one nested field per env that has options (built in and registered)."""
     env_fields: list[Any] = [("options", tyro.conf.Suppress[dict[str, Any]], dataclasses.field(default_factory=dict))]
     env_fields += [(name, kind, dataclasses.field(default_factory=kind)) for name, kind in options_types().items()]
     env_type = dataclasses.make_dataclass("EnvConfig", env_fields, bases=(EnvConfig,))
     env_type.__doc__ = EnvConfig.__doc__
-    own: list[Any] = []
-    if extra is not None:
-        hints = typing.get_type_hints(extra, include_extras=True)
-        own = [(f.name, hints[f.name], dataclasses.field(default=f.default)) for f in dataclasses.fields(extra)]
     run_type = dataclasses.make_dataclass(
-        "RunConfig", [("env", env_type, dataclasses.field(default_factory=env_type)), *own], bases=(RunConfig,)
+        "RunConfig", [("env", env_type, dataclasses.field(default_factory=env_type))], bases=(RunConfig,)
     )
     run_type.__doc__ = RunConfig.__doc__
     return run_type
@@ -114,14 +107,22 @@ def parse_run_config(argv: Sequence[str], description: str | None = None) -> Run
     return plain(tyro.cli(run_config_type(), args=argv, description=description))
 
 
-def parse_run_config_and(extra: type[T], argv: Sequence[str], description: str | None = None) -> tuple[RunConfig, T]:
-    """:func:`parse_run_config` for a program with flags of its own beside the RunConfig's: the dataclass ``extra``
-    (each field with a default) filled from the same command line."""
-    argv = list(argv)
-    load_plugin(argv)
-    parsed: Any = tyro.cli(run_config_type(extra), args=argv, description=description)
-    names = [f.name for f in dataclasses.fields(cast(Any, extra))]
-    return plain(parsed), extra(**{name: getattr(parsed, name) for name in names})
+def take_option(argv: Sequence[str], flag: str) -> tuple[str | None, list[str]]:
+    """The value of ``flag`` in ``argv`` (``FLAG VALUE`` or ``FLAG=VALUE``; the last one wins) and ``argv`` without it:
+    a program's own option whose name a RunConfig section already takes (``launch.actor --learner HOST:PORT`` beside
+    ``--learner.lr``), read before tyro parses the rest."""
+    value, rest, args = None, [], list(argv)
+    i = 0
+    while i < len(args):
+        if args[i] == flag and i + 1 < len(args):
+            value, i = args[i + 1], i + 2
+            continue
+        if args[i].startswith(flag + "="):
+            value = args[i].split("=", 1)[1]
+        else:
+            rest.append(args[i])
+        i += 1
+    return value, rest
 
 
 def load_plugin(argv: Sequence[str]) -> None:

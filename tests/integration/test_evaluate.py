@@ -50,7 +50,7 @@ def test_catch_run_json(tmp_path, capsys):
     make_run(run)
     assert main([str(run), "--episodes", "12", "--epsilon", "0.2", "--seed", "3"]) == 0
     out = capsys.readouterr().out
-    assert "x mean" in out and "greedy (eps 0)" in out and "actions eps 0.2:" in out
+    assert "score mean" in out and "greedy (eps 0)" in out and "actions eps 0.2:" in out
     path = run / "eval-catch-eps0.2.json"
     data = json.loads(path.read_text())
     for key in (

@@ -221,6 +221,7 @@ def test_the_epoch_line_says_whether_the_actors_or_the_learner_set_the_pace(tmp_
     (the actors set the pace), one asked for 64 most of them holding the actors back (the learner sets it)."""
     base = free_base_port(4) + 2
     flags = ("--learner.exact-ratio", "--learner.samples-per-insert", samples_per_insert, "--learner.steps", "40")
+    flags += ("--learner.ratio-slack", "64")  # the learner holds once it is 64 transitions ahead of its ratio
     cmd = fake_run_cmd(tmp_path, base, *SMALL_LEARNER, "--replay.capacity", "4096", "--eval.every-env-steps", "0")
     proc = subprocess.run(
         [*cmd, "--eval.final-episodes", "0", *flags], cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S * 2
