@@ -321,8 +321,6 @@ def periods_phrase(cfg: RunConfig, lc) -> str:
         beta_steps = cfg.replay.priority_beta_steps
         beta_steps = beta_steps if beta_steps >= 0 else (cfg.total_env_steps or DEFAULT_BETA_STEPS)
         parts.append(f"priority beta {cfg.replay.priority_beta:g} to 1 over {beta_steps:,} env steps")
-    if lc.augment:
-        parts.append("s and s' randomly shifted by up to 4 px")
     return "; ".join(parts)
 
 

@@ -9,8 +9,7 @@ game units (the scale, auto 1/15 on Mario, keeps Q near unit size; logged return
 envs the argmax is over the valid actions of s'. With ``munchausen_alpha`` above 0 the target is Munchausen-DQN's
 (a log-policy bonus on the reward and a soft value at s', both from the target net). Each rule is one function in
 shared/targets.py; this module runs the forward passes the rule needs and picks it by name (``self.rule``). The
-network is built from the env's spec (``build_q_network``). With ``augment``
-each micro-batch's s and s' are randomly shifted first (learner/augment.py). The target sync and resets
+network is built from the env's spec (``build_q_network``). The target sync and resets
 (``sync_target``, ``reset``: learner/resets.py) are the loop's to call, on its periods in env steps.
 
 BatchNorm: every forward of the update (Q(s, a), the argmax at s', the target net) uses running statistics, the
@@ -53,13 +52,11 @@ from typing import Any, cast
 import torch
 import torch.nn.functional as F
 
-from learner.augment import random_shift
 from learner.replay.frames import FrameReplay
 from learner.resets import reset_network
 from shared.config import LearnerConfig
 from shared.envs import learner_defaults
-from shared.errors import ConfigError
-from shared.network import build_q_network, cpu_has_native_bf16, network_family
+from shared.network import build_q_network, cpu_has_native_bf16
 from shared.spec import EnvSpec
 from shared.targets import NEEDS, RULES, rule_name
 
@@ -125,10 +122,6 @@ class DQNLearner:
         ``batchnorm_batch_stats`` False skips the no-grad pass that moves BatchNorm's running statistics (what the
         accumulation tests compare exactly)."""
         cfg = learner_defaults(cfg, env).resolved(device.type)
-        if cfg.augment and network_family(spec) != "nature":
-            raise ConfigError(
-                f"learner.augment=True: random shifts move frame stacks; this env's network family is {network_family(spec)!r}"
-            )
         self.cfg = cfg
         self.device = device
         torch.manual_seed(cfg.seed)
@@ -175,8 +168,6 @@ class DQNLearner:
         """Huber loss of one micro-batch (not yet divided), its |TD errors| and Q(s, a), all fp32; every forward on
         BatchNorm's running statistics (module docstring)."""
         obs, next_obs, action = batch["obs"], batch["next_obs"], batch["action"].unsqueeze(1)
-        if self.cfg.augment:  # DrQ: s and s' each shifted by offsets of their own, used by every net that sees them
-            obs, next_obs = random_shift(obs), random_shift(next_obs)
         next_mask = batch.get("next_mask")  # masked envs: the valid actions at s'; None: all
         needs = NEEDS[self.rule]
         if self.cuda_graphs:

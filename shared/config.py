@@ -354,9 +354,6 @@ class LearnerConfig:
     policy flips less between nearby weights; 0: the Double-DQN target; -1: the env's (0.9 on Mario, else 0)."""
     munchausen_tau: float = 0.03
     """Munchausen-DQN's softmax temperature, in units of scaled Q (the paper's 0.03 for rewards in [-1, 1])."""
-    augment: bool = False
-    """Random shifts (DrQ): each sample's s and s' stacks are padded by 4 edge pixels and cropped back at an offset
-    drawn per sample, separately for s and s' (learner/augment.py). Frame envs only."""
     reset_env_steps: int = 0
     """Env steps between resets of the network (learner/resets.py: head re-initialized, the rest shrunk toward a fresh
     draw, BatchNorm statistics re-estimated); none within one period of --total-env-steps. 0: never."""
@@ -835,6 +832,7 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
     ("learner", "lr_final"): (1.0, ""),
     ("learner", "lr_decay_steps"): (300_000, ""),
     ("learner", "batchnorm"): ("eval", ""),
+    ("learner", "augment"): (False, ""),
 }
 """Options removed after their screens lost (docs/lab/experiments/mario.md, "Levers retired"): (section, key) -> (the
 value that meant off, why a run that set it otherwise cannot load). A saved run's key is dropped whatever it held

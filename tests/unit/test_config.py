@@ -242,6 +242,7 @@ RETIRED_AT_THEIR_DEFAULTS = {
         "lr_final": 1.0,
         "lr_decay_steps": 300_000,
         "batchnorm": "eval",
+        "augment": False,
     },
 }
 """Every option retired after its screen lost (docs/lab/experiments/mario.md, "Levers retired"), at the value that

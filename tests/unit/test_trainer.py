@@ -9,7 +9,7 @@ import torch
 
 from learner.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from learner.trainer import DQNLearner
-from shared.config import ConfigError, LearnerConfig
+from shared.config import LearnerConfig
 from shared.spec import EnvSpec
 from tests.support.batches import ACTIONS, SIZE, STACK, synthetic_batch
 
@@ -242,18 +242,6 @@ def test_target_sync_copies_parameters_and_batchnorm_buffers():
     dqn.sync_target()
     for (name, a), b in zip(dqn.online.state_dict().items(), dqn.target.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
-
-
-def test_augmented_update_trains_on_shifted_stacks_and_only_frame_envs_take_it():
-    plain = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False, amp="off", seed=3))
-    shifted = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False, amp="off", seed=3, augment=True))
-    batch = synthetic_batch(32)
-    a, b = plain.update(None, [batch]), shifted.update(None, [batch])
-    assert all(map(torch.isfinite, map(torch.tensor, (b.loss, b.td_error, b.grad_norm))))
-    assert a.loss != b.loss  # the same weights and batch: only the shifts differ
-    features = EnvSpec((14,), "float32", 1, ACTIONS)
-    with pytest.raises(ConfigError, match="learner.augment=True.*'mlp'"):
-        DQNLearner(LearnerConfig(augment=True, compile=False), features, CPU)
 
 
 def test_reset_zeroes_the_heads_adam_state_and_syncs_the_target():
