@@ -34,6 +34,7 @@ import itertools
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Annotated
 
 import numpy as np
@@ -252,8 +253,15 @@ def load_baseline(path: str) -> dict:
     }
 
 
-def _ci(v: list[float] | None, fmt: str) -> str:
-    return f" [{format(v[0], fmt)}, {format(v[1], fmt)}]" if v else ""
+def score_text(x: float) -> str:
+    """A score as the tables print it: whole above 100 (Mario's 1,717), three significant digits below (a return of
+    -0.45)."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _ci(v: list[float] | None, fmt: str | Callable[[float], str]) -> str:
+    show = fmt if callable(fmt) else (lambda x: format(x, fmt))
+    return f" [{show(v[0])}, {show(v[1])}]" if v else ""
 
 
 def markdown(groups: list[dict], baselines: list[dict]) -> str:
@@ -264,15 +272,15 @@ def markdown(groups: list[dict], baselines: list[dict]) -> str:
     ]
     for g in groups:
         each = ", ".join(
-            f"{p['last']['score_mean']:,.0f} ({p['last']['success_rate']:.0%})" if p["last"] else "no final eval"
+            f"{score_text(p['last']['score_mean'])} ({p['last']['success_rate']:.0%})" if p["last"] else "no final eval"
             for p in g["per_run"]
         )
         rates = [p["env_steps_per_s"] for p in g["per_run"] if p["env_steps_per_s"]]
         ratios = [p["samples_per_transition"] for p in g["per_run"] if p["samples_per_transition"] is not None]
-        mean = "-" if g["score_mean"] is None else f"{g['score_mean']:,.0f}{_ci(g['score_mean_ci'], ',.0f')}"
-        mid = "-" if g["score_iqm"] is None else f"{g['score_iqm']:,.0f}{_ci(g['score_iqm_ci'], ',.0f')}"
+        mean = "-" if g["score_mean"] is None else f"{score_text(g['score_mean'])}{_ci(g['score_mean_ci'], score_text)}"
+        mid = "-" if g["score_iqm"] is None else f"{score_text(g['score_iqm'])}{_ci(g['score_iqm_ci'], score_text)}"
         rate = "-" if g["success_rate_mean"] is None else f"{g['success_rate_mean']:.0%}{_ci(g['success_rate_ci'], '.0%')}"
-        best = "-" if g["best_score_mean"] is None else f"{g['best_score_mean']:,.0f}, {g['best_success_rate_mean']:.0%}"
+        best = "-" if g["best_score_mean"] is None else f"{score_text(g['best_score_mean'])}, {g['best_success_rate_mean']:.0%}"
         lines.append(
             f"| {g['group']} | {g['evaluated']}/{g['runs']} | {', '.join(f'{s:,}' for s in g['env_steps'])} "
             f"| {'; '.join(g['cpus']) or '?'} | {', '.join(f'{r:.0f}' for r in rates) or '-'} "
@@ -282,7 +290,7 @@ def markdown(groups: list[dict], baselines: list[dict]) -> str:
     for b in baselines:
         lines.append(
             f"| {b['group']} | {b['episodes']} episodes | - | - | - | - | - "
-            f"| {b['score_mean']:,.0f}{_ci(b['score_mean_ci'], ',.0f')} | - "
+            f"| {score_text(b['score_mean'])}{_ci(b['score_mean_ci'], score_text)} | - "
             f"| {b['success_rate_mean']:.0%}{_ci(b['success_rate_ci'], '.0%')} | - |"
         )
     return "\n".join(lines)
@@ -339,11 +347,13 @@ def _weights(p: dict | None, with_version: bool) -> tuple[str, str]:
         return "-", "-"
     where = f"v{p['weights_version']}, {p['env_steps']:,} env steps: " if with_version and p.get("env_steps") else ""
     won = round(p["success_rate"] * p["episodes"])
-    cell = f"{where}{p['score_mean']:,.0f}{_ci(p.get('score_ci'), ',.0f')}, {won}/{p['episodes']} successes"
+    cell = f"{where}{score_text(p['score_mean'])}{_ci(p.get('score_ci'), score_text)}, {won}/{p['episodes']} successes"
     if "ends" not in p:
         return cell, "-"
     e = p["ends"]
-    return cell, (f"{e['count']} of {e['episodes']} at {e['lo']:,.0f}-{e['hi']:,.0f}" if e else "every episode succeeded")
+    if not e:
+        return cell, "every episode succeeded"
+    return cell, f"{e['count']} of {e['episodes']} at {score_text(e['lo'])}-{score_text(e['hi'])}"
 
 
 def per_run_markdown(groups: list[dict]) -> str:

@@ -4,6 +4,7 @@ defined only in the tests (tests/support/plugin_env.py) trained through launch.l
 
 import glob
 import json
+import os
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ import torch
 
 from actors.evaluator import build_network, play_episodes
 from launch.cli import parse_run_config
+from launch.tools.report import score_text
 from learner.checkpoint import load_checkpoint
 from shared.config import AUTO, ConfigError, EnvConfig, ReplayConfig, RunConfig
 from shared.envs import BUILTIN, EnvEntry, entry_for, env_spec, names, options, register, resolve
@@ -107,7 +109,8 @@ def train_corridor(tmp_path, updates: int, *extra: str) -> tuple[str, dict, RunC
 def test_an_env_registered_outside_warppipe_trains_through_launch_local(tmp_path):
     """The plumbing: every process imports the module, the run trains its update budget, and the checkpoint's
     network, rebuilt from the saved config, plays the env. Learning is the extended test below."""
-    _, _, cfg, net = train_corridor(tmp_path / "runs", PLUMBING_UPDATES, "--env.corridor.step-cost", "0.5")
+    extra = ("--env.corridor.step-cost", "0.5", "--eval.final-episodes", "20")  # and the end-of-run evaluation
+    _, _, cfg, net = train_corridor(tmp_path / "runs", PLUMBING_UPDATES, *extra)
     episodes = play_episodes(net, cfg.env, 8, 0.0, seed=5)
     assert len(episodes) == 8 and all(e.length > 0 for e in episodes)
     assert options(cfg.env, "corridor", CorridorOptions).step_cost == 0.5  # the plug-in's option, saved and read back
@@ -120,6 +123,12 @@ def test_an_env_registered_outside_warppipe_trains_through_launch_local(tmp_path
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads(out_json.read_text())
     assert summary["summary"]["score_mean"] < 0 and summary["summary"]["score_min"] <= -0.5, summary["summary"]
+    # the end-of-run evaluation and launch.tools.report took it too, its score printed as the return it is
+    last = json.loads((tmp_path / "runs" / os.path.basename(run_dir) / "eval_final.json").read_text())["last"]["summary"]
+    proc = subprocess.run([sys.executable, "-m", "launch.tools.report", run_dir], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = [line for line in proc.stdout.splitlines() if f"| {os.path.basename(run_dir)} (" in line]  # the per-run row
+    assert f"| {score_text(last['score_mean'])} [" in row, (row, last)  # the return, negative and with its decimals
 
 
 @pytest.mark.extended  # minutes of learner updates on a tiny network (about 185 s on a slow host): make test-all
