@@ -74,6 +74,15 @@ STOP_REASONS = ("stopped", "duration", "updates", "env_steps")
 """What ``Learner.run`` returns: ``stop()`` (a signal), the deadline, ``learner.steps``, ``total_env_steps``."""
 
 
+def missing_compiler(device_type: str) -> str:
+    """Why torch.compile cannot run on ``device_type`` here ('' if it can): it builds code at run time, C++ on CPU
+    and Triton's C launcher on CUDA, and the runtime image carries no compiler."""
+    if any(map(shutil.which, COMPILERS.get(device_type, COMPILERS["cuda"]))):
+        return ""
+    what = "a C++ compiler" if device_type == "cpu" else "a C compiler (for Triton)"
+    return f"no compiler on PATH: torch.compile needs {what} on {device_type}, so the learner runs eager"
+
+
 EPOCH_RATES_KEPT = 10_000  # the latest epochs' updates/s kept for the first-epoch ratio (bounded: runs last days)
 
 
@@ -131,12 +140,8 @@ class Learner:
         learner_cfg = cfg.learner.resolved(device.type)
         if not self.train:
             learner_cfg = dataclasses.replace(learner_cfg, compile=False)
-        elif learner_cfg.compile and not any(map(shutil.which, COMPILERS.get(device.type, COMPILERS["cuda"]))):
-            # torch.compile builds code at run time (C++ on CPU; Triton's C launcher on CUDA); the image has no compiler
-            what = "a C++ compiler" if device.type == "cpu" else "a C compiler (for Triton)"
-            print(
-                f"[MAIN] no compiler on PATH: torch.compile needs {what} on {device.type}, so the learner runs eager", flush=True
-            )
+        elif learner_cfg.compile and (why := missing_compiler(device.type)):
+            print(f"[MAIN] {why}", flush=True)
             learner_cfg = dataclasses.replace(learner_cfg, compile=False)
         self.dqn = DQNLearner(learner_cfg, self.spec, device, env=cfg.env, dueling=cfg.net.dueling)
         self.counters = Counters()

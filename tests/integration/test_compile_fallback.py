@@ -28,3 +28,21 @@ def test_no_compiler_on_path_runs_eager_and_says_so(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "[MAIN] no compiler on PATH: torch.compile needs a C++ compiler on cpu, so the learner runs eager" in out.stdout
     assert "compile: False" in out.stdout
+
+
+def test_the_decision_covers_cuda_where_triton_needs_a_c_compiler(tmp_path, monkeypatch):
+    """The GPU image has no compiler either: on CUDA the learner must also run eager (Triton builds a C launcher)."""
+    from learner.loop import missing_compiler
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert missing_compiler("cuda") == (
+        "no compiler on PATH: torch.compile needs a C compiler (for Triton) on cuda, so the learner runs eager"
+    )
+    assert missing_compiler("cpu").startswith("no compiler on PATH: torch.compile needs a C++ compiler on cpu")
+    (tmp_path / "bin").mkdir()
+    cc = tmp_path / "bin" / "cc"
+    cc.write_text("#!/bin/sh\n")
+    cc.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    assert missing_compiler("cuda") == ""  # a C compiler is enough for Triton
+    assert missing_compiler("cpu")  # but not for the CPU backend's C++
