@@ -5,8 +5,9 @@ actor incarnation (and, with CURVE, by the public key it connected with) and sta
 that holder is heard from: every accepted message renews it, and it lapses ``lease`` seconds
 after the holder's last message. A slot granted on request but not yet sent on is only *claimed*:
 the claim lapses ``grace`` seconds after the grant (asking again does not extend it), and the first
-valid message of any incarnation takes a claimed slot, so requests alone (a flood of them under
-fresh incarnations) hold no slot for long and cannot pre-empt an actor that sends. Two ways to get a slot:
+valid message of any incarnation takes a claimed slot, so requests alone cannot pre-empt an actor that sends.
+One connection holds at most one claim (a new claim from it drops its earlier one), so a flood of requests under
+fresh incarnations over one socket keeps at most one free slot from replicas that ask. Two ways to get a slot:
 
 - **Ask for one** (``grant``; a SLOT_REQUEST on the learner's ROUTER, shared/wire/protocol.py): an
   actor without a fixed slot (``python -m launch.actor`` replicas under Compose or Swarm) is
@@ -40,6 +41,7 @@ class Holder:
     key: str
     last_heard: float
     sent: bool = False  # a message of its own landed: held for the lease; else only claimed (``grace``)
+    peer: bytes = b""  # the connection a claim was asked on (the weight server's routing id); b"": unknown
 
 
 class SlotTable:
@@ -67,16 +69,16 @@ class SlotTable:
     def holder(self, slot: int) -> Holder | None:
         with self._lock:
             h = self._holders[slot]
-            return None if h is None else Holder(h.incarnation, h.key, h.last_heard, h.sent)
+            return None if h is None else Holder(h.incarnation, h.key, h.last_heard, h.sent, h.peer)
 
     def _free(self, slot: int, now: float) -> bool:
         h = self._holders[slot]
         return h is None or now - h.last_heard > (self.lease if h.sent else self.grace)
 
-    def _take(self, slot: int, incarnation: int, key: str, now: float, sent: bool) -> None:
+    def _take(self, slot: int, incarnation: int, key: str, now: float, sent: bool, peer: bytes = b"") -> None:
         if self._holders[slot] is not None:
             self.takeovers += 1
-        self._holders[slot] = Holder(incarnation, key, now, sent)
+        self._holders[slot] = Holder(incarnation, key, now, sent, peer)
 
     def admit(self, slot: int, incarnation: int, key: str = "") -> bool:
         """Whether a message from ``incarnation`` (sent with CURVE ``key``) may land in ``slot``; renews its lease."""
@@ -91,8 +93,8 @@ class SlotTable:
             self._take(slot, incarnation, key, now, sent=True)  # free, lapsed, or only claimed: data beats a claim
             return True
 
-    def grant(self, incarnation: int, want: int = -1, key: str = "", envs: int = 0) -> tuple[int, str]:
-        """(slot, '') for a SLOT_REQUEST, or (-1, why) when refused."""
+    def grant(self, incarnation: int, want: int = -1, key: str = "", envs: int = 0, peer: bytes = b"") -> tuple[int, str]:
+        """(slot, '') for a SLOT_REQUEST asked on connection ``peer``, or (-1, why) when refused."""
         now = self._clock()
         if self.envs_per_actor and envs and envs != self.envs_per_actor:
             with self._lock:
@@ -110,10 +112,14 @@ class SlotTable:
             if want >= self.num_slots:
                 self.refused_requests += 1
                 return -1, f"slot {want} does not exist: this learner has {self.num_slots} slot(s) (--actors)"
+            if peer:  # one claim per connection: its earlier claim (another incarnation's) is dropped
+                for slot, h in enumerate(self._holders):
+                    if h is not None and not h.sent and h.peer == peer:
+                        self._holders[slot] = None
             candidates = [want] if want >= 0 else range(self.num_slots)
             for slot in candidates:
                 if self._free(slot, now):
-                    self._take(slot, incarnation, key, now, sent=False)
+                    self._take(slot, incarnation, key, now, sent=False, peer=peer)
                     self.claims += 1
                     return slot, ""
             self.refused_requests += 1

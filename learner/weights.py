@@ -124,7 +124,7 @@ class WeightServer(SupervisedThread):
         if self.slots is None:  # a weights-only server (benchmark, tests): no slots to give
             slot, slots, lease, reason = -1, 1, 1.0, "this learner hands out no slots; give the actor --actor-id"
         else:
-            slot, reason = self.slots.grant(request["inc"], request["want"], key, request["E"])
+            slot, reason = self.slots.grant(request["inc"], request["want"], key, request["E"], peer=identity.bytes)
             slots, lease = self.slots.num_slots, self.slots.lease
         self._router.send_multipart([identity, *protocol.encode_slot(request["inc"], slot, slots, lease, reason)])
         self.slot_requests += 1

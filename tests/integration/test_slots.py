@@ -74,6 +74,48 @@ def test_a_claim_without_data_lapses_after_its_grace_and_yields_to_data():
     assert table.claims == 3
 
 
+def test_a_claimant_that_keeps_asking_holds_neither_a_fixed_slot_nor_a_free_one():
+    """Requests alone, asked again every second under the same incarnations, keep no slot: an actor with the fixed
+    slot 2 lands its first message over the claim on it, and the claim on slot 1 lapses 10 s after it was granted
+    (asking again does not extend it), so a replica asking then gets slot 1. Only the table's public calls."""
+    clock = Clock()
+    table = SlotTable(3, lease=30, clock=clock)
+    assert table.admit(0, 11)  # a real actor on slot 0
+    assert table.grant(66, want=2) == (2, "") and table.grant(77) == (1, "")  # claims on the other two
+    landed = []
+    for second in range(1, 11):
+        clock.now = float(second)
+        assert table.grant(77) == (1, "")  # the claimant asks again: the same slot
+        table.grant(66, want=2)
+        if second >= 2:  # the fixed-slot actor sends from the 2nd second on
+            landed.append(table.admit(2, 44))
+        assert table.admit(0, 11)
+    assert landed == [True] * 9 and table.holder(2).incarnation == 44
+    clock.now = 10.5  # the claim granted at 0 s, asked again ten times, lapses after the 10 s grace
+    assert table.grant(88) == (1, "")  # a replica asking now gets it
+    assert [table.holder(slot).incarnation for slot in range(3)] == [11, 88, 44]
+
+
+def test_one_connection_holds_at_most_one_claim():
+    """A flood of requests under fresh incarnations over one connection keeps at most one free slot from replicas
+    that ask on their own connections: each new claim drops that connection's earlier one."""
+    clock = Clock()
+    table = SlotTable(4, lease=30, clock=clock)
+    assert table.admit(0, 11)
+    for inc in range(1_000, 1_100):
+        slot, _ = table.grant(inc, want=-1 if inc % 2 else 3, peer=b"flood")
+        assert slot in (1, 3)
+
+    def flood_claims():
+        return [slot for slot in range(4) if table.holder(slot) is not None and table.holder(slot).peer == b"flood"]
+
+    assert flood_claims() == [1] and table.holder(1).incarnation == 1_099  # its last claim, nothing else
+    assert table.grant(21, peer=b"replica-a") == (2, "") and table.grant(22, peer=b"replica-b") == (3, "")
+    assert table.grant(21, peer=b"replica-a") == (2, "")  # asking again on its own connection: kept
+    assert table.grant(1_200, peer=b"flood") == (1, "") and flood_claims() == [1]  # still one
+    assert table.admit(2, 21) and table.admit(3, 22)  # the replicas' first batches land
+
+
 def test_slot_is_bound_to_the_curve_key_that_holds_it():
     table = SlotTable(1, lease=30, clock=Clock())
     assert table.admit(0, 7, key="keyA")
