@@ -286,18 +286,6 @@ def learning_phrase(lc) -> str:
     return f"{lr}, {bootstrap}"
 
 
-def n_step_phrase(cfg: RunConfig, lc) -> str:
-    """The n of the n-step returns, or its schedule, for the header."""
-    n = cfg.replay.n_step
-    if not lc.n_step_start:
-        return f"{n}-step returns"
-    after = " and after each reset" if lc.reset_env_steps else ""
-    return (
-        f"n-step returns from n = {lc.n_step_start} when training starts{after}, falling to {n} over "
-        f"{env_steps_phrase(lc.n_step_anneal_env_steps, lc)}"
-    )
-
-
 def env_steps_phrase(steps: int, lc) -> str:
     """``steps`` env steps and, when the replay ratio is set, the updates they hold at that ratio."""
     if lc.samples_per_insert <= 0:
@@ -355,7 +343,7 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.d
             f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
             f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); {ratio_phrase(lc)}, "
             f"reward scale {lc.reward_scale:.4g}, "
-            f"{n_step_phrase(cfg, lc)} at discount {cfg.replay.gamma:g}, {learning_phrase(lc)}",
+            f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, {learning_phrase(lc)}",
             flush=True,
         )
     if not cfg.collect_only:

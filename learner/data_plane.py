@@ -54,7 +54,7 @@ def make_replay(cfg: RunConfig, device: torch.device) -> FrameReplay:
         capacity=r.capacity,
         frame_shape=tuple(spec.obs_shape),
         stack=spec.stack,
-        n_step=cfg.max_n_step,
+        n_step=cfg.replay.n_step,
         gamma=r.gamma,
         device=device,
         obs_dtype=spec.obs_dtype,

@@ -5,7 +5,7 @@ replay holds ``min_replay`` transitions and the replay-ratio limiter allows it (
 ``samples_per_insert`` samples trained per transition inserted), do one update; every
 ``updates_per_epoch`` updates close an epoch (console line, metrics.jsonl, TensorBoard); every
 ``checkpoint_every`` epochs, and at exit, write a checkpoint. The target sync, the weight broadcast (a new
-``weights_version``), the network's resets and the n-step schedule follow periods in env steps
+``weights_version``) and the network's resets follow periods in env steps
 (learner/schedule.py), so the replay ratio and the batch never move them within the run. ``run`` returns why it ended
 (``STOP_REASONS``): ``stop()`` was called, the deadline passed, ``learner.steps`` updates were made, or
 ``total_env_steps`` transitions were inserted (no drain writes a batch past the one that reaches that
@@ -56,7 +56,7 @@ from learner.checkpoint import (
 from learner.console import format_duration, format_epoch_line, format_eval_line, format_processor_line
 from learner.data_plane import DataPlane
 from learner.metrics import ROLLED_BACK_NAME, MetricsLog
-from learner.schedule import EnvStepPeriod, NStepSchedule
+from learner.schedule import EnvStepPeriod
 from learner.supervised import check_alive
 from learner.trainer import DQNLearner
 from learner.weights import WeightServer
@@ -184,9 +184,6 @@ class Learner:
         # no reset within one period of the budget: the last one has a whole period to recover (BBF's no_resets_after)
         self.reset_period = EnvStepPeriod(lc.reset_env_steps, start, cfg.total_env_steps, lc.reset_env_steps)
         self.resets = len(self.reset_period.multiples(start))  # those a resumed run already made
-        self.n_step = NStepSchedule(lc.n_step_start, cfg.replay.n_step, lc.n_step_anneal_env_steps)
-        if self.resets:  # a resumed run picks its cycle up at its last reset
-            self.n_step.restart(self.reset_period.multiples(start)[-1])
         self._elapsed_at_start = self.counters.elapsed_seconds
         self.checkpoint_failed = False  # the last periodic save failed: retry at the next epoch
         self._rebroadcast_at = 0.0  # when the weights were last sent again for actors on another run's
@@ -308,18 +305,13 @@ class Learner:
             self.server.rebroadcast()
 
     def _schedule(self, env_steps: int) -> None:
-        """Set what the next update draws at ``env_steps``: the importance-sampling beta and the n of the returns."""
+        """Set what the next update draws at ``env_steps``: the importance-sampling beta."""
         self.dqn.is_beta = self.cfg.replay.beta_at(env_steps, self.cfg.total_env_steps)
-        if self.n_step.start:  # off: the replay's own n, as without a schedule
-            if self.n_step.origin is None:  # the schedule's first cycle starts with training
-                self.n_step.restart(env_steps)
-            self.dqn.n_step = self.n_step.at(env_steps)
 
     def _periodic(self, env_steps: int) -> None:
         """What falls due at ``env_steps`` after an update: target sync, reset (then a sync), weight broadcast."""
         if self.reset_period.due(env_steps):
             self.reset_network()
-            self.n_step.restart(env_steps)  # BBF: each reset starts the n-step schedule over
         if self.target_period.due(env_steps):
             self.dqn.sync_target()
         if self.broadcast_period.due(env_steps):
@@ -387,7 +379,6 @@ class Learner:
             "learner/weights_version": self.counters.weights_version,
             "actor/other_run": sum(t.run != self.counters.run for t in live),
             "learner/resets": self.resets,
-            "learner/n_step": self.n_step.at(self.counters.inserted),
             "actor/experiences_per_s": (stats.processed - acc.processed_at_start) / seconds,
             "learner/starved_share": min(acc.starved / seconds, 1.0),
             "learner/holding_share": min(acc.holding / seconds, 1.0),

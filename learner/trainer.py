@@ -155,7 +155,6 @@ class DQNLearner:
         self.updates = 0
         self.compile_seconds = 0.0
         self.is_beta = 1.0  # importance-sampling exponent passed to a prioritized replay (the loop anneals it)
-        self.n_step: int | None = None  # n of the n-step returns drawn; None: the replay's (the loop's schedule sets it)
 
     @property
     def effective_batch(self) -> int:
@@ -224,15 +223,14 @@ class DQNLearner:
         td_total = torch.zeros((), device=self.device)
         q_total = torch.zeros((), device=self.device)
         prioritized = getattr(replay, "update_priorities", None)
-        shorter: dict[str, Any] = {} if self.n_step is None else {"n_step": self.n_step}  # the n-step schedule's n, when one runs
         sampled = []
         for i in range(steps):
             if batches is not None:
                 batch = batches[i]
             elif prioritized is not None:
-                batch = replay.sample(self.cfg.micro_batch, beta=self.is_beta, **shorter)
+                batch = replay.sample(self.cfg.micro_batch, beta=self.is_beta)
             else:
-                batch = replay.sample(self.cfg.micro_batch, **shorter)
+                batch = replay.sample(self.cfg.micro_batch)
             loss, td, q = self.micro_loss(batch)
             self.scaler.scale(loss / steps).backward()
             loss_total += loss.detach()

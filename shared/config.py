@@ -359,12 +359,6 @@ class LearnerConfig:
     draw, BatchNorm statistics re-estimated); none within one period of --total-env-steps. 0: never."""
     reset_shrink: float = 0.8
     """alpha of a reset's shrink-and-perturb, theta <- alpha * theta + (1 - alpha) * theta0 (SR-SPR's 0.8)."""
-    n_step_start: int = 0
-    """BBF's n-step schedule: the n of the n-step return starts here when training starts and after each reset, and
-    falls exponentially to replay.n_step over n_step_anneal_env_steps (BBF: 10 to 3). 0: off, n is replay.n_step."""
-    n_step_anneal_env_steps: int = 5000
-    """Env steps over which n falls from n_step_start to replay.n_step (BBF's 10,000 gradient steps at its 2 updates
-    per env step)."""
     updates_per_epoch: int = 20
     """Updates in one epoch (the unit of logging and checkpoint periods)."""
     broadcast_env_steps: int = AUTO
@@ -429,18 +423,6 @@ class LearnerConfig:
             "must be an integer >= 0 (0: never)",
         )
         _check(0.0 <= self.reset_shrink <= 1.0, "learner.reset_shrink", self.reset_shrink, "must be in [0, 1]")
-        _check(
-            _is_int(self.n_step_start) and 0 <= self.n_step_start <= 64,
-            "learner.n_step_start",
-            self.n_step_start,
-            "must be an integer in [0, 64] (0: off)",
-        )
-        _check(
-            _is_int(self.n_step_anneal_env_steps) and self.n_step_anneal_env_steps >= 1,
-            "learner.n_step_anneal_env_steps",
-            self.n_step_anneal_env_steps,
-            "must be an integer >= 1",
-        )
         _check(
             self.munchausen_alpha == AUTO or 0.0 <= self.munchausen_alpha <= 1.0,
             "learner.munchausen_alpha",
@@ -609,11 +591,6 @@ class RunConfig:
     """Start the N actor processes here; --no-spawn-actors (= python -m launch.learner) binds the N slots and waits for
     external actors (python -m launch.actor --learner HOST:PORT)."""
 
-    @property
-    def max_n_step(self) -> int:
-        """The longest n-step return the learner draws: what replay must hold windows for."""
-        return max(self.replay.n_step, self.learner.n_step_start)
-
     def validate(self) -> RunConfig:
         """Check every field (ConfigError names the first bad one); returns self. The env's auto fields must have
         been resolved (shared/envs ``resolve``, which calls this); the env's own options are checked there."""
@@ -669,12 +646,6 @@ class RunConfig:
             "must not exceed transport.max_steps_per_message",
         )
         _check(
-            self.learner.n_step_start == 0 or self.learner.n_step_start >= self.replay.n_step,
-            "learner.n_step_start",
-            self.learner.n_step_start,
-            f"must be 0 (off) or >= replay.n_step={self.replay.n_step}, the n it anneals to",
-        )
-        _check(
             not self.learner.reset_env_steps or self.learner.reset_env_steps > self.learner.min_replay,
             "learner.reset_env_steps",
             self.learner.reset_env_steps,
@@ -684,7 +655,7 @@ class RunConfig:
         streams = self.actors * self.actor.envs_per_actor
         per_stream = self.replay.capacity // streams
         _check(
-            per_stream >= self.env.stack + self.max_n_step + 2 * self.actor.batch_steps,
+            per_stream >= self.env.stack + self.replay.n_step + 2 * self.actor.batch_steps,
             "replay.capacity",
             self.replay.capacity,
             f"is too small: each of the {streams} streams needs room for at least two batches plus a stack",
@@ -833,6 +804,8 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
     ("learner", "lr_decay_steps"): (300_000, ""),
     ("learner", "batchnorm"): ("eval", ""),
     ("learner", "augment"): (False, ""),
+    ("learner", "n_step_start"): (0, ""),
+    ("learner", "n_step_anneal_env_steps"): (5000, ""),
 }
 """Options removed after their screens lost (docs/lab/experiments/mario.md, "Levers retired"): (section, key) -> (the
 value that meant off, why a run that set it otherwise cannot load). A saved run's key is dropped whatever it held

@@ -265,19 +265,11 @@ class FrameReplay:
 
     # ------------------------------------------------------------------ sampling
 
-    def sample(
-        self, batch_size: int, generator: torch.Generator | None = None, beta: float = 1.0, n_step: int | None = None
-    ) -> dict[str, torch.Tensor]:
+    def sample(self, batch_size: int, generator: torch.Generator | None = None, beta: float = 1.0) -> dict[str, torch.Tensor]:
         """Draw batch_size valid n-step transitions uniformly; generator, if given, is a CPU torch.Generator.
 
-        ``beta`` is the importance-sampling exponent of :class:`PrioritizedReplay`; uniform draws ignore it.
-        ``n_step`` (at most the replay's ``n_step``, the default) shortens the returns of this draw only (an n-step
-        schedule): the windows are read at the full n and cut, so it costs nothing."""
-        n = self.n_step if n_step is None else n_step
+        ``beta`` is the importance-sampling exponent of :class:`PrioritizedReplay`; uniform draws ignore it."""
         _check(_is_int(batch_size) and batch_size >= 1, f"batch_size={batch_size!r} must be an int >= 1")
-        _check(
-            _is_int(n) and 1 <= n <= self.n_step, f"n_step={n_step!r} must be an int in [1, {self.n_step}] (the replay's n_step)"
-        )
         B, C, shape = int(batch_size), self.stream_capacity, self.frame_shape
         with self._lock:
             lo, counts = self._ranges(self._head)
@@ -305,7 +297,6 @@ class FrameReplay:
                     f"sample: {bad.numel()} of {B} draws still have no successor step after "
                     f"{_MAX_RESAMPLE_ROUNDS} redraws; almost every sampleable slot is a truncation"
                 )
-            include, term_w, rew_w = include[:, :n], term_w[:, :n], rew_w[:, :n]  # a prefix stays a prefix
             steps = include.sum(1)
             both_stream = torch.cat([stream, stream])
             stack_idx = self._stack_indices(both_stream, torch.cat([slot, slot + steps]))
@@ -321,6 +312,7 @@ class FrameReplay:
                 extra_mask = {}
             extra = self._sampled(stream, slot, counts, beta)
 
+        n = self.n_step
         reward = (rew_w * self._powers[:n] * include).sum(1)
         done = (include & term_w).any(1)
         discount = torch.where(done, torch.zeros_like(reward), self._powers[steps])

@@ -42,9 +42,6 @@ from shared.exploration import epsilons
         ("learner.reset_env_steps", -1, "learner.reset_env_steps=-1"),
         ("learner.reset_shrink", 1.5, "learner.reset_shrink=1.5"),
         ("learner.reset_env_steps", 5000, "learner.reset_env_steps=5000"),  # not past learner.min_replay's 5,000
-        ("learner.n_step_start", 2, "learner.n_step_start=2"),  # below replay.n_step's 3, the n it falls to
-        ("learner.n_step_start", 65, "learner.n_step_start=65"),
-        ("learner.n_step_anneal_env_steps", 0, "learner.n_step_anneal_env_steps=0"),
         ("eval.every_env_steps", -1, "eval.every_env_steps=-1"),
         ("replay.priority_beta_steps", -2, "replay.priority_beta_steps=-2"),
         ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
@@ -243,6 +240,8 @@ RETIRED_AT_THEIR_DEFAULTS = {
         "lr_decay_steps": 300_000,
         "batchnorm": "eval",
         "augment": False,
+        "n_step_start": 0,
+        "n_step_anneal_env_steps": 5000,
     },
 }
 """Every option retired after its screen lost (docs/lab/experiments/mario.md, "Levers retired"), at the value that

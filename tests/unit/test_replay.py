@@ -181,33 +181,6 @@ def test_sample_matches_nstep_reference(n_step):
         assert cases["terminated inside"] > 20 and cases["truncated inside"] > 20, cases
 
 
-def test_a_shorter_n_per_draw_matches_its_nstep_reference():
-    """A replay holding 6-step windows serves 2-step returns on request (BBF's n-step schedule) exactly as the
-    reference computes them, with the bootstrap frame 2 steps on; n outside [1, 6] is refused by value."""
-    stack, C, gamma, held, n = 4, 37, 0.9, 6, 2
-    rng = np.random.default_rng(7)
-    refs = [RefStream(rng, s, 500, stack) for s in range(4)]
-    replay = FrameReplay(4, 4 * C, frame_shape=SHAPE, stack=stack, n_step=held, gamma=gamma)
-    gen = torch.Generator().manual_seed(1)
-    cases = collections.Counter()
-
-    def check():
-        if replay.num_sampleable() == 0:
-            return
-        batch = replay.sample(64, generator=gen, n_step=n)
-        for b in range(64):
-            s, i = int(batch["stream"][b]), int(batch["slot"][b])
-            steps, done = assert_row_matches(batch, b, refs[s], i, n, gamma)
-            cases[(steps, done)] += 1
-
-    fill_two_actors(replay, refs, check)
-    assert cases[(2, False)] > 100 and cases[(1, True)] > 10 and cases[(1, False)] > 10, cases
-    assert not any(steps > n for steps, _ in cases), cases
-    for bad in (0, held + 1, 2.5):
-        with pytest.raises(ValueError, match=rf"n_step={bad!r} must be an int in \[1, {held}\]"):
-            replay.sample(8, n_step=bad)
-
-
 def test_len_and_num_sampleable_are_exact():
     S, C, stack, n = 2, 10, 4, 3
     replay = FrameReplay(S, S * C + 1, frame_shape=SHAPE, stack=stack, n_step=n)  # the odd slot is dropped

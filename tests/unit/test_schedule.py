@@ -1,12 +1,11 @@
 """Periods in env steps: target sync, broadcast and resets fall at the same env steps whatever the replay ratio or
-batch; a reset never falls within one period of the budget; the n-step schedule restarts at each reset."""
+batch; a reset never falls within one period of the budget."""
 
-import numpy as np
 import pytest
 import torch
 
 from learner.loop import Learner
-from learner.schedule import EnvStepPeriod, NStepSchedule
+from learner.schedule import EnvStepPeriod
 from tests.support.batches import synthetic_batch
 from tests.support.runs import small_config
 
@@ -63,53 +62,3 @@ def test_target_sync_and_broadcast_stay_put_in_env_steps_when_the_ratio_or_batch
     at_4 = _syncs_and_broadcasts(tmp_path / "r4", 4, 32)  # every 8
     assert at_1[0] == at_4[0] == [800, 1_600, 2_400]
     assert at_1[1] == at_4[1] == [320 * i for i in range(1, 8)]
-
-
-def test_n_step_schedule_falls_exponentially_from_start_to_end_and_restarts():
-    n = NStepSchedule(10, 3, 5_000)
-    assert n.at(0) == 10  # before the first restart: the start
-    n.restart(1_000)
-    # round(10 * 0.3 ** (t / 5000)): 10, 8.6, 5.48, 3.0, then 3
-    assert [n.at(s) for s in (500, 1_000, 1_500, 3_500, 6_000, 50_000)] == [10, 10, 9, 5, 3, 3]
-    seq = [n.at(s) for s in range(1_000, 7_000, 50)]
-    assert seq == sorted(seq, reverse=True) and set(seq) == set(range(3, 11))  # every n on the way, never back up
-    n.restart(20_000)
-    assert n.at(20_000) == 10
-    assert NStepSchedule(0, 3, 5_000).at(0) == 3  # off
-    for bad in ((2, 3, 100), (10, 0, 100), (10, 3, 0)):
-        with pytest.raises(ValueError, match=f"start {bad[0]} >= end {bad[1]} >= 1 and env_steps {bad[2]}"):
-            NStepSchedule(*bad)
-
-
-def test_the_learner_draws_at_the_schedules_n_and_a_reset_restarts_it(tmp_path):
-    """A real Learner on a filled replay: n falls 8 -> 2 over 400 env steps from the first update, each reset (every
-    1,000) brings it back to 8, and the trainer asks the replay for that n (one past what replay holds is refused)."""
-    cfg = small_config(actors=1, envs=1, frame_size=42)
-    cfg.collect_only, cfg.replay.prioritized, cfg.replay.n_step = False, False, 2
-    cfg.learner.n_step_start, cfg.learner.n_step_anneal_env_steps = 8, 400
-    cfg.learner.min_replay, cfg.learner.reset_env_steps, cfg.total_env_steps = 100, 1_000, 5_000
-    cfg.learner.micro_batch, cfg.learner.compile, cfg.learner.amp = 16, False, "off"
-    learner = Learner(cfg.validate(), str(tmp_path), torch.device("cpu"))
-    try:
-        replay, T = learner.plane.replay, 600
-        assert replay.n_step == 8  # windows for the longest n the schedule draws
-        frames = np.random.default_rng(0).integers(0, 256, (1, T, 42, 42), dtype=np.uint8)
-        first = np.zeros((1, T), bool)
-        first[0, 0] = True
-        replay.add(0, frames, np.zeros((1, T), np.uint8), np.ones((1, T), np.float32), np.zeros((1, T), bool), first)
-        drawn = {}
-        for steps in range(200, 4_001, 100):
-            learner._schedule(steps)
-            drawn[steps] = learner.dqn.n_step
-            learner.dqn.update(replay)
-            learner._periodic(steps)
-        assert learner.resets == 4  # at 1,000, 2,000, 3,000 and 4,000 (4,000 + 1,000 is within the budget)
-        # from 200: round(8 * 0.25 ** (t / 400)); after the reset at 1,000 (t counted from 1,000)
-        assert [drawn[s] for s in (200, 300, 400, 500, 600, 1_000)] == [8, 6, 4, 3, 2, 2]
-        assert [drawn[s] for s in (1_100, 1_200, 1_400, 2_000, 2_100)] == [6, 4, 2, 2, 6]
-        learner.dqn.n_step = 9
-        with pytest.raises(ValueError, match=r"n_step=9 must be an int in \[1, 8\]"):
-            learner.dqn.update(replay)
-    finally:
-        learner.server.stop()
-        learner.plane.close()
