@@ -33,8 +33,8 @@ Gradients live in buffers allocated once, outside any graph, and zeroed in place
 would keep the compiled backward's output (graph memory) as ``.grad`` and the next replay would overwrite it
 (pytorch/pytorch#169545, #184003); into an existing buffer it adds in place. One code path on CPU and CUDA.
 
-On CUDA the learner also sets TF32 and ``cudnn.benchmark`` (fixed shapes) and uses fused Adam (its step, and a fp16
-scaler's ``found_inf``, stay on the device). A non-finite loss, TD error or gradient stops the run before the
+Adam is fused (one kernel; on CUDA its step and a fp16 scaler's ``found_inf`` stay on the device). On CUDA the
+learner also sets TF32 and ``cudnn.benchmark`` (fixed shapes). A non-finite loss, TD error or gradient stops the run before the
 optimizer step (``NonFiniteUpdate``), except under fp16's GradScaler, which skips the step and lowers its scale.
 ``warm_up()`` runs full updates before the first timed epoch and then restores all state, so warm-up changes nothing
 a checkpoint holds.
@@ -132,10 +132,12 @@ class DQNLearner:
         cuda = device.type == "cuda"
         if cuda:
             configure_cuda_backends()
-        # fused: one kernel, step kept on the device (torch supports it for float params on CUDA)
-        self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=cuda or None)
         self.amp_dtype = resolve_amp(cfg.amp, device)
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp_dtype == torch.float16)
+        # fused: one kernel over every parameter, its step kept on the device; on a CPU about 8x faster than the
+        # multi-tensor step (docs/lab/benchmark-log.md), but left to the default beside a CPU fp16 scaler
+        fused = cuda or not self.scaler.is_enabled()
+        self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None)
         self.batchnorm_batch_stats = batchnorm_batch_stats
         self.rule = rule_name(cfg.munchausen_alpha)  # the TD target (shared/targets.py)
         self.online_fn: Callable[..., torch.Tensor]  # the nets, or their torch.compile wrappers
@@ -318,8 +320,8 @@ class DQNLearner:
         self.online.load_state_dict(state["online"])
         self.target.load_state_dict(state["target"])
         # The saved groups' settings replace ours on load, "fused" included, and decide where Adam's step goes
-        # (torch Optimizer.load_state_dict): keep this device's choice, so a CPU checkpoint resumed on CUDA runs
-        # fused with its step on the GPU, and a CUDA one resumed on the CPU runs as a CPU learner does.
+        # (torch Optimizer.load_state_dict): keep this learner's choice, so a checkpoint saved with another setting
+        # (an older CPU run's multi-tensor Adam) resumes fused, and a CUDA one resumed on the CPU runs as a CPU learner does.
         saved = state["optimizer"]
         groups = [dict(g, fused=own["fused"]) for g, own in zip(saved["param_groups"], self.optimizer.param_groups)]
         self.optimizer.load_state_dict(dict(saved, param_groups=groups))
