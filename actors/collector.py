@@ -44,6 +44,7 @@ from shared.health import Heartbeat
 from shared.network import acting_copy, build_q_network, cpu_has_native_bf16
 from shared.parent import orphan_check
 from shared.priorities import n_step_priorities
+from shared.targets import build_rule
 from shared.wire.links import held_kernel_buffer
 from shared.wire.protocol import action_dtype
 
@@ -87,7 +88,7 @@ class Collector:
         learner = cfg.learner.resolved("cpu")
         self.reward_scale = learner.reward_scale  # the learner's TD-error units
         # the learner's target rule, so a transition's first priority is on the scale of its later ones
-        self.munchausen = (learner.munchausen_alpha, learner.munchausen_tau) if learner.munchausen_alpha > 0 else None
+        self.rule = build_rule(learner.munchausen_alpha, learner.munchausen_tau, learner.munchausen_window)
         self.weights_version = 0
         self.weights_run = 0  # the run those weights came from (0: none yet)
         self.first_action_weights_version = -1  # the weights the very first action used (tests check it)
@@ -229,7 +230,7 @@ class Collector:
             q[:, unscored] = self._late_q_values(unscored_stacks).swapaxes(0, 1)
             r = self.cfg.replay
             priorities = n_step_priorities(
-                q, actions, rewards, terminated, first, self.first, r.n_step, r.gamma, self.reward_scale, masks, self.munchausen
+                q, actions, rewards, terminated, first, self.first, r.n_step, r.gamma, self.reward_scale, masks, self.rule
             )
         return StagedBatch(
             seq, batch_version, (frames, actions, rewards, terminated, first), episodes, priorities, packed, batch_run

@@ -59,7 +59,7 @@ from shared.seeding import draw_seed
 SILENT_SLOT_NOTICE = 60.0  # seconds after start when a slot that has sent nothing is reported (its replay share is idle)
 
 # What a run leaves for its user, said at the end: weights, final figures, the video, the curves.
-RUN_RESULTS = (CHECKPOINT_NAME, BEST_NAME, RESULT_NAME, VIDEO_NAME, "metrics.jsonl", "config.json")
+RUN_RESULTS = (CHECKPOINT_NAME, BEST_NAME, RESULT_NAME, VIDEO_NAME, "metrics.jsonl", "config.json", "kept/", "probe.npz")
 # Options a resumed run takes from the command line; everything else comes from the run folder.
 RESUME_OVERRIDES = ("duration", "log_every", "progress", "resume", "spawn_actors")
 # Budgets of the whole run: a resume keeps the saved one unless the command line sets one (not 0, not auto).
@@ -245,7 +245,7 @@ def run(cfg: RunConfig) -> int:
             f"(the last checkpoint: add --net online)",
             flush=True,
         )
-    left = [name for name in RUN_RESULTS if os.path.isfile(os.path.join(run_dir, name))]
+    left = [name for name in RUN_RESULTS if os.path.exists(os.path.join(run_dir, name))]
     print(f"[MAIN] the run folder {run_dir} holds {', '.join(left) or 'no results'}", flush=True)
     print(
         f"[MAIN] stopped after {elapsed:.1f}s by {stop_line(reason, cfg, c.inserted, c.updates)}: "
@@ -276,14 +276,9 @@ def ratio_phrase(lc) -> str:
     return f"replay ratio at most {lc.samples_per_insert:g} samples per transition"
 
 
-def learning_phrase(lc) -> str:
-    """The learning rate, the target sync and the bootstrap, for the header."""
-    lr = f"lr {lc.lr:g}"
-    if lc.munchausen_alpha > 0:
-        bootstrap = f"Munchausen target (alpha {lc.munchausen_alpha:g}, tau {lc.munchausen_tau:g})"
-    else:
-        bootstrap = "Double-DQN bootstrap"
-    return f"{lr}, {bootstrap}"
+def learning_phrase(lc, rule) -> str:
+    """The learning rate and the TD rule (shared/targets.py), for the header."""
+    return f"lr {lc.lr:g}, {rule.describe()}"
 
 
 def env_steps_phrase(steps: int, lc) -> str:
@@ -343,7 +338,7 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.d
             f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
             f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); {ratio_phrase(lc)}, "
             f"reward scale {lc.reward_scale:.4g}, "
-            f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, {learning_phrase(lc)}",
+            f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, {learning_phrase(lc, learner.dqn.rule)}",
             flush=True,
         )
     if not cfg.collect_only:

@@ -46,8 +46,9 @@ class DataPlaneStats:
     lost_in_flight: int = 0  # transitions the actors handed to their sockets that never arrived (kept ledgers)
 
 
-def make_replay(cfg: RunConfig, device: torch.device) -> FrameReplay:
-    """The run's replay: one stream per actor env; PrioritizedReplay when ``replay.prioritized``."""
+def make_replay(cfg: RunConfig, device: torch.device, windows: bool = False) -> FrameReplay:
+    """The run's replay: one stream per actor env; PrioritizedReplay when ``replay.prioritized``; ``windows``: samples
+    carry the n-step window (the run's TD rule needs it)."""
     r, spec = cfg.replay, env_spec(cfg.env)
     kwargs: dict[str, Any] = dict(
         num_streams=cfg.actors * cfg.actor.envs_per_actor,
@@ -60,6 +61,7 @@ def make_replay(cfg: RunConfig, device: torch.device) -> FrameReplay:
         obs_dtype=spec.obs_dtype,
         num_actions=spec.num_actions,
         masked=spec.masked,
+        windows=windows,
     )
     if r.prioritized:
         return PrioritizedReplay(**kwargs, alpha=r.priority_alpha, eps=r.priority_eps)
@@ -67,10 +69,11 @@ def make_replay(cfg: RunConfig, device: torch.device) -> FrameReplay:
 
 
 class DataPlane:
-    def __init__(self, cfg: RunConfig, num_actions: int, device: torch.device):
+    def __init__(self, cfg: RunConfig, num_actions: int, device: torch.device, windows: bool = False):
+        """``windows``: the replay's samples carry the n-step window (the learner's TD rule needs it)."""
         self.cfg = cfg
         self.envs_per_actor = cfg.actor.envs_per_actor
-        self.replay = make_replay(cfg, device)
+        self.replay = make_replay(cfg, device, windows)
         # holding the replay ratio, the learner-bound pipeline stays full: a queue of one batch per actor (and small
         # socket buffers, see Consolidator) keeps the batches it delivers near the learner's current weights
         held = min(cfg.transport.consolidated_queue, cfg.actors) if cfg.learner.holds_ratio else 0

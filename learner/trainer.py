@@ -1,30 +1,29 @@
-"""The DQN update: n-step Double DQN (Munchausen-DQN's target on Mario), Huber loss, Adam, clipping.
+"""The DQN update: an n-step TD rule (shared/targets.py; Munchausen-DQN's on Mario), Huber loss, Adam, clipping.
 
 One ``update()`` = ``accum_steps`` micro-batches of ``micro_batch`` samples drawn from the replay on the learner's
 device, each micro-loss divided by ``accum_steps`` (the summed gradient is that of the mean loss over the
 concatenated batch), then one optimizer step.
 
-Target: ``reward_scale * R_n + discount * Q_target(s', argmax_a Q_online(s', a))``, ``R_n`` the n-step return in
-game units (the scale, auto 1/15 on Mario, keeps Q near unit size; logged returns stay in game units); on masked
-envs the argmax is over the valid actions of s'. With ``munchausen_alpha`` above 0 the target is Munchausen-DQN's
-(a log-policy bonus on the reward and a soft value at s', both from the target net). Each rule is one function in
-shared/targets.py; this module runs the forward passes the rule needs and picks it by name (``self.rule``). The
-network is built from the env's spec (``build_q_network``). The target sync and resets
-(``sync_target``, ``reset``: learner/resets.py) are the loop's to call, on its periods in env steps.
+Target: the run's rule object (``self.rule``, built once from the config by ``build_rule``) names the forward passes
+it needs (the target net at s' and, for Munchausen, at s and along the window; the online net at s' for Double
+DQN's argmax) and computes the target from their Q-values; this module runs those passes and never branches on the
+rule. ``R_n``, the n-step return, is in game units times ``reward_scale`` (auto 1/15 on Mario, keeping Q near unit
+size; logged returns stay in game units). The network is built from the env's spec (``build_q_network``). The
+target sync and resets (``sync_target``, ``reset``: learner/resets.py) are the loop's to call, on its periods in env
+steps.
 
 BatchNorm: every forward of the update (Q(s, a), the argmax at s', the target net) uses running statistics, the
-function the actors play (eval mode: one env is a batch of one); a no-grad train-mode pass over each micro-batch's
-obs moves the running statistics. Target syncs copy the BatchNorm buffers too. ``batchnorm_batch_stats=False``
-skips that pass, so micro_loss has no side effects and k micro-batches equal one k times larger (the accumulation
-tests).
+function the actors play (eval mode: one env is a batch of one); a no-grad train-mode pass of the trunk (where every
+BatchNorm lies; the head is skipped) over each micro-batch's obs moves the running statistics. Target syncs copy
+the BatchNorm buffers too. ``batchnorm_batch_stats=False`` skips that pass, so micro_loss has no side effects and k
+micro-batches equal one k times larger (the accumulation tests).
 
-Precision (``amp``): bf16 autocast on GPUs that support it, fp16 with a GradScaler on other GPUs; on CPU bf16 where
-the CPU has it natively, else off. Only the convolutions run in low precision: the head, every Q-value, the argmax,
-the target and the loss are fp32 (shared/network.py); on CPU the compiled backward computes the head's weight
-gradients from bf16 operands (within 4.3% of eager's; tests/unit/test_trainer.py allows 10%). A compiled
-low-precision learner on a CPU whose inductor code would use 512-bit vectors gets 256-bit code
-(``pin_cpu_vectors_to_256_bits``): the 512-bit code wrote non-finite head gradients on an Intel Xeon with AMX
-(docs/lab/testing-log.md, "Compiled bf16 on an Intel Xeon with AMX").
+Precision (``amp``): full precision by default on every device ('auto' = off), so the learner trains the fp32
+function the actors and the evaluator play (a test holds their greedy actions together on real 1-1 states); on CUDA
+TF32 is then off too. bf16 or fp16 (with a GradScaler) are opt-in: only the convolutions run in low precision, the
+head, every Q-value, the argmax, the target and the loss stay fp32 (shared/network.py). A compiled low-precision
+learner on a CPU whose inductor code would use 512-bit vectors gets 256-bit code (``pin_cpu_vectors_to_256_bits``):
+the 512-bit code wrote non-finite head gradients on an Intel Xeon with AMX (docs/lab/testing-log.md).
 
 ``torch.compile`` wraps both networks (mode ``reduce-overhead``, CUDA graphs, on CUDA). A graph replay may reuse the
 memory of the previous call's outputs, so each micro-step marks a new step, runs the target net first and clones
@@ -34,7 +33,7 @@ would keep the compiled backward's output (graph memory) as ``.grad`` and the ne
 (pytorch/pytorch#169545, #184003); into an existing buffer it adds in place. One code path on CPU and CUDA.
 
 Adam is fused (one kernel; on CUDA its step and a fp16 scaler's ``found_inf`` stay on the device). On CUDA the
-learner also sets TF32 and ``cudnn.benchmark`` (fixed shapes). A non-finite loss, TD error or gradient stops the run before the
+learner also sets ``cudnn.benchmark`` (fixed shapes). A non-finite loss, TD error or gradient stops the run before the
 optimizer step (``NonFiniteUpdate``), except under fp16's GradScaler, which skips the step and lowers its scale.
 ``warm_up()`` runs full updates before the first timed epoch and then restores all state, so warm-up changes nothing
 a checkpoint holds.
@@ -56,22 +55,22 @@ from learner.replay.frames import FrameReplay
 from learner.resets import reset_network
 from shared.config import LearnerConfig
 from shared.envs import learner_defaults
-from shared.network import build_q_network, cpu_has_native_bf16
+from shared.network import batchnorm_trunk, build_q_network
 from shared.spec import EnvSpec
-from shared.targets import NEEDS, RULES, rule_name
+from shared.targets import ONLINE_NEXT, TARGET_HERE, TARGET_NEXT, TARGET_WINDOW, build_rule
 
 
 def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for ``mode`` on ``device`` (None: full precision)."""
-    if mode == "off":
+    """The autocast dtype for ``mode`` on ``device`` (None: full precision). 'auto' is full precision on every
+    device: the actors and the evaluator play an fp32 copy, so the learner trains the function they play (under
+    bf16 the greedy action differed in 6-43% of visited Mario states, more than the action gaps)."""
+    if mode in ("off", "auto"):
         return None
-    if mode == "auto" and device.type != "cuda":
-        return torch.bfloat16 if device.type == "cpu" and cpu_has_native_bf16() else None
     if mode == "bf16":
         return torch.bfloat16
     if mode == "fp16":
         return torch.float16
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    raise ValueError(f"learner.amp={mode!r} must be auto, off, bf16 or fp16")
 
 
 def pin_cpu_vectors_to_256_bits() -> bool:
@@ -91,11 +90,12 @@ class NonFiniteUpdate(RuntimeError):
     """An update's loss, TD errors or gradient were not finite; the optimizer step was not taken."""
 
 
-def configure_cuda_backends() -> None:
-    """TF32 for fp32 matmuls and convolutions (the fp32 head and the eager fp32 path) and cuDNN autotuning, which
-    pays off because every call has the same shapes (micro_batch, the env spec). Process-wide settings."""
-    torch.backends.cuda.matmul.allow_tf32 = True
-    torch.backends.cudnn.allow_tf32 = True
+def configure_cuda_backends(tf32: bool) -> None:
+    """cuDNN autotuning, which pays off because every call has the same shapes (micro_batch, the env spec), and TF32
+    for fp32 matmuls and convolutions only where the learner already trains in low precision (``tf32``): in full
+    precision it would round to 10 mantissa bits what the actors compute in fp32. Process-wide settings."""
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True
 
 
@@ -130,19 +130,23 @@ class DQNLearner:
         for p in self.target.parameters():
             p.requires_grad_(False)
         cuda = device.type == "cuda"
-        if cuda:
-            configure_cuda_backends()
         self.amp_dtype = resolve_amp(cfg.amp, device)
+        if cuda:
+            configure_cuda_backends(tf32=self.amp_dtype is not None)
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp_dtype == torch.float16)
         # fused: one kernel over every parameter, its step kept on the device; on a CPU about 8x faster than the
         # multi-tensor step (docs/lab/benchmark-log.md), but left to the default beside a CPU fp16 scaler
         fused = cuda or not self.scaler.is_enabled()
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None)
         self.batchnorm_batch_stats = batchnorm_batch_stats
-        self.rule = rule_name(cfg.munchausen_alpha)  # the TD target (shared/targets.py)
+        self.rule = build_rule(cfg.munchausen_alpha, cfg.munchausen_tau, cfg.munchausen_window)  # shared/targets.py
         self.online_fn: Callable[..., torch.Tensor]  # the nets, or their torch.compile wrappers
         self.target_fn: Callable[..., torch.Tensor]
         self.online_fn, self.target_fn = self.online, self.target
+        # the pass that moves BatchNorm's running statistics stops before the head where every BatchNorm lies in the
+        # trunk: the same statistics, without the head's two largest matrix products
+        trunk = batchnorm_trunk(self.online)
+        self.statistics_fn = cast("Callable[..., torch.Tensor]", self.online if trunk is None else self.online.trunk)
         self.cuda_graphs = cfg.compile and device.type == "cuda"
         self.cpu_vectors_pinned = bool(
             cfg.compile and device.type == "cpu" and self.amp_dtype is not None and pin_cpu_vectors_to_256_bits()
@@ -151,6 +155,7 @@ class DQNLearner:
             mode = "reduce-overhead" if self.cuda_graphs else None
             self.online_fn = torch.compile(self.online, mode=mode)
             self.target_fn = torch.compile(self.target, mode=mode)
+            self.statistics_fn = torch.compile(self.statistics_fn, mode=mode)
         self.params = list(self.online.parameters())  # the same tensors for the whole run (load_state_dict copies in)
         for p in self.params:  # allocated here, outside any CUDA graph; see the module docstring
             p.grad = torch.zeros_like(p)
@@ -167,55 +172,50 @@ class DQNLearner:
 
     def micro_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Huber loss of one micro-batch (not yet divided), its |TD errors| and Q(s, a), all fp32; every forward on
-        BatchNorm's running statistics (module docstring)."""
-        obs, next_obs, action = batch["obs"], batch["next_obs"], batch["action"].unsqueeze(1)
-        next_mask = batch.get("next_mask")  # masked envs: the valid actions at s'; None: all
-        needs = NEEDS[self.rule]
+        BatchNorm's running statistics (module docstring). The rule (shared/targets.py) names the passes it needs."""
+        obs, action = batch["obs"], batch["action"].unsqueeze(1)
         if self.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()
-        next_target, target_here = self.target_values(obs, next_obs)
+        q = self.target_values(batch)
         with torch.no_grad(), self._autocast():
             if self.batchnorm_batch_stats:  # a train-mode pass whose only effect is to move the running statistics
                 self.online.train()
-                self.online_fn(obs)
+                self.statistics_fn(obs)
             self.online.eval()
-            if "online(s')" in needs:  # Double DQN's argmax (Munchausen's soft value needs none)
-                next_online = self.online_fn(next_obs).float().clone()
+            if ONLINE_NEXT in self.rule.needs:  # Double DQN's argmax (Munchausen's soft value needs none)
+                q[ONLINE_NEXT] = self.online_fn(batch["next_obs"]).float().clone()
         with self._autocast():
             q_taken = self.online_fn(obs).float()
-        q = q_taken.gather(1, action).squeeze(1)
-        reward, discount = self.cfg.reward_scale * batch["reward"], batch["discount"]
-        if self.rule == "munchausen":
-            target = RULES["munchausen"](
-                reward,
-                discount,
-                action,
-                cast(torch.Tensor, target_here),  # the rule's needs include target(s)
-                batch.get("mask"),
-                next_target,
-                next_mask,
-                self.cfg.munchausen_alpha,
-                self.cfg.munchausen_tau,
-            )
-        else:
-            target = RULES["double_dqn"](reward, discount, next_online, next_target, next_mask)
+        q_sa = q_taken.gather(1, action).squeeze(1)
+        target = self.rule.target(batch, self.cfg.reward_scale * batch["reward"], q)
         weight = batch.get("weight")  # importance-sampling weights of prioritized replay
         if weight is None:
-            loss = F.smooth_l1_loss(q, target)
+            loss = F.smooth_l1_loss(q_sa, target)
         else:
-            loss = (weight * F.smooth_l1_loss(q, target, reduction="none")).mean()
-        return loss, (q - target).detach().abs(), q.detach()
+            loss = (weight * F.smooth_l1_loss(q_sa, target, reduction="none")).mean()
+        return loss, (q_sa - target).detach().abs(), q_sa.detach()
 
-    def target_values(self, obs: torch.Tensor, next_obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The target net's Q at s' and, where the rule needs it (Munchausen's bonus), at s (else None), fp32: one
-        forward over both (BatchNorm in eval mode, so each row is computed on its own); cloned, as a later CUDA-graph
-        replay may reuse the output's memory."""
+    def target_values(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The target net's fp32 Q at s' and, where the rule needs them, at s and at the window's states, by pass name
+        (shared/targets.py): one forward over all of them (BatchNorm in eval mode, so each row is computed on its
+        own); cloned, as a later CUDA-graph replay may reuse the output's memory."""
+        needs, next_obs = self.rule.needs, batch["next_obs"]
+        parts = [(TARGET_NEXT, next_obs)]
+        if TARGET_HERE in needs:
+            parts.append((TARGET_HERE, batch["obs"]))
+        if TARGET_WINDOW in needs:
+            window = batch["window_obs"]
+            parts.append((TARGET_WINDOW, window.flatten(0, 1)))
         with torch.no_grad(), self._autocast():
             self.target.eval()
-            if "target(s)" not in NEEDS[self.rule]:
-                return self.target_fn(next_obs).float().clone(), None
-            both = self.target_fn(torch.cat([next_obs, obs])).float().clone()
-            return both[: len(obs)], both[len(obs) :]
+            both = self.target_fn(torch.cat([x for _, x in parts]) if len(parts) > 1 else next_obs).float().clone()
+        out, start = {}, 0
+        for name, x in parts:
+            out[name] = both[start : start + len(x)]
+            start += len(x)
+        if TARGET_WINDOW in out:
+            out[TARGET_WINDOW] = out[TARGET_WINDOW].view(len(next_obs), -1, out[TARGET_WINDOW].shape[-1])
+        return out
 
     def update(self, replay: FrameReplay, batches: list[dict] | None = None) -> UpdateStats:
         """One optimizer step over ``accum_steps`` micro-batches (sampled from replay unless given)."""

@@ -354,6 +354,10 @@ class LearnerConfig:
     policy flips less between nearby weights; 0: the Double-DQN target; -1: the env's (0.9 on Mario, else 0)."""
     munchausen_tau: float = 0.03
     """Munchausen-DQN's softmax temperature, in units of scaled Q (the paper's 0.03 for rewards in [-1, 1])."""
+    munchausen_window: bool = False
+    """Munchausen's log-policy bonus and entropy term at every step of the n-step window (the soft backup unrolled on
+    the sampled actions), not only the first; costs n - 1 more target-net stacks per sample. With --replay.n-step 1
+    both are the published 1-step M-DQN."""
     reset_env_steps: int = 0
     """Env steps between resets of the network (learner/resets.py: head re-initialized, the rest shrunk toward a fresh
     draw, BatchNorm statistics re-estimated); none within one period of --total-env-steps. 0: never."""
@@ -379,8 +383,9 @@ class LearnerConfig:
     min_replay: int = 5000
     """Transitions in replay before training starts."""
     amp: Literal["auto", "off", "bf16", "fp16"] = "auto"
-    """Mixed precision of the convolutions (the head and every Q-value stay fp32): auto = bf16 on GPUs that support it,
-    else fp16 with a gradient scaler; on CPU bf16 where the CPU has native bf16 (AVX512-BF16/AMX), else off."""
+    """Mixed precision of the learner's convolutions (the head and every Q-value stay fp32). auto = off on every
+    device, so the learner trains the fp32 function the actors play; bf16 or fp16 (with a gradient scaler) trade
+    that for speed, and the actors' greedy actions then differ from the learner's in near-tie states."""
     compile: bool = True
     """torch.compile the network (mode reduce-overhead on CUDA; on a CPU under AMP, 256-bit vector code, see
     learner/trainer.py); compiled and warmed up before the first epoch."""
@@ -518,6 +523,21 @@ class EvalConfig:
     seed: int = -1
     """Seed of the evaluations' exploration and envs (each round, the end-of-run selection and the final
     evaluation draw their own stream from it: shared/seeding.py); -1: the run's --seed."""
+    keep_weights: int = 4
+    """Broadcast weights kept in the run folder's kept/ (the last K, spaced by keep_weights_env_steps): the late
+    window the final evaluation scores, so one lucky or unlucky last broadcast does not decide a run. 0: none."""
+    keep_weights_env_steps: int = 10_000
+    """Env steps between kept weights (the first broadcast at or past each multiple is kept)."""
+    late_episodes: int = 25
+    """Episodes each kept weights play at --eval.epsilon in the final evaluation (the late-window row)."""
+    low_epsilon: float = 0.01
+    """The secondary row's exploration: the last weights (and each baseline) at this epsilon."""
+    low_epsilon_episodes: int = 50
+    """Episodes of the low-epsilon row (0: no such row)."""
+    noop_episodes: int = 30
+    """Episodes of the greedy row after 0-noop_max random no-op steps (DQN Zoo's protocol; 0: no such row)."""
+    noop_max: int = 30
+    """The most no-op steps before a no-op row's greedy episode takes over (uniform in [0, noop_max])."""
 
     def validate(self) -> None:
         _check(
@@ -545,6 +565,30 @@ class EvalConfig:
             "eval.final_episodes",
             self.final_episodes,
             "must be an integer in [0, 1000] (0: no final evaluation)",
+        )
+        _check(
+            _is_int(self.keep_weights) and 0 <= self.keep_weights <= 64,
+            "eval.keep_weights",
+            self.keep_weights,
+            "must be an integer in [0, 64] (0: none kept)",
+        )
+        _check(
+            _is_int(self.keep_weights_env_steps) and self.keep_weights_env_steps >= 1,
+            "eval.keep_weights_env_steps",
+            self.keep_weights_env_steps,
+            "must be an integer >= 1",
+        )
+        for name in ("late_episodes", "low_epsilon_episodes", "noop_episodes"):
+            value = getattr(self, name)
+            _check(
+                _is_int(value) and 0 <= value <= 1000, f"eval.{name}", value, "must be an integer in [0, 1000] (0: no such row)"
+            )
+        _check(0.0 <= self.low_epsilon <= 1.0, "eval.low_epsilon", self.low_epsilon, "must be in [0, 1]")
+        _check(
+            _is_int(self.noop_max) and 0 <= self.noop_max <= 1000,
+            "eval.noop_max",
+            self.noop_max,
+            "must be an integer in [0, 1000]",
         )
 
 

@@ -115,10 +115,14 @@ class QNetwork(_DuelingHead):
         self._make_head(64 * side * side, 512, num_actions, dueling)
         init_weights(self)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def trunk(self, obs: torch.Tensor) -> torch.Tensor:
+        """The convolutional features of ``obs`` (every BatchNorm of the net lies here)."""
         if obs.dim() == 3:  # [B, H, W]: single frames (a 2-D obs spec with stack 1) are one channel
             obs = obs.unsqueeze(1)
-        return self._head(self.features(obs.to(self.compute_dtype) / 255.0))
+        return self.features(obs.to(self.compute_dtype) / 255.0)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self._head(self.trunk(obs))
 
 
 class MLPQNetwork(_DuelingHead):
@@ -142,8 +146,12 @@ class MLPQNetwork(_DuelingHead):
         self._make_head(width, hidden[-1] if hidden else max(in_features, num_actions), num_actions, dueling)
         init_weights(self)
 
+    def trunk(self, obs: torch.Tensor) -> torch.Tensor:
+        """The features of ``obs``, before the head."""
+        return self.features(_as_float(obs, self.compute_dtype))
+
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self._head(self.features(_as_float(obs, self.compute_dtype)))
+        return self._head(self.trunk(obs))
 
 
 def _conv_bn_relu(c_in: int, c_out: int, stride: int = 1, dilation: int = 1) -> list[nn.Module]:
@@ -190,8 +198,12 @@ class SmallConvQNetwork(_DuelingHead):
         self._make_head(c * h * w, hidden, num_actions, dueling)
         init_weights(self)
 
+    def trunk(self, obs: torch.Tensor) -> torch.Tensor:
+        """The features of ``obs``, before the head."""
+        return self.features(_as_float(obs, self.compute_dtype))
+
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self._head(self.features(_as_float(obs, self.compute_dtype)))
+        return self._head(self.trunk(obs))
 
 
 def cell_dilations(blocks: int, height: int, width: int, dilated: bool = True) -> tuple[int, ...]:
@@ -261,8 +273,12 @@ class CellQNetwork(nn.Module):
             self.head = nn.Conv2d(channels, 1, kernel_size=1)
         init_weights(self)
 
+    def trunk(self, obs: torch.Tensor) -> torch.Tensor:
+        """The per-cell features of ``obs``, before the head."""
+        return self.features(_as_float(obs, self.compute_dtype))
+
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = self.features(_as_float(obs, self.compute_dtype))
+        x = self.trunk(obs)
         with torch.autocast(x.device.type, enabled=False):  # the head in compute_dtype, the Q-values in fp32, always
             x = x.to(self.compute_dtype)
             if not self.dueling:
@@ -336,6 +352,17 @@ def build_q_network(spec, dueling: bool = True, frame_size: int | None = None) -
     """
     _, cls, kwargs = _plan(spec, dueling, frame_size)
     return cls(**kwargs)
+
+
+def batchnorm_trunk(net: nn.Module) -> nn.Module | None:
+    """The submodule (``net.features``) holding every BatchNorm of ``net``, so a pass that only moves BatchNorm's
+    running statistics can stop there (``net.trunk``) and skip the head; None when some BatchNorm lies outside it."""
+    features = getattr(net, "features", None)
+    if not isinstance(features, nn.Module) or not callable(getattr(net, "trunk", None)):
+        return None
+    inside = {id(m) for m in features.modules()}
+    norms = [m for m in net.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    return features if all(id(m) in inside for m in norms) else None
 
 
 # --- The actors' copy: BatchNorm folded, optionally bf16 -----------------------------------------

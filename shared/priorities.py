@@ -1,4 +1,5 @@
-"""Initial replay priorities an actor computes for its own batch (Ape-X), with the replay's n-step rule.
+"""Initial replay priorities an actor computes for its own batch (Ape-X), with the replay's n-step rule and the
+learner's TD rule (shared/targets.py).
 
 For slot t of env e the n-step return follows learner/replay/frames.py: add ``gamma**k * reward[t+k]`` for
 k = 0..n-1, stopping before a step with no successor frame (a truncation: ``terminated`` 0 and the
@@ -6,18 +7,14 @@ next slot's ``first`` 1), after a terminating step, and, here only, at the end o
 actor does not yet know later rewards; it bootstraps from the batch's last observation instead).
 With L steps added, the priority is
 
-    | reward_scale * R + gamma**L * max_a Q(s_{t+L}, a) * (not terminated) - Q(s_t, a_t) |
+    | reward_scale * R + first(t) + sum_{k=1}^{L-1} gamma**k later(t+k)
+        + gamma**L * V(s_{t+L}) * (not terminated) - Q(s_t, a_t) |
 
-with the actor's own network for both Q terms (the learner later replaces it with its own TD error).
-With Munchausen's target (``munchausen`` = (alpha, tau), the learner's rule: shared/targets.py
-``munchausen``) the target is instead
-
-    reward_scale * R + alpha * clamp(tau * log pi(a_t|s_t), l0, 0)
-        + gamma**L * sum_a pi(a|s_{t+L}) (Q(s_{t+L}, a) - tau * log pi(a|s_{t+L})) * (not terminated)
-
-with pi = softmax(Q / tau) over the valid actions, so the first replay of a transition does not meet a
-priority computed by another rule. L = 0 (a truncation slot, never sampled) gets priority 0. All of it
-is vectorized over [E, T]: no per-transition Python.
+with the actor's own network for every Q, and the rule's numpy parts (:class:`shared.targets.TDRule`): V its
+bootstrap value (the max for Double DQN, the soft value for Munchausen), ``first``/``later`` its per-step terms at
+the window's first and later steps (Munchausen's bonus; along the window, the bonus and the entropy term; 0 for
+Double DQN). So the first replay of a transition does not meet a priority computed by another rule. L = 0 (a
+truncation slot, never sampled) gets priority 0. All of it is vectorized over [E, T]: no per-transition Python.
 """
 
 from __future__ import annotations
@@ -25,14 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from shared.targets import MUNCHAUSEN_LOG_FLOOR
-
-
-def _log_softmax(z: np.ndarray) -> np.ndarray:
-    """log softmax over the last axis; -inf entries (invalid actions) stay -inf."""
-    z = z - z.max(-1, keepdims=True)
-    with np.errstate(divide="ignore"):
-        return z - np.log(np.exp(z).sum(-1, keepdims=True))
+from shared.targets import DoubleDQN, TDRule
 
 
 def n_step_priorities(
@@ -46,7 +36,7 @@ def n_step_priorities(
     gamma: float,
     reward_scale: float,
     masks: np.ndarray | None = None,
-    munchausen: tuple[float, float] | None = None,
+    rule: TDRule | None = None,
 ) -> np.ndarray:
     """|n-step TD errors| float32 [E, T].
 
@@ -55,7 +45,7 @@ def n_step_priorities(
     next_first  bool/0-1 [E]: whether the observation after the batch starts a new episode
     masks       bool [E, T+1, A] or None: the valid actions at each observation of ``q`` (masked envs);
                 the bootstrap's max is then over valid actions only
-    munchausen  (alpha, tau) or None: Munchausen's target (module docstring) instead of the max
+    rule        the learner's TD rule (shared/targets.py ``build_rule``); None: Double DQN's, the max
     """
     E, T = rewards.shape
     n = int(n_step)
@@ -79,18 +69,13 @@ def n_step_priorities(
     if masks is not None:
         boot_q = np.where(masks[rows, np.arange(T)[None, :] + steps], boot_q, -np.inf)
     taken = q[rows, np.arange(T)[None, :], actions.astype(np.int64)].astype(np.float64)
-    bonus: float | np.ndarray
-    if munchausen is None:
-        boot, bonus = boot_q.max(2), 0.0
-    else:
-        alpha, tau = munchausen
-        log_pi_next = _log_softmax(boot_q / tau)
-        soft = np.where(np.isfinite(boot_q), np.exp(log_pi_next) * (boot_q - tau * log_pi_next), 0.0)
-        boot = soft.sum(2)
-        here = q[:, :T].astype(np.float64)
-        if masks is not None:
-            here = np.where(masks[:, :T], here, -np.inf)
-        log_pi = np.take_along_axis(_log_softmax(here / tau), actions.astype(np.int64)[..., None], 2)[..., 0]
-        bonus = alpha * np.clip(tau * log_pi, MUNCHAUSEN_LOG_FLOOR, 0.0)
-    target = reward_scale * ret + bonus + np.where(done, 0.0, powers[steps] * boot)
+    rule = rule if rule is not None else DoubleDQN()
+    boot = rule.np_bootstrap(boot_q)
+    here = q[:, :T].astype(np.float64)
+    if masks is not None:
+        here = np.where(masks[:, :T], here, -np.inf)
+    at_first, at_later = rule.np_step_terms(here, actions.astype(np.int64))
+    later_w = sliding_window_view(np.pad(at_later, pad), n, axis=1)[:, :T]  # [E, T, n]: later(t + k)
+    extra = at_first + (later_w[..., 1:] * include[..., 1:] * powers[1:n]).sum(2)
+    target = reward_scale * ret + extra + np.where(done, 0.0, powers[steps] * boot)
     return np.where(steps > 0, np.abs(target - taken), 0.0).astype(np.float32)

@@ -1,22 +1,28 @@
-"""TD targets, one rule per function: what Q(s, a) is regressed on.
+"""TD targets: what Q(s, a) is regressed on, one rule object per TD rule (Acme's one loss per rule).
 
-Each rule takes the n-step return ``reward`` [B] (already scaled), the ``discount`` [B] (gamma^n, 0 where the window
-ended in a terminal) and the networks' fp32 Q-values it needs, and returns the target [B]. The learner computes the
-forward passes (learner/trainer.py: which nets see which observations is the part that differs per rule, listed in
-:data:`NEEDS`) and picks the rule by name (:data:`RULES`); the actors' initial priorities (shared/priorities.py) use
-the same rule in numpy. Masks are bool [B, A], True = valid, or None (every action valid).
+A rule (:class:`TDRule`) names the forward passes it needs besides the online net at s (``needs``), and turns a
+sampled batch and those passes' fp32 Q-values into the target [B] (``target``). The learner runs the passes the
+rule names (learner/trainer.py) and never branches on which rule it holds; :func:`build_rule` makes the run's rule
+from its learner config, and the actors' initial priorities (shared/priorities.py) take the same config. Inputs:
+the n-step return ``reward`` [B] (already scaled), the ``discount`` [B] (gamma^L, 0 where the window ended in a
+terminal); masks are bool [B, A], True = valid, or None (every action valid).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from shared.network import masked_argmax
 
 MUNCHAUSEN_LOG_FLOOR = -1.0
 """Munchausen-DQN's l0: the bonus tau * log pi(a|s) is clipped to [l0, 0] (the paper's -1)."""
+
+ONLINE_NEXT, TARGET_NEXT, TARGET_HERE, TARGET_WINDOW = "online(s')", "target(s')", "target(s)", "target(window)"
+"""The forward passes a rule may need: the online net at s', the target net at s', at s, and at the window's
+states s_1..s_{n-1} (the batch's ``window_obs``)."""
 
 
 def double_q_bootstrap(online_q: torch.Tensor, target_q: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -36,6 +42,13 @@ def double_dqn(
     return reward + discount * double_q_bootstrap(next_online_q, next_target_q, next_mask)
 
 
+def log_policy(q: torch.Tensor, valid: torch.Tensor | None, tau: float) -> torch.Tensor:
+    """log softmax(q / tau) over the last axis, invalid actions (``valid`` False) at -inf."""
+    if valid is not None:
+        q = q.masked_fill(~valid.bool(), float("-inf"))
+    return torch.log_softmax(q / tau, dim=-1)
+
+
 def munchausen_terms(
     target_q: torch.Tensor,
     action: torch.Tensor,
@@ -50,17 +63,17 @@ def munchausen_terms(
     ``pi = softmax(Q_target / tau)`` over the valid actions. ``target_q``/``next_target_q`` are the target net's
     Q [B, A] at s and s', ``action`` long [B, 1]."""
 
-    def log_policy(q: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
-        if valid is not None:
-            q = q.masked_fill(~valid.bool(), float("-inf"))
-        return torch.log_softmax(q / tau, dim=1)
+    bonus = (tau * log_policy(target_q, mask, tau).gather(1, action).squeeze(1)).clamp(min=log_floor, max=0.0)
+    return bonus, soft_value(next_target_q, next_mask, tau)
 
-    bonus = (tau * log_policy(target_q, mask).gather(1, action).squeeze(1)).clamp(min=log_floor, max=0.0)
-    log_pi = log_policy(next_target_q, next_mask)
-    soft = log_pi.exp() * (next_target_q - tau * log_pi)
-    if next_mask is not None:  # invalid actions: probability 0 and log -inf, whose product is NaN, not 0
-        soft = torch.where(next_mask.bool(), soft, 0.0)
-    return bonus, soft.sum(dim=1)
+
+def soft_value(q: torch.Tensor, mask: torch.Tensor | None, tau: float) -> torch.Tensor:
+    """``sum_a pi(a|s) (Q(s, a) - tau * log pi(a|s))`` [B], pi = softmax(Q / tau) over the valid actions."""
+    log_pi = log_policy(q, mask, tau)
+    soft = log_pi.exp() * (q - tau * log_pi)
+    if mask is not None:  # invalid actions: probability 0 and log -inf, whose product is NaN, not 0
+        soft = torch.where(mask.bool(), soft, 0.0)
+    return soft.sum(dim=-1)
 
 
 def munchausen(
@@ -81,13 +94,126 @@ def munchausen(
     return reward + alpha * bonus + discount * soft
 
 
-RULES: dict[str, Callable[..., torch.Tensor]] = {"double_dqn": double_dqn, "munchausen": munchausen}
-"""The TD rules by name (``learner.munchausen_alpha`` above 0 picks ``munchausen``)."""
+def munchausen_window(
+    reward: torch.Tensor,
+    discount: torch.Tensor,
+    window_action: torch.Tensor,
+    window_target_q: torch.Tensor,
+    window_mask: torch.Tensor | None,
+    window_weight: torch.Tensor,
+    next_target_q: torch.Tensor,
+    next_mask: torch.Tensor | None,
+    alpha: float,
+    tau: float,
+    log_floor: float = MUNCHAUSEN_LOG_FLOOR,
+) -> torch.Tensor:
+    """Munchausen-DQN along the n-step window: the soft Bellman backup unrolled on the sampled actions,
 
-NEEDS = {"double_dqn": frozenset({"online(s')", "target(s')"}), "munchausen": frozenset({"target(s)", "target(s')"})}
-"""The forward passes each rule's target needs besides the online net at s (the Q(s, a) being fitted)."""
+        r_n + sum_k w_k * (alpha * clamp(tau * log pi(a_k|s_k), l0, 0) - [k >= 1] tau * log pi(a_k|s_k))
+            + discount * soft value at s'
+
+    where ``r_n`` is the n-step return, ``w_k`` = gamma**k for the steps the return adds (0 past its end), the
+    bonus is paid at every step and the entropy term at every step after the first (at s_k, k >= 1, the sampled
+    action stands in for the expectation of the soft value). With n = 1 it is :func:`munchausen`. ``window_*`` are
+    [B, n] (actions, weights) and [B, n, A] (the target net's Q at s_0..s_{n-1}, masks)."""
+    log_pi = log_policy(window_target_q, window_mask, tau).gather(2, window_action.unsqueeze(2)).squeeze(2)
+    per_step = alpha * (tau * log_pi).clamp(min=log_floor, max=0.0)
+    per_step = torch.cat([per_step[:, :1], per_step[:, 1:] - tau * log_pi[:, 1:]], 1)
+    extra = torch.where(window_weight > 0, per_step * window_weight, 0.0).sum(1)  # no -inf * 0 past the end
+    return reward + extra + discount * soft_value(next_target_q, next_mask, tau)
 
 
-def rule_name(munchausen_alpha: float) -> str:
-    """The rule a learner config picks: Munchausen's where its alpha is above 0, else Double DQN's."""
-    return "munchausen" if munchausen_alpha > 0 else "double_dqn"
+@dataclass(frozen=True)
+class TDRule:
+    """A TD rule: the forward passes it needs (``needs``) and its target. Subclasses hold their constants."""
+
+    name = "td"
+    needs: frozenset[str] = frozenset()
+    window: bool = False
+    """Whether samples must carry the n-step window (the replay's ``windows``)."""
+
+    def target(self, batch: dict[str, torch.Tensor], reward: torch.Tensor, q: dict[str, torch.Tensor]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """The rule in a few words, for a run's header."""
+        return "Double-DQN bootstrap"
+
+    # The actors' initial priorities (shared/priorities.py) in numpy, from the actor's own Q; -inf marks an invalid
+    # action. The same definitions as ``target``, whose tests hold the two together.
+    def np_bootstrap(self, next_q: np.ndarray) -> np.ndarray:
+        """The value of s' [...] from its Q [..., A]: the max (the actor's own net stands in for Double DQN's pair)."""
+        return next_q.max(-1)
+
+    def np_step_terms(self, q: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The terms a step adds at Q [..., A] and action [...]: where it is the window's first step, and a later one."""
+        zero = np.zeros(action.shape)
+        return zero, zero
+
+
+@dataclass(frozen=True)
+class DoubleDQN(TDRule):
+    """Double DQN (:func:`double_dqn`): the target net's value at the online net's argmax at s'."""
+
+    name = "double_dqn"
+    needs: frozenset[str] = frozenset({ONLINE_NEXT, TARGET_NEXT})
+
+    def target(self, batch: dict[str, torch.Tensor], reward: torch.Tensor, q: dict[str, torch.Tensor]) -> torch.Tensor:
+        return double_dqn(reward, batch["discount"], q[ONLINE_NEXT], q[TARGET_NEXT], batch.get("next_mask"))
+
+
+@dataclass(frozen=True)
+class Munchausen(TDRule):
+    """Munchausen-DQN: the bonus at the window's first step only (:func:`munchausen`), or with ``window`` at every
+    step, with the entropy term after the first (:func:`munchausen_window`)."""
+
+    name = "munchausen"
+    needs: frozenset[str] = frozenset({TARGET_HERE, TARGET_NEXT})
+    alpha: float = 0.9
+    tau: float = 0.03
+
+    def target(self, batch: dict[str, torch.Tensor], reward: torch.Tensor, q: dict[str, torch.Tensor]) -> torch.Tensor:
+        if not self.window:
+            action = batch["action"].unsqueeze(1)
+            return munchausen(
+                reward, batch["discount"], action, q[TARGET_HERE], batch.get("mask"), q[TARGET_NEXT], batch.get("next_mask"),
+                self.alpha, self.tau,
+            )  # fmt: skip
+        window_q = torch.cat([q[TARGET_HERE].unsqueeze(1), q[TARGET_WINDOW]], 1)  # [B, n, A]: s_0, then s_1..s_{n-1}
+        masks = None
+        if batch.get("mask") is not None:
+            masks = torch.cat([batch["mask"].unsqueeze(1), batch["window_mask"]], 1)
+        return munchausen_window(
+            reward, batch["discount"], batch["window_action"], window_q, masks, batch["window_weight"], q[TARGET_NEXT],
+            batch.get("next_mask"), self.alpha, self.tau,
+        )  # fmt: skip
+
+    def describe(self) -> str:
+        where = "at every step of the n-step window" if self.window else "at the window's first step"
+        return f"Munchausen target (alpha {self.alpha:g}, tau {self.tau:g}, bonus {where})"
+
+    def np_bootstrap(self, next_q: np.ndarray) -> np.ndarray:
+        log_pi = _np_log_policy(next_q, self.tau)
+        return np.where(np.isfinite(next_q), np.exp(log_pi) * (next_q - self.tau * log_pi), 0.0).sum(-1)
+
+    def np_step_terms(self, q: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        log_pi = np.take_along_axis(_np_log_policy(q, self.tau), action[..., None], -1)[..., 0]
+        bonus = self.alpha * np.clip(self.tau * log_pi, MUNCHAUSEN_LOG_FLOOR, 0.0)
+        return bonus, (bonus - self.tau * log_pi) if self.window else np.zeros(action.shape)
+
+
+def _np_log_policy(q: np.ndarray, tau: float) -> np.ndarray:
+    """log softmax(q / tau) over the last axis; -inf entries (invalid actions) stay -inf."""
+    z = q / tau
+    z = z - z.max(-1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def build_rule(alpha: float, tau: float, window: bool) -> TDRule:
+    """The run's rule from its learner config's Munchausen settings (resolved: alpha is no longer auto): Munchausen's
+    where ``alpha`` is above 0, else Double DQN's."""
+    if alpha > 0:
+        needs = Munchausen.needs | ({TARGET_WINDOW} if window else frozenset())
+        return Munchausen(needs=needs, window=window, alpha=alpha, tau=tau)
+    return DoubleDQN()

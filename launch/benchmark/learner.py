@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
@@ -31,7 +31,7 @@ def _filled_replay(
     as the run's replay settings say (alpha, eps), with random initial priorities so draws are not uniform."""
     spec = env_spec(cfg.env)
     kind: type[FrameReplay] = PrioritizedReplay if prioritized else FrameReplay
-    extra = {"alpha": cfg.replay.priority_alpha, "eps": cfg.replay.priority_eps} if prioritized else {}
+    extra: dict[str, Any] = {"alpha": cfg.replay.priority_alpha, "eps": cfg.replay.priority_eps} if prioritized else {}
     replay = kind(
         streams,
         streams * per_stream,
@@ -104,7 +104,8 @@ def _figures(dqn, rates: list[float], compile_s: float) -> dict:
 def update_split(dqn, replay: FrameReplay, reps: int) -> dict[str, float]:
     """Median milliseconds per update of each part of ``dqn.update`` on ``replay``, each part timed on its own (a
     GPU synchronized around each): drawing the micro-batches (``sample``), the target net's forwards (``targets``),
-    the train-mode pass that moves BatchNorm's statistics (``bn_stats``), the whole loss with those two included
+    the train-mode pass that moves BatchNorm's statistics (``bn_stats``, over the trunk as the update runs it, and
+    ``bn_stats_whole_net``, the same pass through the head too: the cost item 6 removed), the whole loss with those two included
     (``loss``), its backward pass (``backward``), the priority write-back (``priorities``; 0 on uniform replay),
     and what is left of a whole update (``step_and_rest``: clipping, the optimizer, the one host copy, Python)."""
     cuda = dqn.device.type == "cuda"
@@ -125,15 +126,23 @@ def update_split(dqn, replay: FrameReplay, reps: int) -> dict[str, float]:
     B, accum = dqn.cfg.micro_batch, dqn.cfg.accum_steps
     draw = (lambda: replay.sample(B, beta=dqn.is_beta)) if prioritized else (lambda: replay.sample(B))
     batch = draw()
-    obs, next_obs = batch["obs"], batch["next_obs"]
+    obs = batch["obs"]
 
     def targets() -> None:
-        dqn.target_values(obs, next_obs)
+        dqn.target_values(batch)
 
     def bn_stats() -> None:
         with torch.no_grad(), dqn._autocast():
             dqn.online.train()
-            dqn.online_fn(obs)
+            dqn.statistics_fn(obs)
+            dqn.online.eval()
+
+    whole_net = dqn.online_fn  # the same pass over the whole network (the head too), as the learner ran it before
+
+    def bn_stats_whole_net() -> None:
+        with torch.no_grad(), dqn._autocast():
+            dqn.online.train()
+            whole_net(obs)
             dqn.online.eval()
 
     def loss_and_backward() -> None:
@@ -149,6 +158,7 @@ def update_split(dqn, replay: FrameReplay, reps: int) -> dict[str, float]:
         "sample": accum * timed(draw),
         "targets": accum * timed(targets),
         "bn_stats": accum * timed(bn_stats) if dqn.batchnorm_batch_stats else 0.0,
+        "bn_stats_whole_net": accum * timed(bn_stats_whole_net) if dqn.batchnorm_batch_stats else 0.0,
         "loss": accum * timed(lambda: dqn.micro_loss(batch)),
         "backward": 0.0,
         "priorities": timed(priorities) if prioritized else 0.0,

@@ -115,7 +115,10 @@ class FrameReplay:
         obs_dtype: str = "uint8",
         num_actions: int = 256,
         masked: bool = False,
+        windows: bool = False,
     ):
+        """``windows``: samples also carry the n-step window's states, actions and steps (``window_*``: the TD rules
+        that need every step of the return, shared/targets.py)."""
         _check(_is_int(num_streams) and num_streams >= 1, f"num_streams={num_streams!r} must be an int >= 1")
         _check(_is_int(capacity) and capacity >= 1, f"capacity={capacity!r} must be an int >= 1")
         _check(_is_int(stack) and stack >= 1, f"stack={stack!r} must be an int >= 1")
@@ -147,6 +150,7 @@ class FrameReplay:
         self.n_step = int(n_step)
         self.gamma = float(gamma)
         self.device = torch.device(device)
+        self.windows = bool(windows)
 
         S, C, dev = self.num_streams, self.stream_capacity, self.device
         self._frames = torch.zeros((S, C, *self.frame_shape), dtype=self.obs_dtype, device=dev)
@@ -298,35 +302,44 @@ class FrameReplay:
                     f"{_MAX_RESAMPLE_ROUNDS} redraws; almost every sampleable slot is a truncation"
                 )
             steps = include.sum(1)
-            both_stream = torch.cat([stream, stream])
-            stack_idx = self._stack_indices(both_stream, torch.cat([slot, slot + steps]))
-            flat = both_stream[:, None] * C + stack_idx % C
+            n = self.n_step
+            # the stacks of slot i, (windows) of slots i+1..i+n-1, and of the bootstrap's slot i + L: k per sample
+            ahead = self._offsets[1:n] if self.windows else self._offsets[:0]
+            at = torch.cat([slot[:, None], slot[:, None] + ahead, (slot + steps)[:, None]], 1)  # [B, k]
+            k = at.shape[1]
+            kstream = stream[:, None].expand(B, k).reshape(-1)
+            stack_idx = self._stack_indices(kstream, at.reshape(-1))
+            flat = kstream[:, None] * C + stack_idx % C
             frames = self._frames.view(-1, *shape).index_select(0, flat.view(-1))
-            frames = frames.view(2 * B, *shape) if self.stack == 1 else frames.view(2 * B, self.stack, *shape)
-            action = self._actions.view(-1)[stream * C + slot % C]
-            if self.masked:  # the masks of slot i (Munchausen's log-policy at s) and of the bootstrap's slot i + L
+            frames = frames.view(B, k, *shape) if self.stack == 1 else frames.view(B, k, self.stack, *shape)
+            action_w = self._actions.view(-1)[(stream[:, None] * C + (slot[:, None] + self._offsets[:n]) % C)].long()
+            extra_mask = {}
+            if self.masked:  # the masks of slot i (Munchausen's log-policy at s), the window's, and the bootstrap's
                 packed = cast("torch.Tensor", self._masks).view(-1, self.mask_bytes).index_select(0, flat[:, -1])
-                both = unpack_masks(packed, self.num_actions)
-                extra_mask = {"mask": both[:B], "next_mask": both[B:]}
-            else:
-                extra_mask = {}
+                masks = unpack_masks(packed, self.num_actions).view(B, k, self.num_actions)
+                extra_mask = {"mask": masks[:, 0], "next_mask": masks[:, -1]}
+                if self.windows:
+                    extra_mask["window_mask"] = masks[:, 1:-1]
             extra = self._sampled(stream, slot, counts, beta)
 
-        n = self.n_step
         reward = (rew_w * self._powers[:n] * include).sum(1)
         done = (include & term_w).any(1)
         discount = torch.where(done, torch.zeros_like(reward), self._powers[steps])
-        return {
-            "obs": frames[:B],
-            "action": action.long(),
+        out = {
+            "obs": frames[:, 0],
+            "action": action_w[:, 0],
             "reward": reward,
             "discount": discount,
-            "next_obs": frames[B:],
+            "next_obs": frames[:, -1],
             "stream": stream,
             "slot": slot,
             **extra_mask,
             **extra,
         }
+        if self.windows:  # step k of the window: its state (k >= 1), action, and weight (gamma**k where the return adds it)
+            weight = torch.where(include, self._powers[:n], torch.zeros_like(self._powers[:n]))  # gamma**k, 0 past L
+            out |= {"window_obs": frames[:, 1:-1], "window_action": action_w, "window_weight": weight}
+        return out
 
     def stack_at(self, stream: int, abs_slot: int) -> torch.Tensor:
         """The network input of a retained slot, [stack, *obs_shape] ([*obs_shape] at stack 1); ValueError if it

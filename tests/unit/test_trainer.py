@@ -11,6 +11,7 @@ from learner.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from learner.trainer import DQNLearner
 from shared.config import LearnerConfig
 from shared.spec import EnvSpec
+from shared.targets import munchausen_window
 from tests.support.batches import ACTIONS, SIZE, STACK, synthetic_batch
 
 SPEC = EnvSpec((SIZE, SIZE), "uint8", STACK, ACTIONS)
@@ -79,12 +80,13 @@ def test_amp_update_on_cpu(amp):
     assert all(p.dtype == torch.float32 for p in dqn.online.parameters())  # master weights stay fp32
 
 
-def test_auto_amp_on_cpu_is_bf16_only_with_native_bf16():
-    from shared.network import cpu_has_native_bf16
+def test_auto_amp_is_full_precision_the_function_actors_play():
+    from learner.trainer import resolve_amp
 
-    expected = torch.bfloat16 if cpu_has_native_bf16() else None
-    assert learner(LearnerConfig(compile=False)).amp_dtype == expected
+    assert learner(LearnerConfig(compile=False)).amp_dtype is None  # on every CPU, native bf16 or not
     assert learner(LearnerConfig(compile=False, amp="off")).amp_dtype is None
+    assert resolve_amp("auto", torch.device("cuda")) is None  # no GPU needed: the rule, not the device
+    assert resolve_amp("bf16", torch.device("cpu")) == torch.bfloat16
 
 
 @pytest.mark.slow
@@ -491,10 +493,56 @@ def test_one_target_forward_over_s_prime_and_s_gives_each_batchs_own_values(alph
                 m.running_mean.uniform_(-1, 1)
                 m.running_var.uniform_(0.5, 2)
         alone_next, alone_here = dqn.target(batch["next_obs"]).float(), dqn.target(batch["obs"]).float()
-    next_target, target_here = dqn.target_values(batch["obs"], batch["next_obs"])
+    passes = dqn.target_values(batch)
+    next_target, target_here = passes["target(s')"], passes.get("target(s)")
     torch.testing.assert_close(next_target, alone_next, rtol=1e-5, atol=1e-6)
     if alpha > 0:
         assert target_here is not None
         torch.testing.assert_close(target_here, alone_here, rtol=1e-5, atol=1e-6)
     else:
         assert target_here is None
+
+
+def test_munchausen_along_the_window_runs_the_target_net_on_every_window_state():
+    """learner.munchausen_window: the target net's Q at s_0, s_1..s_{n-1} and s' feed shared/targets.py
+    munchausen_window with the batch's window actions and weights (one target forward over all of them)."""
+    alpha, tau, n = 0.9, 0.03, 3
+    dqn, batch = learner_on_running_statistics(munchausen_alpha=alpha, munchausen_tau=tau, munchausen_window=True)
+    g = torch.Generator().manual_seed(3)
+    window_obs = torch.randint(0, 256, (8, n - 1, *batch["obs"].shape[1:]), dtype=torch.uint8, generator=g)
+    window_action = torch.cat([batch["action"][:, None], torch.randint(0, ACTIONS, (8, n - 1), generator=g)], 1)
+    weight = torch.tensor([[1.0, 0.99, 0.99**2]] * 6 + [[1.0, 0.0, 0.0]] * 2)  # two windows cut after one step
+    windowed = dict(batch, window_obs=window_obs, window_action=window_action, window_weight=weight)
+    with torch.no_grad():
+        q_window = torch.stack([dqn.target(batch["obs"])] + [dqn.target(window_obs[:, k]) for k in range(n - 1)], 1)
+        q_next = dqn.target(batch["next_obs"])
+    target = munchausen_window(
+        dqn.cfg.reward_scale * batch["reward"], batch["discount"], window_action, q_window, None, weight, q_next, None,
+        alpha, tau,
+    )  # fmt: skip
+    _, td, q = dqn.micro_loss(windowed)
+    torch.testing.assert_close(td, (q - target).abs(), atol=1e-5, rtol=1e-5)
+    first_only = learner_on_running_statistics(munchausen_alpha=alpha, munchausen_tau=tau)[0]
+    first_only.online.load_state_dict(dqn.online.state_dict())
+    first_only.target.load_state_dict(dqn.target.state_dict())
+    _, td_first, _ = first_only.micro_loss(batch)
+    assert not torch.allclose(td[:6], td_first[:6], atol=1e-4)  # the later steps' terms take part
+    torch.testing.assert_close(td[6:], td_first[6:], atol=1e-5, rtol=1e-5)  # a one-step window: the same target
+
+
+def test_the_statistics_pass_stops_before_the_head_and_moves_the_same_statistics():
+    """The train-mode pass that moves BatchNorm's running statistics runs the trunk only (every BatchNorm is there):
+    the statistics equal those of a whole-network train-mode forward."""
+    dqn = DQNLearner(LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off"), MARIO, CPU, env="mario")
+    reference = copy.deepcopy(dqn.online)
+    batch = mario_batch()
+    seen = []
+    for name in ("value", "advantage"):
+        getattr(dqn.online, name).register_forward_hook(lambda module, args, out: seen.append(len(args[0])))
+    dqn.micro_loss(batch)
+    assert seen == [16, 16]  # Munchausen: the head ran once per stream, the loss's forward, not the statistics pass
+    reference.train()
+    with torch.no_grad():
+        reference(batch["obs"])
+    for (name, got), (_, want) in zip(dqn.online.named_buffers(), reference.named_buffers()):
+        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=name)
