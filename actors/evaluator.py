@@ -3,14 +3,16 @@
 Used by ``python -m launch.evaluate`` and usable from an evaluation process during training
 (hand :func:`play_episodes` the network the learner publishes; nothing here touches the data plane).
 
-``play_episodes(net, env_cfg, episodes, epsilon, seed, policy)``
+``play_episodes(net, env_cfg, episodes, epsilon, seed, policy, noop_max=0)``
     One env is built (``shared.envs.make_env``), reset for every episode, closed at the end. The
     policy is epsilon-greedy over ``net`` (``epsilon`` = 0: pure greedy; the network runs in
     ``eval()`` mode under ``torch.inference_mode`` on the one stacked observation, and only on
     steps that do not explore) or uniformly random (``policy="random"``, ``net`` may be None: the
     baseline a trained agent must beat). All randomness comes from ``np.random.default_rng(seed)``;
     the env is built with ``seed`` too. Mario itself is deterministic given the actions, so a
-    pure-greedy Mario episode is the same every time.
+    pure-greedy Mario episode is the same every time. ``noop_max`` > 0: each episode starts with
+    ``noop_counts(seed, episodes, noop_max)[i]`` steps of the env's no-op action (``EnvEntry.noop_action``;
+    DQN Zoo's no-op starts), then the policy plays; those steps count in its length, return and score.
     Envs without a single-env form (Snake, fuel breaks: vector envs): ``episodes`` envs of one vector
     env play one episode each (one batched forward per step; greedy and random actions over the valid
     ones when masked).
@@ -48,6 +50,7 @@ __all__ = [
     "VideoInfo",
     "action_names_for",
     "build_network",
+    "noop_counts",
     "play_episodes",
     "ranked_episode",
     "record_video",
@@ -77,6 +80,9 @@ class Episode:
     actions: np.ndarray
     """uint8 [length] (uint16 past 256 actions): the action taken at each agent step, in order (replay it with
     record_video)."""
+    noops: int | None = None
+    """The no-op steps drawn for its start (``play_episodes``' ``noop_max``; fewer were played when the episode
+    ended first); None: no no-op start."""
 
 
 @dataclass
@@ -116,6 +122,18 @@ def action_names_for(env_cfg: EnvConfig) -> list[str]:
 
 # --------------------------------------------------------------------------- playing
 
+NOOP_STREAM = 0x6E6F6F70  # "noop": the key that separates the no-op counts' stream from the policy's
+
+
+def noop_counts(seed: int, episodes: int, noop_max: int) -> list[int]:
+    """The no-op steps each of ``episodes`` episodes played with ``seed`` starts with: uniform in [0, noop_max],
+    from a stream of their own (``seed`` and :data:`NOOP_STREAM`), so they depend on nothing else: every policy and
+    epsilon played on one seed gets the same no-op starts."""
+    if noop_max <= 0:
+        return [0] * episodes
+    rng = np.random.default_rng([int(seed) & 0xFFFF_FFFF_FFFF_FFFF, NOOP_STREAM])
+    return [int(n) for n in rng.integers(0, noop_max + 1, size=episodes)]
+
 
 def play_episodes(
     net: torch.nn.Module | None,
@@ -125,6 +143,7 @@ def play_episodes(
     seed: int,
     policy: str = "greedy",
     action: int | None = None,
+    noop_max: int = 0,
 ) -> list[Episode]:
     """Play ``episodes`` whole episodes on one env and return them (see the module docstring).
 
@@ -132,6 +151,8 @@ def play_episodes(
     else the argmax of Q; ties go to the lowest action). ``policy="random"``: uniformly random
     actions, ``net`` unused. ``policy="constant"``: ``action`` on every step but a random one with probability
     ``epsilon`` (the baseline "hold right+A"; Mario only). Episodes end at termination or truncation.
+    ``noop_max`` > 0: episode i first plays ``noop_counts(seed, episodes, noop_max)[i]`` no-op steps (the env's
+    ``noop_action``), fewer when it ends sooner; its ``noops`` says how many were drawn.
     The network is put in eval() mode (BatchNorm running statistics) and left there.
     """
     if policy not in POLICIES:
@@ -140,12 +161,17 @@ def play_episodes(
         raise ValueError(f"episodes={episodes!r} must be >= 1")
     if not 0.0 <= epsilon <= 1.0:
         raise ValueError(f"epsilon={epsilon!r} must be in [0, 1]")
+    if not (isinstance(noop_max, int) and noop_max >= 0):
+        raise ValueError(f"noop_max={noop_max!r} must be an integer >= 0")
     greedy = policy == "greedy"
     if greedy and net is None:
         raise ValueError("policy='greedy' needs a network")
     constant = policy == "constant"
     num_actions = env_spec(env_cfg).num_actions
-    single = entry_for(env_cfg).make_single is not None
+    entry = entry_for(env_cfg)
+    single = entry.make_single is not None
+    noops = noop_counts(seed, episodes, noop_max) if noop_max else None
+    noop = entry.noop_of(env_cfg)
     if constant and (not single or not (isinstance(action, int) and 0 <= action < num_actions)):
         raise ValueError(
             f"policy='constant' needs action in [0, {num_actions}) on a single env, got action={action!r} "
@@ -154,7 +180,7 @@ def play_episodes(
     if greedy:  # greedy: net is not None (checked above), here and in the loop below
         cast("torch.nn.Module", net).eval()
     if not single:
-        return _play_vector(net if greedy else None, env_cfg, episodes, float(epsilon) if greedy else 1.0, seed)
+        return _play_vector(net if greedy else None, env_cfg, episodes, float(epsilon) if greedy else 1.0, seed, noops, noop)
     rng = np.random.default_rng(seed)
     eps = float(epsilon) if greedy or constant else 1.0
     env = make_env(env_cfg, seed)
@@ -163,13 +189,16 @@ def play_episodes(
     out: list[Episode] = []
     try:
         with torch.inference_mode():
-            for _ in range(episodes):
+            for i in range(episodes):
                 stacker.reset(env.reset())
                 step, push, draw, pick = env.step, stacker.push, rng.random, rng.integers
                 actions = bytearray()
                 ret, score, success, done = 0.0, 0.0, False, False
+                still = noops[i] if noops is not None else 0  # no-op steps left at the start
                 while not done:
-                    if eps >= 1.0 or (eps > 0.0 and draw() < eps):
+                    if still:
+                        a, still = noop, still - 1
+                    elif eps >= 1.0 or (eps > 0.0 and draw() < eps):
                         a = int(pick(num_actions))
                     elif constant:  # constant: action is an int (checked above)
                         a = cast(int, action)
@@ -182,16 +211,32 @@ def play_episodes(
                     score, success = info["score"], success or info["success"]
                     done = terminated or truncated
                 out.append(
-                    Episode(float(score), bool(success), float(ret), len(actions), np.frombuffer(actions, np.uint8))
-                )  # no copy; a new bytearray per episode
+                    Episode(
+                        float(score),
+                        bool(success),
+                        float(ret),
+                        len(actions),
+                        np.frombuffer(actions, np.uint8),  # no copy; a new bytearray per episode
+                        None if noops is None else noops[i],
+                    )
+                )
     finally:
         env.close()
     return out
 
 
-def _play_vector(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int, eps: float, seed: int) -> list[Episode]:
+def _play_vector(
+    net: torch.nn.Module | None,
+    env_cfg: EnvConfig,
+    episodes: int,
+    eps: float,
+    seed: int,
+    noops: list[int] | None = None,
+    noop: int = 0,
+) -> list[Episode]:
     """One episode in each of ``episodes`` envs of one vector env, stepped together; env i's episode is the
-    first it finishes. Exploring steps (all of them when ``net`` is None) take a uniformly random valid action."""
+    first it finishes. Exploring steps (all of them when ``net`` is None) take a uniformly random valid action.
+    ``noops``: env i's first ``noops[i]`` steps take ``noop`` (a random valid action where a mask forbids it)."""
     spec = env_spec(env_cfg)
     env = make_vector_env(env_cfg, [seed] * episodes)
     rng = np.random.default_rng(seed)
@@ -201,17 +246,21 @@ def _play_vector(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int,
     active = np.ones(n, bool)
     taken: list[np.ndarray] = []
     mask = np.ones((n, spec.num_actions), bool)
+    starts = None if noops is None else np.asarray(noops, np.int64)
     try:
         obs = env.reset()
         with torch.inference_mode():
             while active.any():
                 if spec.masked:
                     mask = env.action_mask()
-                actions = np.where(mask, rng.random(mask.shape), -1.0).argmax(axis=1)
+                randoms = np.where(mask, rng.random(mask.shape), -1.0).argmax(axis=1)
                 explore = rng.random(n) < eps
+                actions = randoms
                 if net is not None and not explore.all():
                     q = net(torch.from_numpy(obs)).numpy()
-                    actions = np.where(explore, actions, np.where(mask, q, -np.inf).argmax(axis=1))
+                    actions = np.where(explore, randoms, np.where(mask, q, -np.inf).argmax(axis=1))
+                if starts is not None:
+                    actions = np.where(length < starts, np.where(mask[:, noop], noop, randoms), actions)
                 obs, reward, terminated, truncated, info = env.step(actions)
                 taken.append(actions)
                 ret[active] += reward[active]
@@ -223,7 +272,14 @@ def _play_vector(net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int,
         env.close()
     played = np.stack(taken).astype(action_dtype(spec.num_actions))  # [steps, n]
     return [
-        Episode(float(score[i]), bool(success[i]), float(ret[i]), int(length[i]), np.ascontiguousarray(played[: length[i], i]))
+        Episode(
+            float(score[i]),
+            bool(success[i]),
+            float(ret[i]),
+            int(length[i]),
+            np.ascontiguousarray(played[: length[i], i]),
+            None if noops is None else noops[i],
+        )
         for i in range(n)
     ]
 
@@ -277,8 +333,12 @@ def summarize(episodes: list[Episode], num_actions: int, action_names: list[str]
 
 
 def episode_record(e: Episode) -> dict:
-    """The per-episode JSON entry (no actions)."""
-    return {"score": e.score, "success": e.success, "return": e.ret, "length": e.length}
+    """The per-episode JSON entry (no actions): score, success, return, length, and noops for an episode with a
+    no-op start."""
+    record = {"score": e.score, "success": e.success, "return": e.ret, "length": e.length}
+    if e.noops is not None:
+        record["noops"] = e.noops
+    return record
 
 
 # --------------------------------------------------------------------------- video

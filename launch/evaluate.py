@@ -35,10 +35,15 @@ Printed: score mean/median/max/min, success rate, mean return and length, and th
 (``--json``; default ``RUN_DIR/eval-STAGE-eps0.05.json``, or ``eval-STAGE-random.json`` in RUN_DIR or the current
 folder): run_dir, checkpoint, updates and env_steps of the checkpoint, stage, epsilon, policy, seed, env, summary,
 greedy (the pure-greedy episode's summary and record, null for the random policy), episodes (score, success,
-return, length of each) and video. ``--video PATH.mp4|.gif`` (Mario) replays the best episode of the epsilon run
-(highest score, then return; ``--video-episode worst|greedy|N``: the lowest, the pure-greedy one, or episode N) at
-the NES's 256x240 and 60 fps (GIF: 15 fps) and checks that the replay reaches the same score. Bad input prints one
-line on stderr naming the value and exits with 2.
+return, length of each), hazards (where those episodes end: shared/hazards.py), secondary (the final evaluation's
+rows, launch/final_eval.py, on streams of their own from --seed: low_epsilon, --low-epsilon-episodes episodes at
+eval.low_epsilon, and noop_greedy, --noop-episodes episodes at epsilon 0 after 0-eval.noop_max no-op steps, each
+with epsilon or noop_max, stream_seed, summary, hazards and episodes, null at 0 episodes; the random policy stays
+random and the constant one holds its action; eval.* from the run's config, else the defaults) and video.
+``--video PATH.mp4|.gif`` (Mario) replays the best episode of the epsilon run (highest score, then return;
+``--video-episode worst|greedy|N``: the lowest, the pure-greedy one, or episode N) at the NES's 256x240 and 60 fps
+(GIF: 15 fps) and checks that the replay reaches the same score. Bad input prints one line on stderr naming the
+value and exits with 2.
 """
 
 from __future__ import annotations
@@ -65,12 +70,15 @@ from actors.evaluator import (
     summarize,
 )
 from launch.cli import UsageError, import_plugin, parse
+from launch.final_eval import describe, score_line
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
-from shared.config import ConfigError, EnvConfig, RunConfig
+from shared.config import ConfigError, EnvConfig, EvalConfig, RunConfig
 from shared.envs import check_env, entry_for, env_label, env_spec, with_options, with_stage
 from shared.envs import names as env_names
 from shared.envs.mario import ACTION_SETS, parse_stage
 from shared.envs.mario import ENTRY as MARIO
+from shared.hazards import clusters_for, format_hazards, hazard_table
+from shared.seeding import EVAL_LOW_EPSILON, EVAL_NOOP, stream_seed
 
 
 @dataclasses.dataclass
@@ -113,6 +121,12 @@ class EvaluateArgs:
     episode), or N, episode N of the epsilon run (0-based, as in the JSON; the same --seed plays the same ones)."""
     json: Annotated[str | None, tyro.conf.arg(metavar="PATH")] = None
     """Where to write the results."""
+    low_epsilon_episodes: int | None = None
+    """Episodes of the secondary row at eval.low_epsilon (default: the run's eval.low_epsilon_episodes, else 50; 0:
+    none)."""
+    noop_episodes: int | None = None
+    """Episodes of the secondary row at epsilon 0 after 0-eval.noop_max no-op steps (default: the run's
+    eval.noop_episodes, else 30; 0: none)."""
 
 
 def _load_checkpoint_file(path: str) -> dict:
@@ -160,6 +174,9 @@ def resolve(args: EvaluateArgs) -> dict:
             raise UsageError(f"--stage={args.stage!r} must be 'W-S' with W in 1..8 and S in 1..4, or 'all'") from None
     if args.max_episode_steps is not None and args.max_episode_steps < 0:
         raise UsageError(f"--max-episode-steps={args.max_episode_steps!r} must be >= 0")
+    for flag, count in (("--low-epsilon-episodes", args.low_epsilon_episodes), ("--noop-episodes", args.noop_episodes)):
+        if count is not None and not 0 <= count <= 1000:
+            raise UsageError(f"{flag}={count!r} must be in [0, 1000] (0: no such row)")
     if args.video is not None and os.path.splitext(args.video)[1].lower() not in (".mp4", ".gif"):
         raise UsageError(f"--video={args.video!r} must end in .mp4 or .gif")
     if args.video_episode not in VIDEO_EPISODES and not (
@@ -279,7 +296,11 @@ def resolve(args: EvaluateArgs) -> dict:
         else f"constant-{args.action}-eps{args.epsilon:g}"
     )
     json_path = args.json or os.path.join(run_dir or ".", f"eval-{label}-{tag}.json")
+    ev = cfg.eval if cfg is not None else EvalConfig()
+    low_n = ev.low_epsilon_episodes if args.low_epsilon_episodes is None else args.low_epsilon_episodes
+    noop_n = ev.noop_episodes if args.noop_episodes is None else args.noop_episodes
     return {
+        "secondary": {"low_epsilon": (ev.low_epsilon, low_n), "noop_greedy": (ev.noop_max, noop_n)},
         "env": env,
         "net": net,
         "run_dir": run_dir,
@@ -373,6 +394,10 @@ def _evaluate(args: EvaluateArgs, job: dict) -> int:
         rows.append(("random", random_summary))
     print(format_table(rows, names))
     print(f"[EVAL] {steps:,} agent steps in {seconds:.1f} s ({steps / max(seconds, 1e-9):,.0f} steps/s)", flush=True)
+    clusters = clusters_for(env)
+    hazards = hazard_table([episode_record(e) for e in episodes], clusters)
+    print(f"[EVAL] hazards: {format_hazards(hazards)}")
+    secondary = play_secondary(args, job, clusters)
 
     video = None
     status = 0
@@ -408,6 +433,8 @@ def _evaluate(args: EvaluateArgs, job: dict) -> int:
         "greedy": None if greedy_ep is None else {**cast(dict, greedy_summary), "episode": episode_record(greedy_ep)},
         "random": random_summary,
         "episodes": [episode_record(e) for e in episodes],
+        "hazards": hazards,
+        "secondary": secondary,
         "video": video,
         "eval_seconds": seconds,
     }
@@ -422,6 +449,32 @@ def _evaluate(args: EvaluateArgs, job: dict) -> int:
     os.replace(tmp, path)
     print(f"[EVAL] wrote {path}")
     return status
+
+
+def play_secondary(args: EvaluateArgs, job: dict, clusters: list[tuple[str, float, float]]) -> dict:
+    """The final evaluation's secondary rows for this policy (low_epsilon, noop_greedy; module docstring), each on
+    its own stream from ``--seed``; their lines printed. A row of 0 episodes is None."""
+    env, net = job["env"], job["net"]
+    entry = entry_for(env)
+    what, won = entry.score.lower(), entry.success.lower()
+    (low_epsilon, low_n), (noop_max, noop_n) = job["secondary"]["low_epsilon"], job["secondary"]["noop_greedy"]
+    out: dict[str, dict | None] = {}
+    for key, n, epsilon, noops, purpose, title in (
+        ("low_epsilon", low_n, low_epsilon, 0, EVAL_LOW_EPSILON, f"epsilon {low_epsilon:g}"),
+        ("noop_greedy", noop_n, 0.0, noop_max, EVAL_NOOP, f"epsilon 0 after 0-{noop_max} no-ops"),
+    ):
+        if not n:
+            out[key] = None
+            continue
+        seed = stream_seed(args.seed, purpose)
+        played = play_episodes(net, env, n, epsilon, seed, policy=args.policy, action=job["action"], noop_max=noops)
+        records = [episode_record(e) for e in played]
+        summary, hazards = describe(records), hazard_table(records, clusters)
+        head = {"epsilon": 1.0 if args.policy == "random" else epsilon} if key == "low_epsilon" else {"noop_max": noops}
+        out[key] = head | {"stream_seed": seed, "summary": summary, "hazards": hazards, "episodes": records}
+        print(f"[EVAL] {args.policy} at {title}: {score_line(summary, what, won)}")
+        print(f"[EVAL] {args.policy} at {title} hazards: {format_hazards(hazards)}", flush=True)
+    return out
 
 
 if __name__ == "__main__":

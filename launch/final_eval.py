@@ -15,6 +15,12 @@ upwards (the winner's curse). So at the end of a run:
 2. **Final evaluation.** The last weights (``checkpoint.pt``) and ``best.pt`` each play ``eval.final_episodes``
    episodes at ``eval.epsilon`` on a third stream, the same episodes for both, plus one greedy episode (epsilon 0).
    The selection's episodes are not reused, so these figures are unbiased estimates for each.
+3. **More rows, on streams of their own** (played in the same pool as step 2): the late window, each kept weights
+   (``kept/``, the last ``eval.keep_weights`` broadcasts) ``eval.late_episodes`` episodes at ``eval.epsilon``, the
+   same episodes for each, pooled (one lucky or unlucky last broadcast does not decide a run); the last weights at
+   ``eval.low_epsilon`` (``eval.low_epsilon_episodes``) and greedy after 0-``eval.noop_max`` no-op steps
+   (``eval.noop_episodes``, DQN Zoo's protocol). Every row of episodes has a hazard table (shared/hazards.py: each
+   hazard cluster's pass rate where the env names clusters, as on Mario 1-1, else a histogram of where episodes end).
 
 Seeds come from the run's ``eval.seed`` (shared/seeding.py). Each weights' episodes go out in jobs of
 ``EPISODES_PER_JOB``, job k on its own stream (``stream_seed(purpose's seed, k)``), played in parallel worker
@@ -44,12 +50,21 @@ import tyro
 from actors.evaluator import build_network, episode_record, play_episodes
 from launch.cli import UsageError, parse
 from launch.processes import spawn_context
-from learner.checkpoint import CHECKPOINT_NAME, has_checkpoint, load_best, load_checkpoint, load_snapshots, save_best
+from learner.checkpoint import (
+    CHECKPOINT_NAME,
+    has_checkpoint,
+    load_best,
+    load_checkpoint,
+    load_kept,
+    load_snapshots,
+    save_best,
+)
 from learner.metrics import MetricsLog
 from shared.config import ConfigError, RunConfig
 from shared.envs import entry_for, env_label, resolve, with_stage
+from shared.hazards import clusters_for, format_hazards, hazard_table
 from shared.results import upgrade
-from shared.seeding import EVAL_FINAL, EVAL_SELECT, stream_seed
+from shared.seeding import EVAL_FINAL, EVAL_LATE, EVAL_LOW_EPSILON, EVAL_NOOP, EVAL_SELECT, stream_seed
 
 RESULT_NAME = "eval_final.json"
 VIDEO_NAME = "best.mp4"  # best.pt's greedy episode, on envs that film (Mario)
@@ -64,10 +79,11 @@ def _ignore_sigint() -> None:
 
 
 def play_job(job: dict) -> dict:
-    """Worker: play ``job['episodes']`` episodes (and one greedy one if asked) with the given weights."""
+    """Worker: play ``job['episodes']`` episodes (and one greedy one if asked) with the given weights, each after
+    up to ``job['noop_max']`` no-op steps where the job has it."""
     torch.set_num_threads(1)  # batch-1 forwards: one core per worker
     net = build_network(job["env"], job["weights"], dueling=job["dueling"])
-    episodes = play_episodes(net, job["env"], job["episodes"], job["epsilon"], job["seed"])
+    episodes = play_episodes(net, job["env"], job["episodes"], job["epsilon"], job["seed"], noop_max=int(job.get("noop_max", 0)))
     greedy = play_episodes(net, job["env"], 1, 0.0, job["seed"])[0] if job["greedy"] else None
     return {
         "episodes": [episode_record(e) for e in episodes],
@@ -143,16 +159,38 @@ def episode_jobs(episodes: int, seed: int) -> list[tuple[int, int]]:
 def play_weights(common: dict, weights: list[dict], episodes: int, seed: int, greedy: bool, processes: int) -> list[dict]:
     """Each of ``weights`` plays the same ``episodes`` episodes (``episode_jobs(episodes, seed)``), all jobs in one
     pool; per weights, in order: ``{"episodes": [records in job order], "greedy": record of the first job's greedy
-    episode or None}``. ``common``: the jobs' env, dueling and epsilon."""
-    split = episode_jobs(episodes, seed)
-    jobs = [
-        dict(common, weights=w, episodes=n, seed=s, greedy=greedy and k == 0) for w in weights for k, (n, s) in enumerate(split)
-    ]
+    episode or None}``. ``common``: the jobs' env, dueling and epsilon (and noop_max, for no-op starts)."""
+    return play_rows([(common, weights, episodes, seed, greedy)], processes)[0]
+
+
+def play_rows(rows: list[tuple[dict, list[dict], int, int, bool]], processes: int) -> list[list[dict]]:
+    """``play_weights`` for several rows ``(common, weights, episodes, seed, greedy)`` at once, all their jobs in one
+    pool (the cores stay busy to the end of the longest row); per row, what ``play_weights`` returns."""
+    jobs: list[dict] = []
+    slices: list[tuple[int, int]] = []
+    for common, weights, episodes, seed, greedy in rows:
+        split = episode_jobs(episodes, seed)
+        for w in weights:
+            slices.append((len(jobs), len(split)))
+            jobs += [dict(common, weights=w, episodes=n, seed=s, greedy=greedy and k == 0) for k, (n, s) in enumerate(split)]
     played = run_jobs(jobs, processes)
-    return [
-        {"episodes": [e for got in played[i : i + len(split)] for e in got["episodes"]], "greedy": played[i]["greedy"]}
-        for i in range(0, len(played), len(split))
+    per_weights = [
+        {"episodes": [e for got in played[i : i + n] for e in got["episodes"]], "greedy": played[i]["greedy"]} for i, n in slices
     ]
+    out, at = [], 0
+    for _, weights, *_ in rows:
+        out.append(per_weights[at : at + len(weights)])
+        at += len(weights)
+    return out
+
+
+def score_line(s: dict, what: str, won: str) -> str:
+    """A ``describe`` summary in words: mean score with its interval, successes k/n = rate with its interval."""
+    return (
+        f"{what} mean {s['score_mean']:,.1f} [{s['score_ci'][0]:,.1f}, {s['score_ci'][1]:,.1f}], {won} {s['successes']}/"
+        f"{s['episodes']} = {s['success_rate']:.0%} [{s['success_rate_ci'][0]:.0%}, {s['success_rate_ci'][1]:.0%}] "
+        "(95% intervals)"
+    )
 
 
 def run_jobs(jobs: list[dict], processes: int) -> list[dict]:
@@ -254,9 +292,30 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
         f"[FINAL] final evaluation: {', '.join(name for name, *_ in contenders)} weights play {ev.final_episodes} "
         f"fresh episodes each at epsilon {ev.epsilon:g}, and one greedy episode"
     )
-    played = play_weights(
-        common, [weights for _, weights, _ in contenders], ev.final_episodes, seed, greedy=True, processes=processes
-    )
+    last_online = checkpoint["learner"]["online"]
+    kept = load_kept(run_dir)[-ev.keep_weights :] if ev.keep_weights and ev.late_episodes else []
+    late_seed, low_seed, noop_seed = (stream_seed(ev.seed, purpose) for purpose in (EVAL_LATE, EVAL_LOW_EPSILON, EVAL_NOOP))
+    more: dict[str, tuple[dict, list[dict], int, int, bool]] = {}  # the rows of step 3, played in the same pool
+    said = []
+    if kept:
+        more["late"] = (common, [k["learner"]["online"] for k in kept], ev.late_episodes, late_seed, False)
+        said.append(
+            f"the late window, {len(kept)} kept weights (v{kept[0]['counters']['weights_version']}-"
+            f"v{kept[-1]['counters']['weights_version']}), {ev.late_episodes} episodes each at epsilon {ev.epsilon:g}"
+        )
+    if ev.low_epsilon_episodes:
+        more["low_epsilon"] = (dict(common, epsilon=ev.low_epsilon), [last_online], ev.low_epsilon_episodes, low_seed, False)
+        said.append(f"the last weights {ev.low_epsilon_episodes} episodes at epsilon {ev.low_epsilon:g}")
+    if ev.noop_episodes:
+        noop_common = dict(common, epsilon=0.0, noop_max=ev.noop_max)
+        more["noop_greedy"] = (noop_common, [last_online], ev.noop_episodes, noop_seed, False)
+        said.append(f"{ev.noop_episodes} greedy episodes after 0-{ev.noop_max} no-op steps")
+    if said:
+        echo(f"[FINAL] and on streams of their own: {'; '.join(said)}")
+    final_row = (common, [weights for _, weights, _ in contenders], ev.final_episodes, seed, True)
+    played, *played_more = play_rows([final_row, *more.values()], processes)
+    got_more = dict(zip(more, played_more))
+    clusters = clusters_for(env)
     result: dict[str, Any] = {
         "run_dir": run_dir,
         "seed": cfg.seed,
@@ -277,10 +336,45 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
             "weights_version": int(counters["weights_version"]),
             "env_steps": int(counters["inserted"]),
             "summary": describe(got["episodes"]),
+            "hazards": hazard_table(got["episodes"], clusters),
             "greedy": got["greedy"],
             "episodes": got["episodes"],
         }
     result.setdefault("best", dict(result["last"], same_as_last=True) if best_is_last else None)
+    result["late_window"] = None
+    if "late" in got_more:
+        pooled = [e for got in got_more["late"] for e in got["episodes"]]
+        result["late_window"] = {
+            "epsilon": ev.epsilon,
+            "episodes_per_weights": ev.late_episodes,
+            "stream_seed": late_seed,
+            "weights": [
+                {
+                    "weights_version": int(k["counters"]["weights_version"]),
+                    "env_steps": int(k["counters"]["inserted"]),
+                    "summary": describe(got["episodes"]),
+                    "episodes": got["episodes"],
+                }
+                for k, got in zip(kept, got_more["late"])
+            ],
+            "summary": describe(pooled),
+            "hazards": hazard_table(pooled, clusters),
+        }
+    result["secondary"] = {
+        key: None
+        if key not in got_more
+        else head
+        | {
+            "stream_seed": row_seed,
+            "summary": describe(got_more[key][0]["episodes"]),
+            "hazards": hazard_table(got_more[key][0]["episodes"], clusters),
+            "episodes": got_more[key][0]["episodes"],
+        }
+        for key, head, row_seed in (
+            ("low_epsilon", {"epsilon": ev.low_epsilon}, low_seed),
+            ("noop_greedy", {"noop_max": ev.noop_max}, noop_seed),
+        )
+    }
     filmed_name = "best.pt" if result["best"] else "the last weights"
     filmed = dict((result["best"] or result["last"])["greedy"])
     for name in ("last", "best"):  # the greedy episodes' actions: filmed below, not kept in the JSON
@@ -292,13 +386,31 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
         r = result[name]
         s, g = r["summary"], r["greedy"]
         echo(
-            f"[FINAL] {name:<4} (v{r['weights_version']}, {r['env_steps']:,} env steps): {what} mean "
-            f"{s['score_mean']:,.1f} [{s['score_ci'][0]:,.1f}, {s['score_ci'][1]:,.1f}], {won} {s['successes']}/"
-            f"{s['episodes']} = {s['success_rate']:.0%} [{s['success_rate_ci'][0]:.0%}, {s['success_rate_ci'][1]:.0%}] "
-            f"(95% intervals); greedy episode {what} {g['score']:,g}{', success' if g['success'] else ''}"
+            f"[FINAL] {name:<4} (v{r['weights_version']}, {r['env_steps']:,} env steps): {score_line(s, what, won)}; "
+            f"greedy episode {what} {g['score']:,g}{', success' if g['success'] else ''}"
         )
+        echo(f"[FINAL] {name:<4} hazards: {format_hazards(r['hazards'])}")
     if best_is_last:
         echo("[FINAL] best: the last weights (no snapshot beat them on the selection's episodes)")
+    late = result["late_window"]
+    if late is not None:
+        echo(
+            f"[FINAL] late window ({len(late['weights'])} kept weights x {late['episodes_per_weights']} episodes at "
+            f"epsilon {late['epsilon']:g}): {score_line(late['summary'], what, won)}"
+        )
+        for w in late["weights"]:
+            echo(
+                f"[FINAL]   v{w['weights_version']} ({w['env_steps']:,} env steps): {what} "
+                f"{w['summary']['score_mean']:,.1f}, {won} {w['summary']['success_rate']:.0%}"
+            )
+        echo(f"[FINAL] late window hazards: {format_hazards(late['hazards'])}")
+    low, noop = result["secondary"]["low_epsilon"], result["secondary"]["noop_greedy"]
+    if low is not None:
+        echo(f"[FINAL] last at epsilon {low['epsilon']:g}: {score_line(low['summary'], what, won)}")
+        echo(f"[FINAL] last at epsilon {low['epsilon']:g} hazards: {format_hazards(low['hazards'])}")
+    if noop is not None:
+        echo(f"[FINAL] last greedy after 0-{noop['noop_max']} no-ops: {score_line(noop['summary'], what, won)}")
+        echo(f"[FINAL] last greedy after 0-{noop['noop_max']} no-ops hazards: {format_hazards(noop['hazards'])}")
     echo(f"[FINAL] wrote {os.path.join(run_dir, RESULT_NAME)} in {result['seconds']:.0f}s")
     if entry.video:
         film_greedy(env, filmed["actions"], filmed["score"], os.path.join(run_dir, VIDEO_NAME), filmed_name, echo)
@@ -322,10 +434,15 @@ def write_results(run_dir: str, result: dict) -> None:
     """``eval_final.json`` (run_dir, seed, eval_seed, stream_seed, epsilon, env, stage, env_steps, updates,
     samples_per_transition (the run's replay ratio), wall_seconds,
     selection: the last weights first, then each snapshot, with its in-training score (none for the last weights),
-    fresh score and per-episode scores; last and best: weights_version, env_steps, summary (``describe``), greedy and
-    episodes (score, success, return, length each); best is a copy of last with ``same_as_last`` when the selection kept
-    the last weights, null when there was nothing to choose from), and
-    one ``final/`` metrics row at the run's last env step."""
+    fresh score and per-episode scores; last and best: weights_version, env_steps, summary (``describe``), hazards
+    (``hazard_table``), greedy and episodes (score, success, return, length each); best is a copy of last with
+    ``same_as_last`` when the selection kept the last weights, null when there was nothing to choose from;
+    late_window: epsilon, episodes_per_weights, stream_seed, weights (per kept weights, oldest first: weights_version,
+    env_steps, summary, episodes), summary and hazards of all their episodes pooled, null without kept weights or
+    late episodes; secondary: low_epsilon (epsilon, stream_seed, summary, hazards, episodes) and noop_greedy (noop_max,
+    stream_seed, summary, hazards, episodes: each with its noops), each null at 0 episodes), and
+    one ``final/`` metrics row at the run's last env step (last_/best_ score, success_rate, return, greedy_score;
+    late_, low_epsilon_, noop_ score and success_rate where those rows exist)."""
     path = os.path.join(run_dir, RESULT_NAME)
     with open(path + ".tmp", "w", encoding="utf-8") as fh:
         json.dump(result, fh, indent=2)
@@ -341,6 +458,19 @@ def write_results(run_dir: str, result: dict) -> None:
                     f"final/{name}_success_rate": s["success_rate"],
                     f"final/{name}_return": s["return_mean"],
                     f"final/{name}_greedy_score": result[name]["greedy"]["score"],
+                }
+            )
+    secondary = result.get("secondary") or {}
+    for name, row in (
+        ("late", result.get("late_window")),
+        ("low_epsilon", secondary.get("low_epsilon")),
+        ("noop", secondary.get("noop_greedy")),
+    ):
+        if row:
+            figures.update(
+                {
+                    f"final/{name}_score": row["summary"]["score_mean"],
+                    f"final/{name}_success_rate": row["summary"]["success_rate"],
                 }
             )
     metrics = MetricsLog(run_dir)

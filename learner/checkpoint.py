@@ -43,6 +43,7 @@ CHECKPOINT_KEYS = ("learner", "counters", "config")
 BEST_NAME = "best.pt"
 PUBLISHED_NAME = "weights_version"
 SNAPSHOT_DIR = "snapshots"
+KEPT_DIR = "kept"  # the last eval.keep_weights broadcast weights (the final evaluation's late window)
 
 
 def _write_temporary(path: str, state: dict) -> str:
@@ -125,6 +126,40 @@ def load_snapshots(run_dir: str) -> list[dict]:
     return sorted(found, key=lambda st: best_score(st["eval"]), reverse=True)
 
 
+def kept_path(run_dir: str, weights_version: int) -> str:
+    return os.path.join(run_dir, KEPT_DIR, f"v{int(weights_version)}.pt")
+
+
+def save_kept(run_dir: str, state: dict, keep: int) -> str:
+    """Write broadcast weights (``{"learner": {"online": ...}, "counters": {weights_version, inserted, updates}}``) to
+    kept/, then delete all but the ``keep`` newest by weights_version. Returns the path written."""
+    os.makedirs(os.path.join(run_dir, KEPT_DIR), exist_ok=True)
+    path = _save_atomic(kept_path(run_dir, state["counters"]["weights_version"]), state)
+    for old in kept_versions(run_dir)[:-keep]:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(kept_path(run_dir, old))
+    return path
+
+
+def kept_versions(run_dir: str) -> list[int]:
+    """The weights_versions in kept/, oldest first."""
+    names = glob.glob(os.path.join(glob.escape(run_dir), KEPT_DIR, "v*.pt"))
+    return sorted(int(os.path.basename(n)[1:-3]) for n in names if os.path.basename(n)[1:-3].isdigit())
+
+
+def load_kept(run_dir: str) -> list[dict]:
+    """Every readable kept weights of ``run_dir``, oldest first (a damaged file is skipped)."""
+    found = []
+    for version in kept_versions(run_dir):
+        try:
+            state = torch.load(kept_path(run_dir, version), map_location="cpu", weights_only=True)
+        except Exception:  # noqa: BLE001 - a damaged file is not part of the window
+            continue
+        if isinstance(state, dict) and "learner" in state:
+            found.append(state)
+    return found
+
+
 def best_score(summary: dict) -> tuple[float, float]:
     """How evaluation summaries rank for ``best.pt``: success rate first, then mean score (old runs' summaries are
     read under their old names)."""
@@ -198,6 +233,7 @@ def discard_partial(run_dir: str) -> list[str]:
             for name in glob.glob(os.path.join(folder, f"{base}.tmp-*"))
         ]
         + glob.glob(os.path.join(folder, SNAPSHOT_DIR, "*.pt.tmp-*"))
+        + glob.glob(os.path.join(folder, KEPT_DIR, "*.pt.tmp-*"))
     )
     for path in leftovers:
         os.remove(path)

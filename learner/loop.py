@@ -50,12 +50,14 @@ from learner.checkpoint import (
     record_published,
     save_best,
     save_checkpoint,
+    save_kept,
     save_snapshot,
     snapshot_path,
 )
 from learner.console import format_duration, format_epoch_line, format_eval_line, format_processor_line
 from learner.data_plane import DataPlane
 from learner.metrics import ROLLED_BACK_NAME, MetricsLog
+from learner.probe import ProbeMonitor
 from learner.schedule import EnvStepPeriod
 from learner.supervised import check_alive
 from learner.trainer import DQNLearner
@@ -63,6 +65,7 @@ from learner.weights import WeightServer
 from shared.config import RunConfig
 from shared.envs import entry_for, env_spec
 from shared.exploration import mean_floor
+from shared.probe import probe_set_cached
 from shared.wire import protocol
 
 IDLE_NOTICE_EVERY = 10.0  # seconds without new experience before the loop says it waits, and between such lines
@@ -160,7 +163,7 @@ class Learner:
             for st in (load_snapshots(run_dir) if resume_state is not None else [])
         ]
         self.final_epsilon = mean_floor(cfg.actor, cfg.actors)  # the mean once annealing is over
-        self.plane = DataPlane(cfg, self.num_actions, device)
+        self.plane = DataPlane(cfg, self.num_actions, device, windows=self.dqn.rule.window)
         try:
             self.server = WeightServer(cfg.transport, slots=self.plane.consolidator.slots, run=self.counters.run)
             self.plane.consolidator.run_id = self.counters.run
@@ -181,6 +184,9 @@ class Learner:
         lc, start = self.dqn.cfg, self.counters.inserted
         self.target_period = EnvStepPeriod(lc.target_sync_env_steps, start)
         self.broadcast_period = EnvStepPeriod(lc.broadcast_env_steps, start)
+        ev = cfg.eval
+        self.keep_period = EnvStepPeriod(ev.keep_weights_env_steps if ev.keep_weights and self.train else 0, start)
+        self.probe = self._probe_monitor() if self.train else None
         # no reset within one period of the budget: the last one has a whole period to recover (BBF's no_resets_after)
         self.reset_period = EnvStepPeriod(lc.reset_env_steps, start, cfg.total_env_steps, lc.reset_env_steps)
         self.resets = len(self.reset_period.multiples(start))  # those a resumed run already made
@@ -417,6 +423,32 @@ class Learner:
         record_published(self.run_dir, version)  # on disk before any actor can hold it: a resume goes above it
         self.server.publish(version, self.dqn.online)
         self.plane.set_weights_version(version)
+        self._observe_broadcast(version)
+
+    def _probe_monitor(self) -> ProbeMonitor | None:
+        """The probe set's monitor (learner/probe.py), its states made once per run folder (probe.npz); None, said,
+        where the env cannot be built here (a learner host without the emulator): training does not need it."""
+        try:
+            probe = probe_set_cached(self.run_dir, self.cfg.env)
+        except Exception as exc:  # noqa: BLE001 - an instrument, never a reason to stop training
+            print(f"[MAIN] no probe set: {type(exc).__name__}: {exc}; churn and action gaps are not logged", flush=True)
+            return None
+        return ProbeMonitor(probe.states, self.device, probe.masks)
+
+    def _observe_broadcast(self, version: int) -> None:
+        """What each broadcast leaves behind: the probe figures (churn since the last broadcast, action gaps) in
+        metrics.jsonl and TensorBoard, and, every eval.keep_weights_env_steps, the weights in kept/ (the last
+        eval.keep_weights stay: the final evaluation's late window)."""
+        c = self.counters
+        if self.probe is not None and self.metrics is not None:
+            figures = self.probe.observe(self.dqn.online) | {"probe/weights_version": version}
+            self.metrics.write(c.updates, c.inserted, self.elapsed(), figures)
+        if self.keep_period.due(c.inserted):
+            state = {
+                "learner": {"online": self.dqn.online.state_dict()},
+                "counters": {"weights_version": version, "inserted": c.inserted, "updates": c.updates},
+            }
+            save_kept(self.run_dir, state, self.cfg.eval.keep_weights)
 
     def elapsed(self) -> float:
         """Wall-clock seconds since the run started, resumes included."""

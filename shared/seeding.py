@@ -21,8 +21,10 @@ import secrets
 import numpy as np
 
 # Purposes of the evaluation streams (the second key of stream_seed): an in-training round, the end-of-run
-# selection among the best snapshots, the final evaluation. No two purposes ever draw the same stream.
-EVAL_ROUND, EVAL_SELECT, EVAL_FINAL = 1, 2, 3
+# selection among the best snapshots, the final evaluation, its late window (the kept weights), its low-epsilon row
+# and its no-op-start row (launch/final_eval.py; launch.evaluate's secondary rows too). No two purposes ever draw the
+# same stream.
+EVAL_ROUND, EVAL_SELECT, EVAL_FINAL, EVAL_LATE, EVAL_LOW_EPSILON, EVAL_NOOP = 1, 2, 3, 4, 5, 6
 
 
 def draw_seed() -> int:

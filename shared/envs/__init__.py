@@ -108,6 +108,16 @@ class EnvEntry:
     """In-training evaluations also play the random policy on the same seeds, to read a score against."""
     video: bool = False
     """An episode can be filmed from its actions (actors/evaluator.py ``record_video``: Mario's emulator screen)."""
+    hazards: Callable[[EnvConfig], Sequence[tuple[str, float, float]]] | None = None
+    """Where episodes of this level end, as ``(name, lo, hi)`` score ranges in order (Mario 1-1: x_pos clusters):
+    evaluation files give each one's pass rate (shared/hazards.py). None, or an empty list for a level: none (a
+    histogram of where episodes end instead)."""
+    noop_action: Callable[[EnvConfig], int] | None = None
+    """The action that does nothing (Mario: NOOP in the run's button set), played at the start of a no-op-start
+    evaluation episode; None: action 0."""
+    probe_action: Callable[[EnvConfig], int] | None = None
+    """The action the scripted policy of the probe set holds (shared/probe.py; Mario: right+A), a seeded random one
+    on a share of steps; None: the probe set is played by a seeded random policy."""
     reward_scale: float = 1.0
     """learner.reward_scale -1 (auto) on this env."""
     gamma: float = 0.9
@@ -129,6 +139,14 @@ class EnvEntry:
 
     def label_of(self, cfg: EnvConfig) -> str:
         return self.label(cfg) if self.label is not None else self.name
+
+    def hazards_of(self, cfg: EnvConfig) -> list[tuple[str, float, float]]:
+        """``cfg``'s hazard clusters (``hazards``); empty: none."""
+        return [(str(n), float(lo), float(hi)) for n, lo, hi in self.hazards(cfg)] if self.hazards is not None else []
+
+    def noop_of(self, cfg: EnvConfig) -> int:
+        """``cfg``'s no-op action (``noop_action``; 0 when the env names none)."""
+        return int(self.noop_action(cfg)) if self.noop_action is not None else 0
 
 
 _REGISTRY: dict[str, EnvEntry] = {}

@@ -65,5 +65,6 @@ ENTRY = register(
         lambda cfg: list(ACTION_NAMES),
         score="Return",
         success="Caught",
+        noop_action=lambda cfg: ACTION_NAMES.index("stay"),
     )
 )

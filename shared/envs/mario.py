@@ -31,7 +31,7 @@ from shared.errors import ConfigError, check, is_int
 if TYPE_CHECKING:
     from shared.config import EnvConfig
 
-__all__ = ["ACTION_SETS", "MarioOptions", "make_mario_env", "mario_options", "parse_stage"]
+__all__ = ["ACTION_SETS", "HAZARDS", "MarioOptions", "make_mario_env", "mario_options", "parse_stage"]
 
 # Button lists, identical to gym_super_mario_bros.actions (a test checks it). Copied here so
 # importing this module (learner, fake env) does not import gym.
@@ -206,6 +206,34 @@ def _action_names(cfg: EnvConfig) -> list[str]:
     return ["+".join(buttons) for buttons in ACTION_SETS[mario_options(cfg).actions]]
 
 
+HAZARDS: dict[str, list[tuple[str, float, float]]] = {
+    "1-1": [
+        ("goomba", 250, 400),  # the first goomba
+        ("pipes", 400, 900),  # the pipes and the goombas between them (most end at 650-749)
+        ("pit1", 1050, 1250),  # the first pit (most end at 1,100-1,199)
+        ("pit2", 1350, 1600),  # the second pit (most end at 1,400-1,549)
+        ("goombas", 1700, 2100),  # the goombas before the stairs (most end at 1,783-2,029)
+        ("stairs", 2100, 3200),  # the stairs and the last pit; the flag is at about 3,161 (a success, not an end)
+    ],
+}
+"""Per stage, the x_pos ranges where episodes that miss the flag end, clustered from the final evaluations of the
+1-1 runs in docs/lab/experiments/mario.md ("Where the last weights fail"); other stages: none yet."""
+
+
+def _hazards(cfg: EnvConfig) -> list[tuple[str, float, float]]:
+    return list(HAZARDS.get(mario_options(cfg).stage, []))
+
+
+def _noop_action(cfg: EnvConfig) -> int:
+    return ACTION_SETS[mario_options(cfg).actions].index(["NOOP"])
+
+
+def _probe_action(cfg: EnvConfig) -> int:
+    """right+A, with the env's jump release (``launch.evaluate --policy constant --action right+A``): it reaches the
+    flag of 1-1 in 483 steps, so the probe set (shared/probe.py) spans the stage."""
+    return ACTION_SETS[mario_options(cfg).actions].index(["right", "A"])
+
+
 ENTRY = register(
     frame_entry(
         "mario",
@@ -218,6 +246,9 @@ ENTRY = register(
         score="Distance",
         success="Flags",
         video=True,
+        hazards=_hazards,
+        noop_action=_noop_action,
+        probe_action=_probe_action,
         reward_scale=1 / 15,
         target_sync_env_steps=16_000,
         munchausen_alpha=0.9,

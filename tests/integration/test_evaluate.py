@@ -16,6 +16,9 @@ from shared.envs.fuelbreak import FuelbreakOptions
 from shared.envs.mario import MarioOptions
 from shared.envs.snake import SnakeOptions
 
+# Mario tests play no secondary rows (they are tested in tests/integration/test_eval_rows.py)
+NO_ROWS = ("--low-epsilon-episodes", "0", "--noop-episodes", "0")
+
 
 def make_run(folder, name="catch", frame_size=42, updates=7, inserted=1234) -> RunConfig:
     """A run folder as launch.local leaves it: config.json and a checkpoint of a fresh network."""
@@ -269,6 +272,7 @@ def test_mario_random_video(tmp_path):
                 "1",
                 "--json",
                 str(out),
+                *NO_ROWS,
             ]
         )
         == 0
@@ -297,7 +301,7 @@ def test_mario_random_video(tmp_path):
 def test_mario_baselines_play_the_buttons_asked_for(tmp_path):
     pytest.importorskip("gym_super_mario_bros")
     out = tmp_path / "b.json"
-    common = ["--episodes", "1", "--epsilon", "1", "--max-episode-steps", "200", "--json", str(out)]
+    common = ["--episodes", "1", "--epsilon", "1", "--max-episode-steps", "200", "--json", str(out), *NO_ROWS]
     assert main(["--policy", "constant", "--action", "right+B", "--buttons", "right_only", "--jump-release", "off", *common]) == 0
     data = json.loads(out.read_text())
     assert data["env"]["mario"]["actions"] == "right_only" and data["env"]["mario"]["jump_release"] is False

@@ -24,6 +24,8 @@ from shared.seeding import EVAL_FINAL, EVAL_ROUND, EVAL_SELECT, draw_seed, strea
 from tests.support.launcher import HANG_GUARD_S, ROOT, TRAINING, Launcher, assert_all_gone
 
 KEEP, SELECT, FINAL = 3, 3, 7  # FINAL > EPISODES_PER_JOB: each weights' final episodes go out in two jobs
+# the late window and the secondary rows, small (their layout: tests/integration/test_eval_rows.py)
+SMALL_ROWS = ("--eval.late-episodes", "1", "--eval.low-epsilon-episodes", "2", "--eval.noop-episodes", "2")
 
 
 def test_component_seeds_follow_the_run_seed_unless_set():
@@ -132,6 +134,7 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
         str(SELECT),
         "--eval.final-episodes",
         str(FINAL),
+        *SMALL_ROWS,
         collect_only=False,
     )
     try:
@@ -203,6 +206,8 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
     assert "ema" not in repeated  # an old checkpoint's moving average is ignored
     for name in ("last", "best"):  # same weights, same seeds, a deterministic env: the same episodes
         assert repeated[name]["episodes"] == result[name]["episodes"]
+    assert repeated["secondary"] == result["secondary"] and repeated["late_window"] == result["late_window"]
+    assert [len(result["secondary"][k]["episodes"]) for k in ("low_epsilon", "noop_greedy")] == [2, 2]
     assert np.array_equal(
         [s["fresh"]["score_mean"] for s in repeated["selection"]], [s["fresh"]["score_mean"] for s in result["selection"]]
     )

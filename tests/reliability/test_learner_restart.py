@@ -156,7 +156,10 @@ def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path, ratio
 
     # metrics.jsonl across both learner lives: the published version never goes back
     with open(os.path.join(run_dir, "metrics.jsonl")) as fh:
-        published_versions = [int(json.loads(line)["learner/weights_version"]) for line in fh]
+        rows = [json.loads(line) for line in fh]
+    published_versions = [int(row["learner/weights_version"]) for row in rows if "learner/weights_version" in row]
+    probed_versions = [int(row["probe/weights_version"]) for row in rows if "probe/weights_version" in row]
+    assert probed_versions == sorted(probed_versions) and len(probed_versions) > 1  # a probe row at every broadcast
     assert published_versions == sorted(published_versions)
     print(
         f"\ncheckpoint before the kill: epoch {saved['epoch']}, updates {saved['updates']}, weights "

@@ -1,0 +1,216 @@
+"""The probe set: fixed states of an env, made deterministically, to measure a network on (learner/probe.py).
+
+A scripted policy plays one env of the real game (``shared.envs.make_vector_env``, seeded with ``seed``) for
+``n * every`` steps, restarting on every episode's end, and every ``every``-th state it acts at is kept: ``n`` network
+inputs ``[n, *spec.input_shape]`` of the env's observation dtype (Mario: uint8 ``[n, 4, 84, 84]`` frame stacks, stacked
+as the actors stack them: after a reset every slot holds the reset frame).
+
+The policy: the action the env's entry names as its ``probe_action`` (Mario: right+A, with the env's jump release),
+and on a share ``explore`` of the steps a uniformly random valid action, all drawn from
+``np.random.default_rng(seed)``; an env with no ``probe_action`` is played by that random policy alone (valid actions
+on masked envs, whose masks at the kept states come with them). The emulator, the envs and the generator are
+deterministic, so the same arguments give the same array, on every machine with the same packages.
+
+Why ``explore`` 0.05 and ``every`` 4: on 1-1, right+A alone reaches the flag (x_pos about 3,161) in 483 steps; with
+a random action on 20% of the steps, 19 of 21 episodes (3 seeds, 1,500 steps each) ended before x_pos 1,420, so the
+states covered less than half the stage; at 5% each of 6 seeds reached x_pos 2,469 or the flag within 1,024 steps.
+256 states every 4 steps take 1,024 steps, two to four episodes (seeds 0, 1, 2: states up to x_pos 3,126, 2,469 and
+3,147; about 7 s on one core).
+
+A run keeps its probe set in its folder (:func:`probe_set_cached`, ``probe.npz``): fixed across resumes and readable
+afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from shared.config import EnvConfig
+from shared.envs import entry_for, env_label, env_spec, make_vector_env
+from shared.spec import EnvSpec
+
+__all__ = [
+    "EVERY",
+    "EXPLORE",
+    "PROBE_NAME",
+    "Play",
+    "ProbeSet",
+    "probe_set",
+    "probe_set_cached",
+    "probe_states",
+    "probe_states_cached",
+    "scripted_play",
+    "stack_frames",
+]
+
+PROBE_NAME = "probe.npz"
+"""The probe set's file in a run folder."""
+EXPLORE = 0.05
+"""Share of the scripted policy's steps that take a random valid action (module docstring)."""
+EVERY = 4
+"""Steps between two kept states."""
+
+
+@dataclass(frozen=True)
+class Play:
+    """``T`` steps of the scripted policy, in the replay's slot layout (learner/replay/frames.py): slot t holds the
+    observation ``frames[t]`` at which ``actions[t]`` was chosen, that step's reward, whether it terminated, and
+    whether ``frames[t]`` is an episode's first (reset) observation. A truncated step t is ``terminated[t]`` False
+    with ``first[t + 1]`` True. One env, so no leading env axis."""
+
+    frames: np.ndarray
+    """[T, *obs_shape] of the env's observation dtype."""
+    actions: np.ndarray
+    """int64 [T]."""
+    rewards: np.ndarray
+    """float32 [T], in game units."""
+    terminated: np.ndarray
+    """bool [T]."""
+    first: np.ndarray
+    """bool [T]; ``first[0]`` is True."""
+    scores: np.ndarray
+    """float64 [T]: the episode's score when ``frames[t]`` was seen (0 on a first frame; Mario: the furthest x_pos)."""
+    masks: np.ndarray | None
+    """bool [T, num_actions], the valid actions at ``frames[t]`` (masked envs); None: every action is valid."""
+
+    def stacks(self, stack: int, index: np.ndarray | None = None) -> np.ndarray:
+        """The network inputs at the slots ``index`` (default: all): :func:`stack_frames`."""
+        return stack_frames(self.frames, self.first, stack, index)
+
+
+@dataclass(frozen=True)
+class ProbeSet:
+    """A probe set: ``n`` states, their masks and where they were seen."""
+
+    states: np.ndarray
+    """[n, *spec.input_shape] of the env's observation dtype."""
+    masks: np.ndarray | None
+    """bool [n, num_actions], masked envs; None: every action is valid."""
+    scores: np.ndarray
+    """float64 [n]: the episode's score when the state was seen (Mario: the furthest x_pos so far)."""
+
+
+def stack_frames(frames: np.ndarray, first: np.ndarray, stack: int, index: np.ndarray | None = None) -> np.ndarray:
+    """``[len(index), stack, *obs_shape]`` (``[len(index), *obs_shape]`` for stack 1): at slot t the frames
+    ``t - stack + 1 .. t``, each one before the episode's first slot replaced by that first frame (the replay's stack
+    rule, and the actors': a reset fills every slot with the reset frame). Slot 0 counts as first."""
+    t_all = np.arange(len(frames))
+    idx = t_all if index is None else np.asarray(index, dtype=np.int64)
+    starts = np.where(first | (t_all == 0), t_all, 0)
+    start = np.maximum.accumulate(starts)[idx]  # each slot's episode start
+    if stack == 1:
+        return frames[idx]
+    offsets = np.arange(-stack + 1, 1)  # oldest first
+    return frames[np.maximum(idx[:, None] + offsets, start[:, None])]
+
+
+def _random_valid(rng: np.random.Generator, mask: np.ndarray | None, num_actions: int) -> int:
+    if mask is None:
+        return int(rng.integers(num_actions))
+    valid = np.flatnonzero(mask)
+    return int(valid[rng.integers(len(valid))])
+
+
+def scripted_play(env_cfg: EnvConfig, steps: int, seed: int = 0, explore: float = EXPLORE) -> Play:
+    """``steps`` steps of the probe's scripted policy (module docstring) in one env seeded with ``seed``."""
+    if steps < 1:
+        raise ValueError(f"steps={steps!r} must be >= 1")
+    if not 0.0 <= explore <= 1.0:
+        raise ValueError(f"explore={explore!r} must be in [0, 1]")
+    spec = env_spec(env_cfg)
+    entry = entry_for(env_cfg)
+    held = None if entry.probe_action is None else int(entry.probe_action(env_cfg))
+    if held is not None and not 0 <= held < spec.num_actions:
+        raise ValueError(f"env {entry.name!r}: probe_action {held} is not in [0, {spec.num_actions})")
+    rng = np.random.default_rng(seed)
+    frames = np.empty((steps, *spec.obs_shape), dtype=spec.obs_dtype)
+    actions = np.empty(steps, np.int64)
+    rewards = np.empty(steps, np.float32)
+    terminated = np.zeros(steps, bool)
+    first = np.zeros(steps, bool)
+    scores = np.zeros(steps, np.float64)
+    masks = np.empty((steps, spec.num_actions), bool) if spec.masked else None
+    env = make_vector_env(env_cfg, [seed])
+    try:
+        obs = env.reset()
+        first[0] = True
+        for t in range(steps):
+            frames[t] = obs[0]
+            mask = None
+            if masks is not None:
+                mask = masks[t] = env.action_mask()[0]
+            u = rng.random()
+            if held is not None and u >= explore and (mask is None or mask[held]):
+                a = held
+            else:
+                a = _random_valid(rng, mask, spec.num_actions)
+            obs, reward, term, trunc, info = env.step(np.array([a]))
+            actions[t], rewards[t], terminated[t] = a, reward[0], term[0]
+            if t + 1 < steps:
+                ended = bool(term[0] or trunc[0])
+                first[t + 1] = ended
+                scores[t + 1] = 0.0 if ended else float(info["score"][0])
+    finally:
+        env.close()
+    return Play(frames, actions, rewards, terminated, first, scores, masks)
+
+
+def probe_set(env_cfg: EnvConfig, n: int = 256, seed: int = 0, every: int = EVERY, explore: float = EXPLORE) -> ProbeSet:
+    """``n`` states of ``n * every`` steps of :func:`scripted_play`, every ``every``-th (the first is the reset state)."""
+    if n < 1 or every < 1:
+        raise ValueError(f"n={n!r} and every={every!r} must be >= 1")
+    play = scripted_play(env_cfg, n * every, seed, explore)
+    index = np.arange(n) * every
+    spec = env_spec(env_cfg)
+    masks = None if play.masks is None else play.masks[index]
+    return ProbeSet(play.stacks(spec.stack, index), masks, play.scores[index])
+
+
+def probe_states(env_cfg: EnvConfig, n: int = 256, seed: int = 0) -> np.ndarray:
+    """The states of :func:`probe_set`: ``[n, *spec.input_shape]`` of the env's observation dtype; the same arguments
+    give the same array."""
+    return probe_set(env_cfg, n, seed).states
+
+
+def _check_matches(path: str, got: ProbeSet, spec: EnvSpec, n: int) -> None:
+    want = (n, *spec.input_shape)
+    if got.states.shape != want or got.states.dtype != np.dtype(spec.obs_dtype):
+        raise ValueError(
+            f"{path} holds {got.states.dtype} {got.states.shape} probe states, this run asks for {spec.obs_dtype} {want} "
+            f"(the run's probe set is fixed: remove the file to draw a new one)"
+        )
+    if (got.masks is not None) != spec.masked:
+        raise ValueError(f"{path}: its states {'have' if got.masks is not None else 'lack'} action masks, the env's do not")
+
+
+def probe_set_cached(run_dir: str, env_cfg: EnvConfig, n: int = 256, seed: int = 0) -> ProbeSet:
+    """The run's probe set: ``run_dir``'s ``probe.npz`` when it holds one, else :func:`probe_set` written there first
+    (atomically). A file of another size or shape (a run resumed with another env or ``n``) is a ValueError."""
+    path = os.path.join(run_dir, PROBE_NAME)
+    spec = env_spec(env_cfg)
+    if os.path.exists(path):
+        with np.load(path, allow_pickle=False) as saved:
+            got = ProbeSet(saved["states"], saved["masks"] if "masks" in saved.files else None, saved["scores"])
+        _check_matches(path, got, spec, n)
+        return got
+    got = probe_set(env_cfg, n, seed)
+    arrays = {"states": got.states, "scores": got.scores}
+    if got.masks is not None:
+        arrays["masks"] = got.masks
+    meta = {"env": np.array(env_cfg.name), "label": np.array(env_label(env_cfg)), "seed": np.array(seed)}
+    meta |= {"every": np.array(EVERY), "explore": np.array(EXPLORE)}
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:  # a file object: np.savez would append .npz to a name
+        np.savez_compressed(f, **arrays, **meta)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return got
+
+
+def probe_states_cached(run_dir: str, env_cfg: EnvConfig, n: int = 256) -> np.ndarray:
+    """The states of :func:`probe_set_cached`."""
+    return probe_set_cached(run_dir, env_cfg, n).states
