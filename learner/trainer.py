@@ -48,6 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -84,6 +85,12 @@ def pin_cpu_vectors_to_256_bits() -> bool:
         return False
     inductor_config.cpp.simdlen = 256
     return True
+
+
+def _host_array(x: torch.Tensor) -> np.ndarray:
+    """A sampled index tensor on the host as numpy: the replay's host copy (no device copy); a device tensor only
+    where a replay gave none."""
+    return x.numpy() if x.device.type == "cpu" else x.cpu().numpy()
 
 
 class NonFiniteUpdate(RuntimeError):
@@ -238,8 +245,8 @@ class DQNLearner:
             loss_total += loss.detach()
             td_total += td.mean()
             q_total += q.mean()
-            if prioritized is not None and "slot" in batch:
-                sampled.append((batch["stream"], batch["slot"], td))
+            if prioritized is not None and "slot" in batch:  # the host's copy of the draw, where the replay gives one
+                sampled.append((batch.get("host_stream", batch["stream"]), batch.get("host_slot", batch["slot"]), td))
         self.scaler.unscale_(self.optimizer)
         if self.cfg.max_grad_norm > 0:
             grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
@@ -248,27 +255,27 @@ class DQNLearner:
             grad_norm = torch.nn.utils.get_total_norm(cast("list[torch.Tensor]", [p.grad for p in self.params]))
         # The update's one device-to-host copy (and, on a GPU, its one sync), before the step so that a non-finite
         # gradient never reaches the weights: the figures the loop logs and, for prioritized replay, the TD errors
-        # its host-side sum tree needs, with the (stream, slot) they belong to.
+        # its host-side sum tree needs; the (stream, slot) they belong to are the replay's host copy of its draw.
         stats = torch.stack([loss_total, td_total, q_total, grad_norm.float()]).double()
         td_all = None
         if sampled:
             stream, slot, td_all = (torch.cat(parts) for parts in zip(*sampled))
-            n = stream.numel()
-            host = torch.cat([stats, stream.double(), slot.double(), td_all.double()]).cpu()  # exact below 2**53
-            stream, slot, td_all, stats = host[4 : 4 + n].long(), host[4 + n : 4 + 2 * n].long(), host[4 + 2 * n :], host[:4]
-        loss, td, q, norm = stats.tolist()  # a non-finite TD error makes td (the sum of their means) non-finite too
-        if not self.scaler.is_enabled() and not all(map(math.isfinite, (loss, td, q, norm))):
-            raise NonFiniteUpdate(self._non_finite_message(loss / steps, td / steps, q / steps, norm, td_all))
+            stats = torch.cat([stats, td_all.double()])
+        host = stats.cpu().numpy()  # the update's one device-to-host copy
+        mean_loss, mean_td, mean_q, norm = (float(x) / d for x, d in zip(host[:4], (steps, steps, steps, 1)))
+        # a non-finite TD error makes the TD figure non-finite too
+        if not self.scaler.is_enabled() and not all(map(math.isfinite, (mean_loss, mean_td, mean_q, norm))):
+            raise NonFiniteUpdate(self._non_finite_message(mean_loss, mean_td, mean_q, norm, host[4:]))
         if td_all is not None:
             # td_all is set only when sampled holds TD errors, which it collects only for a prioritized replay
-            cast("Callable[..., None]", prioritized)(stream, slot, td_all)  # one vectorized call
+            cast("Callable[..., None]", prioritized)(_host_array(stream), _host_array(slot), host[4:])  # one call
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.updates += 1
-        return UpdateStats(loss / steps, td / steps, q / steps, norm)
+        return UpdateStats(mean_loss, mean_td, mean_q, norm)
 
-    def _non_finite_message(self, loss: float, td: float, q: float, norm: float, td_all: torch.Tensor | None) -> str:
-        bad_td = "" if td_all is None else f" ({int((~torch.isfinite(td_all)).sum())} of {td_all.numel()} not finite)"
+    def _non_finite_message(self, loss: float, td: float, q: float, norm: float, td_all: np.ndarray) -> str:
+        bad_td = "" if not len(td_all) else f" ({int((~np.isfinite(td_all)).sum())} of {td_all.size} not finite)"
         precision = f"AMP {str(self.amp_dtype).removeprefix('torch.')}" if self.amp_dtype is not None else "full precision"
         compiled = (
             "torch.compile" + (" with 256-bit CPU vectors" if self.cpu_vectors_pinned else "") if self.cfg.compile else "eager"

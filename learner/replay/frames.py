@@ -33,7 +33,10 @@ Ring. Per-stream capacity C = capacity // num_streams (S * C slots in all); a st
 counts the slots ever written to it, and absolute slot a lives at a % C. Slot i is sampleable iff
 lo <= i <= h - 1 - n, with lo = h - C + s - 1 when h > C, else 0. sample() draws uniformly over
 the sampleable slots of all streams (redrawing invalid ones); learner/replay/prioritized.py
-draws over the same slots in proportion to their priorities.
+draws over the same slots in proportion to their priorities. Draws, their validity (from host
+mirrors of the terminated and first flags) and redraws are made on the host; the draw then goes to
+the device in one copy, so a sample never waits for a GPU. A sample carries the draw on the host too
+(``host_stream``, ``host_slot``) for the priority write-back.
 
 Dead streams. A stream whose actor never connected holds nothing (its C slots stay unused: the
 replay then holds (S - dead) * C transitions). A stream whose actor died keeps its last C slots;
@@ -159,6 +162,10 @@ class FrameReplay:
         self._rewards = torch.zeros((S, C), dtype=torch.float32, device=dev)
         self._terminated = torch.zeros((S, C), dtype=torch.bool, device=dev)
         self._first = torch.zeros((S, C), dtype=torch.bool, device=dev)
+        # host mirrors of the episode flags: which draws have a successor step is decided on the host, so sampling
+        # never waits for the device (on a GPU, a nonzero() over device flags is a sync per draw)
+        self._terminated_host = np.zeros((S, C), dtype=bool)
+        self._first_host = np.zeros((S, C), dtype=bool)
         self._head = np.zeros(S, dtype=np.int64)
         self._written = 0  # slots written to all streams, ever
         self._last_write = np.zeros(S, dtype=np.int64)  # _written after each stream's latest add
@@ -237,17 +244,22 @@ class FrameReplay:
         else:
             _check(masks is None, "masks given, but this replay's env is not masked")
 
-        # Host-to-device transfers and casts happen outside the lock (no-ops on a CPU replay).
+        # Host-to-device transfers and casts happen outside the lock (no-ops on a CPU replay; on a GPU from pinned
+        # memory, not waited for: the ring's later reads are ordered after them on the same stream).
         dev = self.device
         fields: tuple[tuple[torch.Tensor, torch.Tensor], ...] = (
-            (self._frames, frames.to(dev)),
-            (self._actions, actions.to(dev, self._actions.dtype)),
-            (self._rewards, rewards.to(dev, torch.float32)),
-            (self._terminated, terminated.to(dev)),
-            (self._first, first.to(dev)),
+            (self._frames, to_device(frames, dev)),
+            (self._actions, to_device(actions, dev, self._actions.dtype)),
+            (self._rewards, to_device(rewards, dev, torch.float32)),
+            (self._terminated, to_device(terminated, dev)),
+            (self._first, to_device(first, dev)),
         )
         if self.masked:
-            fields += ((cast("torch.Tensor", self._masks), masks.to(dev)),)  # masked: _masks is allocated
+            fields += ((cast("torch.Tensor", self._masks), to_device(masks, dev)),)  # masked: _masks is allocated
+        fields_host: tuple[tuple[np.ndarray, np.ndarray], ...] = (
+            (self._terminated_host, _host(terminated)),
+            (self._first_host, _host(first)),
+        )
         rows = slice(stream0, stream0 + E)
         with self._lock:
             heads = self._head[rows]
@@ -262,6 +274,10 @@ class FrameReplay:
                 dst[rows, pos : pos + n1] = src[:, :n1]
                 if n1 < T:
                     dst[rows, : T - n1] = src[:, n1:]
+            for dst_h, src_h in fields_host:
+                dst_h[rows, pos : pos + n1] = src_h[:, :n1]
+                if n1 < T:
+                    dst_h[rows, : T - n1] = src_h[:, n1:]
             self._written_hook(stream0, E, int(heads[0]), T, priorities)
             self._head[rows] += T
             self._written += E * T
@@ -284,24 +300,30 @@ class FrameReplay:
                 f"slots, heads are {self._head.tolist()}",
             )
             draw = self._draw(lo, counts, generator)
-            stream, slot = draw(B)
-            first_w, term_w, rew_w = self._windows(stream, slot)
-            include = self._include(first_w, term_w)
+            stream_h, slot_h = draw(B)  # host int64 arrays
+            first_w, term_w = self._host_windows(stream_h, slot_h)
+            include_h = _include(first_w, term_w)
             for _ in range(_MAX_RESAMPLE_ROUNDS):
-                # a host sync on a GPU: the episode flags that decide validity live on the device with the frames
-                bad = (include.sum(1) == 0).nonzero().squeeze(1)
-                if bad.numel() == 0:
+                bad = np.flatnonzero(~include_h.any(1))  # the host's mirrors: no wait for the device
+                if bad.size == 0:
                     break
-                s2, i2 = draw(int(bad.numel()))
-                stream[bad], slot[bad] = s2, i2
-                f2, t2, r2 = self._windows(s2, i2)
-                term_w[bad], rew_w[bad], include[bad] = t2, r2, self._include(f2, t2)
+                stream_h[bad], slot_h[bad] = draw(int(bad.size))
+                f2, t2 = self._host_windows(stream_h[bad], slot_h[bad])
+                term_w[bad], include_h[bad] = t2, _include(f2, t2)
             else:
                 raise RuntimeError(
-                    f"sample: {bad.numel()} of {B} draws still have no successor step after "
+                    f"sample: {bad.size} of {B} draws still have no successor step after "
                     f"{_MAX_RESAMPLE_ROUNDS} redraws; almost every sampleable slot is a truncation"
                 )
-            steps = include.sum(1)
+            steps_h = include_h.sum(1)
+            done_h = (include_h & term_w).any(1)
+            # the draw, its steps and flags to the device in one transfer
+            packed = np.concatenate([np.stack([stream_h, slot_h, steps_h, done_h], 1), include_h], 1).astype(np.int64)
+            on_device = to_device(torch.from_numpy(packed), self.device)
+            stream, slot, steps = (on_device[:, j].contiguous() for j in range(3))
+            done, include = on_device[:, 3].bool(), on_device[:, 4:].bool()
+            flat_w = stream[:, None] * C + (slot[:, None] + self._offsets[: self.n_step]) % C
+            rew_w = self._rewards.view(-1)[flat_w]
             n = self.n_step
             # the stacks of slot i, (windows) of slots i+1..i+n-1, and of the bootstrap's slot i + L: k per sample
             ahead = self._offsets[1:n] if self.windows else self._offsets[:0]
@@ -320,10 +342,9 @@ class FrameReplay:
                 extra_mask = {"mask": masks[:, 0], "next_mask": masks[:, -1]}
                 if self.windows:
                     extra_mask["window_mask"] = masks[:, 1:-1]
-            extra = self._sampled(stream, slot, counts, beta)
+            extra = self._sampled(stream_h, slot_h, counts, beta)
 
         reward = (rew_w * self._powers[:n] * include).sum(1)
-        done = (include & term_w).any(1)
         discount = torch.where(done, torch.zeros_like(reward), self._powers[steps])
         out = {
             "obs": frames[:, 0],
@@ -333,6 +354,8 @@ class FrameReplay:
             "next_obs": frames[:, -1],
             "stream": stream,
             "slot": slot,
+            "host_stream": torch.from_numpy(stream_h),  # the same on the host, for the priority write-back
+            "host_slot": torch.from_numpy(slot_h),
             **extra_mask,
             **extra,
         }
@@ -417,10 +440,10 @@ class FrameReplay:
     # ------------------------------------------------------------------ internals
 
     def _draw(self, lo: np.ndarray, counts: np.ndarray, generator: torch.Generator | None):
-        return _Draw(lo, counts, generator, self.device)
+        return _Draw(lo, counts, generator)
 
-    def _sampled(self, stream: torch.Tensor, slot: torch.Tensor, counts: np.ndarray, beta: float) -> dict:
-        """Extra fields of a sample (under the lock); uniform draws add none."""
+    def _sampled(self, stream: np.ndarray, slot: np.ndarray, counts: np.ndarray, beta: float) -> dict:
+        """Extra fields of a sample (under the lock) from its host (stream, slot); uniform draws add none."""
         return {}
 
     def _written_hook(self, stream0: int, E: int, head: int, T: int, priorities: Any) -> None:
@@ -437,19 +460,11 @@ class FrameReplay:
         """Per stream: more than ``capacity`` slots were written elsewhere since its last write."""
         return self._written - self._last_write > self.capacity
 
-    def _windows(self, stream: torch.Tensor, slot: torch.Tensor):
-        """first [B, n+1], terminated [B, n] and reward [B, n] of slots slot..slot+n."""
+    def _host_windows(self, stream: np.ndarray, slot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """first [B, n+1] and terminated [B, n] of slots slot..slot+n, from the host mirrors."""
         C, n = self.stream_capacity, self.n_step
-        flat = stream[:, None] * C + (slot[:, None] + self._offsets) % C
-        return (self._first.view(-1)[flat], self._terminated.view(-1)[flat[:, :n]], self._rewards.view(-1)[flat[:, :n]])
-
-    @staticmethod
-    def _include(first_w: torch.Tensor, term_w: torch.Tensor) -> torch.Tensor:
-        """[B, n] mask of the steps the n-step return adds (a prefix of the window)."""
-        ok = term_w | ~first_w[:, 1:]  # the step has a successor frame or terminates
-        go_on = (ok & ~term_w).to(torch.int32)  # the return continues after the step
-        before = torch.cat([torch.ones_like(go_on[:, :1]), go_on[:, :-1]], 1)
-        return ok & torch.cumprod(before, 1).bool()
+        flat = stream[:, None] * C + (slot[:, None] + np.arange(n + 1)) % C
+        return self._first_host.reshape(-1)[flat], self._terminated_host.reshape(-1)[flat[:, :n]]
 
     def _stack_indices(self, stream: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
         """[B, stack] absolute slots of the frames stacked for each (stream, slot), oldest first."""
@@ -463,21 +478,38 @@ class FrameReplay:
         return torch.stack(cols[::-1], 1)
 
 
+def _include(first_w: np.ndarray, term_w: np.ndarray) -> np.ndarray:
+    """[B, n] mask of the steps the n-step return adds (a prefix of the window), from first [B, n+1] and
+    terminated [B, n]."""
+    ok = term_w | ~first_w[:, 1:]  # the step has a successor frame or terminates
+    go_on = ok & ~term_w  # the return continues after the step
+    before = np.concatenate([np.ones_like(go_on[:, :1]), go_on[:, :-1]], 1)
+    return ok & np.logical_and.accumulate(before, axis=1)
+
+
+def _host(x: torch.Tensor) -> np.ndarray:
+    """A host numpy view of an input field (inputs arrive from the wire as host arrays)."""
+    return x.numpy() if x.device.type == "cpu" else x.cpu().numpy()
+
+
+def to_device(x: torch.Tensor, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``x`` on ``device`` (as ``dtype``): from pinned memory without waiting on a GPU; a no-op copy on the CPU."""
+    if device.type == "cuda" and x.device.type == "cpu":
+        return x.pin_memory().to(device, dtype, non_blocking=True)
+    return x.to(device, dtype)
+
+
 class _Draw:
-    """Uniform draws over the sampleable slots: a flat index, mapped to (stream, slot) by searchsorted."""
+    """Uniform draws over the sampleable slots: a flat index, mapped to (stream, slot) by searchsorted, on the
+    host."""
 
-    def __init__(self, lo: np.ndarray, counts: np.ndarray, generator: torch.Generator | None, device: torch.device):
-        self.lo = torch.from_numpy(lo)
-        self.counts = torch.from_numpy(counts)
-        self.cum = torch.cumsum(self.counts, 0)
+    def __init__(self, lo: np.ndarray, counts: np.ndarray, generator: torch.Generator | None):
+        self.lo, self.counts = lo.astype(np.int64), counts.astype(np.int64)
+        self.cum = np.cumsum(self.counts)
         self.generator = generator
-        self.device = device
 
-    def __call__(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        u = torch.randint(int(self.cum[-1]), (k,), generator=self.generator)
-        stream = torch.searchsorted(self.cum, u, right=True)
+    def __call__(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        u = torch.randint(int(self.cum[-1]), (k,), generator=self.generator).numpy()
+        stream = np.searchsorted(self.cum, u, side="right")
         slot = self.lo[stream] + u - (self.cum[stream] - self.counts[stream])
-        if self.device.type == "cpu":
-            return stream, slot
-        both = torch.stack([stream, slot]).pin_memory().to(self.device, non_blocking=True)  # one async copy
-        return both[0], both[1]
+        return stream.astype(np.int64), slot.astype(np.int64)

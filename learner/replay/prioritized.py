@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from learner.replay.frames import FrameReplay
+from learner.replay.frames import FrameReplay, to_device
 from learner.replay.sum_tree import SumTree
 
 _MAX_REJECT_ROUNDS = 64
@@ -138,19 +138,15 @@ class PrioritizedReplay(FrameReplay):
         for s in np.flatnonzero(self._expired() & ~self._zeroed):  # newly expired: remove their mass
             self._tree.update(np.arange(s * C, (s + 1) * C), 0.0)
             self._zeroed[s] = True
-        return _PriorityDraw(self._tree, self._head.copy(), lo, counts, C, generator, self.device)
+        return _PriorityDraw(self._tree, self._head.copy(), lo, counts, C, generator)
 
-    def _sampled(self, stream: torch.Tensor, slot: torch.Tensor, counts: np.ndarray, beta: float) -> dict:
-        C = self.stream_capacity
-        if stream.device.type == "cpu":
-            leaf = stream.numpy() * C + slot.numpy() % C
-        else:  # one copy back to the host-side tree, not two
-            leaf = (stream * C + slot % C).cpu().numpy()
+    def _sampled(self, stream: np.ndarray, slot: np.ndarray, counts: np.ndarray, beta: float) -> dict:
+        leaf = stream * self.stream_capacity + slot % self.stream_capacity  # the host's draw: no copy back
         prob = self._tree.get(leaf) / self._tree.total
         weight = (float(counts.sum()) * prob) ** -float(beta)
         weight /= weight.max()
         self._weight_min = min(self._weight_min, float(weight.min()))
-        return {"weight": torch.from_numpy(weight.astype(np.float32)).to(self.device)}
+        return {"weight": to_device(torch.from_numpy(weight.astype(np.float32)), self.device)}
 
     @property
     def nbytes(self) -> int:
@@ -169,13 +165,12 @@ class _PriorityDraw:
         counts: np.ndarray,
         C: int,
         generator: torch.Generator | None,
-        device: torch.device,
     ):
         self.tree, self.heads, self.lo, self.hi, self.C = tree, heads, lo, lo + counts, C
-        self.generator, self.device = generator, device
+        self.generator = generator
         self.stratified = True
 
-    def __call__(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         C, total = self.C, self.tree.total
         stream = np.empty(k, dtype=np.int64)
         slot = np.empty(k, dtype=np.int64)
@@ -193,14 +188,13 @@ class _PriorityDraw:
             stream[todo[ok]], slot[todo[ok]] = s[ok], a[ok]
             todo = todo[~ok]
             if todo.size == 0:
-                if self.device.type == "cpu":
-                    return torch.from_numpy(stream), torch.from_numpy(slot)
-                both = torch.from_numpy(np.stack([stream, slot])).pin_memory().to(self.device, non_blocking=True)
-                return both[0], both[1]
+                return stream, slot
         raise RuntimeError(
             f"prioritized sample: {todo.size} of {k} draws still outside the sampleable slots after {_MAX_REJECT_ROUNDS} rounds"
         )
 
 
 def _numpy(x: Any) -> np.ndarray:
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    if not isinstance(x, torch.Tensor):
+        return np.asarray(x)
+    return x.detach().numpy() if x.device.type == "cpu" else x.detach().cpu().numpy()

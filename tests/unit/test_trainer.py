@@ -337,12 +337,12 @@ def test_update_writes_the_new_td_errors_back_as_priorities():
     dqn.is_beta = 0.7
     seen = []
     original = replay.update_priorities
-    replay.update_priorities = lambda s, i, td: seen.append((s.clone(), i.clone(), td.clone())) or original(s, i, td)
+    replay.update_priorities = lambda s, i, td: seen.append((s.copy(), i.copy(), td.copy())) or original(s, i, td)
     dqn.update(replay)
-    assert len(seen) == 1  # one vectorized call for both micro-batches
+    assert len(seen) == 1  # one vectorized call for both micro-batches, on host arrays
     stream, slot, td = seen[0]
     assert stream.shape == slot.shape == td.shape == (32,)
-    leaf = (stream * replay.stream_capacity + slot % replay.stream_capacity).numpy()
+    leaf = stream * replay.stream_capacity + slot % replay.stream_capacity
     last = {int(k): float(v) for k, v in zip(leaf, td)}  # a slot drawn twice keeps its last TD error
     np.testing.assert_allclose(replay._prio[list(last)], np.array(list(last.values())) + 1e-3, rtol=1e-6)
 
