@@ -81,10 +81,13 @@ class DataPlane:
         spec = env_spec(cfg.env)
         if spec.num_actions != num_actions:
             raise ValueError(f"num_actions {num_actions!r} differs from the env's {spec.num_actions}")
+        # a batch longer than the run's actors send, or than one replay stream holds, is refused at validation and
+        # counted (reason "field"): written, it would raise on the training thread
+        max_steps = min(cfg.transport.max_steps_per_message, cfg.actor.batch_steps, self.replay.stream_capacity)
         limits = protocol.Limits.for_spec(
             spec,
             max_envs=cfg.transport.max_env_per_message,
-            max_steps=cfg.transport.max_steps_per_message,
+            max_steps=max_steps,
             max_message_bytes=cfg.transport.max_message_bytes,
         )
         self._release_auth = curve.start_authenticator(cfg.transport)  # the allow-list runs before any socket binds

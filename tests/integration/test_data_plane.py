@@ -95,7 +95,8 @@ def hostile_messages(cfg):
         ("frame_count", good[:3]),  # truncated message
         ("version", with_header(v=7)),
         ("shape", with_header(shape=[size + 1, size])),
-        ("size", with_header(T=cfg.actor.batch_steps + 1)),  # header says more than sent
+        ("size", with_header(T=cfg.actor.batch_steps - 1)),  # header says other than sent
+        ("field", with_header(T=cfg.actor.batch_steps + 1)),  # longer than the run's actors send
         ("dtype", with_header(dtypes=["<f4"] * 5)),
         ("oversized", [good[0]] + [b"\0" * third] * 8),  # each frame fits, the whole does not
         ("values", with_header(P=1)[:-1] + [np.full(shape, np.nan, np.float32).tobytes()]),  # NaN priorities

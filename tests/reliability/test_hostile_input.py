@@ -57,7 +57,7 @@ def hostile_kinds(cfg, rng):
         "wrong_frame_count": ("frame_count", lambda i: good[: 1 + i % 5] if i % 6 else good + [b"extra"]),
         "array_of_2**32": ("header_msgpack", lambda i: [(b"\xdd", b"\xdf")[i % 2] + b"\xff\xff\xff\xff" + junk(8), *arrays]),
         "E=2**32": ("field", lambda i: with_header(E=1 << 32)),
-        "size_mismatch": ("size", lambda i: with_header(T=cfg.actor.batch_steps + 1 + i % 7)),
+        "size_mismatch": ("size", lambda i: with_header(T=cfg.actor.batch_steps - 1 - i % 7)),
         "shape_mismatch": ("shape", lambda i: with_header(shape=[cfg.env.frame_size + 1 + i % 7, cfg.env.frame_size])),
         "bad_dtype": ("dtype", lambda i: with_header(dtypes=["<f4", "|u1", "<f8", "|u1", "|u1"])),
         "wrong_version": ("version", lambda i: with_header(v=protocol.VERSION + 1 + i)),
@@ -196,3 +196,29 @@ def test_ten_thousand_hostile_messages_while_real_actors_feed_the_learner(make_c
     assert grown < MAX_GROWTH, f"RSS grew by {grown / 2**20:.1f} MB"
     assert zmq.EVENT_DISCONNECTED in giant_events  # MAXMSGSIZE: the learner dropped that peer ...
     assert [zmq.EVENT_DISCONNECTED in e for e in attacker_events] == [False, False]  # ... and no other
+
+
+def test_a_valid_batch_longer_than_a_replay_stream_is_refused_and_counted_not_a_crash(make_config):
+    """One well-formed batch whose T exceeds what a replay stream holds (or what the run's actors send) used to reach
+    FrameReplay.add and raise on the training thread; validation now refuses it under "field" and the learner goes
+    on taking the run's own batches."""
+    cfg = make_config(actors=2, envs=1, steps=16, capacity=96, frame_size=36)  # 48 slots per stream
+    cfg.actor.batch_steps = 64  # the run's actors send up to 64 steps: one stream's 48 is the bound here
+    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    ctx = zmq.Context.instance()
+    push = ctx.socket(zmq.PUSH)
+    push.connect(f"tcp://127.0.0.1:{cfg.transport.base_port}")
+    try:
+        assert plane.replay.stream_capacity == 48
+        push.send_multipart(valid_batch(cfg, steps=60, seq=0))  # the run's actors may send 60; a stream holds 48
+        push.send_multipart(valid_batch(cfg, steps=80, seq=1))  # longer than the run's actors send
+        push.send_multipart(valid_batch(cfg, steps=16, seq=2))  # a batch the run sends
+        deadline = time.monotonic() + 30
+        while plane.processed < 16 and time.monotonic() < deadline:
+            plane.drain(timeout=0.05)
+        assert plane.consolidator.is_alive()
+        assert dict(plane.consolidator.rejects) == {"field": 2}
+        assert plane.processed == 16 and len(plane.replay) == 16
+    finally:
+        push.close(linger=0)
+        plane.close()
