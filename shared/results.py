@@ -9,10 +9,11 @@ folders and baseline files still report, plot and rank.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-__all__ = ["upgrade"]
+__all__ = ["read_metrics", "upgrade"]
 
 _EXACT = {
     "x_pos": "score",
@@ -56,3 +57,27 @@ def upgrade(obj: Any) -> Any:
             continue
         out[new] = upgrade(value)
     return out
+
+
+def read_metrics(path: str) -> tuple[list[dict], str]:
+    """The rows of a ``metrics.jsonl`` (each through :func:`upgrade`), and a note naming a last line that a stopped
+    run left cut short, which is left out ('' when there is none). Any other line that is not a JSON object is a
+    ValueError naming its number; a missing or unreadable file is the OSError."""
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    lines = text.split("\n")  # a complete file ends with a newline: its last piece is empty
+    rows, note = [], ""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number == len(lines):  # no newline after it: a write that did not finish
+                note = f"{path}: line {number} is cut short (the run stopped while writing it); left out"
+                break
+            raise ValueError(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}: line {number}: not a JSON object")
+        rows.append(upgrade(row))
+    return rows, note

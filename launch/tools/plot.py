@@ -21,9 +21,9 @@ Rows written under Mario's words (``eval/x_pos``, ``eval/flag_rate``: runs befor
 through ``shared.results.upgrade``.
 
 Any key may be missing (older runs, evaluation off); a panel with no data for any run says
-"no data". Rows without a numeric ``env_steps`` are skipped, with one warning line per run. A
-line that is not a JSON object, or a folder without ``metrics.jsonl``, is an error: a message
-on stderr and exit code 2.
+"no data". Rows without a numeric ``env_steps`` are skipped, with one warning line per run; so is
+a last line that a stopped run left cut short, with a note. Any other line that is not a JSON
+object, or a folder without ``metrics.jsonl``, is an error: a message on stderr and exit code 2.
 
 Output
 ------
@@ -38,7 +38,6 @@ score, then the output path.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -52,7 +51,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import EngFormatter, LogFormatter, PercentFormatter
 
 from launch.cli import UsageError, parse
-from shared.results import upgrade
+from shared.results import read_metrics
 
 if TYPE_CHECKING:  # types only: matplotlib.typing is 3.8+, setup.cfg asks >= 3.7
     from collections.abc import Sequence
@@ -119,24 +118,20 @@ def read_run(arg: str, name: str) -> Run:
     path = metrics_path(arg)
     epochs, evals, skipped = [], [], 0
     try:
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = upgrade(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{path}: line {lineno}: not valid JSON ({exc.msg})") from None
-                if not isinstance(row, dict):
-                    raise InputError(f"{path}: line {lineno}: not a JSON object")
-                if not is_number(row.get("env_steps")):
-                    skipped += 1
-                elif any(key.startswith("eval/") for key in row):
-                    evals.append(row)
-                else:
-                    epochs.append(row)
-    except (OSError, UnicodeDecodeError) as exc:
+        rows, note = read_metrics(path)
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise InputError(str(exc) if str(exc).startswith(path) else f"{path}: cannot read ({exc})") from None
+    except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc})") from None
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    for row in rows:
+        if not is_number(row.get("env_steps")):
+            skipped += 1
+        elif any(key.startswith("eval/") for key in row):
+            evals.append(row)
+        else:
+            epochs.append(row)
     return Run(name=name, path=path, epochs=epochs, evals=evals, skipped=skipped)
 
 

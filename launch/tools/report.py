@@ -70,7 +70,7 @@ from launch.cli import UsageError, parse
 from launch.final_eval import RESULT_NAME, describe
 from launch.machine import MACHINE_NAME
 from launch.tools.stats import ALPHA, POWER, mde_paired, mde_two_groups, paired, pooled_sd, t_interval
-from shared.results import upgrade
+from shared.results import read_metrics, upgrade
 
 CONFIDENCE = 0.95
 END_WINDOW = 200  # in score units; on Mario about one hazard of 1-1 (the first pipes' goomba stops runs at 600-720)
@@ -197,7 +197,7 @@ def densest_end(episodes: list[dict], window: float = END_WINDOW) -> dict | None
 
 
 def cpu_label(machine: dict) -> str | None:
-    """The CPU's model name and whether it has native bf16 (AMP on CPU): the two machine kinds of one model name
+    """The CPU's model name and whether it has native bf16: the two machine kinds of one model name
     differ about 2x in learner speed; and the GPU, where the machine had one (the learner runs there)."""
     cpu = machine.get("cpu")
     if cpu and "native_bf16" in machine:
@@ -210,15 +210,21 @@ def replay_ratio(path: str, final: dict | None) -> float | None:
     metrics.jsonl (runs evaluated before eval_final.json recorded it)."""
     if final and final.get("samples_per_transition") is not None:
         return float(final["samples_per_transition"])
-    last = None
+    rows = metrics_rows(path)
+    ratios = [row["learner/replay_ratio"] for row in rows if "learner/replay_ratio" in row]
+    return ratios[-1] if ratios else None
+
+
+def metrics_rows(path: str) -> list[dict]:
+    """A run folder's metrics.jsonl rows (shared/results.py ``read_metrics``): a last line cut short by a stopped run
+    is left out with a note on stderr; a file that cannot be read gives no rows."""
     try:
-        with open(os.path.join(path, "metrics.jsonl"), encoding="utf-8") as fh:
-            for line in fh:
-                if '"learner/replay_ratio"' in line:
-                    last = json.loads(line)["learner/replay_ratio"]
+        rows, note = read_metrics(os.path.join(path, "metrics.jsonl"))
     except (OSError, ValueError):
-        return None
-    return last
+        return []
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    return rows
 
 
 def evaluated(part: dict | None, window: float) -> dict | None:
@@ -559,15 +565,10 @@ def mde_line(mde: dict | None) -> str:
 def eval_curve(path: str) -> tuple[np.ndarray, np.ndarray]:
     """(env steps, mean score) of a run's in-training evaluations (metrics.jsonl rows with eval/score)."""
     xs, ys = [], []
-    try:
-        with open(os.path.join(path, "metrics.jsonl"), encoding="utf-8") as fh:
-            for line in fh:
-                row = upgrade(json.loads(line)) if line.strip() else {}
-                if "eval/score" in row:
-                    xs.append(row["env_steps"])
-                    ys.append(row["eval/score"])
-    except OSError:
-        pass
+    for row in metrics_rows(path):
+        if "eval/score" in row:
+            xs.append(row["env_steps"])
+            ys.append(row["eval/score"])
     order = np.argsort(xs, kind="stable")
     return np.asarray(xs, np.float64)[order], np.asarray(ys, np.float64)[order]
 
@@ -657,20 +658,9 @@ def report(paths: list[str], baseline_paths: list[str], window: float = END_WIND
 def probe_means(path: str, env_steps: int | None = None, tail: float = PROBE_TAIL) -> dict[str, float]:
     """A run's probe figures (``PROBES``): each one's mean over the metrics.jsonl rows in the last ``tail`` of the
     run's env steps (``env_steps``: the run's total, else the largest env steps a row has)."""
-    rows = []
-    try:
-        with open(os.path.join(path, "metrics.jsonl"), encoding="utf-8") as fh:
-            for line in fh:
-                if env_steps is not None and '"probe/' not in line:
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(row, dict) and isinstance(row.get("env_steps"), (int, float)):
-                    rows.append(row)
-    except OSError:
-        return {}
+    rows = [row for row in metrics_rows(path) if isinstance(row.get("env_steps"), (int, float))]
+    if env_steps is not None:
+        rows = [row for row in rows if any(key in row for key in PROBES)]
     if not rows:
         return {}
     total = env_steps if env_steps is not None else max(r["env_steps"] for r in rows)

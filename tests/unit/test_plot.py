@@ -167,6 +167,17 @@ def test_malformed_line_names_line_number(tmp_path, capsys):
     assert str(path) in err and "line 5" in err
 
 
+def test_a_last_line_cut_short_by_a_stopped_run_is_left_out_with_a_note(tmp_path, capsys):
+    run_a, _ = make_runs(tmp_path)
+    path = run_a / "metrics.jsonl"
+    whole = path.read_text()
+    path.write_text(whole + '{"step": 100, "env_st')  # no newline: the write the run did not finish
+    rc = plot.main([str(run_a), "--out", str(tmp_path / "x.png")])
+    err = capsys.readouterr().err
+    assert rc == 0 and (tmp_path / "x.png").exists()
+    assert "cut short" in err and f"line {whole.count(chr(10)) + 1}" in err
+
+
 @pytest.mark.timeout(60)
 def test_module_as_subprocess(tmp_path):
     run_a, run_b = make_runs(tmp_path)

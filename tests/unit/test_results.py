@@ -1,6 +1,8 @@
 """shared/results.py: files written under Mario's words read under the generic ones."""
 
-from shared.results import upgrade
+import pytest
+
+from shared.results import read_metrics, upgrade
 
 
 def test_every_old_key_is_renamed_at_any_depth_and_the_generic_one_wins_a_clash():
@@ -47,3 +49,19 @@ def test_every_old_key_is_renamed_at_any_depth_and_the_generic_one_wins_a_clash(
     }
     new = {"score_mean": 1.0, "eval/return": 2.0, "env": {"mario": {"stage": "1-1"}}, "x_position": 3}
     assert upgrade(new) == new  # generic and unrelated keys pass unchanged
+
+
+def test_read_metrics_leaves_out_a_last_line_cut_short_and_refuses_a_broken_one_inside(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1, "env_steps": 10, "eval/x_pos": 5}\n\n{"step": 2, "env_steps": 20}\n{"step": 3, "env')
+    rows, note = read_metrics(str(path))
+    assert rows == [{"step": 1, "env_steps": 10, "eval/score": 5}, {"step": 2, "env_steps": 20}]  # upgraded
+    assert "line 4 is cut short" in note
+    path.write_text('{"step": 1, "env_steps": 10}\n{"step": 2, "env_steps": 20}\n')
+    assert read_metrics(str(path)) == ([{"step": 1, "env_steps": 10}, {"step": 2, "env_steps": 20}], "")
+    path.write_text('{"step": 1\n{"step": 2, "env_steps": 20}\n')  # broken, then more lines: not a stopped write
+    with pytest.raises(ValueError, match="line 1: not valid JSON"):
+        read_metrics(str(path))
+    path.write_text("[1, 2]\n")
+    with pytest.raises(ValueError, match="line 1: not a JSON object"):
+        read_metrics(str(path))
