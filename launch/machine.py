@@ -1,4 +1,4 @@
-"""What machine a figure came from: CPU model, usable cores and the core topology, native bf16 (AMP on CPU), GPU,
+"""What machine a figure came from: CPU model, usable cores and the core topology, native bf16, GPU,
 torch version.
 
 The project's machines differ about 2x in learner speed (bf16 or not), so every run folder keeps this
@@ -53,7 +53,7 @@ def machine_line(m: dict) -> str:
     return (
         f"CPU {m['cpu']}, {m['cores']} core(s) usable of {m['cores_total']} "
         f"({m.get('physical_cores') or '?'} physical, {m.get('threads_per_core') or '?'} thread(s) each), native bf16: "
-        f"{'yes (AMP on CPU)' if m['native_bf16'] else 'no (AMP off on CPU)'}, GPU: {m['gpu'] or 'none'}; "
+        f"{'yes' if m['native_bf16'] else 'no'}, GPU: {m['gpu'] or 'none'}; "
         f"torch {m['torch']}"
     )
 

@@ -110,6 +110,7 @@ def test_an_env_registered_outside_warppipe_trains_through_launch_local(tmp_path
     """The plumbing: every process imports the module, the run trains its update budget, and the checkpoint's
     network, rebuilt from the saved config, plays the env. Learning is the extended test below."""
     extra = ("--env.corridor.step-cost", "0.5", "--eval.final-episodes", "20")  # and the end-of-run evaluation
+    extra += ("--eval.late-episodes", "2", "--eval.low-epsilon-episodes", "4", "--eval.noop-episodes", "4")  # its rows
     _, _, cfg, net = train_corridor(tmp_path / "runs", PLUMBING_UPDATES, *extra)
     episodes = play_episodes(net, cfg.env, 8, 0.0, seed=5)
     assert len(episodes) == 8 and all(e.length > 0 for e in episodes)
@@ -119,6 +120,7 @@ def test_an_env_registered_outside_warppipe_trains_through_launch_local(tmp_path
     run_dir = glob.glob(str(tmp_path / "runs" / "*"))[0]
     out_json = tmp_path / "random.json"
     cmd = [sys.executable, "-m", "launch.evaluate", run_dir, "--policy", "random", "--episodes", "40", "--json", str(out_json)]
+    cmd += ["--low-epsilon-episodes", "4", "--noop-episodes", "4"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads(out_json.read_text())
