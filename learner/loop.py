@@ -204,7 +204,7 @@ class Learner:
         """Compile and warm up on a synthetic batch before any actor starts (no drops while compiling)."""
         if not (self.train and self.dqn.cfg.compile):  # off, or no C++ compiler on a CPU (see __init__)
             return 0.0
-        return self.dqn.warm_up(_SyntheticReplay(self.cfg, self.device))
+        return self.dqn.warm_up(_SyntheticReplay(self.cfg, self.device, windows=self.dqn.rule.window))
 
     def start(self) -> Learner:
         self._started = time.monotonic()
@@ -568,10 +568,11 @@ class Learner:
 
 
 class _SyntheticReplay:
-    """Stands in for replay during compile warm-up: right shapes and dtypes, random content."""
+    """Stands in for replay during compile warm-up: right shapes and dtypes, random content; ``windows``: with the
+    n-step window's fields, as the run's replay gives them (learner/replay/frames.py)."""
 
-    def __init__(self, cfg: RunConfig, device: torch.device):
-        self.cfg, self.device = cfg, device
+    def __init__(self, cfg: RunConfig, device: torch.device, windows: bool = False):
+        self.cfg, self.device, self.windows = cfg, device, windows
 
     def sample(self, batch: int) -> dict[str, torch.Tensor]:
         spec, dev = env_spec(self.cfg.env), self.device
@@ -587,10 +588,25 @@ class _SyntheticReplay:
             "reward": torch.zeros(batch, device=dev),
             "discount": torch.full((batch,), 0.99, device=dev),
         }
+        n = self.cfg.replay.n_step
+        if self.windows:
+            window_obs = obs.unsqueeze(1).expand(batch, n - 1, *obs.shape[1:]).clone()
+            window_action = torch.randint(0, spec.num_actions, (batch, n), device=dev)
+            window_action[:, 0] = out["action"]
+            weight = (self.cfg.replay.gamma ** torch.arange(n, device=dev, dtype=torch.float32)).expand(batch, n).clone()
+            out |= {"window_obs": window_obs, "window_action": window_action, "window_weight": weight}
         if spec.masked:
-            for key in ("mask", "next_mask"):
-                out[key] = torch.rand((batch, spec.num_actions), device=dev) < 0.5
-                out[key][:, 0] = True
+            keys = ("mask", "next_mask", "window_mask") if self.windows else ("mask", "next_mask")
+            for key in keys:
+                shape = (batch, n - 1, spec.num_actions) if key == "window_mask" else (batch, spec.num_actions)
+                out[key] = torch.rand(shape, device=dev) < 0.5
+                out[key][..., 0] = True
+            if self.windows:  # the taken actions are valid where they were taken
+                out["mask"][torch.arange(batch, device=dev), out["action"]] = True
+                valid = out["window_mask"]
+                rows = torch.arange(batch, device=dev)[:, None]
+                steps = torch.arange(n - 1, device=dev)[None, :]
+                valid[rows, steps, window_action[:, 1:]] = True
         return out
 
 

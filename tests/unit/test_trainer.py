@@ -546,3 +546,24 @@ def test_the_statistics_pass_stops_before_the_head_and_moves_the_same_statistics
         reference(batch["obs"])
     for (name, got), (_, want) in zip(dqn.online.named_buffers(), reference.named_buffers()):
         torch.testing.assert_close(got, want, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize("window", [False, True])
+def test_the_compile_warm_up_batch_carries_what_the_rule_needs(window):
+    """The loop's stand-in replay for the compile warm-up gives the window's fields when the rule is Munchausen
+    along the window (a run with --learner.munchausen-window stopped in its warm-up without them)."""
+    from learner.loop import _SyntheticReplay
+    from shared.config import RunConfig
+    from shared.envs import resolve
+
+    cfg = resolve(RunConfig())
+    cfg.learner.munchausen_window = window
+    dqn = DQNLearner(dataclasses.replace(cfg.learner.resolved("cpu"), compile=False, micro_batch=4), MARIO, CPU, env=cfg.env)
+    assert dqn.rule.window == window
+    replay = _SyntheticReplay(cfg, CPU, windows=dqn.rule.window)
+    batch = replay.sample(4)
+    assert ("window_obs" in batch) == window
+    if window:
+        assert batch["window_obs"].shape == (4, cfg.replay.n_step - 1, 4, 84, 84)
+        assert batch["window_action"].shape == batch["window_weight"].shape == (4, cfg.replay.n_step)
+    assert dqn.warm_up(replay, updates=1) >= 0.0
