@@ -448,7 +448,10 @@ class Learner:
                 "learner": {"online": self.dqn.online.state_dict()},
                 "counters": {"weights_version": version, "inserted": c.inserted, "updates": c.updates},
             }
-            save_kept(self.run_dir, state, self.cfg.eval.keep_weights)
+            try:
+                save_kept(self.run_dir, state, self.cfg.eval.keep_weights)
+            except (OSError, RuntimeError) as exc:  # a full disk costs the late window a member, not the run
+                self.echo(f"[MAIN] kept weights v{version} not written ({type(exc).__name__}: {exc}); training goes on")
 
     def elapsed(self) -> float:
         """Wall-clock seconds since the run started, resumes included."""

@@ -210,11 +210,9 @@ def test_actor_priorities_match_the_per_transition_reference(n):
     assert got[1, -1] == 0.0  # a truncation slot
 
 
-def test_actor_priorities_under_munchausen_use_the_learners_rule():
-    """With Munchausen's target the actor's priority is |the learner's TD error| (shared/targets.py munchausen_terms,
-    the function DQNLearner trains on) for the same Q, per transition, truncations and terminations included."""
-    rng = np.random.default_rng(7)
-    E, T, A, n, gamma, scale, alpha, tau = 2, 30, 7, 3, 0.9, 1 / 15, 0.9, 0.03
+def munchausen_batch(rng, E, T, A):
+    """A 2-env batch with Q near Munchausen's temperature, terminations and truncations: q, actions, rewards,
+    terminated, first, next_first (env 1's last step truncated)."""
     q = rng.normal(scale=0.3, size=(E, T + 1, A)).astype(np.float32)
     actions = rng.integers(0, A, (E, T)).astype(np.uint8)
     rewards = rng.normal(scale=5, size=(E, T)).astype(np.float32)
@@ -222,7 +220,14 @@ def test_actor_priorities_under_munchausen_use_the_learners_rule():
     first = np.zeros((E, T), np.uint8)
     first[:, 1:] = terminated[:, :-1] | (rng.random((E, T - 1)) < 0.05)
     first[:, 0] = 1
-    next_first = np.array([0, 1], np.uint8)
+    return q, actions, rewards, terminated, first, np.array([0, 1], np.uint8)
+
+
+def test_actor_priorities_under_munchausen_use_the_learners_rule():
+    """With Munchausen's target the actor's priority is |the learner's TD error| (shared/targets.py munchausen_terms,
+    the function DQNLearner trains on) for the same Q, per transition, truncations and terminations included."""
+    E, T, A, n, gamma, scale, alpha, tau = 2, 30, 7, 3, 0.9, 1 / 15, 0.9, 0.03
+    q, actions, rewards, terminated, first, next_first = munchausen_batch(np.random.default_rng(7), E, T, A)
     got = n_step_priorities(
         q, actions, rewards, terminated, first, next_first, n, gamma, scale, rule=build_rule(alpha, tau, False)
     )
@@ -251,16 +256,8 @@ def test_actor_priorities_under_munchausen_use_the_learners_rule():
 def test_actor_priorities_along_the_window_use_the_learners_windowed_rule():
     """Munchausen along the window: the actor's priority is |shared/targets.py munchausen_window - Q(s, a)| per
     transition, with the window's states, actions and gamma**k weights cut where the return stops."""
-    rng = np.random.default_rng(11)
     E, T, A, n, gamma, scale, alpha, tau = 2, 30, 5, 3, 0.9, 1 / 15, 0.9, 0.03
-    q = rng.normal(scale=0.3, size=(E, T + 1, A)).astype(np.float32)
-    actions = rng.integers(0, A, (E, T)).astype(np.uint8)
-    rewards = rng.normal(scale=5, size=(E, T)).astype(np.float32)
-    terminated = (rng.random((E, T)) < 0.08).astype(np.uint8)
-    first = np.zeros((E, T), np.uint8)
-    first[:, 1:] = terminated[:, :-1] | (rng.random((E, T - 1)) < 0.05)
-    first[:, 0] = 1
-    next_first = np.array([0, 1], np.uint8)
+    q, actions, rewards, terminated, first, next_first = munchausen_batch(np.random.default_rng(11), E, T, A)
     rule = build_rule(alpha, tau, True)
     got = n_step_priorities(q, actions, rewards, terminated, first, next_first, n, gamma, scale, rule=rule)
     first_only = n_step_priorities(
