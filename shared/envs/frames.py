@@ -24,8 +24,9 @@ stopping early when the episode ends. Each emulator frame is converted to graysc
 (OpenCV's RGB->GRAY weights) into one of two preallocated buffers; the observation is the
 elementwise max of the last two frames emulated in this step (a single frame when only one
 was), resized to ``frame_size`` x ``frame_size`` with ``INTER_AREA``, uint8. The reset frame is
-the gray, resized reset screen. The score is the furthest value of the inner info's ``score_key`` (Mario:
-``x_pos``) over the episode's agent steps, success the inner info's ``success_key`` (Mario: ``flag_get``).
+the gray, resized reset screen. The score is the inner info's ``score_key`` as the env says it adds up
+(``score_kind``): its furthest value over the episode's agent steps (Mario's ``x_pos``) or its last (a game's
+return); success the inner info's ``success_key`` (Mario: ``flag_get``).
 Episodes are truncated after ``max_episode_steps`` agent steps and, with ``no_progress_steps``, after that
 many steps without a new furthest score.
 
@@ -56,6 +57,9 @@ from shared.errors import ConfigError
 from shared.spec import EnvSpec, checked_action, checked_actions
 
 __all__ = ["FrameEnv", "FrameStacker", "FrameVectorEnv", "Preprocess"]
+
+SCORE_KINDS = ("furthest", "last")
+"""How an env's score adds up over an episode: its furthest value (a distance) or its last (a return)."""
 
 
 @runtime_checkable
@@ -104,7 +108,9 @@ class Preprocess:
     ``inner`` has ``reset()`` and ``step(action)`` in the old Gym or the Gymnasium shape (see the
     module docstring) returning uint8 RGB ``[H, W, 3]`` frames, which may be one buffer reused on
     every call. ``seed_fn(seed)`` seeds it when its ``reset`` takes no ``seed`` keyword. ``score_key`` and
-    ``success_key`` name the inner info's entries the score and success come from. ``raw`` is the
+    ``success_key`` name the inner info's entries the score and success come from; ``score_kind`` says how the
+    score adds up (:data:`SCORE_KINDS`: the furthest value so far, Mario's x_pos, or the last, a game's return).
+    ``raw`` is the
     emulator underneath, when the caller sets it (Mario's RAM and screen, for tests and videos).
     """
 
@@ -120,6 +126,7 @@ class Preprocess:
         *,
         score_key: str,
         success_key: str,
+        score_kind: str = "last",
         seed: int | None = None,
         seed_fn: Callable[[int], Any] | None = None,
         no_progress_steps: int = 0,
@@ -127,7 +134,9 @@ class Preprocess:
         if frame_skip < 1:
             raise ConfigError(f"env.frame_skip={frame_skip!r} must be >= 1")
         self.inner = inner
-        self.score_key, self.success_key = score_key, success_key
+        if score_kind not in SCORE_KINDS:
+            raise ConfigError(f"score_kind={score_kind!r} must be one of {', '.join(SCORE_KINDS)}")
+        self.score_key, self.success_key, self.score_kind = score_key, success_key, score_kind
         self.num_actions = int(num_actions)
         self.frame_shape = (int(frame_size), int(frame_size))
         self._skip = int(frame_skip)
@@ -228,7 +237,7 @@ class Preprocess:
             if self._stall_limit and self._stalled >= self._stall_limit and not terminated:
                 truncated = True  # stuck (at a pipe, against a wall): bootstraps, as any truncation
         self._needs_reset = terminated or truncated
-        info["score"] = self._furthest
+        info["score"] = self._furthest if self.score_kind == "furthest" else x
         info["success"] = bool(info.get(self.success_key, False))
         return obs, float(total), terminated, truncated, info
 

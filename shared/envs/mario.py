@@ -184,6 +184,7 @@ def make_mario_env(cfg: EnvConfig, seed: int) -> Any:
         cfg.max_episode_steps,
         score_key="x_pos",
         success_key="flag_get",
+        score_kind="furthest",
         seed=seed,
         seed_fn=getattr(raw, "seed", None),
         no_progress_steps=opts.no_progress_steps,

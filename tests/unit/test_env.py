@@ -95,7 +95,9 @@ def scripted(n=40, h=24, w=24, seed=0):
 
 
 def wrap(inner, frame_skip=4, size=None, max_steps=0, num_actions=7, **kw):
+    """Preprocess as Mario builds it (the furthest x_pos is the score) unless ``kw`` says otherwise."""
     size = size or inner.frames[0].shape[0]
+    kw = {"score_kind": "furthest", **kw}
     return Preprocess(inner, num_actions, frame_skip, size, max_steps, score_key="x_pos", success_key="flag_get", **kw)
 
 
@@ -217,10 +219,10 @@ def test_legacy_config_keeps_raw_buttons():
     import json
 
     from shared.config import RunConfig
-    from shared.envs import resolve
     from shared.envs.mario import mario_options
+    from shared.resolution import resolve_config
 
-    data = json.loads(resolve(RunConfig()).to_json())
+    data = json.loads(resolve_config(RunConfig()).to_json())
     assert data["env"]["mario"]["jump_release"] is True  # the default now
     data["env"]["stage"] = data["env"].pop("mario")["stage"]  # the flat layout, saved before the field existed:
     assert mario_options(RunConfig.from_json(json.dumps(data)).env).jump_release is False  # they played raw buttons
@@ -564,3 +566,16 @@ def test_an_episode_without_a_new_furthest_score_for_that_many_steps_is_truncate
             ends.append(step)
             break
     assert ends == ([truncated_at] if truncated_at else [])
+
+
+def test_a_score_that_falls_is_reported_as_it_is_under_the_last_kind():
+    """A game's return can fall (Boxing's did): score_kind 'last' reports the inner score as it is, 'furthest' its
+    running maximum; an unknown kind is refused, naming it."""
+    xs = [5, -1, -3, 2, -4]
+    last = wrap(StallingInner(xs), frame_skip=1, score_kind="last")
+    furthest = wrap(StallingInner(xs), frame_skip=1)
+    last.reset(), furthest.reset()
+    seen = [(last.step(0)[4]["score"], furthest.step(0)[4]["score"]) for _ in xs]
+    assert seen == [(5.0, 5.0), (-1.0, 5.0), (-3.0, 5.0), (2.0, 5.0), (-4.0, 5.0)]
+    with pytest.raises(ConfigError, match="score_kind='best' must be one of furthest, last"):
+        wrap(StallingInner(xs), score_kind="best")
