@@ -38,12 +38,12 @@ from actors.sender import BatchSender, StagedBatch
 from actors.slot_client import lease_slot
 from actors.weights_client import WeightClient
 from shared.config import RunConfig
-from shared.envs import env_spec, make_vector_env
 from shared.exploration import epsilons
 from shared.health import Heartbeat
 from shared.network import acting_copy, build_q_network, cpu_has_native_bf16
 from shared.parent import orphan_check
 from shared.priorities import n_step_priorities
+from shared.resolution import Resolved, resolve_run
 from shared.targets import build_rule
 from shared.wire.links import held_kernel_buffer
 from shared.wire.protocol import action_dtype
@@ -67,17 +67,18 @@ def experience_endpoint(cfg: RunConfig, actor_id: int) -> str:
 class Collector:
     """Steps E envs, batches T ticks, hands batches to a BatchSender."""
 
-    def __init__(self, cfg: RunConfig, actor_id: int, incarnation: int, generation: int = -1):
-        """``generation``: which start of this slot this is (0 first), the key of its exploration stream; -1 (an
-        actor started on its own, which does not know) keys it by the random incarnation instead."""
-        self.cfg = cfg
+    def __init__(self, run: Resolved, actor_id: int, incarnation: int, generation: int = -1):
+        """``run``: the resolved run (shared/resolution.py); ``generation``: which start of this slot this is (0
+        first), the key of its exploration stream; -1 (an actor started on its own, which does not know) keys it by
+        the random incarnation instead."""
+        self.cfg = cfg = run.cfg
         self.actor_id = actor_id
         self.incarnation = incarnation
         n_env = cfg.actor.envs_per_actor
-        self.spec = spec = env_spec(cfg.env)
+        self.spec = spec = run.spec
         stream = generation if generation >= 0 else (incarnation & 0xFFFFFFFF) | (1 << 32)  # never a generation
         self.rng = np.random.default_rng([cfg.actor.seed, actor_id, stream])
-        self.env = make_vector_env(cfg.env, [env_seed(cfg.actor.seed, actor_id, e) for e in range(n_env)])
+        self.env = run.entry.make(cfg.env, [env_seed(cfg.actor.seed, actor_id, e) for e in range(n_env)])
         self.num_actions = spec.num_actions
         self.masked = spec.masked
         self.env_steps = 0  # steps of each env (they advance in lockstep): the exploration schedule's clock
@@ -85,7 +86,7 @@ class Collector:
         self.net = build_q_network(spec, dueling=cfg.net.dueling).eval()  # the learner's layout
         self.acting_net = acting_copy(self.net, cfg.actor.precision)  # what acts: rebuilt from every load
         self.actor_priorities = cfg.replay.prioritized and cfg.replay.initial_priority == "actor"
-        learner = cfg.learner.resolved("cpu")
+        learner = run.learner
         self.reward_scale = learner.reward_scale  # the learner's TD-error units
         # the learner's target rule, so a transition's first priority is on the scale of its later ones
         self.rule = build_rule(learner.munchausen_alpha, learner.munchausen_tau, learner.munchausen_window)
@@ -252,7 +253,7 @@ class Collector:
 
 
 def actor_main(
-    cfg: RunConfig,
+    cfg: RunConfig | Resolved,
     actor_id: int,
     stop_event: Any,
     report_queue: Any = None,
@@ -269,8 +270,11 @@ def actor_main(
     Spawned by a launcher (``standalone`` False) it ignores SIGINT and stops when its parent dies, so a
     SIGKILLed launcher leaves no orphans. Standalone (launch/actor.py) it outlives any learner and stops
     on SIGINT or SIGTERM. ``generation``: the slot's restarts so far, from the launcher (see ``Collector``).
+    ``cfg``: the run's config, resolved here (a spawned actor), or the launcher's resolved run.
     Returns the report it also puts on ``report_queue``.
     """
+    run = cfg if isinstance(cfg, Resolved) else resolve_run(cfg, device="cpu")
+    cfg = run.cfg
     terminate = []
     signal.signal(signal.SIGINT, (lambda *_: terminate.append(True)) if standalone else signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: terminate.append(True))
@@ -299,10 +303,11 @@ def actor_main(
                 report_queue.put(report)
             return report
         actor_id, cfg = lease["slot"], dataclasses.replace(cfg, actors=lease["slots"])
+        run = dataclasses.replace(run, cfg=cfg)
         print(
             f"[ACTOR] slot {actor_id} of {lease['slots']} (lease {lease['lease']:g} s), incarnation {incarnation:#x}", flush=True
         )
-    collector = Collector(cfg, actor_id, incarnation, generation)
+    collector = Collector(run, actor_id, incarnation, generation)
     heartbeat = Heartbeat("actor")
     should_stop = lambda: stop_event.is_set() or bool(terminate) or orphaned()  # noqa: E731
     sender = BatchSender(

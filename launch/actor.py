@@ -31,7 +31,7 @@ import threading
 from actors.collector import actor_main
 from launch.cli import parse_run_config, take_option
 from shared.config import ConfigError
-from shared.envs import resolve
+from shared.resolution import resolve_run
 from shared.wire.curve import key_wait, wait_for_key_files
 
 EXIT_REFUSED = 3
@@ -62,13 +62,13 @@ def main(argv: list[str] | None = None) -> int:
         if learner:
             cfg.transport.host, cfg.transport.base_port = parse_learner(learner)
         wait_for_key_files(cfg.transport, key_wait())
-        cfg = resolve(cfg)
-        if actor_id is not None and not 0 <= actor_id < cfg.actors:
-            raise ConfigError(f"actor_id={actor_id} must be in [0, actors={cfg.actors})")
+        run = resolve_run(cfg, device="cpu")
+        if actor_id is not None and not 0 <= actor_id < run.cfg.actors:
+            raise ConfigError(f"actor_id={actor_id} must be in [0, actors={run.cfg.actors})")
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    report = actor_main(cfg, -1 if actor_id is None else actor_id, threading.Event(), standalone=True)
+    report = actor_main(run, -1 if actor_id is None else actor_id, threading.Event(), standalone=True)
     if report.get("refused"):
         print(f"error: no slot: {report['refused']}", file=sys.stderr)
         return EXIT_REFUSED if report["refused"] != "stopped" else 0

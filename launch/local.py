@@ -44,17 +44,16 @@ from launch.cli import parse_run_config
 from launch.final_eval import RESULT_NAME, VIDEO_NAME, final_evaluation
 from launch.machine import record_machine
 from launch.processes import BACKOFF_CAP_S, QUICK_EXIT_S, ActorPool, spawn_context, start_process, stop_processes
-from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME, checkpoint_mtime, has_checkpoint
-from learner.loop import Learner, load_resume_state
+from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME, checkpoint_mtime, has_checkpoint, load_resume_state
+from learner.loop import Learner
 from learner.schedule import EnvStepPeriod
 from learner.supervised import ThreadDied
 from learner.trainer import NonFiniteUpdate
 from shared.config import AUTO, DEFAULT_BETA_STEPS, ConfigError, RunConfig
-from shared.envs import entry_for, env_label, env_spec, resolve
 from shared.exploration import epsilon_floors
 from shared.health import Heartbeat
 from shared.network import network_family
-from shared.seeding import draw_seed
+from shared.resolution import resolve_run
 
 SILENT_SLOT_NOTICE = 60.0  # seconds after start when a slot that has sent nothing is reported (its replay share is idle)
 
@@ -66,20 +65,14 @@ RESUME_OVERRIDES = ("duration", "log_every", "progress", "resume", "spawn_actors
 RESUME_BUDGETS = (("total_env_steps",), ("learner", "steps"))
 
 
-def spec_line(cfg: RunConfig) -> str:
+def spec_line(cfg: RunConfig, learner: Learner) -> str:
     """The env's spec in a few words: observation, stack, actions, mask, network family, the env's own options."""
-    spec, options = env_spec(cfg.env), entry_for(cfg.env).options
+    spec, options = learner.spec, learner.entry.options
     return (
         f"obs {spec.obs_dtype} {'x'.join(map(str, spec.obs_shape))}, stack {spec.stack}, "
         f"{spec.num_actions} actions{', masked' if spec.masked else ''}, {network_family(spec)} net"
         + (f", {options(cfg.env)}" if options is not None else "")
     )
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def make_run_dir(cfg: RunConfig) -> str:
@@ -149,10 +142,10 @@ def stop_line(reason: str, cfg: RunConfig, inserted: int, updates: int) -> str:
     return "a stop signal (Ctrl-C or SIGTERM)"
 
 
-def run(cfg: RunConfig) -> int:
-    # A stop asked for at any time from here on is kept and ends the run cleanly, also while the run is still
-    # being built: a Ctrl-C during start-up is neither ignored nor raised through half-built sockets.
-    stopping, terminated = threading.Event(), threading.Event()  # terminated: SIGTERM, a supervisor's stop
+def install_stop_handlers() -> tuple[threading.Event, threading.Event]:
+    """From here on a Ctrl-C or SIGTERM sets ``stopping`` (SIGTERM ``terminated`` too) and ends the run cleanly, also
+    while it is still being built: a stop during start-up is neither ignored nor raised through half-built sockets."""
+    stopping, terminated = threading.Event(), threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
 
     def on_sigterm(*_: object) -> None:
@@ -160,46 +153,48 @@ def run(cfg: RunConfig) -> int:
         stopping.set()
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    return stopping, terminated
+
+
+def starting_point(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
+    """The config to run and the checkpoint to continue from: ``--resume`` (``latest``: the newest run under
+    ``--run-dir`` with a checkpoint, else a new run) gives the run folder's config with the options a resume may
+    change; without it, the command line's config and None."""
     latest = cfg.resume == "latest"
     if latest:  # a restarted container continues its run; the first start begins one
         cfg.resume = latest_run(cfg.run_dir)
-        print(
-            "[MAIN] --resume latest: "
-            + (
-                f"continuing {cfg.resume}"
-                if cfg.resume
-                else f"no run with a checkpoint under {cfg.run_dir!r}; starting a new one"
-            ),
-            flush=True,
+        found = (
+            f"continuing {cfg.resume}" if cfg.resume else f"no run with a checkpoint under {cfg.run_dir!r}; starting a new one"
         )
-    resolve(cfg)  # every option checked before anything starts
-    resume_state = None
-    if cfg.resume:
-        try:
-            resume_state = load_resume_state(cfg.resume) if os.path.isfile(os.path.join(cfg.resume, "config.json")) else None
-        except FileNotFoundError as exc:
+        print(f"[MAIN] --resume latest: {found}", flush=True)
+    if not cfg.resume:
+        return cfg, None
+    try:
+        resume_state = load_resume_state(cfg.resume) if os.path.isfile(os.path.join(cfg.resume, "config.json")) else None
+    except FileNotFoundError as exc:
+        raise ConfigError(f"resume={cfg.resume!r}: {exc}") from None
+    except ValueError as exc:  # neither checkpoint.pt nor checkpoint.prev.pt can be read
+        if not latest:
             raise ConfigError(f"resume={cfg.resume!r}: {exc}") from None
-        except ValueError as exc:  # neither checkpoint.pt nor checkpoint.prev.pt can be read
-            if not latest:
-                raise ConfigError(f"resume={cfg.resume!r}: {exc}") from None
-            print(f"[MAIN] --resume latest: {exc}; starting a new run (that folder is left as it is)", flush=True)
-            cfg.resume = ""
-    if cfg.resume:
-        cfg = resolve(resumed_config(cfg))
-        run_dir = cfg.resume
-    else:
-        if cfg.seed < 0:  # a fresh seed per run, saved in config.json: no two runs share one by accident
-            cfg.seed = draw_seed()
-        cfg = resolve(cfg)  # the env's values for its auto settings, the components' seeds from the run's
-        run_dir = make_run_dir(cfg)
+        print(f"[MAIN] --resume latest: {exc}; starting a new run (that folder is left as it is)", flush=True)
+        cfg.resume = ""
+        return cfg, None
+    return resumed_config(cfg), resume_state
+
+
+def run(cfg: RunConfig) -> int:
+    stopping, terminated = install_stop_handlers()
+    cfg, resume_state = starting_point(cfg)
+    ready = resolve_run(cfg, fresh=not cfg.resume)  # the one resolution: seed, the env's and the device's autos, checks
+    cfg = ready.cfg
+    run_dir = cfg.resume or make_run_dir(cfg)
     write_config(run_dir, cfg)  # on resume too: the next resume continues toward the budgets set now
     record_machine(run_dir)  # which machine the run's figures came from (launch.tools.report shows it)
-    device = resolve_device(cfg.device)
     local_actors = cfg.actors if cfg.spawn_actors else 0  # launch.learner: the actors run elsewhere
     threads = cfg.learner.threads if cfg.learner.threads > 0 else max(1, (os.cpu_count() or 1) - local_actors)
     torch.set_num_threads(threads)  # actors each keep a core busy; spin-waiting extra threads only slow us down
-    learner = Learner(cfg, run_dir, device, resume_state, stop_requested=stopping)
-    print_header(cfg, learner, run_dir, device, threads, resumed=resume_state is not None)
+    learner = Learner(ready, run_dir, resume_state, stop_requested=stopping)
+    print_header(cfg, learner, run_dir, threads, resumed=resume_state is not None)
     compile_seconds = learner.compile()
     if compile_seconds:
         print(f"[MAIN] compiled and warmed up in {compile_seconds:.1f}s (not counted in any epoch)", flush=True)
@@ -212,8 +207,7 @@ def run(cfg: RunConfig) -> int:
         Evaluator(cfg, learner) if cfg.eval.every_env_steps > 0 and not cfg.collect_only and not stopping.is_set() else None
     )
     supervisor = Supervisor(cfg, learner, pool, evaluator)
-    start = supervisor.start
-    deadline = start + cfg.duration if cfg.duration > 0 else 0.0
+    deadline = supervisor.start + cfg.duration if cfg.duration > 0 else 0.0
     reason = "stopped"
     try:
         reason = learner.run(deadline=deadline, on_tick=supervisor.tick)
@@ -224,21 +218,41 @@ def run(cfg: RunConfig) -> int:
         if evaluator is not None:
             evaluator.stop()
         learner.plane.drain_until_quiet(quiet=0.5, timeout=5.0)  # what is still in flight
-        lags, versions = learner.weights_lag(), learner.actor_weights_versions()
+        lags, versions = learner.slots.weights_lag(), learner.slots.weights_versions()
         ledger, rejects = learner.plane.ledger(), dict(learner.plane.consolidator.rejects)
         learner.close()
     print_accounting(ledger, rejects)
-    print(learner.processor_line(learner.plane.processed / max(time.monotonic() - start, 1e-9)), flush=True)
-    c = learner.counters
-    ratio = learner.first_epoch_ratio()
+    elapsed = time.monotonic() - supervisor.start
+    print(learner.processor_line(learner.plane.processed / max(elapsed, 1e-9)), flush=True)
+    ratio = learner.clock.first_epoch_ratio()
     if ratio is not None:
         print(f"[MAIN] first epoch after warm-up ran at {ratio:.0%} of the later epochs' updates/s", flush=True)
-    elapsed = time.monotonic() - start
+    c = learner.counters
     if not cfg.collect_only and c.updates and cfg.eval.final_episodes:
         if terminated.is_set():  # a container or job being stopped has seconds left, not minutes
             print(f"[MAIN] SIGTERM: no final evaluation (python -m launch.final_eval {run_dir} runs it)", flush=True)
         else:
             final_evaluation_or_skip(run_dir, stopping)
+    print_results(run_dir)
+    print(
+        f"[MAIN] stopped after {elapsed:.1f}s by {stop_line(reason, cfg, c.inserted, c.updates)}: "
+        f"epoch {c.epoch}, {c.updates} updates, {c.inserted:,} env steps, weights v{c.weights_version}, "
+        f"actor weights versions {versions} (lag {lags}), actor exit codes {codes}"
+        + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else ""),
+        flush=True,
+    )
+    if learner.checkpoints.failed:
+        print(
+            f"error: the last checkpoint could not be written (see above); {run_dir} keeps the newest one that was",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
+    return 0
+
+
+def print_results(run_dir: str) -> None:
+    """How to play the best weights, and what the run folder holds."""
     if os.path.isfile(os.path.join(run_dir, BEST_NAME)):
         print(
             f"[MAIN] play the best evaluated weights: python -m launch.evaluate {run_dir} "
@@ -247,21 +261,6 @@ def run(cfg: RunConfig) -> int:
         )
     left = [name for name in RUN_RESULTS if os.path.exists(os.path.join(run_dir, name))]
     print(f"[MAIN] the run folder {run_dir} holds {', '.join(left) or 'no results'}", flush=True)
-    print(
-        f"[MAIN] stopped after {elapsed:.1f}s by {stop_line(reason, cfg, c.inserted, c.updates)}: "
-        f"epoch {c.epoch}, {c.updates} updates, {c.inserted:,} env steps, weights v{c.weights_version}, "
-        f"actor weights versions {versions} (lag {lags}), actor exit codes {codes}"
-        + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else ""),
-        flush=True,
-    )
-    if learner.checkpoint_failed:
-        print(
-            f"error: the last checkpoint could not be written (see above); {run_dir} keeps the newest one that was",
-            file=sys.stderr,
-            flush=True,
-        )
-        return 1
-    return 0
 
 
 def ratio_phrase(lc) -> str:
@@ -307,7 +306,7 @@ def periods_phrase(cfg: RunConfig, lc) -> str:
     return "; ".join(parts)
 
 
-def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.device, threads: int, resumed: bool) -> None:
+def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, resumed: bool) -> None:
     """The run's first [MAIN] lines: seed, folder and env, exploration and replay, evaluation schedule."""
     lc = learner.dqn.cfg
     vectors = " (256-bit CPU vectors)" if learner.dqn.cpu_vectors_pinned else ""
@@ -324,10 +323,10 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, device: torch.d
         else f" (actors {cfg.actor.seed}, learner {cfg.learner.seed}, evaluations {cfg.eval.seed})"
     )
     print(f"[MAIN] seed {cfg.seed if cfg.seed >= 0 else 'not saved (an older run)'}{seeds}", flush=True)
-    label = env_label(cfg.env)
+    label, device = learner.entry.label_of(cfg.env), learner.device
     print(
         f"[MAIN] run folder {run_dir}, device {device}, {cfg.actors} actors x {cfg.actor.envs_per_actor} env(s) "
-        f"on {cfg.env.name}{'' if label == cfg.env.name else ' ' + label} ({spec_line(cfg)}), {mode}",
+        f"on {cfg.env.name}{'' if label == cfg.env.name else ' ' + label} ({spec_line(cfg, learner)}), {mode}",
         flush=True,
     )
     if cfg.actor.epsilon >= 0:
@@ -444,7 +443,7 @@ class Supervisor:
 
     def restart_dead_actors(self) -> None:
         pool = self.pool
-        for slot, delay in pool.restart_dead(before_start=self.learner.release_slot):
+        for slot, delay in pool.restart_dead(before_start=self.learner.slots.release):
             if not delay:
                 print(f"[MAIN] actor {slot} exited; restarted (restarts: {pool.restarts[slot]})", flush=True)
             else:
@@ -460,7 +459,7 @@ class Supervisor:
         if self.silent_reported or now - self.start < SILENT_SLOT_NOTICE:
             return
         self.silent_reported = True
-        silent = [slot for slot, inc in enumerate(self.learner.slot_incarnations()) if inc < 0]
+        silent = [slot for slot, inc in enumerate(self.learner.slots.incarnations()) if inc < 0]
         if silent:
             self.learner.echo(
                 f"[MAIN] actor slot(s) {silent} sent nothing in {SILENT_SLOT_NOTICE:.0f}s: their shares "
@@ -469,7 +468,7 @@ class Supervisor:
 
     def report_new_incarnations(self) -> None:
         """A slot whose sender changed (a restarted or replaced actor) is named with its old and new incarnation."""
-        for slot, incarnation in enumerate(self.learner.slot_incarnations()):
+        for slot, incarnation in enumerate(self.learner.slots.incarnations()):
             if incarnation != self.incarnations[slot]:
                 if self.incarnations[slot] >= 0:
                     self.learner.echo(

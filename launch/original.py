@@ -35,6 +35,7 @@ from learner.trainer import DQNLearner
 from learner.weights import WeightServer
 from shared.config import LearnerConfig, RunConfig
 from shared.envs import env_spec
+from shared.resolution import resolve_run
 
 
 @dataclass
@@ -57,7 +58,7 @@ def original_collector_main(
     """Collector process: play, then ``with lock: shared_queue.put(chunk)``, timing the wait."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
-    collector = Collector(cfg, actor_id, incarnation=actor_id)
+    collector = Collector(resolve_run(cfg, device="cpu"), actor_id, incarnation=actor_id)
     weights = WeightClient(cfg.transport, actor_id, actor_id, collector.net)
     current = weights.fetch(have=-1, timeout=cfg.actor.weights_timeout, should_stop=stop_event.is_set)
     if current is not None:

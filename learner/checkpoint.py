@@ -258,3 +258,43 @@ def read_published(run_dir: str) -> int:
             return int(fh.read().strip())
     except (OSError, ValueError):
         return -1
+
+
+def load_resume_state(run_dir: str) -> dict:
+    """The run folder's last readable checkpoint (else the previous one, said), on the CPU; temporary files of a
+    crashed save are removed.
+
+    Loaded to the CPU whatever the learner's device: ``DQNLearner.load_state_dict`` copies the nets' tensors onto their
+    parameters' device, and ``Optimizer.load_state_dict`` moves Adam's moments there too but keeps ``step`` where
+    it was loaded unless the optimizer is fused or capturable (torch/optim/optimizer.py
+    ``_process_value_according_to_param_policy``). Loaded onto a GPU, a non-fused Adam's ``step`` would be a CUDA
+    tensor, and every update would read it back with ``.item()`` once per parameter."""
+    for path in discard_partial(run_dir):
+        print(f"[MAIN] removed {path}, left by a save that did not finish", flush=True)
+    return load_checkpoint(run_dir, map_location="cpu", say=lambda line: print(line, flush=True), set_aside=True)
+
+
+class Checkpointer:
+    """Writes the run's checkpoints from ``state`` (a function giving the dict to save). A full or failing disk does
+    not end the run: the error is said, training goes on and the next epoch tries again (``failed``)."""
+
+    def __init__(self, run_dir: str, state: Callable[[], dict], echo: Callable[[str], None]):
+        self.run_dir, self.state, self.echo = run_dir, state, echo
+        self.failed = False  # the last save failed: retry at the next epoch
+
+    def save(self) -> str:
+        return save_checkpoint(self.run_dir, self.state())
+
+    def save_or_say(self, epoch: int, last: bool = False) -> bool:
+        """Save, or say why not (the files on disk stay as they were); ``last``: the one at exit. Whether it was written."""
+        try:
+            self.save()
+        except (OSError, RuntimeError) as exc:  # torch.save reports a failed write as RuntimeError
+            self.failed = True
+            then = "the run ends without it" if last else "training goes on and the next epoch tries again"
+            self.echo(f"[MAIN] checkpoint at epoch {epoch} failed ({type(exc).__name__}: {exc}); {then}")
+            return False
+        if self.failed:
+            self.echo(f"[MAIN] checkpoint at epoch {epoch} written after earlier failures")
+        self.failed = False
+        return True

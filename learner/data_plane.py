@@ -22,7 +22,7 @@ from learner.consolidator import Consolidator
 from learner.replay.frames import FrameReplay
 from learner.replay.prioritized import PrioritizedReplay
 from shared.config import RunConfig
-from shared.envs import env_spec
+from shared.spec import EnvSpec
 from shared.wire import curve, protocol
 
 # Decoded arrays are read-only views on received ZeroMQ frames; replay only reads them.
@@ -46,10 +46,10 @@ class DataPlaneStats:
     lost_in_flight: int = 0  # transitions the actors handed to their sockets that never arrived (kept ledgers)
 
 
-def make_replay(cfg: RunConfig, device: torch.device, windows: bool = False) -> FrameReplay:
+def make_replay(cfg: RunConfig, spec: EnvSpec, device: torch.device, windows: bool = False) -> FrameReplay:
     """The run's replay: one stream per actor env; PrioritizedReplay when ``replay.prioritized``; ``windows``: samples
     carry the n-step window (the run's TD rule needs it)."""
-    r, spec = cfg.replay, env_spec(cfg.env)
+    r = cfg.replay
     kwargs: dict[str, Any] = dict(
         num_streams=cfg.actors * cfg.actor.envs_per_actor,
         capacity=r.capacity,
@@ -69,18 +69,16 @@ def make_replay(cfg: RunConfig, device: torch.device, windows: bool = False) -> 
 
 
 class DataPlane:
-    def __init__(self, cfg: RunConfig, num_actions: int, device: torch.device, windows: bool = False):
-        """``windows``: the replay's samples carry the n-step window (the learner's TD rule needs it)."""
+    def __init__(self, cfg: RunConfig, spec: EnvSpec, device: torch.device, windows: bool = False):
+        """``cfg``: the resolved run, ``spec`` its env's (shared/resolution.py); ``windows``: the replay's samples carry
+        the n-step window (the learner's TD rule needs it)."""
         self.cfg = cfg
         self.envs_per_actor = cfg.actor.envs_per_actor
-        self.replay = make_replay(cfg, device, windows)
+        self.replay = make_replay(cfg, spec, device, windows)
         # holding the replay ratio, the learner-bound pipeline stays full: a queue of one batch per actor (and small
         # socket buffers, see Consolidator) keeps the batches it delivers near the learner's current weights
         held = min(cfg.transport.consolidated_queue, cfg.actors) if cfg.learner.holds_ratio else 0
         self.queue: queue.Queue = queue.Queue(maxsize=held or cfg.transport.consolidated_queue)
-        spec = env_spec(cfg.env)
-        if spec.num_actions != num_actions:
-            raise ValueError(f"num_actions {num_actions!r} differs from the env's {spec.num_actions}")
         # a batch longer than the run's actors send, or than one replay stream holds, is refused at validation and
         # counted (reason "field"): written, it would raise on the training thread
         max_steps = min(cfg.transport.max_steps_per_message, cfg.actor.batch_steps, self.replay.stream_capacity)

@@ -51,6 +51,12 @@ class MetricsLog:
     def __init__(self, run_dir: str, tensorboard: bool = True, resumed_at: int | None = None):
         """``resumed_at``: the env steps of the checkpoint a resumed run continues from (rows past it roll back)."""
         self.rolled_back = roll_back(run_dir, resumed_at) if resumed_at is not None else 0
+        if self.rolled_back:
+            print(
+                f"[MAIN] {self.rolled_back} metrics rows past the checkpoint ({resumed_at:,} env steps) moved "
+                f"to {ROLLED_BACK_NAME}: the training they describe was lost",
+                flush=True,
+            )
         self._file = open(os.path.join(run_dir, METRICS_NAME), "a", buffering=1)
         self._writer = None
         if tensorboard:

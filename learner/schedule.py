@@ -8,6 +8,10 @@ its period; it keeps no state a checkpoint needs (a resumed run starts from the 
 
 from __future__ import annotations
 
+import math
+
+from shared.config import LearnerConfig
+
 
 class EnvStepPeriod:
     """Fires at the first check at or past each multiple of ``period`` env steps (0: never); ``env_steps`` is the
@@ -40,3 +44,26 @@ class EnvStepPeriod:
             for k in range(1, until // self.period + 1)
             if not (self.budget and k * self.period + self.last_part > self.budget)
         ]
+
+
+class ReplayRatio:
+    """The replay-ratio limiter: never more than ``samples_per_insert`` samples trained per transition inserted (0:
+    no limit); with ``exact_ratio`` (``holds_ratio``), intake is also held back while training trails it by more than
+    ``ratio_slack`` transitions, so the actors wait instead of training less per env step."""
+
+    def __init__(self, cfg: LearnerConfig, batch: int, train: bool):
+        self.cfg, self.batch, self.train = cfg, batch, train
+
+    def allows(self, samples_trained: int, inserted: int) -> bool:
+        """Whether one more update of ``batch`` samples stays within the ratio."""
+        spi = self.cfg.samples_per_insert
+        return spi <= 0 or samples_trained + self.batch <= spi * inserted
+
+    def room(self, samples_trained: int, inserted: int, replay_ready: bool) -> int:
+        """Transitions replay may take in now (exact_ratio; the drain then overshoots by less than one batch). At most
+        0 only while the cap allows the next update, so holding never stalls the loop, and never before replay is
+        ready to sample (``replay_ready``)."""
+        cfg = self.cfg
+        if not (self.train and cfg.holds_ratio and replay_ready):
+            return 1 << 62
+        return math.ceil(cfg.ratio_slack + (samples_trained + self.batch) / cfg.samples_per_insert - inserted)

@@ -46,7 +46,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 import torch
@@ -54,8 +54,8 @@ import torch.nn.functional as F
 
 from learner.replay.frames import FrameReplay
 from learner.resets import reset_network
-from shared.config import LearnerConfig
-from shared.envs import learner_defaults
+from shared.config import AUTO, ENV_AUTO_FIELDS, LearnerConfig
+from shared.errors import check
 from shared.network import batchnorm_trunk, build_q_network
 from shared.spec import EnvSpec
 from shared.targets import ONLINE_NEXT, TARGET_HERE, TARGET_NEXT, TARGET_WINDOW, build_rule
@@ -120,15 +120,15 @@ class DQNLearner:
         cfg: LearnerConfig,
         spec: EnvSpec,
         device: torch.device,
-        env: Any = "",
         dueling: bool = True,
         batchnorm_batch_stats: bool = True,
     ):
-        """``spec``: the env's shared/spec.py EnvSpec, whose network family the learner trains (Mario: QNetwork);
-        ``env``: its EnvConfig or name, whose entry gives the env-dependent auto settings; ``dueling``: the run's ``net.dueling``;
+        """``cfg``: a resolved learner config (shared/resolution.py: no auto left); ``spec``: the env's shared/spec.py
+        EnvSpec, whose network family the learner trains (Mario: QNetwork); ``dueling``: the run's ``net.dueling``;
         ``batchnorm_batch_stats`` False skips the no-grad pass that moves BatchNorm's running statistics (what the
         accumulation tests compare exactly)."""
-        cfg = learner_defaults(cfg, env).resolved(device.type)
+        for key in ("micro_batch", "accum_steps", *ENV_AUTO_FIELDS["learner"]):
+            check(getattr(cfg, key) != AUTO, f"learner.{key}", AUTO, "is still auto: build the config with shared.resolution")
         self.cfg = cfg
         self.device = device
         torch.manual_seed(cfg.seed)
@@ -292,12 +292,14 @@ class DQNLearner:
         """Copy the online net's parameters and BatchNorm buffers into the target net (the loop's period)."""
         self.target.load_state_dict(self.online.state_dict())
 
-    def reset(self, frames: list[torch.Tensor]) -> dict[str, int]:
-        """Reset the online net (learner/resets.py; BatchNorm statistics re-estimated on ``frames``), zero the head's
-        Adam state, and sync the target net to the result."""
+    def reset(self, replay, batches: int = 8) -> dict[str, int]:
+        """Reset the online net (learner/resets.py; BatchNorm statistics re-estimated on ``batches`` batches of
+        ``replay``'s frames), zero the head's Adam state, and sync the target net to the result. Returns the counts of
+        re-initialized and shrunk tensors and of the frames used."""
+        frames = [replay.sample(self.cfg.micro_batch)["obs"] for _ in range(batches)]
         counts = reset_network(self.online, self.optimizer, self.cfg.reset_shrink, frames)
         self.sync_target()
-        return counts
+        return counts | {"frames": batches * self.cfg.micro_batch}
 
     def warm_up(self, replay, updates: int = 2) -> float:
         """Compile and run ``updates`` full updates on samples of ``replay``, then restore every piece of

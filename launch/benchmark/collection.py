@@ -110,7 +110,7 @@ def collection(cfg: RunConfig, seconds: float) -> dict:
     the window runs on past ``seconds`` until every actor has sent 3 messages in it (at most 10x ``seconds``)."""
     device = torch.device("cpu")
     spec = env_spec(cfg.env)
-    plane = DataPlane(cfg, spec.num_actions, device).start()
+    plane = DataPlane(cfg, spec, device).start()
     server = WeightServer(cfg.transport)
     server.publish(0, build_q_network(spec, dueling=cfg.net.dueling))
     server.start()

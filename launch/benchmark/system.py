@@ -139,6 +139,7 @@ def _system_figures(
 def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> dict:
     """warppipe as launch.local runs it: Learner (sockets, consolidation, AMP, compile, accumulation) + actors."""
     from learner.loop import Learner
+    from shared.resolution import resolve_run
 
     rc = RunConfig.from_json(cfg.to_json())
     rc.collect_only = False
@@ -157,7 +158,7 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
     rc.validate()
     reset_compiler()  # the learner stage may have compiled QNetwork.forward in this process already
     with tempfile.TemporaryDirectory(prefix="warppipe-bench-") as run_dir:
-        learner = Learner(rc, run_dir, device)
+        learner = Learner(resolve_run(rc, device=str(device)), run_dir)
         learner.echo = lambda line: None
         compile_s = learner.compile()
         learner.start()
@@ -179,9 +180,8 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
             stop_processes(procs, stop)
             actor_reports = _reports(reports, len(procs))
             learner.close()
-    epoch_seconds = ([rc.learner.updates_per_epoch / learner.first_epoch_rate] if learner.first_epoch_rate else []) + [
-        rc.learner.updates_per_epoch / r for r in learner.epoch_rates
-    ]
+    rates = ([learner.clock.first_rate] if learner.clock.first_rate else []) + list(learner.clock.rates)
+    epoch_seconds = [rc.learner.updates_per_epoch / r for r in rates]
     return _system_figures(
         transitions=transitions,
         updates=learner.counters.updates,

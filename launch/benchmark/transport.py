@@ -56,7 +56,7 @@ def transport(cfg: RunConfig, senders: int, batch: int, seconds: float) -> dict:
     cfg.learner.exact_ratio = False  # the pipe's own ceiling: no learner to hold a ratio for, default socket buffers
     cfg.replay.capacity = max(cfg.replay.capacity, senders * 4 * batch)
     cfg.validate()
-    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    plane = DataPlane(cfg, env_spec(cfg.env), torch.device("cpu")).start()
     ctx = spawn_context()
     stop = ctx.Event()
     procs = [start_process(ctx, _synthetic_sender, (cfg, slot, stop, batch), f"sender-{slot}") for slot in range(senders)]

@@ -26,8 +26,8 @@ BUILTIN: ``--env.module my_pkg.my_env --env.name my_env`` makes every process (t
 and remote actors, the evaluators) import ``my_pkg.my_env`` before looking the name up, and its
 options work the same way.
 
-:func:`resolve` is the one step between a command line (or a saved ``config.json``) and a run: it sets
-every auto (-1) setting that depends on the env from its entry, and checks the whole configuration.
+:func:`shared.resolution.resolve_run` is the one step between a command line (or a saved ``config.json``) and a
+run: it sets every auto (-1) setting that depends on the env from its entry, and checks the whole configuration.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from shared.config import AUTO, ENV_AUTO_FIELDS, SEEDED_SECTIONS, EnvConfig, LearnerConfig, RunConfig, from_dict
+from shared.config import AUTO, ENV_AUTO_FIELDS, EnvConfig, from_dict
 from shared.errors import ConfigError
 from shared.spec import EnvSpec, VectorEnv
 
@@ -53,14 +53,12 @@ __all__ = [
     "env_label",
     "env_spec",
     "frame_entry",
-    "learner_defaults",
     "make_env",
     "make_vector_env",
     "names",
     "options",
     "options_types",
     "register",
-    "resolve",
     "with_options",
     "with_stage",
 ]
@@ -250,35 +248,6 @@ def check_env(cfg: EnvConfig) -> tuple[EnvEntry, EnvConfig]:
             own.validate()
         cfg = dataclasses.replace(cfg, options={**cfg.options, entry.name: own})
     return entry, cfg
-
-
-def learner_defaults(cfg: LearnerConfig, env: EnvConfig | str = "") -> LearnerConfig:
-    """``cfg`` with its env-dependent auto settings (reward scale, target sync, broadcast, Munchausen) taken from
-    ``env``'s entry; with no env, from :class:`EnvEntry`'s defaults (a learner built alone, as in unit tests)."""
-    source: Any = entry_for(env) if env else EnvEntry
-    keys = ENV_AUTO_FIELDS["learner"]
-    return dataclasses.replace(cfg, **{key: getattr(source, key) for key in keys if getattr(cfg, key) == AUTO})
-
-
-def resolve(cfg: RunConfig, validate: bool = True) -> RunConfig:
-    """``cfg`` made ready to run, as a new config: each auto (-1) setting that depends on the env
-    (:data:`~shared.config.ENV_AUTO_FIELDS`) takes the value of the env's entry, each component's seed at -1 the run's
-    seed, the env's options their dataclass; then every field is checked (ConfigError names the first bad value).
-    The one place these defaults are filled in; what it returns is what a run saves. Resolving twice changes
-    nothing. ``validate`` False checks only the env (a saved run read for evaluation on another machine)."""
-    entry, env = check_env(cfg.env)
-    if cfg.eval.stage:
-        with_stage(env, cfg.eval.stage)
-    sections: dict[str, Any] = {"env": env}
-    for section in {*ENV_AUTO_FIELDS, *SEEDED_SECTIONS} - {"", "env"}:  # env: check_env above
-        owner = getattr(cfg, section)
-        changes = {key: getattr(entry, key) for key in ENV_AUTO_FIELDS.get(section, ()) if getattr(owner, key) == AUTO}
-        if section in SEEDED_SECTIONS and owner.seed < 0:
-            changes["seed"] = max(cfg.seed, 0)
-        sections[section] = dataclasses.replace(owner, **changes)
-    run = {key: getattr(entry, key) for key in ENV_AUTO_FIELDS[""] if getattr(cfg, key) == AUTO}
-    resolved = dataclasses.replace(cfg, **sections, **run)
-    return resolved.validate() if validate else resolved
 
 
 def env_spec(cfg: EnvConfig) -> EnvSpec:

@@ -10,11 +10,12 @@ from tests.support.paths import ROOT
 BUILD = r"""
 import sys, torch
 from learner.loop import Learner
+from shared.resolution import resolve_run
 from tests.support.runs import small_config
 
 cfg = small_config(actors=1, envs=1, steps=16, capacity=1024)
 cfg.collect_only, cfg.learner.compile, cfg.learner.micro_batch = False, True, 16
-learner = Learner(cfg, sys.argv[1], torch.device("cpu"))
+learner = Learner(resolve_run(cfg, device="cpu"), sys.argv[1])
 print("compile:", learner.dqn.cfg.compile, flush=True)
 learner.close()
 """
@@ -32,7 +33,7 @@ def test_no_compiler_on_path_runs_eager_and_says_so(tmp_path):
 
 def test_the_decision_covers_cuda_where_triton_needs_a_c_compiler(tmp_path, monkeypatch):
     """The GPU image has no compiler either: on CUDA the learner must also run eager (Triton builds a C launcher)."""
-    from learner.loop import missing_compiler
+    from learner.warm_up import missing_compiler
 
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert missing_compiler("cuda") == (

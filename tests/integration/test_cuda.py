@@ -11,10 +11,10 @@ import sys
 import pytest
 import torch
 
-from learner.checkpoint import load_checkpoint, save_checkpoint
-from learner.loop import load_resume_state
+from learner.checkpoint import load_checkpoint, load_resume_state, save_checkpoint
 from learner.trainer import DQNLearner
 from shared.config import LearnerConfig
+from shared.resolution import learner_config
 from shared.spec import EnvSpec
 from tests.support.paths import ROOT
 from tests.support.runs import free_base_port
@@ -70,8 +70,8 @@ def test_compiled_cuda_graph_update_matches_eager(accum, amp, grad_tol):
     torch._dynamo.reset()  # fresh Dynamo and CUDA-graph state per learner pair
     lr, updates = 1e-3, 3
     cfg = LearnerConfig(micro_batch=32, accum_steps=accum, compile=True, amp=amp, lr=lr, max_grad_norm=10.0)
-    compiled = DQNLearner(cfg, SPEC, CUDA)
-    eager = DQNLearner(dataclasses.replace(cfg, compile=False), SPEC, CUDA)
+    compiled = DQNLearner(learner_config(cfg), SPEC, CUDA)
+    eager = DQNLearner(learner_config(dataclasses.replace(cfg, compile=False)), SPEC, CUDA)
     assert compiled.cuda_graphs and not eager.cuda_graphs
     with torch.no_grad():
         compiled.online.advantage[2].bias.copy_(20.0 * torch.arange(ACTIONS, dtype=torch.float32))
@@ -110,12 +110,12 @@ def test_resume_puts_each_optimizer_tensor_on_its_device(tmp_path):
     """Checkpoint read to the CPU, loaded into a CUDA learner: Adam's moments on the GPU; step on the GPU for fused
     or capturable Adam (torch's rule), on the CPU otherwise; the resumed learner keeps training."""
     cfg = LearnerConfig(micro_batch=32, accum_steps=2, compile=False, amp="auto")
-    dqn = DQNLearner(cfg, SPEC, CUDA)
+    dqn = DQNLearner(learner_config(cfg), SPEC, CUDA)
     dqn.update(None, split(synthetic_batch(64, seed=1), 2))
     save_checkpoint(str(tmp_path), {"learner": dqn.state_dict(), "counters": {"epoch": 1}, "config": "{}"})
     state = load_resume_state(str(tmp_path))
     assert all(t.device.type == "cpu" for t in state["learner"]["optimizer"]["state"][0].values())
-    resumed = DQNLearner(dataclasses.replace(cfg, seed=3), SPEC, CUDA)
+    resumed = DQNLearner(learner_config(dataclasses.replace(cfg, seed=3)), SPEC, CUDA)
     resumed.load_state_dict(state["learner"])
     for group in resumed.optimizer.param_groups:
         step_on_device = bool(group.get("fused")) or bool(group.get("capturable"))

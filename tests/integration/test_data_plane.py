@@ -52,7 +52,7 @@ def frame_counter(frame: torch.Tensor) -> int:
 
 def test_every_transition_lands_exactly_once(make_config):
     cfg = make_config(actors=2, envs=2, steps=16, capacity=8192)
-    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    plane = DataPlane(cfg, env_spec(cfg.env), torch.device("cpu")).start()
     try:
         reports = run_actors(cfg, plane, max_batches=40)
         total = sum(r["sent_transitions"] for r in reports)
@@ -107,7 +107,7 @@ def hostile_messages(cfg):
 def test_bad_messages_are_rejected_and_counted_while_good_data_lands(make_config):
     cfg = make_config(actors=2, envs=1, steps=32, capacity=8192)
     cfg.transport.max_message_bytes = 1 << 20
-    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    plane = DataPlane(cfg, env_spec(cfg.env), torch.device("cpu")).start()
     attacker = zmq.Context.instance().socket(zmq.PUSH)
     attacker.setsockopt(zmq.LINGER, 0)
     attacker.connect(f"tcp://127.0.0.1:{cfg.transport.base_port}")
@@ -163,7 +163,7 @@ def test_real_mario_actor_stacks_round_trip_byte_for_byte(make_config):
     """A real Mario actor process; replay's rebuilt stacks equal the env's own stacks across episode ends."""
     cfg = make_config(actors=1, envs=1, steps=32, env="mario", capacity=1024, max_episode_steps=45)
     cfg.actor.epsilon = 0.5
-    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    plane = DataPlane(cfg, env_spec(cfg.env), torch.device("cpu")).start()
     try:
         reports = run_actors(cfg, plane, max_batches=5)
         assert plane.wait_for(reports[0]["sent_transitions"], timeout=30)
@@ -183,7 +183,7 @@ def test_real_mario_actor_stacks_round_trip_byte_for_byte(make_config):
 def test_stacks_survive_ring_wrap_around(make_config):
     """Fake env (its frames ignore actions), a ring much smaller than the stream: retained stacks are exact."""
     cfg = make_config(actors=1, envs=2, steps=16, capacity=2 * 80, max_episode_steps=60)
-    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    plane = DataPlane(cfg, env_spec(cfg.env), torch.device("cpu")).start()
     try:
         reports = run_actors(cfg, plane, max_batches=23)
         assert plane.wait_for(reports[0]["sent_transitions"], timeout=30)
@@ -202,7 +202,7 @@ def test_stacks_survive_ring_wrap_around(make_config):
 def test_actor_priorities_travel_into_prioritized_replay(make_config):
     cfg = make_config(actors=2, envs=2, steps=16, capacity=8192)
     cfg.replay.prioritized = True  # initial_priority "actor" by default: every batch carries its TD errors
-    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    plane = DataPlane(cfg, env_spec(cfg.env), torch.device("cpu")).start()
     try:
         reports = run_actors(cfg, plane, max_batches=10)
         assert plane.wait_for(sum(r["sent_transitions"] for r in reports), timeout=30)
@@ -256,7 +256,7 @@ def replay_matches_env(cfg, plane, batches):
 
 def run_through_plane(cfg, batches: int) -> DataPlane:
     """Real actor processes send ``batches`` batches each over real sockets into a DataPlane; its replay after."""
-    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    plane = DataPlane(cfg, env_spec(cfg.env), torch.device("cpu")).start()
     try:
         reports = run_actors(cfg, plane, max_batches=batches)
         assert plane.wait_for(reports[0]["sent_transitions"], timeout=30)

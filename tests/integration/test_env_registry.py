@@ -16,7 +16,8 @@ from launch.cli import parse_run_config
 from launch.tools.report import score_text
 from learner.checkpoint import load_checkpoint
 from shared.config import AUTO, ConfigError, EnvConfig, ReplayConfig, RunConfig
-from shared.envs import BUILTIN, EnvEntry, entry_for, env_spec, names, options, register, resolve
+from shared.envs import BUILTIN, EnvEntry, entry_for, env_spec, names, options, register
+from shared.resolution import resolve_config
 from tests.support.learning import train_on_defaults
 from tests.support.paths import ROOT
 from tests.support.plugin_env import CorridorOptions
@@ -50,29 +51,29 @@ def test_auto_settings_come_from_the_entry_in_one_step():
     assert (raw.actor.envs_per_actor, raw.learner.reward_scale) == (AUTO, AUTO)  # nothing filled in behind the scenes
     with pytest.raises(ConfigError, match="total_env_steps=-1 is still auto"):
         raw.validate()
-    cfg = resolve(raw)
+    cfg = resolve_config(raw)
     assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps, cfg.learner.reward_scale) == (32, 1_000, 100.0)
-    assert resolve(cfg) == cfg  # resolving twice changes nothing
+    assert resolve_config(cfg) == cfg  # resolving twice changes nothing
     assert json.loads(cfg.to_json())["actor"]["envs_per_actor"] == 32  # what the run saves is resolved
     plugin = EnvConfig(name="corridor", module="tests.support.plugin_env")
     assert env_spec(plugin).obs_shape == (8,)
-    corridor = resolve(RunConfig(env=plugin))
+    corridor = resolve_config(RunConfig(env=plugin))
     assert (corridor.learner.reward_scale, corridor.replay.gamma, corridor.env.max_episode_steps) == (1.0, 0.95, 0)
-    assert resolve(RunConfig(env=plugin, replay=ReplayConfig(gamma=0.5))).replay.gamma == 0.5  # set: kept
+    assert resolve_config(RunConfig(env=plugin, replay=ReplayConfig(gamma=0.5))).replay.gamma == 0.5  # set: kept
 
 
 def test_a_plugin_env_declares_options_on_the_command_line_and_in_config_json():
     argv = ["--env.module", "tests.support.plugin_env", "--env.name", "corridor", "--env.corridor.step-cost", "0.5"]
-    cfg = resolve(parse_run_config(argv))
+    cfg = resolve_config(parse_run_config(argv))
     assert options(cfg.env, "corridor", CorridorOptions).step_cost == 0.5
     saved = json.loads(cfg.to_json())["env"]
     assert saved["corridor"] == {"step_cost": 0.5} and "options" not in saved  # env.corridor, as on the command line
-    again = resolve(RunConfig.from_json(cfg.to_json()))
+    again = resolve_config(RunConfig.from_json(cfg.to_json()))
     assert options(again.env, "corridor", CorridorOptions) == CorridorOptions(step_cost=0.5)
     with pytest.raises(ConfigError, match="env.corridor.step_cost=2.0 must be in"):
-        resolve(parse_run_config([*argv[:4], "--env.corridor.step-cost", "2"]))
+        resolve_config(parse_run_config([*argv[:4], "--env.corridor.step-cost", "2"]))
     with pytest.raises(ConfigError, match="env.marioo: options for an env that is not registered"):
-        resolve(RunConfig(env=EnvConfig(options={"marioo": {"stage": "1-2"}})))
+        resolve_config(RunConfig(env=EnvConfig(options={"marioo": {"stage": "1-2"}})))
     # without --env.module a fresh process does not know the plug-in's flags: tyro refuses them (exit 2)
     cmd = [sys.executable, "-m", "launch.local", "--env.corridor.step-cost", "0.5", "--collect-only"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)

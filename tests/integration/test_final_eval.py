@@ -19,7 +19,8 @@ import torch
 
 from launch.final_eval import EPISODES_PER_JOB, choose_best, describe, episode_jobs, play_job
 from shared.config import ConfigError, RunConfig
-from shared.envs import resolve, with_stage
+from shared.envs import with_stage
+from shared.resolution import resolve_config
 from shared.seeding import EVAL_FINAL, EVAL_ROUND, EVAL_SELECT, draw_seed, stream_seed
 from tests.support.launcher import HANG_GUARD_S, ROOT, TRAINING, Launcher, assert_all_gone
 
@@ -32,11 +33,11 @@ def test_component_seeds_follow_the_run_seed_unless_set():
     cfg = RunConfig()
     assert cfg.seed == -1 and (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (-1, -1, -1)  # not drawn yet
     cfg.seed = 7
-    resolved = resolve(cfg)
+    resolved = resolve_config(cfg)
     assert (resolved.actor.seed, resolved.learner.seed, resolved.eval.seed) == (7, 7, 7)
     cfg.learner.seed = 3  # varied alone
     cfg.seed = 8
-    resolved = resolve(cfg)
+    resolved = resolve_config(cfg)
     assert (resolved.actor.seed, resolved.learner.seed, resolved.eval.seed) == (8, 3, 8)
     saved = RunConfig.from_json(resolved.to_json())
     assert (saved.seed, saved.actor.seed, saved.learner.seed, saved.eval.seed) == (8, 8, 3, 8)
@@ -59,7 +60,7 @@ def test_bad_seeds_and_final_evaluation_sizes_are_refused_by_name(field, value):
     owner, name = (cfg, field) if "." not in field else (getattr(cfg, field.split(".")[0]), field.split(".")[1])
     setattr(owner, name, value)
     with pytest.raises(ConfigError, match=f"{field}={value!r}"):
-        resolve(cfg)
+        resolve_config(cfg)
 
 
 def test_seed_streams_are_distinct_by_purpose_round_and_neighbouring_seeds():

@@ -18,7 +18,7 @@ import torch
 
 from launch.local import progress_budget
 from shared.config import RunConfig
-from shared.envs import resolve
+from shared.resolution import resolve_config
 from tests.support.launcher import (
     FAKE_BATCH,
     HANG_GUARD_S,
@@ -40,7 +40,7 @@ EPOCH_BUFFER = r"\[MAIN\] Epoch (\d+) .*Buffer: ([\d,]+)"  # the epoch number, t
 
 
 def test_the_progress_bar_follows_the_budget_that_is_set():
-    cfg = resolve(RunConfig())
+    cfg = resolve_config(RunConfig())
     assert progress_budget(cfg) == ("env steps", 300_000)  # Mario's default budget
     cfg.total_env_steps = 0
     assert progress_budget(cfg) is None  # until Ctrl-C: no bar

@@ -22,14 +22,15 @@ import torch
 
 from actors.collector import Collector
 from learner.checkpoint import load_checkpoint, save_checkpoint
-from learner.loop import missing_compiler
 from learner.probe import ProbeMonitor
 from learner.replay.frames import FrameReplay
 from learner.trainer import DQNLearner
+from learner.warm_up import missing_compiler
 from learner.weights import state_arrays
 from shared.config import RunConfig
-from shared.envs import env_spec, resolve
+from shared.envs import env_spec
 from shared.probe import probe_set, scripted_play
+from shared.resolution import resolve_config, resolve_run
 from shared.wire import protocol
 
 pytestmark = pytest.mark.slow
@@ -107,14 +108,14 @@ def measure(tmp_path, amp: str | None = None, updates: int = UPDATES) -> dict:
     """Agreement of the learner's and the actors' greedy actions on 1-1's probe states, at initialisation and after
     ``updates`` updates and a checkpoint round trip; ``amp`` overrides the config's learner.amp (the report's bf16)."""
     started = time.perf_counter()
-    cfg = resolve(RunConfig())
+    cfg = resolve_config(RunConfig())
     assert cfg.env.name == "mario" and cfg.actor.precision == "fp32"
     probe = probe_set(cfg.env, PROBE_N, seed=0)
     states = probe.states
     spec = env_spec(cfg.env)
     learner_cfg = learner_config(cfg, amp)
-    dqn = DQNLearner(learner_cfg, spec, CPU, env=cfg.env, dueling=cfg.net.dueling)
-    collector = Collector(cfg, 0, 1, 0)
+    dqn = DQNLearner(learner_cfg, spec, CPU, dueling=cfg.net.dueling)
+    collector = Collector(resolve_run(cfg, device="cpu"), 0, 1, 0)
     try:
         init = float((learner_greedy(dqn, states) == actor_greedy(collector, dqn, states, 1)).mean())
         replay = fill_replay(cfg, REPLAY_STEPS)
@@ -123,7 +124,7 @@ def measure(tmp_path, amp: str | None = None, updates: int = UPDATES) -> dict:
             if (i + 1) % SYNC_EVERY == 0:
                 dqn.sync_target()
         save_checkpoint(str(tmp_path), {"learner": dqn.state_dict(), "counters": {"updates": dqn.updates}, "config": "{}"})
-        resumed = DQNLearner(learner_cfg, spec, CPU, env=cfg.env, dueling=cfg.net.dueling)
+        resumed = DQNLearner(learner_cfg, spec, CPU, dueling=cfg.net.dueling)
         resumed.load_state_dict(load_checkpoint(str(tmp_path))["learner"])
         mine = learner_greedy(resumed, states)
         theirs = actor_greedy(collector, resumed, states, 2)

@@ -153,7 +153,7 @@ def test_identical_replicas_lease_slots_intruders_are_refused_and_a_dead_replica
     cfg = make_config(actors=2, envs=1, steps=16, capacity=8192, frame_size=36)
     cfg.transport.slot_lease = 4.0
     cfg.actor.slot_wait = 3.0
-    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    plane = DataPlane(cfg, env_spec(cfg.env), torch.device("cpu")).start()
     server = WeightServer(cfg.transport, slots=plane.consolidator.slots)
     server.start()
     mp = spawn_context()
@@ -247,7 +247,7 @@ def test_a_flood_of_slot_requests_holds_no_slot_from_actors_that_send(make_confi
     the flood stops its claims lapse after the grace."""
     cfg = make_config(actors=3, envs=1, steps=16, capacity=8192, frame_size=36)
     cfg.transport.slot_lease = 4.0  # the claims' grace: the smaller of the lease and 10 s
-    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    plane = DataPlane(cfg, env_spec(cfg.env), torch.device("cpu")).start()
     server = WeightServer(cfg.transport, slots=plane.consolidator.slots)
     server.start()
     mp = spawn_context()

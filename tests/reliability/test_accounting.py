@@ -32,7 +32,7 @@ def test_accepted_rejected_and_lost_add_up_to_what_each_incarnation_sent(make_co
     cfg.transport.consolidated_queue = 1
     cfg.learner.max_weights_lag = 2
     cfg.learner.exact_ratio = False  # actors drop on a full staging (holding the ratio, they would wait)
-    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    plane = DataPlane(cfg, env_spec(cfg.env), torch.device("cpu")).start()
     ctx = zmq.Context.instance()
     injectors = []
     for slot in range(cfg.actors):

@@ -8,11 +8,11 @@ import threading
 import time
 
 import psutil
-import torch
 
 from actors.collector import actor_main
 from launch.processes import ActorPool
 from learner.loop import IDLE_NOTICE_EVERY, Learner
+from shared.resolution import resolve_run
 from tests.support.launcher import EPOCH, TRAINING, Launcher, assert_all_gone, processor_lines
 from tests.support.runs import small_config
 
@@ -96,7 +96,7 @@ def test_when_every_actor_is_dead_the_learner_waits_says_so_every_10s_and_resume
     cfg.learner.min_replay = 200
     cfg.learner.updates_per_epoch = 5
     cfg.learner.threads = 1
-    learner = Learner(cfg, str(tmp_path), torch.device("cpu")).start()
+    learner = Learner(resolve_run(cfg, device="cpu"), str(tmp_path)).start()
     said: list[tuple[float, str]] = []
     learner.echo = lambda line: said.append((time.monotonic(), line))
     errors: list[BaseException] = []

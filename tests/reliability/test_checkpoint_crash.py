@@ -20,14 +20,14 @@ CRASHING_LEARNER = (
     SMALL_LEARNER_SCRIPT
     + r"""
 learner.counters.epoch, learner.counters.updates, learner.counters.weights_version = 1, 5, 1
-learner.checkpoint()
+learner.checkpoints.save()
 print("first saved", flush=True)
 with torch.no_grad():
     for p in learner.dqn.online.parameters():
         p.add_(1.0)
 learner.counters.epoch, learner.counters.updates, learner.counters.weights_version = 2, 10, 2
 os.replace = lambda *a, **k: os._exit(17)  # the crash: after the temporary file is written, before the rename
-learner.checkpoint()
+learner.checkpoints.save()
 print("unreachable", flush=True)
 """
 )

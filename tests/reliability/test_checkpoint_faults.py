@@ -18,6 +18,7 @@ from learner.checkpoint import (
     save_checkpoint,
 )
 from learner.loop import Learner
+from shared.resolution import resolve_run
 from tests.support.launcher import resume_without_actors
 from tests.support.paths import ROOT
 from tests.support.runs import SMALL_LEARNER_SCRIPT, small_config
@@ -81,7 +82,7 @@ TWO_CHECKPOINTS = (
     + r"""
 for epoch in (1, 2):
     learner.counters.epoch, learner.counters.updates, learner.counters.weights_version = epoch, 5 * epoch, epoch
-    learner.checkpoint()
+    learner.checkpoints.save()
 learner.server.stop()
 learner.plane.close()
 """
@@ -156,24 +157,24 @@ def test_resume_with_nothing_readable_is_an_error_and_latest_starts_a_new_run(tm
 def test_a_save_the_disk_refuses_is_said_and_tried_again_while_training_goes_on(tmp_path):
     cfg = small_config(actors=1, envs=1, steps=16, capacity=1024)
     cfg.collect_only, cfg.learner.compile, cfg.learner.micro_batch = False, False, 16
-    learner = Learner(cfg, str(tmp_path), torch.device("cpu"))
+    learner = Learner(resolve_run(cfg, device="cpu"), str(tmp_path))
     said = []
     learner.echo = said.append
     try:
         learner.counters.epoch = 1
-        assert learner.checkpoint_or_say()
+        assert learner.checkpoints.save_or_say(learner.counters.epoch)
         good = (tmp_path / CHECKPOINT_NAME).read_bytes()
         # the temporary file's path taken by a folder: open() fails with a real OSError, as on a full disk
         obstacle = tmp_path / f"{CHECKPOINT_NAME}.tmp-{os.getpid()}"
         obstacle.mkdir()
         learner.counters.epoch = 2
-        assert not learner.checkpoint_or_say() and learner.checkpoint_failed
+        assert not learner.checkpoints.save_or_say(learner.counters.epoch) and learner.checkpoints.failed
         assert said[-1].startswith("[MAIN] checkpoint at epoch 2 failed (IsADirectoryError")
         assert said[-1].endswith("training goes on and the next epoch tries again")
         assert (tmp_path / CHECKPOINT_NAME).read_bytes() == good and not (tmp_path / PREVIOUS_NAME).exists()
         obstacle.rmdir()
         learner.counters.epoch = 3
-        assert learner.checkpoint_or_say() and not learner.checkpoint_failed
+        assert learner.checkpoints.save_or_say(learner.counters.epoch) and not learner.checkpoints.failed
         assert said[-1] == "[MAIN] checkpoint at epoch 3 written after earlier failures"
         assert load_checkpoint(str(tmp_path))["counters"]["epoch"] == 3
         assert torch.load(tmp_path / PREVIOUS_NAME, weights_only=True)["counters"]["epoch"] == 1

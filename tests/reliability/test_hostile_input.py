@@ -114,7 +114,7 @@ def test_ten_thousand_hostile_messages_while_real_actors_feed_the_learner(make_c
 
     ctx = zmq.Context.instance()
     process = psutil.Process()
-    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    plane = DataPlane(cfg, env_spec(cfg.env), torch.device("cpu")).start()
     endpoints = [f"tcp://127.0.0.1:{cfg.transport.base_port + slot}" for slot in range(cfg.actors)]
     attackers = [monitored_push(ctx, e) for e in endpoints]
     giant, giant_monitor = monitored_push(ctx, endpoints[0])
@@ -204,7 +204,7 @@ def test_a_valid_batch_longer_than_a_replay_stream_is_refused_and_counted_not_a_
     on taking the run's own batches."""
     cfg = make_config(actors=2, envs=1, steps=16, capacity=96, frame_size=36)  # 48 slots per stream
     cfg.actor.batch_steps = 64  # the run's actors send up to 64 steps: one stream's 48 is the bound here
-    plane = DataPlane(cfg, env_spec(cfg.env).num_actions, torch.device("cpu")).start()
+    plane = DataPlane(cfg, env_spec(cfg.env), torch.device("cpu")).start()
     ctx = zmq.Context.instance()
     push = ctx.socket(zmq.PUSH)
     push.connect(f"tcp://127.0.0.1:{cfg.transport.base_port}")

@@ -73,7 +73,7 @@ def test_only_listed_actor_keys_deliver_transitions_or_get_weights(keys, caplog)
     cfg.validate()
     actor_cfgs = [actor_config(cfg, folder, "allowed"), actor_config(cfg, folder, "stranger")]
     num_actions = env_spec(cfg.env).num_actions
-    plane = DataPlane(cfg, num_actions, torch.device("cpu")).start()
+    plane = DataPlane(cfg, env_spec(cfg.env), torch.device("cpu")).start()
     server = WeightServer(cfg.transport)
     server.publish(7, QNetwork(cfg.env.stack, num_actions, cfg.env.frame_size, dueling=cfg.net.dueling))
     server.start()

@@ -6,11 +6,11 @@ on a real socket; the fault itself is injected, since the code has no known one)
 import time
 
 import pytest
-import torch
 import zmq
 
 from learner.loop import Learner
 from learner.supervised import ThreadDied
+from shared.resolution import resolve_run
 from shared.wire import protocol
 from tests.support.runs import small_config
 
@@ -23,7 +23,7 @@ def _injected(*_args, **_kwargs):
 def test_a_dead_service_thread_ends_the_learner_naming_it(tmp_path, role):
     cfg = small_config(actors=1, envs=1, steps=16, capacity=1024)
     cfg.collect_only, cfg.learner.compile, cfg.learner.micro_batch = False, False, 16
-    learner = Learner(cfg, str(tmp_path), torch.device("cpu"))
+    learner = Learner(resolve_run(cfg, device="cpu"), str(tmp_path))
     ctx = zmq.Context.instance()
     if role == "consolidation":
         thread = learner.plane.consolidator

@@ -4,7 +4,7 @@ import random
 import socket
 
 from shared.config import RunConfig
-from shared.envs import resolve
+from shared.resolution import resolve_config
 
 
 def free_base_port(count: int) -> int:
@@ -45,7 +45,7 @@ def small_config(actors=2, envs=2, steps=16, env="fake", capacity=8192, **env_ov
     cfg.actor.nice = 0  # exact-count plumbing tests: actors flush on close at full priority (the default is 10)
     cfg.eval.final_episodes = 0  # the end-of-run evaluation has its own tests (tests/integration/test_final_eval.py)
     cfg.transport.base_port = free_base_port(actors + 2) + 2  # weights sockets sit at base_port - 1 and - 2
-    return resolve(cfg)
+    return resolve_config(cfg)
 
 
 # The start of a ``python -c`` script (argv[1]: a run folder): a small real Learner on the fake env, its
@@ -53,6 +53,7 @@ def small_config(actors=2, envs=2, steps=16, env="fake", capacity=8192, **env_ov
 SMALL_LEARNER_SCRIPT = r"""
 import os, sys, torch
 from learner.loop import Learner
+from shared.resolution import resolve_run
 from tests.support.runs import small_config
 
 run_dir = sys.argv[1]
@@ -62,5 +63,5 @@ cfg.learner.compile = False
 cfg.learner.micro_batch = 16
 with open(os.path.join(run_dir, "config.json"), "w") as fh:
     fh.write(cfg.to_json())
-learner = Learner(cfg, run_dir, torch.device("cpu"))
+learner = Learner(resolve_run(cfg, device="cpu"), run_dir)
 """

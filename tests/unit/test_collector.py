@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 
+from shared.resolution import resolve_run
+
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_the_collector_acts_on_a_folded_copy_of_the_weights_it_last_loaded(precision):
@@ -13,15 +15,15 @@ def test_the_collector_acts_on_a_folded_copy_of_the_weights_it_last_loaded(preci
 
     from actors.collector import Collector
     from shared.config import RunConfig
-    from shared.envs import resolve
     from shared.network import build_q_network
+    from shared.resolution import resolve_config
     from tests.support.networks import randomise_batchnorm
 
     cfg = RunConfig(actors=1)
     cfg.env.name, cfg.env.frame_size = "catch", 36
     cfg.actor.envs_per_actor, cfg.actor.epsilon, cfg.actor.seed, cfg.actor.precision = 8, 0.0, 5, precision
-    cfg = resolve(cfg)
-    collector = Collector(cfg, 0, 1, 0)
+    cfg = resolve_config(cfg)
+    collector = Collector(resolve_run(cfg, device="cpu"), 0, 1, 0)
     torch.manual_seed(1)
     source = build_q_network(collector.spec)
     randomise_batchnorm(source, seed=3)
@@ -45,13 +47,13 @@ def test_an_exploring_env_draws_a_fresh_uniform_action_every_step():
     """Epsilon 1: no forward pass, every action random, each step drawn anew (no action is held over steps)."""
     from actors.collector import Collector
     from shared.config import RunConfig
-    from shared.envs import resolve
+    from shared.resolution import resolve_config
 
     cfg = RunConfig(actors=1)
     cfg.env.name, cfg.env.frame_size = "catch", 36
     cfg.actor.envs_per_actor, cfg.actor.epsilon, cfg.actor.seed = 8, 1.0, 5
-    cfg = resolve(cfg)
-    collector = Collector(cfg, 0, 1, 0)
+    cfg = resolve_config(cfg)
+    collector = Collector(resolve_run(cfg, device="cpu"), 0, 1, 0)
     steps = [collector.act() for _ in range(200)]
     collector.close()
     assert all(q is None for _, q in steps)

@@ -8,10 +8,11 @@ import pytest
 
 from launch.cli import run_config_type
 from shared.config import AUTO, ActorConfig, ConfigError, EnvConfig, LearnerConfig, ReplayConfig, RunConfig
-from shared.envs import BUILTIN, learner_defaults, options, resolve
+from shared.envs import BUILTIN, options
 from shared.envs.mario import MarioOptions, mario_options
 from shared.envs.snake import SnakeOptions
 from shared.exploration import epsilons
+from shared.resolution import learner_config, resolve_config
 
 
 @pytest.mark.parametrize(
@@ -64,14 +65,14 @@ def test_bad_value_is_named(path, value, needle):
             target = getattr(target, name)
         setattr(target, leaf, value)
     with pytest.raises(ConfigError, match=needle.replace("[", r"\[").replace(".", r"\.")):
-        resolve(cfg)
+        resolve_config(cfg)
 
 
 def test_json_round_trip_and_unknown_keys():
-    cfg = resolve(RunConfig(actors=3, env=EnvConfig(options={"mario": MarioOptions(stage="4-2")})))
+    cfg = resolve_config(RunConfig(actors=3, env=EnvConfig(options={"mario": MarioOptions(stage="4-2")})))
     cfg.replay.n_step = 5
     back = RunConfig.from_json(cfg.to_json())
-    assert resolve(back) == cfg and mario_options(back.env).stage == "4-2"
+    assert resolve_config(back) == cfg and mario_options(back.env).stage == "4-2"
     with pytest.raises(ConfigError, match="bogus"):
         RunConfig.from_json('{"bogus": 1}')
 
@@ -120,21 +121,21 @@ def test_generated_pages_are_current_and_list_every_option():
 def test_auto_fields_take_the_envs_values_when_resolved_and_are_saved_resolved():
     raw = RunConfig()
     assert (raw.actor.envs_per_actor, raw.actor.eps_anneal_steps, raw.total_env_steps) == (AUTO,) * 3  # as given
-    cfg = resolve(raw)
+    cfg = resolve_config(raw)
     assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps, cfg.total_env_steps) == (1, 25_000, 300_000)  # Mario
     assert raw.actor.envs_per_actor == AUTO  # resolve returns a new config
-    fuel = resolve(RunConfig(env=EnvConfig(name="fuelbreak")))
+    fuel = resolve_config(RunConfig(env=EnvConfig(name="fuelbreak")))
     assert (fuel.actor.envs_per_actor, fuel.actor.eps_anneal_steps, fuel.total_env_steps) == (32, 1_000, 0)
     saved = RunConfig.from_json(fuel.to_json())
     assert (saved.actor.envs_per_actor, saved.actor.eps_anneal_steps, saved.total_env_steps) == (32, 1_000, 0)
-    assert resolve(RunConfig(total_env_steps=0)).total_env_steps == 0  # set: no limit, on Mario too
+    assert resolve_config(RunConfig(total_env_steps=0)).total_env_steps == 0  # set: no limit, on Mario too
     explicit = RunConfig(env=EnvConfig(name="fuelbreak"), actor=ActorConfig(envs_per_actor=2, eps_anneal_steps=0))
-    assert (resolve(explicit).actor.envs_per_actor, resolve(explicit).actor.eps_anneal_steps) == (2, 0)
+    assert (resolve_config(explicit).actor.envs_per_actor, resolve_config(explicit).actor.eps_anneal_steps) == (2, 0)
     alone = ActorConfig()  # outside a resolved RunConfig nothing fills it in, and using it says so
     assert (alone.envs_per_actor, alone.eps_anneal_steps) == (-1, -1)
     with pytest.raises(ConfigError, match="actor.envs_per_actor=-1"):
         epsilons(alone, 4, 0, 0)
-    seeded = resolve(RunConfig(seed=7))
+    seeded = resolve_config(RunConfig(seed=7))
     assert (seeded.actor.seed, seeded.learner.seed, seeded.eval.seed) == (7, 7, 7)  # the components' seeds at -1
 
 
@@ -143,14 +144,14 @@ def test_auto_fields_take_the_envs_values_when_resolved_and_are_saved_resolved()
     [("mario", 1 / 15, 16_000, 0.9), ("catch", 1.0, 2_000, 0.0), ("fake", 1.0, 2_000, 0.0), ("fuelbreak", 100.0, 32_000, 0.0)],
 )
 def test_reward_scale_target_sync_and_munchausen_auto_per_env(env, scale, sync, munchausen):
-    cfg = learner_defaults(LearnerConfig(), env).resolved("cpu")
+    cfg = learner_config(LearnerConfig(), env).resolved("cpu")
     assert cfg.reward_scale == pytest.approx(scale)
     assert cfg.target_sync_env_steps == sync
     assert cfg.munchausen_alpha == munchausen
-    assert learner_defaults(LearnerConfig(reward_scale=0.5), env).reward_scale == 0.5
-    assert learner_defaults(LearnerConfig(target_sync_env_steps=7), env).target_sync_env_steps == 7
-    assert learner_defaults(LearnerConfig(munchausen_alpha=0.0), env).munchausen_alpha == 0.0  # set by hand: off
-    assert learner_defaults(LearnerConfig(munchausen_alpha=0.5), env).munchausen_alpha == 0.5
+    assert learner_config(LearnerConfig(reward_scale=0.5), env).reward_scale == 0.5
+    assert learner_config(LearnerConfig(target_sync_env_steps=7), env).target_sync_env_steps == 7
+    assert learner_config(LearnerConfig(munchausen_alpha=0.0), env).munchausen_alpha == 0.0  # set by hand: off
+    assert learner_config(LearnerConfig(munchausen_alpha=0.5), env).munchausen_alpha == 0.5
     with pytest.raises(ConfigError, match="learner.reward_scale=-1 is still auto"):
         LearnerConfig().resolved("cpu")  # the device's autos only: the env's come first
 
@@ -162,7 +163,7 @@ def test_old_layouts_load_through_one_migration(tmp_path):
 
     from launch.local import resumed_config
 
-    flat = json.loads(resolve(RunConfig()).to_json())
+    flat = json.loads(resolve_config(RunConfig()).to_json())
     env = flat["env"]
     env.pop("mario")
     env.update(stage="1-3", actions="right_only", snake_size=6, snake_obs="grid", fuelbreak_budget=9)
@@ -179,10 +180,10 @@ def test_old_layouts_load_through_one_migration(tmp_path):
     assert RunConfig.from_json(json.dumps(flat)).learner.munchausen_alpha == 0.0  # not saved: the Double-DQN max
     (tmp_path / "config.json").write_text(json.dumps(flat))
     assert mario_options(resumed_config(RunConfig(resume=str(tmp_path))).env).stage == "1-3"
-    today = resolve(RunConfig())
-    assert resolve(RunConfig.from_json(today.to_json())) == today  # today's layout passes unchanged
+    today = resolve_config(RunConfig())
+    assert resolve_config(RunConfig.from_json(today.to_json())) == today  # today's layout passes unchanged
     with pytest.raises(ConfigError, match="bogus"):
-        resolve(RunConfig.from_json(json.dumps({"env": {"mario": {"bogus": 1}}})))
+        resolve_config(RunConfig.from_json(json.dumps({"env": {"mario": {"bogus": 1}}})))
 
 
 def test_auto_is_minus_one_and_old_zero_autos_migrate():
@@ -190,7 +191,7 @@ def test_auto_is_minus_one_and_old_zero_autos_migrate():
 
     cfg = RunConfig()
     assert (cfg.learner.micro_batch, cfg.learner.accum_steps, cfg.learner.reward_scale, cfg.learner.threads) == (-1,) * 4
-    resolved = resolve(cfg).learner.resolved("cpu")
+    resolved = resolve_config(cfg).learner.resolved("cpu")
     assert (resolved.micro_batch, resolved.accum_steps, resolved.reward_scale) == (64, 1, pytest.approx(1 / 15))
     saved = json.loads(cfg.to_json())
     saved["learner"].update(micro_batch=0, accum_steps=0, reward_scale=0.0, threads=0)  # auto before -1 was
@@ -201,7 +202,7 @@ def test_auto_is_minus_one_and_old_zero_autos_migrate():
         bad = RunConfig()
         setattr(getattr(bad, section), key, value)
         with pytest.raises(ConfigError, match=f"{path}={value!r}"):
-            resolve(bad)
+            resolve_config(bad)
 
 
 def test_runs_saved_before_the_held_ratio_keep_the_cap_only_limiter_and_no_budget():
@@ -225,7 +226,7 @@ def test_runs_saved_before_the_held_ratio_keep_the_cap_only_limiter_and_no_budge
     bad = RunConfig()
     bad.learner.ratio_slack = -1
     with pytest.raises(ConfigError, match=r"learner.ratio_slack=-1"):
-        resolve(bad)
+        resolve_config(bad)
 
 
 RETIRED_AT_THEIR_DEFAULTS = {
@@ -254,13 +255,13 @@ def test_runs_saved_with_retired_options_load():
     network today's code cannot build (LayerNorm) is refused, naming the option and the commit to use."""
     import json
 
-    today = resolve(RunConfig())
+    today = resolve_config(RunConfig())
     saved = json.loads(today.to_json())
     for section, keys in RETIRED_AT_THEIR_DEFAULTS.items():
         saved[section].update(keys)
-    assert resolve(RunConfig.from_json(json.dumps(saved))) == today
+    assert resolve_config(RunConfig.from_json(json.dumps(saved))) == today
     saved["replay"]["ending_share"] = 0.125  # training only: dropped
-    assert resolve(RunConfig.from_json(json.dumps(saved))) == today
+    assert resolve_config(RunConfig.from_json(json.dumps(saved))) == today
     saved["net"]["norm"] = "layer"  # a network today's code does not build
     with pytest.raises(ConfigError, match=r"net\.norm='layer': this run used LayerNorm, removed .* commit [0-9a-f]{7}"):
         RunConfig.from_json(json.dumps(saved))
@@ -275,8 +276,8 @@ def test_periods_saved_in_updates_or_epochs_load_as_the_env_steps_they_spanned()
     saved["eval"]["every"] = 100
     cfg = RunConfig.from_json(json.dumps(saved))  # batch auto: 64, so an update was 16 env steps
     assert (cfg.learner.target_sync_env_steps, cfg.learner.broadcast_env_steps) == (16_000, 1_600)
-    assert learner_defaults(LearnerConfig(), "fuelbreak").broadcast_env_steps == 12_288
-    assert learner_defaults(LearnerConfig(), "mario").broadcast_env_steps == 1_600
+    assert learner_config(LearnerConfig(), "fuelbreak").broadcast_env_steps == 12_288
+    assert learner_config(LearnerConfig(), "mario").broadcast_env_steps == 1_600
     assert cfg.eval.every_env_steps == 32_000
     saved["learner"].update(target_sync=-1, samples_per_insert=0.0, broadcast_every=5)
     saved["eval"]["every"] = 0

@@ -10,6 +10,7 @@ from learner.replay.frames import FrameReplay
 from learner.replay.prioritized import PrioritizedReplay
 from learner.trainer import DQNLearner
 from shared.config import LearnerConfig
+from shared.resolution import learner_config
 from shared.spec import EnvSpec
 from tests.support.batches import ACTIONS, SIZE, STACK
 
@@ -56,7 +57,9 @@ def sync_calls(monkeypatch):
 @pytest.mark.parametrize("kind", [PrioritizedReplay, FrameReplay])
 def test_an_update_makes_at_most_one_synchronizing_call(kind, sync_calls):
     replay = filled(kind)
-    dqn = DQNLearner(LearnerConfig(micro_batch=16, accum_steps=2, compile=False, amp="off"), SPEC, torch.device("cpu"))
+    dqn = DQNLearner(
+        learner_config(LearnerConfig(micro_batch=16, accum_steps=2, compile=False, amp="off")), SPEC, torch.device("cpu")
+    )
     dqn.is_beta = 0.5
     dqn.update(replay)  # allocators and the optimizer's first step
     for name in SYNCING:
@@ -110,7 +113,7 @@ def test_the_priorities_written_back_are_the_sampled_batchs_td_errors():
     same seed draws, at the (stream, slot) that batch names."""
     replay = filled(PrioritizedReplay)
     cfg = LearnerConfig(micro_batch=32, accum_steps=1, compile=False, amp="off", lr=1e-12)
-    dqn = DQNLearner(cfg, SPEC, torch.device("cpu"), batchnorm_batch_stats=False)
+    dqn = DQNLearner(learner_config(cfg), SPEC, torch.device("cpu"), batchnorm_batch_stats=False)
     dqn.is_beta = 0.5
     torch.manual_seed(11)
     batch = replay.sample(32, beta=0.5)

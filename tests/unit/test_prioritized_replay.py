@@ -9,6 +9,7 @@ import torch
 from learner.replay.prioritized import PrioritizedReplay
 from learner.replay.sum_tree import SumTree
 from shared.priorities import n_step_priorities
+from shared.resolution import resolve_run
 from shared.targets import MUNCHAUSEN_LOG_FLOOR, build_rule, munchausen_terms, munchausen_window
 
 H = W = 4
@@ -322,14 +323,14 @@ def test_a_collectors_priorities_equal_those_from_each_ticks_own_forward_pass(ep
 
     from actors.collector import Collector
     from shared.config import RunConfig
-    from shared.envs import resolve
+    from shared.resolution import resolve_config
 
     cfg = RunConfig(actors=1)
     cfg.env.name, cfg.env.frame_size = "catch", 36
     cfg.actor.envs_per_actor, cfg.actor.epsilon, cfg.actor.seed = 2, epsilon, 5
     cfg.replay.prioritized = True
-    cfg = resolve(cfg)
-    collector = Collector(cfg, 0, 1, 0)
+    cfg = resolve_config(cfg)
+    collector = Collector(resolve_run(cfg, device="cpu"), 0, 1, 0)
     T, S = 24, cfg.env.stack
     batch = collector.collect(T, 0)
     frames, actions, rewards, terminated, first = batch.arrays

@@ -8,7 +8,7 @@ import pytest
 
 from launch.tools.report import main, report
 from shared.config import RunConfig
-from shared.envs import resolve
+from shared.resolution import resolve_config
 
 SCORE_KEYS = ("score", "success", "score_mean", "success_rate")
 
@@ -24,7 +24,7 @@ def fake_run(
     path.mkdir()
     cfg = RunConfig(label=label, seed=seed)
     cfg.learner.lr = lr
-    (path / "config.json").write_text(resolve(cfg).to_json())
+    (path / "config.json").write_text(resolve_config(cfg).to_json())
     (path / "machine.json").write_text(json.dumps({"cpu": "AMD EPYC", "cores": 2}))
     score, success, mean, rate = ("x_pos", "flag", "x_pos_mean", "flag_rate") if old_names else SCORE_KEYS
     episodes = [{score: x, success: i < flags, "return": 1.0, "length": 100} for i, x in enumerate(x_means)]
@@ -67,7 +67,7 @@ def test_labels_group_runs_and_runs_without_a_final_evaluation_are_named_and_lef
     fake_run(tmp_path, "x", 1e-4, 1, [100], label="short")
     fake_run(tmp_path, "y", 2.5e-4, 2, [300], label="short")
     (tmp_path / "z").mkdir()
-    (tmp_path / "z" / "config.json").write_text(resolve(RunConfig(label="short", seed=3)).to_json())
+    (tmp_path / "z" / "config.json").write_text(resolve_config(RunConfig(label="short", seed=3)).to_json())
     groups, _, warnings = report([str(tmp_path)], [])
     (g,) = groups
     assert (g["group"], g["runs"], g["evaluated"], g["score_mean"]) == ("short", 3, 2, 200.0)

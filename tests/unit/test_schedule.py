@@ -6,6 +6,7 @@ import torch
 
 from learner.loop import Learner
 from learner.schedule import EnvStepPeriod
+from shared.resolution import resolve_run
 from tests.support.batches import synthetic_batch
 from tests.support.runs import small_config
 
@@ -37,7 +38,7 @@ def _syncs_and_broadcasts(run_dir, samples_per_insert: float, batch: int, env_st
     cfg.learner.micro_batch, cfg.learner.compile, cfg.learner.amp = batch, False, "off"
     cfg.learner.target_sync_env_steps, cfg.learner.broadcast_env_steps = 800, 320
     run_dir.mkdir()
-    learner = Learner(cfg.validate(), str(run_dir), torch.device("cpu"))
+    learner = Learner(resolve_run(cfg.validate(), device="cpu"), str(run_dir))
     try:
         synced, published = [], []
         per_update = batch / samples_per_insert

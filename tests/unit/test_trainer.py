@@ -10,6 +10,7 @@ import torch
 from learner.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from learner.trainer import DQNLearner
 from shared.config import LearnerConfig
+from shared.resolution import learner_config, resolve_config
 from shared.spec import EnvSpec
 from shared.targets import munchausen_window
 from tests.support.batches import ACTIONS, SIZE, STACK, synthetic_batch
@@ -25,7 +26,7 @@ def split(batch, parts):
 
 
 def learner(cfg, **kw):
-    return DQNLearner(cfg, SPEC, CPU, **kw)
+    return DQNLearner(learner_config(cfg), SPEC, CPU, **kw)
 
 
 def params(net):
@@ -134,8 +135,8 @@ def test_compiled_bf16_update_on_cpu_gives_eagers_gradients():
     eager in fp32), update after update."""
     torch._dynamo.reset()
     cfg = LearnerConfig(micro_batch=64, accum_steps=1, compile=True, amp="bf16", lr=1e-3)
-    compiled = DQNLearner(cfg, MARIO, CPU, env="mario")
-    eager = DQNLearner(dataclasses.replace(cfg, compile=False), MARIO, CPU, env="mario")
+    compiled = DQNLearner(learner_config(cfg, "mario"), MARIO, CPU)
+    eager = DQNLearner(learner_config(dataclasses.replace(cfg, compile=False), "mario"), MARIO, CPU)
     eager.load_state_dict(compiled.state_dict())
     for i in range(3):
         batch = mario_batches(64, seed=30 + i)
@@ -196,7 +197,7 @@ def test_gradients_live_in_buffers_allocated_once_and_zeroed_in_place():
 def test_resume_reads_the_checkpoint_to_the_cpu(tmp_path, monkeypatch):
     """On CUDA a checkpoint read onto the GPU would leave non-fused Adam's step there (one sync per parameter and
     update); load_resume_state reads to the CPU and lets load_state_dict place each tensor."""
-    from learner.loop import load_resume_state
+    from learner.checkpoint import load_resume_state
 
     dqn = learner(LearnerConfig(micro_batch=16, accum_steps=1, compile=False))
     dqn.update(None, [synthetic_batch(16)])
@@ -354,7 +355,7 @@ def test_masked_double_dqn_target_takes_the_best_valid_action():
 
     spec = EnvSpec((3, 8, 8), "uint8", 1, 64, masked=True)
     cfg = LearnerConfig(micro_batch=8, accum_steps=1, compile=False, amp="off")
-    dqn = DQNLearner(cfg, spec, CPU, batchnorm_batch_stats=False)
+    dqn = DQNLearner(learner_config(cfg), spec, CPU, batchnorm_batch_stats=False)
     assert isinstance(dqn.online, CellQNetwork)
     g = torch.Generator().manual_seed(0)
     batch = {
@@ -450,7 +451,7 @@ def test_td_target_uses_the_scaled_reward():
     cfg = LearnerConfig(
         micro_batch=16, accum_steps=1, compile=False, amp="off", munchausen_alpha=0.0
     )  # Mario's Munchausen bonus would add to the reward
-    dqn = DQNLearner(cfg, MARIO, CPU, env="mario")
+    dqn = DQNLearner(learner_config(cfg, "mario"), MARIO, CPU)
     batch = mario_batch()
     _, td, q = dqn.micro_loss(batch)  # discount 0: target = reward * scale = 2.0
     assert torch.allclose(td, (q - 2.0).abs(), atol=1e-5)
@@ -458,7 +459,7 @@ def test_td_target_uses_the_scaled_reward():
 
 def test_mario_learner_trains_on_munchausen_target_by_default():
     """learner.munchausen_alpha auto is 0.9 on Mario: at discount 0 the target is the scaled reward plus the bonus."""
-    dqn = DQNLearner(LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off"), MARIO, CPU, env="mario")
+    dqn = DQNLearner(learner_config(LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off"), "mario"), MARIO, CPU)
     assert dqn.cfg.munchausen_alpha == 0.9
     batch = mario_batch()
     dqn.target.eval()
@@ -471,7 +472,7 @@ def test_mario_learner_trains_on_munchausen_target_by_default():
 
 def test_the_learner_trains_the_function_the_actors_play():
     cfg = LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off")
-    dqn = DQNLearner(cfg, MARIO, CPU)
+    dqn = DQNLearner(learner_config(cfg), MARIO, CPU)
     batch = mario_batch()
     before = dqn.online.features[1].running_mean.clone()
     _, _, q = dqn.micro_loss(batch)
@@ -533,7 +534,7 @@ def test_munchausen_along_the_window_runs_the_target_net_on_every_window_state()
 def test_the_statistics_pass_stops_before_the_head_and_moves_the_same_statistics():
     """The train-mode pass that moves BatchNorm's running statistics runs the trunk only (every BatchNorm is there):
     the statistics equal those of a whole-network train-mode forward."""
-    dqn = DQNLearner(LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off"), MARIO, CPU, env="mario")
+    dqn = DQNLearner(learner_config(LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off"), "mario"), MARIO, CPU)
     reference = copy.deepcopy(dqn.online)
     batch = mario_batch()
     seen = []
@@ -552,15 +553,14 @@ def test_the_statistics_pass_stops_before_the_head_and_moves_the_same_statistics
 def test_the_compile_warm_up_batch_carries_what_the_rule_needs(window):
     """The loop's stand-in replay for the compile warm-up gives the window's fields when the rule is Munchausen
     along the window (a run with --learner.munchausen-window stopped in its warm-up without them)."""
-    from learner.loop import _SyntheticReplay
+    from learner.warm_up import SyntheticReplay
     from shared.config import RunConfig
-    from shared.envs import resolve
 
-    cfg = resolve(RunConfig())
+    cfg = resolve_config(RunConfig())
     cfg.learner.munchausen_window = window
-    dqn = DQNLearner(dataclasses.replace(cfg.learner.resolved("cpu"), compile=False, micro_batch=4), MARIO, CPU, env=cfg.env)
+    dqn = DQNLearner(dataclasses.replace(cfg.learner.resolved("cpu"), compile=False, micro_batch=4), MARIO, CPU)
     assert dqn.rule.window == window
-    replay = _SyntheticReplay(cfg, CPU, windows=dqn.rule.window)
+    replay = SyntheticReplay(MARIO, cfg.replay, CPU, windows=dqn.rule.window)
     batch = replay.sample(4)
     assert ("window_obs" in batch) == window
     if window:

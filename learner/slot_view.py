@@ -1,0 +1,34 @@
+"""The actor slots as the launcher sees them: each slot's sender, the weights it plays, how far behind they are."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SlotView:
+    """Read-only figures per actor slot, from the consolidator's tracks and the learner's counters."""
+
+    def __init__(self, consolidator: Any, counters: Any):
+        self.consolidator, self.counters = consolidator, counters
+
+    def weights_versions(self) -> list[int]:
+        """The weights_version of each slot's latest accepted batch (-1: nothing heard yet)."""
+        return [t.weights_version if t.stats else -1 for t in self.consolidator.tracks]
+
+    def weights_lag(self) -> list[int]:
+        """Versions each slot is behind the learner's current weights (-1: nothing heard yet, or its latest batch was
+        played with another run's weights)."""
+        c = self.counters
+        return [c.weights_version - t.weights_version if t.stats and t.run == c.run else -1 for t in self.consolidator.tracks]
+
+    def incarnations(self) -> list[int]:
+        """The incarnation whose batches each slot accepts (-1: none yet)."""
+        return [t.incarnation for t in self.consolidator.tracks]
+
+    def any_on_other_run(self) -> bool:
+        """Whether some slot's latest batch was played with another run's weights (it missed this run's broadcast)."""
+        return any(t.stats and t.run != self.counters.run for t in self.consolidator.tracks)
+
+    def release(self, slot: int) -> None:
+        """Free ``slot``'s lease (its actor died) so the restarted actor takes it at once."""
+        self.consolidator.slots.release(slot)

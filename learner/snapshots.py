@@ -1,0 +1,78 @@
+"""What the learner keeps of its in-training evaluations: the metrics row, the best snapshots (the final
+evaluation's candidates) and best.pt."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+
+import torch
+
+from learner.checkpoint import best_score, load_best, load_snapshots, save_best, save_snapshot, snapshot_path
+
+
+def eval_figures(result: dict) -> dict[str, float]:
+    """The metrics row of an evaluation result (actors/evaluator.py ``eval_process_main``)."""
+    s = result["summary"]
+    figures = {
+        "eval/score": s["score_mean"],
+        "eval/score_median": s["score_median"],
+        "eval/score_max": s["score_max"],
+        "eval/success_rate": s["success_rate"],
+        "eval/return": s["return_mean"],
+        "eval/length": s["length_mean"],
+        "eval/episodes": s["episodes"],
+        "eval/epsilon": result["epsilon"],
+        "eval/weights_version": result["weights_version"],
+        "eval/seconds": result["seconds"],
+    }
+    if result.get("random") is not None:  # envs with random_reference: a random policy on the same seeds
+        figures |= {"eval/random_score": result["random"]["score_mean"], "eval/random_return": result["random"]["return_mean"]}
+    return figures
+
+
+class SnapshotKeeper:
+    """The ``keep`` best-scoring evaluated weights in snapshots/ and the best of all in best.pt; on resume, the
+    run folder's own (learner/checkpoint.py)."""
+
+    def __init__(self, run_dir: str, keep: int, resumed: bool, echo: Callable[[str], None]):
+        self.run_dir, self.keep, self.echo = run_dir, keep, echo
+        best = load_best(run_dir) if resumed else None
+        self.best: tuple[float, float] | None = best_score(best["eval"]) if best and "eval" in best else None
+        # (in-training score, weights_version) of the kept snapshots, best first
+        self.snapshots: list[tuple[tuple[float, float], int]] = [
+            (best_score(st["eval"]), int(st["counters"]["weights_version"]))
+            for st in (load_snapshots(run_dir) if resumed else [])
+        ]
+
+    def consider(self, result: dict, state: dict, config_json: str) -> None:
+        """Keep the evaluated weights ``state`` (numpy arrays) as a snapshot and as best.pt where they score high enough."""
+        s, version = result["summary"], result["weights_version"]
+        snapshot = {
+            "learner": {"online": {k: torch.as_tensor(v) for k, v in state.items()}},  # no copy: ours already
+            "counters": {
+                "updates": result["updates"],
+                "inserted": result["env_steps"],
+                "weights_version": version,
+                "wall_seconds": result["wall_seconds"],
+            },
+            "eval": {k: s[k] for k in ("score_mean", "score_median", "score_max", "success_rate", "return_mean", "episodes")}
+            | {"epsilon": result["epsilon"]},
+            "config": config_json,
+        }
+        score, keep = best_score(s), self.keep
+        kept = any(v == version for _, v in self.snapshots)  # the same weights evaluated twice: one file
+        if keep and not kept and (len(self.snapshots) < keep or score > self.snapshots[-1][0]):  # end-of-run candidates
+            save_snapshot(self.run_dir, snapshot)
+            self.snapshots = sorted(self.snapshots + [(score, version)], reverse=True)
+            for _, dropped in self.snapshots[keep:]:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(snapshot_path(self.run_dir, dropped))
+            del self.snapshots[keep:]
+        if self.best is None or score > self.best:
+            self.best = score
+            save_best(self.run_dir, snapshot)
+            what = f"success {s['success_rate']:.0%}, score mean {s['score_mean']:,.2f}"
+            path = os.path.join(self.run_dir, "best.pt")
+            self.echo(f"[MAIN] best evaluation so far ({what}): weights v{version} saved to {path}")

@@ -1,0 +1,146 @@
+"""Saved configurations of older versions read in today's layout: moved, renamed, retired and re-defaulted options."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.config import AUTO
+from shared.errors import ConfigError
+
+_MOVED_ENV_KEYS = {
+    "stage": ("mario", "stage"),
+    "actions": ("mario", "actions"),
+    "jump_release": ("mario", "jump_release"),
+    "no_progress_steps": ("mario", "no_progress_steps"),
+    "snake_size": ("snake", "size"),
+    "snake_obs": ("snake", "obs"),
+    "snake_hunger": ("snake", "hunger"),
+    "snake_flood": ("snake", "flood"),
+    "fuelbreak_size": ("fuelbreak", "size"),
+    "fuelbreak_budget": ("fuelbreak", "budget"),
+    "fuelbreak_ignitions": ("fuelbreak", "ignitions"),
+}
+"""Env options that lived flat under ``env`` before each env's options nested under its name."""
+
+_LEGACY_MARIO = {"jump_release": False, "no_progress_steps": 0}
+"""Mario options whose default changed after runs were saved without them: the behaviour those runs had."""
+
+
+def migrate(data: Any) -> Any:
+    """A saved configuration (parsed JSON) in today's layout, so runs and checkpoints of older versions resume and
+    evaluate as they were trained. The one place that knows old layouts; resume, ``launch.evaluate`` and the
+    final evaluation all read configs through :meth:`RunConfig.from_json`.
+
+    - env options saved flat (``env.stage``, ``env.snake_size``) move under their env (``env.mario.stage``,
+      ``env.snake.size``); each env's options (``env.<name>``) go to ``env.options[name]``;
+    - a Mario field the run did not save takes the value its code used: no jump release, no stall truncation;
+    - a run saved without a ``net`` section had the Nature-DQN head (``net.dueling`` False);
+    - a run saved without ``learner.exact_ratio`` held its replay ratio only as a cap (``exact_ratio`` False), one
+      without ``learner.samples_per_insert`` capped it at 8, one without ``total_env_steps`` had no budget (0);
+    - a run saved without ``learner.munchausen_alpha`` bootstrapped on the Double-DQN max (0, not today's auto);
+    - an auto option saved as 0 (before -1 became the one numeric auto) is -1;
+    - a retired option (:data:`_RETIRED`) is dropped; one that shaped the network refuses a run that used it.
+    - periods saved in updates or epochs (``learner.target_sync``, ``learner.broadcast_every``, ``eval.every``) become
+      the env steps they spanned at the run's replay ratio (:func:`_periods_in_env_steps`).
+    """
+    if not isinstance(data, dict):
+        return data
+    data = {**data}
+    env = data.get("env")
+    if isinstance(env, dict):
+        env = {key: (dict(value) if isinstance(value, dict) else value) for key, value in env.items()}
+        flat = any(key in env for key in _MOVED_ENV_KEYS)
+        for old, (section, key) in _MOVED_ENV_KEYS.items():
+            if old in env:
+                env.setdefault(section, {})[key] = env.pop(old)
+        if flat or ("mario" not in env and env.get("name", "mario") == "mario"):  # before the nested layout: as it was
+            mario = env.setdefault("mario", {})
+            for key, value in _LEGACY_MARIO.items():
+                mario.setdefault(key, value)
+        options = {key: env.pop(key) for key in [k for k, v in env.items() if isinstance(v, dict) and k != "options"]}
+        env["options"] = {**env.get("options", {}), **options}  # each env's options, read by shared/envs.options
+        data["env"] = env
+    if "net" not in data:
+        data["net"] = {"dueling": False}
+    if isinstance(data.get("learner"), dict):  # runs saved before these options or defaults trained without them
+        data["learner"] = {"exact_ratio": False, "munchausen_alpha": 0.0, "samples_per_insert": 8.0, **data["learner"]}
+        data.setdefault("total_env_steps", 0)
+    for section, key in _ZERO_WAS_AUTO:
+        if isinstance(data.get(section), dict) and data[section].get(key) == 0:
+            data[section] = {**data[section], key: AUTO}
+    for (section, key), (default, refusal) in _RETIRED.items():
+        part = data.get(section)
+        if isinstance(part, dict) and key in part:
+            if refusal and part[key] != default:
+                raise ConfigError(f"{section}.{key}={part[key]!r}: {refusal}")
+            data[section] = {name: value for name, value in part.items() if name != key}
+    return _periods_in_env_steps(data)
+
+
+def _periods_in_env_steps(data: dict) -> dict:
+    """A config saved with its periods in updates or epochs, with each as the env steps it spanned: an update was
+    ``batch / samples_per_insert`` env steps (an auto batch counted as the CPU's 64). With no ratio (0) an update
+    had no fixed share of env steps: the period takes today's default (target sync: the env's)."""
+    learner, ev = data.get("learner"), data.get("eval")
+    if not isinstance(learner, dict) or not (
+        {"target_sync", "broadcast_every"} & set(learner) or isinstance(ev, dict) and "every" in ev
+    ):
+        return data
+    learner = dict(learner)
+    spi = learner.get("samples_per_insert", 8.0)
+    batch = max(learner.get("micro_batch", AUTO), 0) or 64
+    batch *= max(learner.get("accum_steps", AUTO), 0) or 1
+    per_update = batch / spi if spi and spi > 0 else None
+    per_epoch = per_update * learner.get("updates_per_epoch", 20) if per_update else None
+    if "target_sync" in learner:
+        old = learner.pop("target_sync")
+        learner["target_sync_env_steps"] = round(old * per_update) if old > 0 and per_update else AUTO
+    if "broadcast_every" in learner:
+        old = learner.pop("broadcast_every")
+        if per_epoch:
+            learner["broadcast_env_steps"] = max(1, round(old * per_epoch))
+    data = {**data, "learner": learner}
+    if isinstance(ev, dict) and "every" in ev:
+        ev = dict(ev)
+        old = ev.pop("every")
+        if per_epoch or old == 0:
+            ev["every_env_steps"] = round(old * (per_epoch or 0))
+        data["eval"] = ev
+    return data
+
+
+_ZERO_WAS_AUTO = (
+    ("actor", "envs_per_actor"),
+    ("learner", "micro_batch"),
+    ("learner", "accum_steps"),
+    ("learner", "reward_scale"),
+    ("learner", "threads"),
+)
+"""Options whose auto was 0 before -1 became the one numeric auto."""
+
+_RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
+    ("replay", "ending_share"): (0.0, ""),
+    ("replay", "ending_steps"): (8, ""),
+    ("replay", "ending_reserve"): (2000, ""),
+    ("actor", "death_penalty"): (0.0, ""),
+    ("actor", "success_bonus"): (0.0, ""),
+    ("net", "norm"): (
+        "batch",
+        "this run used LayerNorm, removed in warppipe after commit f46d2a1; evaluate it with that commit (git checkout f46d2a1)",
+    ),
+    ("learner", "ema_decay"): (0.0, ""),
+    ("learner", "bootstrap_epsilon"): (0.0, ""),
+    ("learner", "batchnorm_frozen_after"): (0, ""),
+    ("actor", "explore_repeat"): (0.0, ""),
+    ("actor", "explore_repeat_max"): (10, ""),
+    ("learner", "lr_final"): (1.0, ""),
+    ("learner", "lr_decay_steps"): (300_000, ""),
+    ("learner", "batchnorm"): ("eval", ""),
+    ("learner", "augment"): (False, ""),
+    ("learner", "n_step_start"): (0, ""),
+    ("learner", "n_step_anneal_env_steps"): (5000, ""),
+}
+"""Options removed after their screens lost (docs/lab/experiments/mario.md, "Levers retired"): (section, key) -> (the
+value that meant off, why a run that set it otherwise cannot load). A saved run's key is dropped whatever it held
+when the option only shaped training (the trained weights evaluate and resume as they are); an option that changed
+the network refuses a run that used it, naming the commit to evaluate it with."""

@@ -1,0 +1,80 @@
+"""A run's configuration made ready once per process: the seed drawn, the env's and the device's autos filled, all checked.
+
+:func:`resolve_run` is the one step between a command line (or a saved ``config.json``) and a running process. What it
+returns (:class:`Resolved`) is handed down: the learner, its data plane and trainer, and the collector take the
+config, the env's entry and spec from it and never resolve again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from shared.config import AUTO, ENV_AUTO_FIELDS, SEEDED_SECTIONS, EnvConfig, LearnerConfig, RunConfig
+from shared.envs import EnvEntry, check_env, entry_for, with_stage
+from shared.seeding import draw_seed
+from shared.spec import EnvSpec
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A ready run: ``cfg`` is what config.json saves (no env auto left, every seed set); ``learner`` is its learner
+    section with the device's autos (batch, accumulation) filled for ``device`` as well."""
+
+    cfg: RunConfig
+    entry: EnvEntry
+    spec: EnvSpec
+    device: torch.device
+    learner: LearnerConfig
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto``: the first CUDA device where there is one, else the CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def resolve_config(cfg: RunConfig, validate: bool = True) -> RunConfig:
+    """``cfg`` with each auto (-1) option that depends on the env (:data:`~shared.config.ENV_AUTO_FIELDS`) at the value
+    of the env's entry, each component's seed at -1 the run's, the env's options as their dataclass; then every field
+    checked (ConfigError names the first bad value). Resolving twice changes nothing. ``validate`` False checks only
+    the env (a saved run read for evaluation on another machine)."""
+    entry, env = check_env(cfg.env)
+    if cfg.eval.stage:
+        with_stage(env, cfg.eval.stage)
+    sections: dict[str, Any] = {"env": env}
+    for section in {*ENV_AUTO_FIELDS, *SEEDED_SECTIONS} - {"", "env"}:  # env: check_env above
+        owner = getattr(cfg, section)
+        changes = {key: getattr(entry, key) for key in ENV_AUTO_FIELDS.get(section, ()) if getattr(owner, key) == AUTO}
+        if section in SEEDED_SECTIONS and owner.seed < 0:
+            changes["seed"] = max(cfg.seed, 0)
+        sections[section] = dataclasses.replace(owner, **changes)
+    run = {key: getattr(entry, key) for key in ENV_AUTO_FIELDS[""] if getattr(cfg, key) == AUTO}
+    resolved = dataclasses.replace(cfg, **sections, **run)
+    return resolved.validate() if validate else resolved
+
+
+def resolve_run(cfg: RunConfig, device: str = "", fresh: bool = False) -> Resolved:
+    """``cfg`` made ready to run in this process (:func:`resolve_config`), with its env's entry and spec and the
+    learner's device settings. ``fresh``: a run being started draws its seed when ``--seed`` is -1 (saved in
+    config.json, so two runs never share one by accident). ``device``: where the learner would train, instead of
+    ``cfg.device`` (actors: 'cpu')."""
+    if fresh and cfg.seed < 0:
+        cfg = dataclasses.replace(cfg, seed=draw_seed())
+    cfg = resolve_config(cfg)
+    entry = entry_for(cfg.env)
+    where = resolve_device(device or cfg.device)
+    return Resolved(cfg, entry, entry.spec(cfg.env), where, cfg.learner.resolved(where.type))
+
+
+def learner_config(cfg: LearnerConfig, env: EnvConfig | str = "", device_type: str = "cpu") -> LearnerConfig:
+    """A learner's settings ready for a trainer built on its own (benchmarks, tests): its env autos at ``env``'s
+    entry's values (no env: :class:`EnvEntry`'s defaults), its device autos at ``device_type``'s."""
+    source: Any = entry_for(env) if env else EnvEntry
+    keys = ENV_AUTO_FIELDS["learner"]
+    cfg = dataclasses.replace(cfg, **{key: getattr(source, key) for key in keys if getattr(cfg, key) == AUTO})
+    return cfg.resolved(device_type)
