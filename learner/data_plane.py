@@ -9,6 +9,7 @@ later), so inserts happen on the thread that also samples from the device.
 from __future__ import annotations
 
 import collections
+import functools
 import queue
 import time
 import warnings
@@ -64,7 +65,8 @@ def make_replay(cfg: RunConfig, spec: EnvSpec, device: torch.device, windows: bo
         windows=windows,
     )
     if r.prioritized:
-        return PrioritizedReplay(**kwargs, alpha=r.priority_alpha, eps=r.priority_eps)
+        schedule = functools.partial(r.beta_at, budget=cfg.total_env_steps)  # beta over the run's env steps
+        return PrioritizedReplay(**kwargs, alpha=r.priority_alpha, eps=r.priority_eps, beta_schedule=schedule)
     return FrameReplay(**kwargs)
 
 

@@ -116,11 +116,11 @@ def epoch_figures(acc: EpochAccumulator, seconds: float, c: Counters, plane: Any
         "replay/drops": stats.drops,
         "replay/rejected": stats.rejected,
         "replay/lost_in_flight": stats.lost_in_flight,
-        **priority_figures(plane.replay, dqn.is_beta),
+        **priority_figures(plane.replay),
     }
 
 
-def priority_figures(replay: Any, beta: float) -> dict[str, float]:
+def priority_figures(replay: Any) -> dict[str, float]:
     """Prioritized replay's priority distribution and IS-weight range (empty for uniform replay)."""
     if not hasattr(replay, "priority_stats"):
         return {}
@@ -130,5 +130,5 @@ def priority_figures(replay: Any, beta: float) -> dict[str, float]:
         "replay/priority_max": s["priority_max"],
         "replay/is_weight_min": s["weight_min"],
         "replay/is_weight_max": 1.0,
-        "replay/is_beta": beta,
+        "replay/is_beta": replay.beta,
     }

@@ -155,7 +155,7 @@ class Learner:
             if ready and self.ratio.allows(c.samples_trained, c.inserted):
                 if epoch.updates == 0:  # an epoch's clock starts at its first update (not while replay fills)
                     epoch = EpochAccumulator(started=time.monotonic(), processed_at_start=self.plane.processed)
-                self.dqn.is_beta = self.cfg.replay.beta_at(c.inserted, total)
+                replay.anneal(c.inserted)  # prioritized replay's beta
                 epoch.add(self.dqn.update(replay))
                 c.updates += 1
                 c.samples_trained += self.dqn.effective_batch

@@ -168,7 +168,6 @@ class DQNLearner:
             p.grad = torch.zeros_like(p)
         self.updates = 0
         self.compile_seconds = 0.0
-        self.is_beta = 1.0  # importance-sampling exponent passed to a prioritized replay (the loop anneals it)
 
     @property
     def effective_batch(self) -> int:
@@ -236,9 +235,7 @@ class DQNLearner:
         for i in range(steps):
             if batches is not None:
                 batch = batches[i]
-            elif prioritized is not None:
-                batch = replay.sample(self.cfg.micro_batch, beta=self.is_beta)
-            else:
+            else:  # a prioritized replay draws with its own annealed beta
                 batch = replay.sample(self.cfg.micro_batch)
             loss, td, q = self.micro_loss(batch)
             self.scaler.scale(loss / steps).backward()

@@ -124,7 +124,7 @@ def update_split(dqn, replay: FrameReplay, reps: int) -> dict[str, float]:
         return 1000.0 * statistics.median(times)
 
     B, accum = dqn.cfg.micro_batch, dqn.cfg.accum_steps
-    draw = (lambda: replay.sample(B, beta=dqn.is_beta)) if prioritized else (lambda: replay.sample(B))
+    draw = lambda: replay.sample(B)  # noqa: E731 - a prioritized replay at its own beta
     batch = draw()
     obs = batch["obs"]
 

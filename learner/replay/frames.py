@@ -142,6 +142,7 @@ class FrameReplay:
         )
 
         self.num_streams = int(num_streams)
+        self.beta = 1.0  # PrioritizedReplay's importance-sampling exponent (anneal); uniform draws ignore it
         self.stream_capacity = int(per_stream)
         self.capacity = self.num_streams * self.stream_capacity
         self.frame_shape = tuple(int(v) for v in frame_shape)
@@ -285,10 +286,16 @@ class FrameReplay:
 
     # ------------------------------------------------------------------ sampling
 
-    def sample(self, batch_size: int, generator: torch.Generator | None = None, beta: float = 1.0) -> dict[str, torch.Tensor]:
+    def anneal(self, env_steps: int) -> None:
+        """Set what depends on the run's env steps: nothing for uniform draws (PrioritizedReplay: its beta)."""
+
+    def sample(
+        self, batch_size: int, generator: torch.Generator | None = None, beta: float | None = None
+    ) -> dict[str, torch.Tensor]:
         """Draw batch_size valid n-step transitions uniformly; generator, if given, is a CPU torch.Generator.
 
-        ``beta`` is the importance-sampling exponent of :class:`PrioritizedReplay`; uniform draws ignore it."""
+        ``beta`` is the importance-sampling exponent of :class:`PrioritizedReplay` (None: its annealed ``beta``);
+        uniform draws ignore it."""
         _check(_is_int(batch_size) and batch_size >= 1, f"batch_size={batch_size!r} must be an int >= 1")
         B, C, shape = int(batch_size), self.stream_capacity, self.frame_shape
         with self._lock:
@@ -342,7 +349,7 @@ class FrameReplay:
                 extra_mask = {"mask": masks[:, 0], "next_mask": masks[:, -1]}
                 if self.windows:
                     extra_mask["window_mask"] = masks[:, 1:-1]
-            extra = self._sampled(stream_h, slot_h, counts, beta)
+            extra = self._sampled(stream_h, slot_h, counts, self.beta if beta is None else beta)
 
         reward = (rew_w * self._powers[:n] * include).sum(1)
         discount = torch.where(done, torch.zeros_like(reward), self._powers[steps])

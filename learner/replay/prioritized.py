@@ -24,6 +24,7 @@ it on).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,8 +37,17 @@ _MAX_REJECT_ROUNDS = 64
 
 
 class PrioritizedReplay(FrameReplay):
-    def __init__(self, *args: Any, alpha: float = 0.6, eps: float = 1e-3, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        alpha: float = 0.6,
+        eps: float = 1e-3,
+        beta_schedule: Callable[[int], float] | None = None,
+        **kwargs: Any,
+    ):
+        """``beta_schedule``: the importance-sampling exponent at a run's env steps (``anneal``); None: 1."""
         super().__init__(*args, **kwargs)
+        self.beta_schedule = beta_schedule
         if not (isinstance(alpha, (int, float)) and 0.0 <= alpha <= 1.0):
             raise ValueError(f"alpha={alpha!r} must be in [0, 1]")
         if not (isinstance(eps, (int, float)) and eps > 0.0):
@@ -49,6 +59,11 @@ class PrioritizedReplay(FrameReplay):
         self._zeroed = np.zeros(self.num_streams, dtype=bool)  # streams whose leaves are zero in the tree
         self.max_priority = 1.0
         self._weight_min = np.inf  # smallest IS weight drawn since the last priority_stats()
+
+    def anneal(self, env_steps: int) -> None:
+        """Set ``beta``, the importance-sampling exponent of the next draws, to its schedule's at ``env_steps``."""
+        if self.beta_schedule is not None:
+            self.beta = float(self.beta_schedule(env_steps))
 
     # ------------------------------------------------------------------ priorities
 

@@ -60,7 +60,7 @@ def test_an_update_makes_at_most_one_synchronizing_call(kind, sync_calls):
     dqn = DQNLearner(
         learner_config(LearnerConfig(micro_batch=16, accum_steps=2, compile=False, amp="off")), SPEC, torch.device("cpu")
     )
-    dqn.is_beta = 0.5
+    replay.beta = 0.5
     dqn.update(replay)  # allocators and the optimizer's first step
     for name in SYNCING:
         sync_calls[name] = 0
@@ -114,7 +114,7 @@ def test_the_priorities_written_back_are_the_sampled_batchs_td_errors():
     replay = filled(PrioritizedReplay)
     cfg = LearnerConfig(micro_batch=32, accum_steps=1, compile=False, amp="off", lr=1e-12)
     dqn = DQNLearner(learner_config(cfg), SPEC, torch.device("cpu"), batchnorm_batch_stats=False)
-    dqn.is_beta = 0.5
+    replay.beta = 0.5
     torch.manual_seed(11)
     batch = replay.sample(32, beta=0.5)
     loss, td, _ = dqn.micro_loss(batch)

@@ -355,3 +355,21 @@ def test_a_collectors_priorities_equal_those_from_each_ticks_own_forward_pass(ep
     assert batch.priorities.shape == (E, T) and np.ptp(q, axis=1).max() > 0.1  # the stacks' Q differ
     np.testing.assert_allclose(batch.priorities, want, rtol=1e-4, atol=1e-5)
     collector.close()
+
+
+def test_the_run_s_prioritized_replay_anneals_its_own_beta_over_the_budget():
+    """PER owns beta's schedule: the run's replay goes from replay.priority_beta to 1 over total_env_steps, and a
+    draw weights by it (the trainer passes none)."""
+    from learner.data_plane import make_replay
+    from shared.envs import env_spec
+    from tests.support.runs import small_config
+
+    cfg = small_config(actors=1, envs=1)
+    cfg.replay.prioritized, cfg.replay.priority_beta, cfg.total_env_steps = True, 0.4, 300_000
+    replay = make_replay(cfg, env_spec(cfg.env), torch.device("cpu"))
+    assert isinstance(replay, PrioritizedReplay) and replay.beta == 1.0  # before the first anneal
+    seen = []
+    for steps in (0, 150_000, 300_000, 400_000):
+        replay.anneal(steps)
+        seen.append(replay.beta)
+    assert seen == pytest.approx([0.4, 0.7, 1.0, 1.0])

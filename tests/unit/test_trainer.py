@@ -335,7 +335,7 @@ def test_update_writes_the_new_td_errors_back_as_priorities():
             first,
         )
     dqn = learner(LearnerConfig(micro_batch=16, accum_steps=2, compile=False, amp="off", lr=1e-12))
-    dqn.is_beta = 0.7
+    replay.beta = 0.7
     seen = []
     original = replay.update_priorities
     replay.update_priorities = lambda s, i, td: seen.append((s.copy(), i.copy(), td.copy())) or original(s, i, td)
