@@ -1,4 +1,4 @@
-"""Configuration: plain dataclasses, one docstring per field.
+"""Configuration: plain dataclasses, one docstring per field, and ``migrate`` for configs saved in older layouts.
 
 The docstring under each field is what ``--help`` prints (tyro reads it) and
 what docs/configuration.md lists. Every bound that limits a
