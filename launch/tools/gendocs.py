@@ -127,7 +127,7 @@ def protocol_page() -> str:
 def module_summaries() -> list[tuple[str, str]]:
     """(path, summary) of every module of PACKAGES, a package as its folder (``shared/wire/``): the first paragraph of
     its docstring in one line, '' when it has none."""
-    rows = []
+    rows: list[tuple[str, str]] = []
     for package in PACKAGES:
         for folder, _, files in os.walk(os.path.join(ROOT, package)):
             for name in (f for f in files if f.endswith(".py")):
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    pages = {}
+    pages: dict[str, tuple[str, str]] = {}
     for path, rewrite in ((PAGE, render), (LAYOUT_PAGE, render_layout)):
         with open(path, encoding="utf-8") as fh:
             page = fh.read()
