@@ -42,7 +42,7 @@ lint: install-dev  # ruff's lint and format check, then mypy's type check, all c
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-docs: install  # rewrite the generated pages: docs/configuration.md's option tables, docs/protocol.md
+docs: install  # rewrite the generated pages in docs/: configuration.md's option tables, protocol.md, architecture.md's layout
 	$(PY) -m launch.tools.gendocs
 
 bench: install

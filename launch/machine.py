@@ -49,15 +49,6 @@ def describe_machine() -> dict:
     }
 
 
-def machine_line(m: dict) -> str:
-    return (
-        f"CPU {m['cpu']}, {m['cores']} core(s) usable of {m['cores_total']} "
-        f"({m.get('physical_cores') or '?'} physical, {m.get('threads_per_core') or '?'} thread(s) each), native bf16: "
-        f"{'yes' if m['native_bf16'] else 'no'}, GPU: {m['gpu'] or 'none'}; "
-        f"torch {m['torch']}"
-    )
-
-
 def record_machine(run_dir: str) -> dict:
     """Write ``machine.json`` into a run folder unless it has one (a resumed run keeps its first machine's);
     returns this machine's description."""

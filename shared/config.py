@@ -1,4 +1,4 @@
-"""Configuration: plain dataclasses, one docstring per field.
+"""Configuration: plain dataclasses, one docstring per field, and ``migrate`` for configs saved in older layouts.
 
 The docstring under each field is what ``--help`` prints (tyro reads it) and
 what docs/configuration.md lists. Every bound that limits a
@@ -333,10 +333,10 @@ class LearnerConfig:
     """The learner: Double DQN with n-step returns, AMP, gradient accumulation, compiled network."""
 
     micro_batch: int = AUTO
-    """Samples per micro-step (one forward/backward); -1: auto, 512 on CUDA (seed 003), 64 on CPU."""
+    """Samples per micro-step (one forward/backward); -1: auto, 512 on CUDA, 64 on CPU."""
     accum_steps: int = AUTO
-    """Micro-steps accumulated per optimizer update (effective batch = micro_batch * accum_steps); -1: auto, 1 (with
-    samples_per_insert 8: one update per 8 transitions on CPU, per 64 on CUDA; seed 003's x4 made it one per 256)."""
+    """Micro-steps accumulated per optimizer update (effective batch = micro_batch * accum_steps); -1: auto, 1 (at the
+    default samples_per_insert 4: one update per 16 transitions on CPU, per 128 on CUDA)."""
     reward_scale: float = AUTO
     """Rewards are multiplied by this in the TD target (replay and logged returns stay in game units); -1: the env's
     (Mario 1/15, its per-frame reward clip; Snake 1/10; fuel breaks 100; 1 otherwise)."""
@@ -379,7 +379,7 @@ class LearnerConfig:
     ratio_slack: int = 4096
     """Transitions the learner may take in beyond samples_per_insert's share before it waits (exact_ratio); the run's
     replay ratio stays between samples_per_insert * (1 - (ratio_slack + one batch) / env steps) and samples_per_insert
-    (at 200K env steps: 7.8 to 8)."""
+    (at the defaults and 200K env steps: 3.9 to 4)."""
     min_replay: int = 5000
     """Transitions in replay before training starts."""
     amp: Literal["auto", "off", "bf16", "fp16"] = "auto"

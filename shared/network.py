@@ -1,4 +1,4 @@
-"""The Q-network: Nature-DQN convolutions with BatchNorm (seed 003).
+"""The Q-networks: Nature-DQN convolutions with BatchNorm for frames, and the family an env spec calls for.
 
 Convolutions carry no bias (BatchNorm's shift replaces it), ReLUs are in
 place, weights use He (Kaiming) initialisation for ReLU. The input is the

@@ -30,7 +30,8 @@ def pytest_terminal_summary(terminalreporter) -> None:
 
 
 def pytest_report_header(config) -> list[str]:
-    from launch.machine import describe_machine, machine_line
+    from launch.machine import describe_machine
+    from tests.support.machine import machine_line
 
     return [f"machine: {machine_line(describe_machine())}"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from launch.original import OriginalSettings
+from launch.benchmark.original import OriginalSettings
 from shared.config import RunConfig
 
 
@@ -45,7 +45,7 @@ class BenchConfig:
     optimized_broadcast_env_steps: int = 1_600
     """Optimized system: env steps between weight broadcasts (a training run's default)."""
     original: OriginalSettings = field(default_factory=OriginalSettings)
-    """The seed's original pipeline (launch/original.py)."""
+    """The seed's original pipeline (launch/benchmark/original.py)."""
     stages: tuple[str, ...] = ("env_ceiling", "collection", "transport", "replay", "learner", "system")
     """Stages to run (also: priority, not in the default list: it fills 7 GB replays)."""
     priority_capacities: tuple[int, ...] = (100_000, 1_000_000)

@@ -16,7 +16,7 @@ import torch
 from actors.collector import actor_main
 from launch.benchmark.config import BenchConfig
 from launch.benchmark.learner import reset_compiler
-from launch.original import OriginalLearner, original_collector_main
+from launch.benchmark.original import OriginalLearner, original_collector_main
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.trainer import resolve_amp
 from shared.config import RunConfig
@@ -203,7 +203,7 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
 
 
 def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> dict:
-    """The seed's original pipeline (launch/original.py) with the same actors, env and window."""
+    """The seed's original pipeline (launch/benchmark/original.py) with the same actors, env and window."""
     rc = RunConfig.from_json(cfg.to_json())
     rc.collect_only = False
     rc.learner = dataclasses.replace(rc.learner, updates_per_epoch=bench.system_updates_per_epoch)

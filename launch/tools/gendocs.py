@@ -8,6 +8,8 @@
   ``--help`` prints; this writes the same text as one table per section, between that heading and the next
   "## " heading of the page.
 - docs/protocol.md: the wire's contract, the docstring of shared/wire/protocol.py.
+- docs/architecture.md, section "Layout": every module of actors/, learner/, shared/ and launch/ (a package as its
+  folder) with its docstring's first paragraph, between the two ``LAYOUT_*`` marker comments.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import ast
 import dataclasses
 import inspect
 import os
+import re
 import sys
 import textwrap
 from collections.abc import Callable
@@ -25,10 +28,15 @@ from launch.cli import UsageError, parse
 from shared.config import EnvConfig, RunConfig
 from shared.envs import BUILTIN, options_types
 
-DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DOCS = os.path.join(ROOT, "docs")
 PAGE = os.path.join(DOCS, "configuration.md")
 PROTOCOL_PAGE = os.path.join(DOCS, "protocol.md")
+LAYOUT_PAGE = os.path.join(DOCS, "architecture.md")
 HEADING = "## Configuration reference"
+PACKAGES = ("actors", "learner", "shared", "launch")  # the production code, in the table's order
+LAYOUT_BEGIN = "<!-- layout: written by python -m launch.tools.gendocs from the module docstrings -->"
+LAYOUT_END = "<!-- end of layout -->"
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -116,6 +124,35 @@ def protocol_page() -> str:
     )
 
 
+def module_summaries() -> list[tuple[str, str]]:
+    """(path, summary) of every module of PACKAGES, a package as its folder (``shared/wire/``): the first paragraph of
+    its docstring in one line, '' when it has none."""
+    rows: list[tuple[str, str]] = []
+    for package in PACKAGES:
+        for folder, _, files in os.walk(os.path.join(ROOT, package)):
+            for name in (f for f in files if f.endswith(".py")):
+                with open(os.path.join(folder, name), encoding="utf-8") as fh:
+                    doc = ast.get_docstring(ast.parse(fh.read())) or ""
+                path = os.path.relpath(os.path.join(folder, name), ROOT).replace(os.sep, "/").removesuffix("__init__.py")
+                rows.append((path, " ".join(doc.split("\n\n")[0].split())))
+    return sorted(rows, key=lambda row: (PACKAGES.index(row[0].split("/")[0]), row[0]))
+
+
+def _markdown(text: str) -> str:
+    """A docstring's reST roles and double backticks as Markdown code, its pipes escaped for a table cell."""
+    return re.sub(r":[a-z]+:`~?", "`", text).replace("``", "`").replace("|", "\\|")
+
+
+def render_layout(page: str) -> str:
+    """``page`` with the table between LAYOUT_BEGIN and LAYOUT_END written anew from :func:`module_summaries`."""
+    head, begin, rest = page.partition(LAYOUT_BEGIN)
+    _, end, tail = rest.partition(LAYOUT_END)
+    if not (begin and end):
+        raise ValueError(f"{LAYOUT_PAGE} lacks the layout markers {LAYOUT_BEGIN!r} ... {LAYOUT_END!r}")
+    rows = [f"| `{path}` | {_markdown(text)} |" for path, text in module_summaries()]
+    return head + LAYOUT_BEGIN + "\n\n| module | what it holds |\n|---|---|\n" + "\n".join(rows) + "\n\n" + LAYOUT_END + tail
+
+
 @dataclasses.dataclass
 class GendocsArgs:
     check: bool = False
@@ -128,9 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    with open(PAGE, encoding="utf-8") as fh:
-        page = fh.read()
-    pages = {PAGE: (page, render(page))}
+    pages: dict[str, tuple[str, str]] = {}
+    for path, rewrite in ((PAGE, render), (LAYOUT_PAGE, render_layout)):
+        with open(path, encoding="utf-8") as fh:
+            page = fh.read()
+        pages[path] = (page, rewrite(page))
     old = open(PROTOCOL_PAGE, encoding="utf-8").read() if os.path.exists(PROTOCOL_PAGE) else ""
     pages[PROTOCOL_PAGE] = (old, protocol_page())
     stale = [path for path, (old, new) in pages.items() if old != new]

@@ -153,12 +153,6 @@ def random_valid_actions(mask: np.ndarray, rng: np.random.Generator) -> np.ndarr
     return np.where(mask, rng.random(mask.shape), -1.0).argmax(axis=1)
 
 
-def greedy_masked(q, mask: np.ndarray) -> np.ndarray:
-    """argmax of ``q`` [E, A] over the valid actions only (int64 [E])."""
-    q = np.asarray(q, np.float64)
-    return np.where(np.asarray(mask, bool), q, -np.inf).argmax(axis=1)
-
-
 class FuelBreakVectorEnv:
     """E fuel-break games stepped together (see the module docstring)."""
 

@@ -300,18 +300,6 @@ class SnakeVectorEnv:
         pass
 
 
-def random_policy_score(num_envs: int = 64, episodes: int = 256, seed: int = 0, size: int = 10) -> float:
-    """Mean food eaten per episode by a uniformly random policy, over the first ``episodes`` episodes to end."""
-    env = SnakeVectorEnv(num_envs, size=size, seed=seed, flood=False)
-    rng = np.random.default_rng(seed)
-    env.reset()
-    scores: list[float] = []
-    while len(scores) < episodes:
-        _, _, term, trunc, info = env.step(rng.integers(NUM_ACTIONS, size=num_envs))
-        scores.extend(info["score"][term | trunc].tolist())
-    return float(np.mean(scores[:episodes]))
-
-
 @dataclass
 class SnakeOptions:
     """Snake (``--env.snake.*``); ``env.max_episode_steps`` is its max_steps."""

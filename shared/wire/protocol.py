@@ -520,13 +520,6 @@ def encode_weights_request(actor: int, incarnation: int, have: int) -> list:
     ]
 
 
-def decode_weights_request(parts: Sequence[Any]) -> dict:
-    header = decode_request(parts)
-    if header["kind"] != KIND_WEIGHTS_REQUEST:
-        raise ProtocolError("kind", "not a WEIGHTS_REQUEST of this protocol version")
-    return header
-
-
 _REQUEST_KEYS: dict[Any, tuple[str, ...]] = {  # Any: looked up with whatever "kind" the header holds
     KIND_WEIGHTS_REQUEST: ("actor", "inc", "have"),
     KIND_SLOT_REQUEST: ("inc", "want", "E"),

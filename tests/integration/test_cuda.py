@@ -3,6 +3,7 @@ resume places every optimizer tensor where it belongs, and launch.local trains o
 
 import copy
 import dataclasses
+import functools
 import glob
 import os
 import subprocess
@@ -16,6 +17,7 @@ from learner.trainer import DQNLearner
 from shared.config import LearnerConfig
 from shared.resolution import learner_config
 from shared.spec import EnvSpec
+from tests.support.batches import split, synthetic_batch
 from tests.support.paths import ROOT
 from tests.support.runs import free_base_port
 
@@ -29,26 +31,12 @@ SPEC = EnvSpec((SIZE, SIZE), "uint8", STACK, ACTIONS)
 CUDA = torch.device("cuda")
 
 
-def synthetic_batch(n, seed):
-    g = torch.Generator().manual_seed(seed)
-    batch = {
-        "obs": torch.randint(0, 256, (n, STACK, SIZE, SIZE), dtype=torch.uint8, generator=g),
-        "next_obs": torch.randint(0, 256, (n, STACK, SIZE, SIZE), dtype=torch.uint8, generator=g),
-        "action": torch.randint(0, ACTIONS, (n,), generator=g),
-        "reward": torch.randn(n, generator=g),
-        "discount": torch.where(torch.rand(n, generator=g) < 0.2, 0.0, 0.99**3),
-    }
-    return {k: v.to(CUDA) for k, v in batch.items()}
-
-
-def split(batch, parts):
-    n = batch["obs"].shape[0] // parts
-    return [{k: v[i * n : (i + 1) * n] for k, v in batch.items()} for i in range(parts)]
+gpu_batch = functools.partial(synthetic_batch, size=SIZE, actions=ACTIONS, device=CUDA)  # Mario's frames and actions
 
 
 class _Sampler:
     def sample(self, n):
-        return synthetic_batch(n, seed=99)
+        return gpu_batch(n, seed=99)
 
 
 # Tolerance: relative error of each gradient's norm. Measured on an H200 (docs/lab/gpu-log.md): up to 0.015 with TF32, 0.022
@@ -86,7 +74,7 @@ def test_compiled_cuda_graph_update_matches_eager(accum, amp, grad_tol):
         # learner's step would then move the eager one's Adam moments too
         eager.load_state_dict(copy.deepcopy(compiled.state_dict()))
         before = {k: v.clone() for k, v in compiled.online.state_dict().items()}
-        batches = split(synthetic_batch(32 * accum, seed=10 + i), accum)
+        batches = split(gpu_batch(32 * accum, seed=10 + i), accum)
         s_c, s_e = compiled.update(None, batches), eager.update(None, batches)
         assert s_c.loss == pytest.approx(s_e.loss, rel=grad_tol, abs=1e-4), i
         assert compiled.scaler.get_scale() == eager.scaler.get_scale(), i  # both took (or skipped) the step
@@ -111,7 +99,7 @@ def test_resume_puts_each_optimizer_tensor_on_its_device(tmp_path):
     or capturable Adam (torch's rule), on the CPU otherwise; the resumed learner keeps training."""
     cfg = LearnerConfig(micro_batch=32, accum_steps=2, compile=False, amp="auto")
     dqn = DQNLearner(learner_config(cfg), SPEC, CUDA)
-    dqn.update(None, split(synthetic_batch(64, seed=1), 2))
+    dqn.update(None, split(gpu_batch(64, seed=1), 2))
     save_checkpoint(str(tmp_path), {"learner": dqn.state_dict(), "counters": {"epoch": 1}, "config": "{}"})
     state = load_resume_state(str(tmp_path))
     assert all(t.device.type == "cpu" for t in state["learner"]["optimizer"]["state"][0].values())
@@ -126,7 +114,7 @@ def test_resume_puts_each_optimizer_tensor_on_its_device(tmp_path):
     assert all(bool(g["fused"]) for g in resumed.optimizer.param_groups)  # what a CUDA learner builds
     for a, b in zip(dqn.online.parameters(), resumed.online.parameters(), strict=True):
         assert b.device.type == "cuda" and torch.equal(a, b)
-    resumed.update(None, split(synthetic_batch(64, seed=2), 2))
+    resumed.update(None, split(gpu_batch(64, seed=2), 2))
     assert resumed.updates == 2
 
 

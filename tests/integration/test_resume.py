@@ -3,31 +3,11 @@
 import glob
 import json
 import os
-import subprocess
-import sys
 
 import torch
 
 from learner.checkpoint import load_checkpoint
-from tests.support.paths import ROOT
-from tests.support.runs import free_base_port
-
-
-def launch(*args):
-    cmd = [
-        sys.executable,
-        "-m",
-        "launch.local",
-        "--no-progress",
-        "--log-every",
-        "2",
-        "--transport.base-port",
-        str(free_base_port(4) + 2),
-        *args,
-    ]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
+from tests.support.launcher import run_fake
 
 
 def tensors_equal(a, b):
@@ -41,13 +21,8 @@ def tensors_equal(a, b):
 
 
 def test_resume_continues_weights_and_counters(tmp_path):
-    launch(
-        "--actors",
-        "2",
-        "--env.name",
-        "fake",
-        "--run-dir",
-        str(tmp_path),
+    run_fake(
+        tmp_path,
         "--learner.no-compile",
         "--learner.micro-batch",
         "16",
@@ -73,7 +48,7 @@ def test_resume_continues_weights_and_counters(tmp_path):
     assert v >= 1
 
     # resume with nothing left to do: the checkpoint it writes holds exactly the loaded state
-    out = launch("--resume", run_dir, "--learner.steps", "30")
+    out = run_fake(tmp_path, "--resume", run_dir, "--learner.steps", "30")
     assert f"[MAIN] resumed at epoch 3, 30 updates, weights v{v + 1}" in out, out
     same = load_checkpoint(run_dir)
     assert tensors_equal(same["learner"], first["learner"])  # nets, optimizer, scaler, update count
@@ -86,7 +61,7 @@ def test_resume_continues_weights_and_counters(tmp_path):
         fh.write('{"step": 36, "env_st')  # cut short by the crash
 
     # resume and train on: counters continue from where they were
-    out = launch("--resume", run_dir, "--learner.steps", "50")
+    out = run_fake(tmp_path, "--resume", run_dir, "--learner.steps", "50")
     assert f"[MAIN] resumed at epoch 3, 30 updates, weights v{v + 2}" in out, out
     assert f"[MAIN] 2 metrics rows past the checkpoint ({inserted:,} env steps) moved to" in out, out
     with open(os.path.join(run_dir, "metrics.rolled_back.jsonl")) as fh:

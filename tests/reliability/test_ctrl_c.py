@@ -13,7 +13,7 @@ import time
 import psutil
 import torch
 
-from tests.support.launcher import EPOCH, TRAINING, Launcher
+from tests.support.launcher import EPOCH, TRAINING, Launcher, running
 
 EXIT_BOUND_S = 10.0 + 2 * 2.0 + 5.0 + 5.0 + 6.0  # the stop path's timeouts (above) plus 6 s for the checkpoint and exit
 
@@ -32,7 +32,7 @@ def test_ctrl_c_while_training_with_4_actors_exits_0_with_every_process_gone_and
         sent_at = time.monotonic()
         run.proc.wait(timeout=60)  # a hang guard; the bound is checked below
         exited_s = time.monotonic() - sent_at
-        while time.monotonic() - sent_at < 60 and any(_running(p) for p in every):
+        while time.monotonic() - sent_at < 60 and any(running(p) for p in every):
             time.sleep(0.02)
         all_gone_s = time.monotonic() - sent_at
         out = run.stop()
@@ -53,10 +53,3 @@ def test_ctrl_c_while_training_with_4_actors_exits_0_with_every_process_gone_and
     print(f"checkpoint holds {state['counters']['updates']} updates; the run stopped at {updates}")
     assert state["counters"]["updates"] == updates >= 10  # the last update count, not an older periodic checkpoint
     assert not list(run_dir.glob("*.tmp-*"))
-
-
-def _running(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False

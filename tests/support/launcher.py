@@ -53,6 +53,15 @@ def fake_run_cmd(tmp_path, base: int, *args: str) -> list[str]:
     return [*cmd, "--transport.base-port", str(base), "--run-dir", str(tmp_path), *args]
 
 
+def run_fake(tmp_path, *args: str, timeout: float = 240.0) -> str:
+    """:func:`fake_run_cmd` on fresh ports, a console line every 2 s, run to its end: asserts exit 0 and returns its
+    stdout. A ``--resume`` takes the run's own actors, env and ports from its folder, whatever these say."""
+    cmd = fake_run_cmd(tmp_path, free_base_port(4) + 2, "--log-every", "2", *args)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
 def start_launcher(tmp_path, *args, collect_only=True):
     """2 actors on the fake env, a console line every second, plain output on a pipe; ``args`` add or override."""
     cmd = fake_run_cmd(tmp_path, free_base_port(4) + 2, "--log-every", "1", *args)
@@ -65,13 +74,14 @@ def assert_all_gone(children, at_least: int = 2):
     """Every process in ``children`` (``at_least`` of them: by default the two actors) has exited."""
     assert len(children) >= at_least, children
     deadline = time.monotonic() + 10  # the launcher has exited: its children are reaped or going
-    while time.monotonic() < deadline and any(_running(c) for c in children):
+    while time.monotonic() < deadline and any(running(c) for c in children):
         time.sleep(0.05)
-    alive = [c for c in children if _running(c)]
+    alive = [c for c in children if running(c)]
     assert not alive, alive
 
 
-def _running(p: psutil.Process) -> bool:
+def running(p: psutil.Process) -> bool:
+    """Whether ``p`` is alive and not a zombie."""
     try:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:

@@ -105,6 +105,14 @@ def test_generated_pages_are_current_and_list_every_option():
     assert gendocs.render(page) == page, "docs/configuration.md is not current: run python -m launch.tools.gendocs"
     with open(gendocs.PROTOCOL_PAGE, encoding="utf-8") as fh:
         assert fh.read() == gendocs.protocol_page(), "docs/protocol.md is not current: run python -m launch.tools.gendocs"
+    with open(gendocs.LAYOUT_PAGE, encoding="utf-8") as fh:
+        architecture = fh.read()
+    assert gendocs.render_layout(architecture) == architecture, (
+        "docs/architecture.md's layout table is not current: run python -m launch.tools.gendocs"
+    )
+    layout = architecture.split(gendocs.LAYOUT_BEGIN, 1)[1].split(gendocs.LAYOUT_END, 1)[0]
+    for path in ("actors/", "shared/wire/", "learner/replay/sum_tree.py", "launch/benchmark/original.py"):
+        assert f"| `{path}` |" in layout, path  # packages and modules of every depth
     reference = page.split(gendocs.HEADING, 1)[1].split("\n## ", 1)[0]
     every = [  # the command line's type, with each built-in env's options under its name (a plug-in a test
         # registered in this process has flags too, and no place in the built-in reference)

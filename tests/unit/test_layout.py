@@ -99,6 +99,15 @@ def test_roles_talk_only_through_shared_and_nothing_imports_the_launchers():
     assert wrong == []
 
 
+def test_every_module_says_in_its_docstring_what_it_holds():
+    from launch.tools.gendocs import module_summaries
+
+    summaries = module_summaries()  # what docs/architecture.md's layout table lists
+    assert len(summaries) == len(_modules())  # every module and package of the four
+    missing = [path for path, summary in summaries if not summary]
+    assert missing == [], f"no docstring (its first paragraph is the layout table's entry): {missing}"
+
+
 def test_no_program_that_trains_or_plays_imports_the_analysis_tools():
     wrong = [
         f"{module} imports {target}"

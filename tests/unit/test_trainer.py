@@ -13,16 +13,11 @@ from shared.config import LearnerConfig
 from shared.resolution import learner_config, resolve_config
 from shared.spec import EnvSpec
 from shared.targets import munchausen_window
-from tests.support.batches import ACTIONS, SIZE, STACK, synthetic_batch
+from tests.support.batches import ACTIONS, SIZE, STACK, split, synthetic_batch
 
 SPEC = EnvSpec((SIZE, SIZE), "uint8", STACK, ACTIONS)
 MARIO = EnvSpec((84, 84), "uint8", 4, 7)
 CPU = torch.device("cpu")
-
-
-def split(batch, parts):
-    n = batch["obs"].shape[0] // parts
-    return [{k: v[i * n : (i + 1) * n] for k, v in batch.items()} for i in range(parts)]
 
 
 def learner(cfg, **kw):
