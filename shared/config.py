@@ -1,11 +1,11 @@
-"""Configuration: plain dataclasses, one docstring per field, and ``migrate`` for configs saved in older layouts.
+"""Configuration: plain dataclasses, one docstring per field, saved as JSON and read back in today's layout.
 
 The docstring under each field is what ``--help`` prints (tyro reads it) and
 what docs/configuration.md lists. Every bound that limits a
 queue, buffer or table lives here, so a user can see and change it.
 
 A run's whole configuration is a :class:`RunConfig`; it is saved as JSON in
-the run folder (``to_json``) and read back with ``from_json``.
+the run folder (``to_json``) and read back with ``from_json`` (older layouts through shared/config_migration.py).
 """
 
 from __future__ import annotations
