@@ -188,12 +188,16 @@ def run(cfg: RunConfig) -> int:
     ready = resolve_run(cfg, fresh=not cfg.resume)  # the one resolution: seed, the env's and the device's autos, checks
     cfg = ready.cfg
     run_dir = cfg.resume or make_run_dir(cfg)
-    write_config(run_dir, cfg)  # on resume too: the next resume continues toward the budgets set now
-    record_machine(run_dir)  # which machine the run's figures came from (launch.tools.report shows it)
     local_actors = cfg.actors if cfg.spawn_actors else 0  # launch.learner: the actors run elsewhere
     threads = cfg.learner.threads if cfg.learner.threads > 0 else max(1, (os.cpu_count() or 1) - local_actors)
     torch.set_num_threads(threads)  # actors each keep a core busy; spin-waiting extra threads only slow us down
     learner = Learner(ready, run_dir, resume_state, stop_requested=stopping)
+    for name, write in {  # a full disk: said, and written before the next checkpoint instead
+        "config.json": lambda: write_config(run_dir, cfg),  # on resume too: a next resume keeps the budgets set now
+        "machine.json": lambda: record_machine(run_dir),  # the machine the run's figures came from
+    }.items():
+        if not learner.refused.attempt(name, write):
+            learner.checkpoints.pending[name] = write
     print_header(cfg, learner, run_dir, threads, resumed=resume_state is not None)
     compile_seconds = learner.compile()
     if compile_seconds:

@@ -31,6 +31,7 @@ import contextlib
 import glob
 import os
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -281,8 +282,12 @@ class Checkpointer:
     def __init__(self, run_dir: str, state: Callable[[], dict], echo: Callable[[str], None]):
         self.run_dir, self.state, self.echo = run_dir, state, echo
         self.failed = False  # the last save failed: retry at the next epoch
+        self.pending: dict[str, Callable[[], Any]] = {}  # start-up files a full disk refused, written before the next save
 
     def save(self) -> str:
+        for name, write in list(self.pending.items()):  # a checkpoint is only worth as much as the files beside it
+            write()
+            del self.pending[name]
         return save_checkpoint(self.run_dir, self.state())
 
     def save_or_say(self, epoch: int, last: bool = False) -> bool:

@@ -40,10 +40,11 @@ from learner.slot_view import SlotView
 from learner.snapshots import SnapshotKeeper, eval_figures
 from learner.supervised import check_alive
 from learner.trainer import DQNLearner
-from learner.warm_up import SyntheticReplay, missing_compiler
+from learner.warm_up import SyntheticReplay, compile_setting
 from learner.weights import WeightServer
 from shared.resolution import Resolved
 from shared.wire import protocol
+from shared.writes import RefusedWrites
 
 IDLE_NOTICE_EVERY = 10.0  # seconds without new experience before the loop says it waits, and between such lines
 REBROADCAST_EVERY = 1.0  # seconds between repeats of the current weights while an actor is on another run's
@@ -63,11 +64,7 @@ class Learner:
         is not lost); ``stop()`` sets it."""
         self.cfg, self.run_dir, self.device, self.spec = run.cfg, run_dir, run.device, run.spec
         self.entry, self.train = run.entry, not run.cfg.collect_only
-        learner_cfg = run.learner
-        if not self.train or (learner_cfg.compile and (why := missing_compiler(run.device.type))):
-            if self.train:
-                print(f"[MAIN] {why}", flush=True)
-            learner_cfg = dataclasses.replace(learner_cfg, compile=False)
+        learner_cfg = compile_setting(run.learner, self.train, run.device.type)
         self.dqn = DQNLearner(learner_cfg, self.spec, run.device, dueling=self.cfg.net.dueling)
         self.counters = c = Counters()
         if resume_state is not None:
@@ -77,8 +74,8 @@ class Learner:
             c.weights_version = max(c.weights_version, read_published(run_dir)) + 1
         c.run = c.run or protocol.new_run_id()  # a new run (or one from before run identities): actors take its weights
         self.echo: Callable[[str], None] = lambda line: print(line, flush=True)  # the launcher routes it past its bar
-        say = lambda line: self.echo(line)  # noqa: E731 - follows a later change of self.echo
-        self.snapshots = SnapshotKeeper(run_dir, self.cfg.eval.keep_snapshots, resume_state is not None, say)
+        self.refused = RefusedWrites(lambda line: self.echo(line))  # what a full disk refused (shared/writes.py)
+        self.snapshots = SnapshotKeeper(run_dir, self.cfg.eval.keep_snapshots, resume_state is not None, self.refused)
         self.plane = DataPlane(self.cfg, self.spec, run.device, windows=self.dqn.rule.window)
         try:
             self.server = WeightServer(self.cfg.transport, slots=self.plane.consolidator.slots, run=c.run)
@@ -88,18 +85,18 @@ class Learner:
             raise
         self.slots = SlotView(self.plane.consolidator, c)
         resumed_at = c.inserted if resume_state is not None else None
-        self.metrics = MetricsLog(run_dir, resumed_at=resumed_at) if self.train else None
+        self.metrics = MetricsLog(run_dir, resumed_at=resumed_at, refused=self.refused) if self.train else None
         self.stop_requested = stop_requested if stop_requested is not None else threading.Event()
         lc, start = self.dqn.cfg, c.inserted
         self._inserted_at_start, self._elapsed_at_start = start, c.elapsed_seconds
         self.target_period = EnvStepPeriod(lc.target_sync_env_steps, start)
         self.broadcast_period = EnvStepPeriod(lc.broadcast_env_steps, start)
-        self.broadcasts = BroadcastRecorder(run_dir, self.cfg, run.device, self.metrics, start, say)
+        self.broadcasts = BroadcastRecorder(run_dir, self.cfg, run.device, self.metrics, start, self.refused.echo)
         # no reset within one period of the budget: the last one has a whole period to recover (BBF's no_resets_after)
         self.reset_period = EnvStepPeriod(lc.reset_env_steps, start, self.cfg.total_env_steps, lc.reset_env_steps)
         self.resets = len(self.reset_period.multiples(start))  # those a resumed run already made
         self.ratio = ReplayRatio(lc, self.dqn.effective_batch, self.train)
-        self.checkpoints = Checkpointer(run_dir, self._checkpoint_state, say)
+        self.checkpoints = Checkpointer(run_dir, self._checkpoint_state, self.refused.echo)
         self._rebroadcast_at = 0.0  # when the weights were last sent again for actors on another run's
         self._started = time.monotonic()
         self.clock = EpochClock()
@@ -194,9 +191,8 @@ class Learner:
             self.reset_network()
         if self.target_period.due(env_steps):
             self.dqn.sync_target()
-        if self.broadcast_period.due(env_steps):
+        if self.broadcast_period.due(env_steps) and self._publish(self.counters.weights_version + 1):
             self.counters.weights_version += 1
-            self._publish(self.counters.weights_version)
 
     def reset_network(self) -> None:
         """Reset the online net on this run's replay frames (``DQNLearner.reset``), sync the target to it, say so."""
@@ -223,12 +219,16 @@ class Learner:
         if c.epoch % self.cfg.learner.checkpoint_every == 0 or self.checkpoints.failed:
             self.checkpoints.save_or_say(c.epoch)
 
-    def _publish(self, version: int) -> None:
-        record_published(self.run_dir, version)  # on disk before any actor can hold it: a resume goes above it
+    def _publish(self, version: int) -> bool:
+        """Broadcast the weights as ``version``, once it is on disk (a resume goes above it, so versions stay
+        monotonic for actors that never stopped); a record the disk refuses skips the broadcast until the next."""
+        if not self.refused.attempt("the weights version record", record_published, self.run_dir, version):
+            return False
         self.server.publish(version, self.dqn.online)
         self.plane.set_weights_version(version)
         c = self.counters
         self.broadcasts.record(version, self.dqn.online, c.updates, c.inserted, self.elapsed())
+        return True
 
     def elapsed(self) -> float:
         """Wall-clock seconds since the run started, resumes included."""

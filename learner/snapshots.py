@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
 
 import torch
 
 from learner.checkpoint import best_score, load_best, load_snapshots, save_best, save_snapshot, snapshot_path
+from shared.writes import RefusedWrites
 
 
 def eval_figures(result: dict) -> dict[str, float]:
@@ -36,8 +36,9 @@ class SnapshotKeeper:
     """The ``keep`` best-scoring evaluated weights in snapshots/ and the best of all in best.pt; on resume, the
     run folder's own (learner/checkpoint.py)."""
 
-    def __init__(self, run_dir: str, keep: int, resumed: bool, echo: Callable[[str], None]):
-        self.run_dir, self.keep, self.echo = run_dir, keep, echo
+    def __init__(self, run_dir: str, keep: int, resumed: bool, refused: RefusedWrites):
+        """``refused``: where a write the disk refuses is said and counted (the weights are then not kept)."""
+        self.run_dir, self.keep, self.refused = run_dir, keep, refused
         best = load_best(run_dir) if resumed else None
         self.best: tuple[float, float] | None = best_score(best["eval"]) if best and "eval" in best else None
         # (in-training score, weights_version) of the kept snapshots, best first
@@ -63,16 +64,15 @@ class SnapshotKeeper:
         }
         score, keep = best_score(s), self.keep
         kept = any(v == version for _, v in self.snapshots)  # the same weights evaluated twice: one file
-        if keep and not kept and (len(self.snapshots) < keep or score > self.snapshots[-1][0]):  # end-of-run candidates
-            save_snapshot(self.run_dir, snapshot)
+        candidate = keep and not kept and (len(self.snapshots) < keep or score > self.snapshots[-1][0])
+        if candidate and self.refused.attempt(f"snapshot v{version}", save_snapshot, self.run_dir, snapshot):
             self.snapshots = sorted(self.snapshots + [(score, version)], reverse=True)
             for _, dropped in self.snapshots[keep:]:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(snapshot_path(self.run_dir, dropped))
             del self.snapshots[keep:]
-        if self.best is None or score > self.best:
+        if (self.best is None or score > self.best) and self.refused.attempt("best.pt", save_best, self.run_dir, snapshot):
             self.best = score
-            save_best(self.run_dir, snapshot)
             what = f"success {s['success_rate']:.0%}, score mean {s['score_mean']:,.2f}"
             path = os.path.join(self.run_dir, "best.pt")
-            self.echo(f"[MAIN] best evaluation so far ({what}): weights v{version} saved to {path}")
+            self.refused.echo(f"[MAIN] best evaluation so far ({what}): weights v{version} saved to {path}")

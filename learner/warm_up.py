@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import torch
 
-from shared.config import ReplayConfig
+from shared.config import LearnerConfig, ReplayConfig
 from shared.spec import EnvSpec
 
 COMPILERS = {"cpu": ("g++", "c++", "clang++"), "cuda": ("cc", "gcc", "clang")}  # torch.compile's: C++ on CPU, C for Triton
@@ -19,6 +20,15 @@ def missing_compiler(device_type: str) -> str:
         return ""
     what = "a C++ compiler" if device_type == "cpu" else "a C compiler (for Triton)"
     return f"no compiler on PATH: torch.compile needs {what} on {device_type}, so the learner runs eager"
+
+
+def compile_setting(cfg: LearnerConfig, train: bool, device_type: str) -> LearnerConfig:
+    """``cfg`` with compile off where it cannot or need not run: collecting only, or no compiler here (said)."""
+    if not cfg.compile or (train and not (why := missing_compiler(device_type))):
+        return cfg
+    if train:
+        print(f"[MAIN] {why}", flush=True)
+    return dataclasses.replace(cfg, compile=False)
 
 
 class SyntheticReplay:

@@ -25,6 +25,7 @@ class Heartbeat:
         self.path = os.environ.get(HEALTH_FILE_ENV, "")
         self.info = {"role": role, "pid": os.getpid(), "host": host, "ports": list(ports)}
         self._last = -EVERY
+        self.refused = 0  # beats a full or failing disk refused: the check then sees the file age
 
     def beat(self) -> None:
         now = time.monotonic()
@@ -32,6 +33,11 @@ class Heartbeat:
             return
         self._last = now
         tmp = f"{self.path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as fh:
-            json.dump(dict(self.info, time=time.time()), fh)
-        os.replace(tmp, self.path)  # atomic: the check never reads half a file
+        try:
+            with open(tmp, "w") as fh:
+                json.dump(dict(self.info, time=time.time()), fh)
+            os.replace(tmp, self.path)  # atomic: the check never reads half a file
+        except OSError as exc:
+            self.refused += 1
+            if self.refused == 1:
+                print(f"[HEALTH] liveness file {self.path} not written ({exc}); retried at every beat", flush=True)
