@@ -3,6 +3,7 @@
 :func:`parse` reads a program's own arguments (a dataclass whose field docstrings are its ``--help``) and turns tyro's
 error box into one :class:`UsageError` line. The programs that take a RunConfig (``launch.local``, ``launch.learner``,
 ``launch.actor``, the benchmark) parse it with :func:`parse_run_config`: each env's own options appear under its name.
+``launch.evaluate`` takes a run's env options the same way (:func:`with_env_options`).
 
 :class:`~shared.config.EnvConfig` holds env options in one dict (``options``); tyro needs a field per option. The
 types tyro parses are built here from the env registry, after ``--env.module`` (a plug-in) is imported, so a
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 import io
 import sys
@@ -23,7 +25,7 @@ from typing import Any, TypeVar
 import tyro
 
 from shared.config import ConfigError, EnvConfig, RunConfig
-from shared.envs import options_types
+from shared.envs import options, options_types
 
 T = TypeVar("T")
 
@@ -77,26 +79,44 @@ def import_plugin(module: str) -> None:
             raise ConfigError(f"env.module={module!r} does not import ({exc})") from None
 
 
-def run_config_type() -> type:
-    """RunConfig as tyro parses it: ``env`` with one nested field per env that has options (built in and registered)."""
+def env_config_type() -> type:
+    """EnvConfig as tyro parses it: one nested field per env that has options (built in and registered)."""
     env_fields: list[Any] = [("options", tyro.conf.Suppress[dict[str, Any]], dataclasses.field(default_factory=dict))]
     env_fields += [(name, kind, dataclasses.field(default_factory=kind)) for name, kind in options_types().items()]
     env_type = dataclasses.make_dataclass("EnvConfig", env_fields, bases=(EnvConfig,))
     env_type.__doc__ = EnvConfig.__doc__
-    run_type = dataclasses.make_dataclass(
-        "RunConfig", [("env", env_type, dataclasses.field(default_factory=env_type))], bases=(RunConfig,)
+    return env_type
+
+
+def with_env_options(kind: type, env: EnvConfig | None = None) -> type:
+    """``kind`` (a dataclass with an ``env: EnvConfig`` field) as tyro parses it: ``env`` as :func:`env_config_type`,
+    its flags defaulting to ``env``'s values (a saved run's env under the options a command line gives; None:
+    EnvConfig's defaults). :func:`plain` turns what tyro returns back into a ``kind``."""
+    env_type = env_config_type()
+    factory: Any = env_type
+    if env is not None:
+        shared = {f.name: getattr(env, f.name) for f in dataclasses.fields(EnvConfig) if f.name != "options"}
+        own = {name: options(env, name, options_type) for name, options_type in options_types().items()}
+        factory = functools.partial(env_type, **shared, **own)
+    typed = dataclasses.make_dataclass(
+        kind.__name__, [("env", env_type, dataclasses.field(default_factory=factory))], bases=(kind,)
     )
-    run_type.__doc__ = RunConfig.__doc__
-    return run_type
+    typed.__doc__ = kind.__doc__
+    return typed
 
 
-def plain(parsed: Any) -> RunConfig:
-    """The RunConfig of a parsed :func:`run_config_type`: each env's options moved into ``env.options``."""
+def run_config_type() -> type:
+    """RunConfig as tyro parses it: ``env`` with one nested field per env that has options (built in and registered)."""
+    return with_env_options(RunConfig)
+
+
+def plain(parsed: Any, kind: type = RunConfig) -> Any:
+    """The ``kind`` of a parsed :func:`with_env_options` type: each env's options moved into ``env.options``."""
     env = parsed.env
     base = {f.name: getattr(env, f.name) for f in dataclasses.fields(EnvConfig)}
     base["options"] = {name: getattr(env, name) for name in options_types() if hasattr(env, name)}
-    fields = {f.name: getattr(parsed, f.name) for f in dataclasses.fields(RunConfig)}
-    return RunConfig(**{**fields, "env": EnvConfig(**base)})
+    fields = {f.name: getattr(parsed, f.name) for f in dataclasses.fields(kind)}
+    return kind(**{**fields, "env": EnvConfig(**base)})
 
 
 def parse_run_config(argv: Sequence[str], description: str | None = None) -> RunConfig:
@@ -123,6 +143,15 @@ def take_option(argv: Sequence[str], flag: str) -> tuple[str | None, list[str]]:
             rest.append(args[i])
         i += 1
     return value, rest
+
+
+def refuse_renamed(argv: Sequence[str], renamed: dict[str, str]) -> None:
+    """UsageError for the first option of ``argv`` that ``renamed`` maps (its old spelling -> its form now), naming
+    the new form."""
+    for arg in argv:
+        flag = arg.split("=", 1)[0]
+        if flag in renamed:
+            raise UsageError(f"{flag} is now {renamed[flag]}")
 
 
 def load_plugin(argv: Sequence[str]) -> None:

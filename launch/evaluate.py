@@ -1,11 +1,11 @@
 """Evaluate a run's checkpoint: N epsilon-greedy episodes, one pure-greedy episode, a table and a JSON file.
 
     python -m launch.evaluate runs/20250101-120000-1234
-    python -m launch.evaluate runs/RUN --episodes 50 --epsilon 0.05 --stage 1-2 --video best.mp4
+    python -m launch.evaluate runs/RUN --episodes 50 --epsilon 0.05 --env.mario.stage 1-2 --video best.mp4
     python -m launch.evaluate runs/RUN --checkpoint backup/checkpoint-100k.pt --json eval-100k.json
-    python -m launch.evaluate --policy random --stage 1-1 --episodes 20      # the random baseline
+    python -m launch.evaluate --policy random --env.mario.stage 1-1 --episodes 20      # the random baseline
     python -m launch.evaluate --policy constant --action right+A --episodes 50  # hold right+A at epsilon 0.05
-    python -m launch.evaluate --policy random --buttons right_only --jump-release off --episodes 50
+    python -m launch.evaluate --policy random --env.mario.actions right_only --env.mario.no-jump-release --episodes 50
 
 RUN_DIR is a folder made by ``python -m launch.local``: its ``config.json`` gives the env (stage,
 action set, frame skip, frame size, stack, time limit) and its ``best.pt`` the network: the
@@ -13,18 +13,18 @@ weights that scored highest in the evaluation during training (on the seeds of `
 not this command's), which is what a run hands over, since the last weights of a DQN run are one
 draw from a curve that swings between evaluations. ``--net online`` plays the last checkpoint
 (``checkpoint.pt``) instead, as does a run folder without ``best.pt``; ``--checkpoint FILE``
-reads another checkpoint file (without RUN_DIR the config is the one saved inside it). The run's
-env is used as it was trained, except ``--stage``, ``--max-episode-steps`` and ``--jump-release`` when given
-(and ``--buttons``, Mario's button set, for the random and constant baselines).
+reads another checkpoint file (without RUN_DIR the config is the one saved inside it). The env's
+options are launch.local's (``--env.name``, ``--env.module``, ``--env.max-episode-steps``, ``--env.<name>.*``
+such as ``--env.mario.stage``): the run's env is played as it was trained, with those given changed (a network
+plays only the buttons and frames it was trained on); without a run, ``EnvConfig``'s defaults (Mario 1-1, the
+'simple' buttons, jump release) with those given changed.
 
 ``--policy greedy`` (default) plays ``--episodes`` episodes epsilon-greedy at ``--epsilon`` and
 one more at epsilon 0 (Mario is deterministic given the actions, so one pure-greedy episode is all
 there is; with ``--epsilon 0`` it is the first of the N). ``--policy constant --action NAME`` presses one
 action on every step, a random one with probability ``--epsilon``: the baseline a trained Mario must beat
 (holding right+A with jump release reaches the flag now and then). ``--policy random`` plays uniformly
-random actions. Neither needs a network or a checkpoint, and RUN_DIR may be omitted (then the env is the default
-``EnvConfig``, i.e. Mario with the 'simple' action set, frame skip 4, 4500-step limit, on
-``--stage``, and ``--env`` may pick another game).
+random actions. Neither needs a network or a checkpoint, and RUN_DIR may be omitted.
 
 Every env is scored by its own rule: an episode's score (Mario: its furthest x_pos; Snake: food eaten; fuel
 breaks: cells saved against the same fire without breaks) and success (Mario: the flag). On envs without a
@@ -59,7 +59,6 @@ import torch
 import tyro
 
 from actors.evaluator import (
-    POLICIES,
     Episode,
     action_names_for,
     build_network,
@@ -69,16 +68,24 @@ from actors.evaluator import (
     record_video,
     summarize,
 )
-from launch.cli import UsageError, import_plugin, parse
+from launch.cli import UsageError, import_plugin, parse, plain, plugin_module, refuse_renamed, with_env_options
 from launch.final_eval import describe, score_line
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from shared.config import ConfigError, EnvConfig, EvalConfig, RunConfig
-from shared.envs import check_env, entry_for, env_label, env_spec, with_options, with_stage
-from shared.envs import names as env_names
-from shared.envs.mario import ACTION_SETS, parse_stage
-from shared.envs.mario import ENTRY as MARIO
+from shared.envs import EnvEntry, check_env, entry_for, env_label, env_spec
 from shared.hazards import clusters_for, format_hazards, hazard_table
 from shared.seeding import EVAL_LOW_EPSILON, EVAL_NOOP, stream_seed
+
+PROG = "python -m launch.evaluate"
+RENAMED = {
+    "--stage": "--env.mario.stage",
+    "--buttons": "--env.mario.actions",
+    "--jump-release": "--env.mario.jump-release (on) or --env.mario.no-jump-release (off)",
+    "--max-episode-steps": "--env.max-episode-steps",
+    "--env": "--env.name",
+    "--env-module": "--env.module",
+}
+"""Env options refused in another spelling than launch.local's; the error names launch.local's."""
 
 
 @dataclasses.dataclass
@@ -89,8 +96,6 @@ class EvaluateArgs:
     """Episodes at --epsilon."""
     epsilon: float = 0.05
     """Exploration rate in [0, 1]."""
-    stage: str | None = None
-    """Mario 'W-S' or 'all' (default: the run's stage, else 1-1)."""
     seed: int = 0
     """Seed of the env and of the exploration."""
     policy: Literal["greedy", "random", "constant"] = "greedy"
@@ -102,18 +107,6 @@ class EvaluateArgs:
     auto = best when RUN_DIR holds best.pt and no --checkpoint is given, else online."""
     checkpoint: Annotated[str | None, tyro.conf.arg(metavar="PATH")] = None
     """A checkpoint file to load instead of RUN_DIR/checkpoint.pt."""
-    env: str | None = None
-    """The env to play without RUN_DIR (random or constant policy, the env's default options): a built-in name or
-    one --env-module registers."""
-    env_module: Annotated[str | None, tyro.conf.arg(metavar="MODULE")] = None
-    """A plug-in module to import before --env is looked up (an env from outside warppipe)."""
-    max_episode_steps: int | None = None
-    """Override the env's time limit (0: none)."""
-    jump_release: Literal["on", "off"] | None = None
-    """Mario's jump release (env.mario.jump_release; default: the run's setting, on without RUN_DIR)."""
-    buttons: str | None = None
-    """Mario's button set for --policy random or constant (env.mario.actions: simple, right_only, complex; default:
-    the run's, simple without RUN_DIR): a baseline for runs trained on another set."""
     video: Annotated[str | None, tyro.conf.arg(metavar="PATH")] = None
     """Record an episode (the best unless --video-episode says otherwise) to PATH.mp4 or PATH.gif (Mario)."""
     video_episode: Annotated[str, tyro.conf.arg(metavar="WHICH")] = "best"
@@ -127,6 +120,8 @@ class EvaluateArgs:
     noop_episodes: int | None = None
     """Episodes of the secondary row at epsilon 0 after 0-eval.noop_max no-op steps (default: the run's
     eval.noop_episodes, else 30; 0: none)."""
+    env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
+    """The env played: the run's (without RUN_DIR: the defaults) with the --env.* options given changed."""
 
 
 def _load_checkpoint_file(path: str) -> dict:
@@ -159,21 +154,25 @@ def video_episode(episodes: list[Episode], greedy_ep: Episode | None, which: str
     return index, episodes[index]
 
 
-def resolve(args: EvaluateArgs) -> dict:
-    """Check the arguments and gather what the evaluation needs; raises UsageError naming a bad value."""
-    if args.policy not in POLICIES:
-        raise UsageError(f"--policy={args.policy!r} must be one of {', '.join(POLICIES)}")
+def parse_args(argv: list[str], env: EnvConfig | None = None) -> EvaluateArgs:
+    """The command line, its ``--env.*`` options over ``env``'s values (a run's; None: EnvConfig's defaults); the
+    plug-ins ``--env.module`` and ``env`` name are imported first, so their envs' options are flags too."""
+    refuse_renamed(argv, RENAMED)
+    try:
+        for module in (plugin_module(argv), env.module if env is not None else ""):
+            import_plugin(module)
+        kind = with_env_options(EvaluateArgs, env)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    return plain(parse(kind, argv, PROG, __doc__.split("\n\n")[0]), EvaluateArgs)
+
+
+def check_args(args: EvaluateArgs) -> None:
+    """UsageError naming the first of evaluate's own options that is out of range or does not go with the others."""
     if args.episodes < 1:
         raise UsageError(f"--episodes={args.episodes!r} must be >= 1")
     if not 0.0 <= args.epsilon <= 1.0:  # also rejects nan
         raise UsageError(f"--epsilon={args.epsilon!r} must be in [0, 1]")
-    if args.stage is not None:
-        try:
-            parse_stage(args.stage)
-        except ConfigError:
-            raise UsageError(f"--stage={args.stage!r} must be 'W-S' with W in 1..8 and S in 1..4, or 'all'") from None
-    if args.max_episode_steps is not None and args.max_episode_steps < 0:
-        raise UsageError(f"--max-episode-steps={args.max_episode_steps!r} must be >= 0")
     for flag, count in (("--low-epsilon-episodes", args.low_epsilon_episodes), ("--noop-episodes", args.noop_episodes)):
         if count is not None and not 0 <= count <= 1000:
             raise UsageError(f"{flag}={count!r} must be in [0, 1000] (0: no such row)")
@@ -188,31 +187,17 @@ def resolve(args: EvaluateArgs) -> dict:
         )
     if args.video is None and args.video_episode != "best":
         raise UsageError(f"--video-episode={args.video_episode!r} names the episode --video records: add --video PATH")
-    if args.env_module is not None:
-        if args.env is None or args.run_dir is not None:
-            raise UsageError(f"--env-module={args.env_module!r} goes with --env and without RUN_DIR (a run names its own)")
-        try:
-            import_plugin(args.env_module)
-        except ConfigError as exc:
-            raise UsageError(str(exc)) from None
-    if args.env is not None and args.env not in env_names():
-        raise UsageError(f"--env={args.env!r} must be one of {', '.join(env_names())}")
-    if args.buttons is not None and args.buttons not in ACTION_SETS:
-        raise UsageError(f"--buttons={args.buttons!r} must be one of {', '.join(ACTION_SETS)}")
-    greedy = args.policy == "greedy"
     if (args.action is not None) != (args.policy == "constant"):
         raise UsageError(f"--action={args.action!r} goes with --policy constant (and it needs one), not --policy {args.policy}")
-    if args.buttons is not None and greedy:
-        raise UsageError(
-            f"--buttons={args.buttons!r} goes with --policy random or constant: a network plays the buttons it was trained on"
-        )
-    run_dir, ckpt_path, cfg, state = args.run_dir, args.checkpoint, None, None
 
+
+def load_run(args: EvaluateArgs) -> tuple[RunConfig | None, dict | None, str | None]:
+    """The run's config (RUN_DIR's config.json, else the checkpoint's), and for --policy greedy the checkpoint that
+    plays and its path (``args.net`` 'auto' made best or online); UsageError names what is missing or unreadable."""
+    run_dir, cfg = args.run_dir, None
     if run_dir is not None:
         if not os.path.isdir(run_dir):
             raise UsageError(f"run folder {run_dir!r} does not exist")
-        if args.env is not None:
-            raise UsageError(f"--env={args.env!r} applies only without RUN_DIR (the run's network was trained on its own env)")
         config_path = os.path.join(run_dir, "config.json")
         if os.path.isfile(config_path):
             try:
@@ -220,53 +205,76 @@ def resolve(args: EvaluateArgs) -> dict:
                     cfg = RunConfig.from_json(fh.read())
             except (ValueError, TypeError, OSError) as exc:
                 raise UsageError(f"config {config_path!r} is not readable: {exc}") from None
-    if greedy:
-        if args.net == "auto":  # a run hands over its validated snapshot; an explicit file is played as it is
-            best_there = ckpt_path is None and run_dir is not None and os.path.isfile(os.path.join(run_dir, BEST_NAME))
-            args.net = "best" if best_there else "online"
-        if ckpt_path is None:
-            if run_dir is None:
-                raise UsageError("RUN_DIR (or --checkpoint) is required unless --policy random or constant")
-            name = BEST_NAME if args.net == "best" else CHECKPOINT_NAME
-            ckpt_path = os.path.join(run_dir, name)
-            if not os.path.isfile(ckpt_path):
-                why = (
-                    " (it is written at the first evaluation during training, --eval.every-env-steps)"
-                    if args.net == "best"
-                    else ""
-                )
-                raise UsageError(f"--net={args.net}: no {name} in run folder {run_dir!r}{why}")
-        elif os.path.isdir(ckpt_path):
-            ckpt_path = os.path.join(ckpt_path, CHECKPOINT_NAME)
-        if not os.path.isfile(ckpt_path):
-            raise UsageError(f"--checkpoint={args.checkpoint!r} does not exist")
-        state = _load_checkpoint_file(ckpt_path)
-        if cfg is None:
-            try:
-                cfg = RunConfig.from_json(state["config"])
-            except (KeyError, ValueError, TypeError) as exc:
-                where = f"run folder {run_dir!r} has no config.json and " if run_dir else ""
-                raise UsageError(f"{where}checkpoint {ckpt_path!r} carries no readable config ({exc})") from None
-    elif run_dir is not None and cfg is None:
-        raise UsageError(f"run folder {run_dir!r} has no config.json")
+    if args.policy != "greedy":
+        if run_dir is not None and cfg is None:
+            raise UsageError(f"run folder {run_dir!r} has no config.json")
+        return cfg, None, args.checkpoint
+    path = checkpoint_path(args)
+    state = _load_checkpoint_file(path)
+    if cfg is None:
+        try:
+            cfg = RunConfig.from_json(state["config"])
+        except (KeyError, ValueError, TypeError) as exc:
+            where = f"run folder {run_dir!r} has no config.json and " if run_dir else ""
+            raise UsageError(f"{where}checkpoint {path!r} carries no readable config ({exc})") from None
+    return cfg, state, path
 
-    env = cfg.env if cfg is not None else EnvConfig(name=args.env or "mario", module=args.env_module or "")
-    if args.max_episode_steps is not None:
-        env = dataclasses.replace(env, max_episode_steps=args.max_episode_steps)
+
+def checkpoint_path(args: EvaluateArgs) -> str:
+    """The checkpoint a network plays: --checkpoint (a file, or a folder's checkpoint.pt), else RUN_DIR's best.pt
+    or checkpoint.pt as --net says; --net auto is made best or online here."""
+    run_dir, path = args.run_dir, args.checkpoint
+    if args.net == "auto":  # a run hands over its validated snapshot; an explicit file is played as it is
+        best_there = path is None and run_dir is not None and os.path.isfile(os.path.join(run_dir, BEST_NAME))
+        args.net = "best" if best_there else "online"
+    if path is None:
+        if run_dir is None:
+            raise UsageError("RUN_DIR (or --checkpoint) is required unless --policy random or constant")
+        name = BEST_NAME if args.net == "best" else CHECKPOINT_NAME
+        path = os.path.join(run_dir, name)
+        if not os.path.isfile(path):
+            why = " (it is written at the first evaluation during training, --eval.every-env-steps)" if args.net == "best" else ""
+            raise UsageError(f"--net={args.net}: no {name} in run folder {run_dir!r}{why}")
+    elif os.path.isdir(path):
+        path = os.path.join(path, CHECKPOINT_NAME)
+    if not os.path.isfile(path):
+        raise UsageError(f"--checkpoint={args.checkpoint!r} does not exist")
+    return path
+
+
+def play_env(args: EvaluateArgs, argv: list[str]) -> tuple[EnvEntry, EnvConfig]:
+    """``args.env`` checked (shared/envs ``check_env``; a bad value as UsageError); an ``--env.<name>.*`` option
+    of an env other than the one played is refused, as it would change nothing."""
+    played = args.env.name.replace("-", "_")
+    for arg in argv:
+        parts = arg.split("=", 1)[0].split(".")
+        if len(parts) > 2 and parts[0] == "--env" and parts[1].replace("-", "_") != played:
+            raise UsageError(
+                f"{'.'.join(parts)} is an option of env {parts[1]}; this evaluation plays env.name={args.env.name!r}"
+            )
     try:
-        entry = entry_for(env)
-        for flag, value in (("--jump-release", args.jump_release), ("--buttons", args.buttons)):
-            if value is not None and entry is not MARIO:
-                raise UsageError(f"{flag}={value!r} is a Mario option; this evaluation plays env.name={env.name!r}")
-        if args.stage is not None:
-            env = with_stage(env, args.stage)
-        if args.jump_release is not None:
-            env = with_options(env, "mario", jump_release=args.jump_release == "on")
-        if args.buttons is not None:
-            env = with_options(env, "mario", actions=args.buttons)
-        entry, env = check_env(env)
+        return check_env(args.env)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+
+
+def load_network(env: EnvConfig, state: dict, dueling: bool, path: str) -> torch.nn.Module:
+    """The checkpoint's online network for ``env``; UsageError when its shape is another env's."""
+    try:
+        return build_network(env, state["learner"]["online"], dueling=dueling)
+    except (RuntimeError, KeyError, TypeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"checkpoint {path!r} does not fit the network of env {env.name} ({env_spec(env)}): {first}") from None
+
+
+def resolve(argv: list[str]) -> tuple[EvaluateArgs, dict]:
+    """Parse and check the command line and gather what the evaluation needs; raises UsageError naming a bad value."""
+    args = parse_args(argv)
+    check_args(args)
+    cfg, state, ckpt_path = load_run(args)
+    if cfg is not None:  # the run's env under the --env.* options given
+        args = dataclasses.replace(parse_args(argv, cfg.env), net=args.net)
+    entry, env = play_env(args, argv)
     action = None
     if args.action is not None:
         names = action_names_for(env)
@@ -275,43 +283,34 @@ def resolve(args: EvaluateArgs) -> dict:
         action = names.index(args.action)
     if args.video is not None and not entry.video:
         raise UsageError(f"--video={args.video!r} needs an env that films (Mario), this one is env.name={env.name!r}")
-
     net = None
-    if greedy:
-        assert state is not None and cfg is not None  # greedy: the checkpoint and its config were loaded above
-        try:
-            net = build_network(env, state["learner"]["online"], dueling=cfg.net.dueling)
-        except (RuntimeError, KeyError, TypeError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise UsageError(
-                f"checkpoint {ckpt_path!r} does not fit the network of env {env.name} ({env_spec(env)}): {first}"
-            ) from None
+    if state is not None:
+        assert cfg is not None and ckpt_path is not None  # load_run read both with the checkpoint
+        net = load_network(env, state, cfg.net.dueling, ckpt_path)
     counters = (state or {}).get("counters") or {}
-    label = env_label(env)
-    tag = (
-        f"eps{args.epsilon:g}" + (f"-{args.net}" if args.net != "online" else "")
-        if greedy
-        else "random"
-        if args.policy == "random"
-        else f"constant-{args.action}-eps{args.epsilon:g}"
-    )
-    json_path = args.json or os.path.join(run_dir or ".", f"eval-{label}-{tag}.json")
     ev = cfg.eval if cfg is not None else EvalConfig()
     low_n = ev.low_epsilon_episodes if args.low_epsilon_episodes is None else args.low_epsilon_episodes
     noop_n = ev.noop_episodes if args.noop_episodes is None else args.noop_episodes
-    return {
+    return args, {
         "secondary": {"low_epsilon": (ev.low_epsilon, low_n), "noop_greedy": (ev.noop_max, noop_n)},
         "env": env,
         "net": net,
-        "run_dir": run_dir,
+        "run_dir": args.run_dir,
         "checkpoint": ckpt_path,
-        "label": label,
+        "label": env_label(env),
         "updates": counters.get("updates", (state or {}).get("learner", {}).get("updates")),
         "env_steps": counters.get("inserted"),
         "wall_seconds": counters.get("wall_seconds"),
-        "json_path": json_path,
+        "json_path": args.json or os.path.join(args.run_dir or ".", f"eval-{env_label(env)}-{_tag(args)}.json"),
         "action": action,
     }
+
+
+def _tag(args: EvaluateArgs) -> str:
+    """The default JSON file name's policy part: eps0.05(-best), random, or constant-ACTION-eps0.05."""
+    if args.policy == "greedy":
+        return f"eps{args.epsilon:g}" + (f"-{args.net}" if args.net != "online" else "")
+    return "random" if args.policy == "random" else f"constant-{args.action}-eps{args.epsilon:g}"
 
 
 def _pct(x: float) -> str:
@@ -336,8 +335,7 @@ def format_table(rows: list[tuple[str, dict]], names: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = parse(EvaluateArgs, argv, "python -m launch.evaluate", __doc__.split("\n\n")[0])
-        job = resolve(args)
+        args, job = resolve(sys.argv[1:] if argv is None else list(argv))
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -60,9 +60,10 @@ from learner.checkpoint import (
     save_best,
 )
 from learner.metrics import MetricsLog
-from shared.config import ConfigError, RunConfig
-from shared.envs import entry_for, env_label, resolve, with_stage
+from shared.config import ConfigError, EvalConfig, RunConfig
+from shared.envs import entry_for, env_label, with_stage
 from shared.hazards import clusters_for, format_hazards, hazard_table
+from shared.resolution import resolve_config
 from shared.results import upgrade
 from shared.seeding import EVAL_FINAL, EVAL_LATE, EVAL_LOW_EPSILON, EVAL_NOOP, EVAL_SELECT, stream_seed
 
@@ -209,7 +210,7 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
     Returns what ``eval_final.json`` holds, or None when the run has no trained checkpoint or
     ``eval.final_episodes`` is 0."""
     checkpoint = load_checkpoint(run_dir, say=echo)
-    cfg = resolve(RunConfig.from_json(checkpoint["config"]), validate=False)
+    cfg = resolve_config(RunConfig.from_json(checkpoint["config"]), validate=False)
     ev = cfg.eval
     if ev.final_episodes == 0 or not checkpoint.get("counters", {}).get("updates"):
         return None
@@ -217,71 +218,9 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
     env = with_stage(cfg.env, ev.stage)  # as the in-training evaluations play
     started = time.perf_counter()
     entry = entry_for(env)
-    what, won = entry.score.lower(), entry.success.lower()  # the env's words (Mario: distance, flags)
+    words = entry.score.lower(), entry.success.lower()  # the env's words (Mario: distance, flags)
     common = dict(env=env, dueling=cfg.net.dueling, epsilon=ev.epsilon)
-
-    selection: list[dict[str, Any]] = []  # one row per contender: the last weights, then each snapshot
-    best: dict | None  # the checkpoint that is (or becomes) best.pt; None: none
-    snapshots = load_snapshots(run_dir)[: ev.keep_snapshots] if ev.keep_snapshots else []
-    last_weights = {
-        "learner": {"online": checkpoint["learner"]["online"]},
-        "counters": checkpoint["counters"],
-        "config": checkpoint["config"],
-    }
-    if snapshots:
-        seed = stream_seed(ev.seed, EVAL_SELECT)
-        echo(
-            f"[FINAL] choosing best.pt: the last weights and {len(snapshots)} snapshot(s) play {ev.select_episodes} "
-            f"fresh episodes each at epsilon {ev.epsilon:g}; a snapshot replaces the last weights only when its mean "
-            f"{what} beats theirs at level {SELECTION_LEVEL:g} (one-sided Welch t-test, Bonferroni)"
-        )
-        played = play_weights(
-            common,
-            [last_weights["learner"]["online"]] + [st["learner"]["online"] for st in snapshots],
-            ev.select_episodes,
-            seed,
-            greedy=False,
-            processes=processes,
-        )
-        for name, st, got in zip(["last"] + ["snapshot"] * len(snapshots), [last_weights, *snapshots], played):
-            fresh = describe(got["episodes"])
-            trained = None if st.get("eval") is None else upgrade(st["eval"])
-            selection.append(
-                {
-                    "weights": name,
-                    "weights_version": int(st["counters"]["weights_version"]),
-                    "env_steps": int(st["counters"]["inserted"]),
-                    "in_training": None
-                    if trained is None
-                    else {
-                        "score_mean": trained["score_mean"],
-                        "success_rate": trained["success_rate"],
-                        "episodes": trained["episodes"],
-                    },
-                    "fresh": fresh,
-                    "score": [r["score"] for r in got["episodes"]],
-                }
-            )
-            during = (
-                ""
-                if trained is None
-                else f"in training {what} {trained['score_mean']:,.1f}, {won} {trained['success_rate']:.0%}; "
-            )
-            echo(
-                f"[FINAL]   {name} v{selection[-1]['weights_version']} ({selection[-1]['env_steps']:,} env steps): "
-                f"{during}fresh {what} {fresh['score_mean']:,.1f}, {won} {fresh['success_rate']:.0%}"
-            )
-        chosen = choose_best(selection[0]["score"], [s["score"] for s in selection[1:]])
-        pick = 0 if chosen is None else chosen + 1
-        best = last_weights if chosen is None else snapshots[chosen]
-        best.pop("path", None)
-        best["eval"] = {
-            k: selection[pick]["fresh"][k] for k in ("score_mean", "score_median", "success_rate", "return_mean", "episodes")
-        } | {"epsilon": ev.epsilon, "chosen_from": [s["weights_version"] for s in selection], "chosen": pick}
-        save_best(run_dir, best)
-        echo(f"[FINAL]   best.pt: {'the last weights' if chosen is None else 'snapshot'} v{selection[pick]['weights_version']}")
-    else:  # no snapshots kept (--eval.keep-snapshots 0): best.pt as training left it, if any
-        best = load_best(run_dir)
+    selection, best = select_best(run_dir, checkpoint, ev, common, processes, echo, words)
 
     seed = stream_seed(ev.seed, EVAL_FINAL)
     contenders = [("last", checkpoint["learner"]["online"], checkpoint["counters"])]
@@ -292,29 +231,10 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
         f"[FINAL] final evaluation: {', '.join(name for name, *_ in contenders)} weights play {ev.final_episodes} "
         f"fresh episodes each at epsilon {ev.epsilon:g}, and one greedy episode"
     )
-    last_online = checkpoint["learner"]["online"]
     kept = load_kept(run_dir)[-ev.keep_weights :] if ev.keep_weights and ev.late_episodes else []
-    late_seed, low_seed, noop_seed = (stream_seed(ev.seed, purpose) for purpose in (EVAL_LATE, EVAL_LOW_EPSILON, EVAL_NOOP))
-    more: dict[str, tuple[dict, list[dict], int, int, bool]] = {}  # the rows of step 3, played in the same pool
-    said = []
-    if kept:
-        more["late"] = (common, [k["learner"]["online"] for k in kept], ev.late_episodes, late_seed, False)
-        said.append(
-            f"the late window, {len(kept)} kept weights (v{kept[0]['counters']['weights_version']}-"
-            f"v{kept[-1]['counters']['weights_version']}), {ev.late_episodes} episodes each at epsilon {ev.epsilon:g}"
-        )
-    if ev.low_epsilon_episodes:
-        more["low_epsilon"] = (dict(common, epsilon=ev.low_epsilon), [last_online], ev.low_epsilon_episodes, low_seed, False)
-        said.append(f"the last weights {ev.low_epsilon_episodes} episodes at epsilon {ev.low_epsilon:g}")
-    if ev.noop_episodes:
-        noop_common = dict(common, epsilon=0.0, noop_max=ev.noop_max)
-        more["noop_greedy"] = (noop_common, [last_online], ev.noop_episodes, noop_seed, False)
-        said.append(f"{ev.noop_episodes} greedy episodes after 0-{ev.noop_max} no-op steps")
-    if said:
-        echo(f"[FINAL] and on streams of their own: {'; '.join(said)}")
+    more = more_rows(ev, common, checkpoint["learner"]["online"], kept, echo)
     final_row = (common, [weights for _, weights, _ in contenders], ev.final_episodes, seed, True)
     played, *played_more = play_rows([final_row, *more.values()], processes)
-    got_more = dict(zip(more, played_more))
     clusters = clusters_for(env)
     result: dict[str, Any] = {
         "run_dir": run_dir,
@@ -341,13 +261,127 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
             "episodes": got["episodes"],
         }
     result.setdefault("best", dict(result["last"], same_as_last=True) if best_is_last else None)
-    result["late_window"] = None
+    result.update(more_results(ev, kept, dict(zip(more, played_more)), clusters))
+    filmed_name = "best.pt" if result["best"] else "the last weights"
+    filmed = dict((result["best"] or result["last"])["greedy"])
+    for name in ("last", "best"):  # the greedy episodes' actions: filmed below, not kept in the JSON
+        if result[name]:
+            result[name]["greedy"].pop("actions", None)
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    write_results(run_dir, result)
+    say_results(result, [name for name, *_ in contenders], best_is_last, words, echo)
+    if entry.video:
+        film_greedy(env, filmed["actions"], filmed["score"], os.path.join(run_dir, VIDEO_NAME), filmed_name, echo)
+    return result
+
+
+def select_best(
+    run_dir: str,
+    checkpoint: dict,
+    ev: EvalConfig,
+    common: dict,
+    processes: int,
+    echo: Callable[[str], None],
+    words: tuple[str, str],
+) -> tuple[list[dict[str, Any]], dict | None]:
+    """Step 1 of the module docstring: the selection's rows (the last weights, then each kept snapshot) and the
+    checkpoint that is best.pt, written; without kept snapshots no rows and best.pt as training left it (None: none)."""
+    what, won = words
+    snapshots = load_snapshots(run_dir)[: ev.keep_snapshots] if ev.keep_snapshots else []
+    if not snapshots:  # no snapshots kept (--eval.keep-snapshots 0): best.pt as training left it, if any
+        return [], load_best(run_dir)
+    last_weights = {
+        "learner": {"online": checkpoint["learner"]["online"]},
+        "counters": checkpoint["counters"],
+        "config": checkpoint["config"],
+    }
+    echo(
+        f"[FINAL] choosing best.pt: the last weights and {len(snapshots)} snapshot(s) play {ev.select_episodes} "
+        f"fresh episodes each at epsilon {ev.epsilon:g}; a snapshot replaces the last weights only when its mean "
+        f"{what} beats theirs at level {SELECTION_LEVEL:g} (one-sided Welch t-test, Bonferroni)"
+    )
+    played = play_weights(
+        common,
+        [last_weights["learner"]["online"]] + [st["learner"]["online"] for st in snapshots],
+        ev.select_episodes,
+        stream_seed(ev.seed, EVAL_SELECT),
+        greedy=False,
+        processes=processes,
+    )
+    selection: list[dict[str, Any]] = []
+    for name, st, got in zip(["last"] + ["snapshot"] * len(snapshots), [last_weights, *snapshots], played):
+        fresh = describe(got["episodes"])
+        trained = None if st.get("eval") is None else upgrade(st["eval"])
+        selection.append(
+            {
+                "weights": name,
+                "weights_version": int(st["counters"]["weights_version"]),
+                "env_steps": int(st["counters"]["inserted"]),
+                "in_training": None
+                if trained is None
+                else {
+                    "score_mean": trained["score_mean"],
+                    "success_rate": trained["success_rate"],
+                    "episodes": trained["episodes"],
+                },
+                "fresh": fresh,
+                "score": [r["score"] for r in got["episodes"]],
+            }
+        )
+        during = (
+            "" if trained is None else f"in training {what} {trained['score_mean']:,.1f}, {won} {trained['success_rate']:.0%}; "
+        )
+        echo(
+            f"[FINAL]   {name} v{selection[-1]['weights_version']} ({selection[-1]['env_steps']:,} env steps): "
+            f"{during}fresh {what} {fresh['score_mean']:,.1f}, {won} {fresh['success_rate']:.0%}"
+        )
+    chosen = choose_best(selection[0]["score"], [s["score"] for s in selection[1:]])
+    pick = 0 if chosen is None else chosen + 1
+    best = last_weights if chosen is None else snapshots[chosen]
+    best.pop("path", None)
+    best["eval"] = {
+        k: selection[pick]["fresh"][k] for k in ("score_mean", "score_median", "success_rate", "return_mean", "episodes")
+    } | {"epsilon": ev.epsilon, "chosen_from": [s["weights_version"] for s in selection], "chosen": pick}
+    save_best(run_dir, best)
+    echo(f"[FINAL]   best.pt: {'the last weights' if chosen is None else 'snapshot'} v{selection[pick]['weights_version']}")
+    return selection, best
+
+
+def more_rows(
+    ev: EvalConfig, common: dict, last_online: dict, kept: list[dict], echo: Callable[[str], None]
+) -> dict[str, tuple[dict, list[dict], int, int, bool]]:
+    """Step 3's rows (the late window, low epsilon, no-op greedy: those with episodes), as ``play_rows`` takes them,
+    each on its own stream; said in one line."""
+    more: dict[str, tuple[dict, list[dict], int, int, bool]] = {}
+    said = []
+    if kept:
+        more["late"] = (common, [k["learner"]["online"] for k in kept], ev.late_episodes, stream_seed(ev.seed, EVAL_LATE), False)
+        said.append(
+            f"the late window, {len(kept)} kept weights (v{kept[0]['counters']['weights_version']}-"
+            f"v{kept[-1]['counters']['weights_version']}), {ev.late_episodes} episodes each at epsilon {ev.epsilon:g}"
+        )
+    if ev.low_epsilon_episodes:
+        low = dict(common, epsilon=ev.low_epsilon)
+        more["low_epsilon"] = (low, [last_online], ev.low_epsilon_episodes, stream_seed(ev.seed, EVAL_LOW_EPSILON), False)
+        said.append(f"the last weights {ev.low_epsilon_episodes} episodes at epsilon {ev.low_epsilon:g}")
+    if ev.noop_episodes:
+        noop = dict(common, epsilon=0.0, noop_max=ev.noop_max)
+        more["noop_greedy"] = (noop, [last_online], ev.noop_episodes, stream_seed(ev.seed, EVAL_NOOP), False)
+        said.append(f"{ev.noop_episodes} greedy episodes after 0-{ev.noop_max} no-op steps")
+    if said:
+        echo(f"[FINAL] and on streams of their own: {'; '.join(said)}")
+    return more
+
+
+def more_results(ev: EvalConfig, kept: list[dict], got_more: dict[str, list[dict]], clusters: Any) -> dict[str, Any]:
+    """``late_window`` and ``secondary`` of ``eval_final.json`` from step 3's played rows (``write_results``)."""
+    late_window = None
     if "late" in got_more:
         pooled = [e for got in got_more["late"] for e in got["episodes"]]
-        result["late_window"] = {
+        late_window = {
             "epsilon": ev.epsilon,
             "episodes_per_weights": ev.late_episodes,
-            "stream_seed": late_seed,
+            "stream_seed": stream_seed(ev.seed, EVAL_LATE),
             "weights": [
                 {
                     "weights_version": int(k["counters"]["weights_version"]),
@@ -360,29 +394,28 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
             "summary": describe(pooled),
             "hazards": hazard_table(pooled, clusters),
         }
-    result["secondary"] = {
+    secondary = {
         key: None
         if key not in got_more
         else head
         | {
-            "stream_seed": row_seed,
+            "stream_seed": stream_seed(ev.seed, purpose),
             "summary": describe(got_more[key][0]["episodes"]),
             "hazards": hazard_table(got_more[key][0]["episodes"], clusters),
             "episodes": got_more[key][0]["episodes"],
         }
-        for key, head, row_seed in (
-            ("low_epsilon", {"epsilon": ev.low_epsilon}, low_seed),
-            ("noop_greedy", {"noop_max": ev.noop_max}, noop_seed),
+        for key, head, purpose in (
+            ("low_epsilon", {"epsilon": ev.low_epsilon}, EVAL_LOW_EPSILON),
+            ("noop_greedy", {"noop_max": ev.noop_max}, EVAL_NOOP),
         )
     }
-    filmed_name = "best.pt" if result["best"] else "the last weights"
-    filmed = dict((result["best"] or result["last"])["greedy"])
-    for name in ("last", "best"):  # the greedy episodes' actions: filmed below, not kept in the JSON
-        if result[name]:
-            result[name]["greedy"].pop("actions", None)
-    result["seconds"] = round(time.perf_counter() - started, 1)
-    write_results(run_dir, result)
-    for name, _, _ in contenders:
+    return {"late_window": late_window, "secondary": secondary}
+
+
+def say_results(result: dict, names: list[str], best_is_last: bool, words: tuple[str, str], echo: Callable[[str], None]) -> None:
+    """The ``[FINAL]`` lines of the final evaluation's rows (each contender in ``names``, then step 3's)."""
+    what, won = words
+    for name in names:
         r = result[name]
         s, g = r["summary"], r["greedy"]
         echo(
@@ -411,10 +444,7 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
     if noop is not None:
         echo(f"[FINAL] last greedy after 0-{noop['noop_max']} no-ops: {score_line(noop['summary'], what, won)}")
         echo(f"[FINAL] last greedy after 0-{noop['noop_max']} no-ops hazards: {format_hazards(noop['hazards'])}")
-    echo(f"[FINAL] wrote {os.path.join(run_dir, RESULT_NAME)} in {result['seconds']:.0f}s")
-    if entry.video:
-        film_greedy(env, filmed["actions"], filmed["score"], os.path.join(run_dir, VIDEO_NAME), filmed_name, echo)
-    return result
+    echo(f"[FINAL] wrote {os.path.join(result['run_dir'], RESULT_NAME)} in {result['seconds']:.0f}s")
 
 
 def film_greedy(env: Any, actions: list[int], score: float, path: str, name: str, echo: Callable[[str], None]) -> None:

@@ -45,7 +45,7 @@ from launch.benchmark.system import system_stage
 from launch.benchmark.transport import transport
 from launch.cli import load_plugin, plain, run_config_type
 from shared.config import RunConfig
-from shared.envs import resolve
+from shared.resolution import resolve_config
 
 
 def main(bench: BenchConfig) -> dict:
@@ -56,10 +56,10 @@ def main(bench: BenchConfig) -> dict:
         apply_quick(bench)
     cfg = bench.run
     if bench.env:
-        cfg.env.name = bench.env  # resolve() below names a bad value and gives the auto fields this env's values
+        cfg.env.name = bench.env  # resolve_config() below names a bad value and gives the auto fields this env's values
     cfg.actors = bench.actors
     cfg.collect_only = True
-    cfg = resolve(cfg)
+    cfg = resolve_config(cfg)
     started = time.monotonic()
     result: dict = {"machine": machine()}
     print(f"machine: {result['machine']}", flush=True)
@@ -71,51 +71,7 @@ def main(bench: BenchConfig) -> dict:
         mark[0] = time.monotonic()
 
     if "env_ceiling" in bench.stages or "collection" in bench.stages:
-        ceilings, collections, collections_random = [], [], []
-        for r in range(bench.rounds):
-            if "env_ceiling" in bench.stages:
-                ceilings.append(env_ceiling(cfg, bench.actors, bench.seconds))
-                print(f"round {r} env_ceiling: {ceilings[-1]['steps_per_s']:.1f} steps/s", flush=True)
-            if "collection" in bench.stages:
-                random_cfg = RunConfig.from_json(cfg.to_json())
-                random_cfg.actor.epsilon = 1.0
-                collections_random.append(collection(random_cfg, bench.seconds))
-                print(
-                    f"round {r} collection (random actions): {collections_random[-1]['transitions_per_s']:.1f} transitions/s",
-                    flush=True,
-                )
-                apex_cfg = RunConfig.from_json(cfg.to_json())
-                apex_cfg.actor.eps_anneal_steps = 0  # the floors from the first step: inference runs as in late training
-                collections.append(collection(apex_cfg, bench.seconds))
-                print(
-                    f"round {r} collection (Ape-X eps-greedy): {collections[-1]['transitions_per_s']:.1f} transitions/s",
-                    flush=True,
-                )
-        if ceilings:
-            result["env_ceiling"] = {"rounds": ceilings, "steps_per_s": statistics.mean(c["steps_per_s"] for c in ceilings)}
-        if collections:
-            random_rate = statistics.mean(c["transitions_per_s"] for c in collections_random)
-            apex_rate = statistics.mean(c["transitions_per_s"] for c in collections)
-            result["collection"] = {
-                "rounds_random": collections_random,
-                "rounds_apex": collections,
-                "transitions_per_s_random": random_rate,
-                "transitions_per_s_apex": apex_rate,
-            }
-            for kind, rounds in (("random", collections_random), ("apex", collections)):
-                shares = [c["actor_env_share"] for c in rounds]  # inside the actors: does not drift with the host
-                result["collection"][f"actor_env_share_{kind}"] = None if None in shares else statistics.mean(shares)
-            if ceilings:
-                ceiling = result["env_ceiling"]["steps_per_s"]
-                result["collection"]["efficiency_random"] = random_rate / ceiling
-                result["collection"]["efficiency_apex"] = apex_rate / ceiling
-                # CPU cost per transition, all processes (actors + learner) vs bare env: robust to outside load
-                bare_us = statistics.mean(c["cpu_us_per_step"] for c in ceilings)
-                result["env_ceiling"]["cpu_us_per_step"] = bare_us
-                for kind, rounds in (("random", collections_random), ("apex", collections)):
-                    us = statistics.mean(c["cpu_us_per_transition"] for c in rounds)
-                    result["collection"][f"cpu_us_per_transition_{kind}"] = us
-                    result["collection"][f"cpu_efficiency_{kind}"] = bare_us / us
+        result.update(ceiling_and_collection(cfg, bench))
         lap("env_ceiling_and_collection")
     if "transport" in bench.stages:
         result["transport"] = transport(cfg, bench.transport_senders, bench.transport_batch, bench.transport_seconds)
@@ -147,6 +103,66 @@ def main(bench: BenchConfig) -> dict:
             json.dump(result, fh, indent=2)
     print(render_table(result), flush=True)
     return result
+
+
+def ceiling_and_collection(cfg: RunConfig, bench: BenchConfig) -> dict:
+    """The env_ceiling and collection stages in alternating rounds: their ``result`` entries, with collection's
+    efficiency against the ceiling when both ran."""
+    ceilings, collections, collections_random = [], [], []
+    for r in range(bench.rounds):
+        if "env_ceiling" in bench.stages:
+            ceilings.append(env_ceiling(cfg, bench.actors, bench.seconds))
+            print(f"round {r} env_ceiling: {ceilings[-1]['steps_per_s']:.1f} steps/s", flush=True)
+        if "collection" in bench.stages:
+            random_cfg = RunConfig.from_json(cfg.to_json())
+            random_cfg.actor.epsilon = 1.0
+            collections_random.append(collection(random_cfg, bench.seconds))
+            print(
+                f"round {r} collection (random actions): {collections_random[-1]['transitions_per_s']:.1f} transitions/s",
+                flush=True,
+            )
+            apex_cfg = RunConfig.from_json(cfg.to_json())
+            apex_cfg.actor.eps_anneal_steps = 0  # the floors from the first step: inference runs as in late training
+            collections.append(collection(apex_cfg, bench.seconds))
+            print(
+                f"round {r} collection (Ape-X eps-greedy): {collections[-1]['transitions_per_s']:.1f} transitions/s",
+                flush=True,
+            )
+    result: dict = {}
+    if ceilings:
+        result["env_ceiling"] = {"rounds": ceilings, "steps_per_s": statistics.mean(c["steps_per_s"] for c in ceilings)}
+    if collections:
+        result["collection"] = collection_figures(collections_random, collections, ceilings)
+    if ceilings and collections:
+        # CPU cost per transition, all processes (actors + learner) vs bare env: robust to outside load
+        result["env_ceiling"]["cpu_us_per_step"] = statistics.mean(c["cpu_us_per_step"] for c in ceilings)
+    return result
+
+
+def collection_figures(collections_random: list[dict], collections: list[dict], ceilings: list[dict]) -> dict:
+    """The collection stage's entry: each kind's rounds and mean rate and actor env share, and against the env
+    ceiling's rounds (if any) its efficiency and CPU cost per transition."""
+    random_rate = statistics.mean(c["transitions_per_s"] for c in collections_random)
+    apex_rate = statistics.mean(c["transitions_per_s"] for c in collections)
+    out: dict = {
+        "rounds_random": collections_random,
+        "rounds_apex": collections,
+        "transitions_per_s_random": random_rate,
+        "transitions_per_s_apex": apex_rate,
+    }
+    for kind, rounds in (("random", collections_random), ("apex", collections)):
+        shares = [c["actor_env_share"] for c in rounds]  # inside the actors: does not drift with the host
+        out[f"actor_env_share_{kind}"] = None if None in shares else statistics.mean(shares)
+    if ceilings:
+        ceiling = statistics.mean(c["steps_per_s"] for c in ceilings)
+        out["efficiency_random"] = random_rate / ceiling
+        out["efficiency_apex"] = apex_rate / ceiling
+        bare_us = statistics.mean(c["cpu_us_per_step"] for c in ceilings)
+        for kind, rounds in (("random", collections_random), ("apex", collections)):
+            us = statistics.mean(c["cpu_us_per_transition"] for c in rounds)
+            out[f"cpu_us_per_transition_{kind}"] = us
+            out[f"cpu_efficiency_{kind}"] = bare_us / us
+    return out
 
 
 def parse(argv: list[str]) -> BenchConfig:

@@ -59,7 +59,6 @@ __all__ = [
     "options",
     "options_types",
     "register",
-    "with_options",
     "with_stage",
 ]
 
@@ -206,14 +205,6 @@ def options(cfg: EnvConfig, name: str, kind: type[T]) -> T:
     if isinstance(value, dict):
         return from_dict(kind, value)
     raise ConfigError(f"env.{name}={value!r} must be the options of env {name!r} ({kind.__name__})")
-
-
-def with_options(cfg: EnvConfig, name: str, **changes: Any) -> EnvConfig:
-    """A copy of ``cfg`` with env ``name``'s options changed as given (``with_options(env, "mario", stage="1-2")``)."""
-    kind = entry_for(name).options_type
-    if kind is None:
-        raise ConfigError(f"env {name!r} has no options of its own (asked to set {sorted(changes)})")
-    return dataclasses.replace(cfg, options={**cfg.options, name: dataclasses.replace(options(cfg, name, kind), **changes)})
 
 
 def with_stage(cfg: EnvConfig, stage: str) -> EnvConfig:

@@ -319,18 +319,7 @@ def _int_field(header: dict, key: str, low: int, high: int) -> int:
 
 def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     """Decode and validate a BATCH; ``parts`` are bytes, memoryviews or zmq.Frame objects."""
-    if len(parts) != NUM_FRAMES:
-        raise ProtocolError("frame_count", f"{len(parts)} frames, expected {NUM_FRAMES}")
-    total = sum(memoryview(p).nbytes for p in parts)
-    if total > limits.max_message_bytes:
-        raise ProtocolError("oversized", f"message of {total} bytes exceeds {limits.max_message_bytes}")
-    header = _unpack_header(parts[0])
-    if header.get("v") != VERSION:
-        raise ProtocolError("version", f"version {header.get('v')!r}, expected {VERSION}")
-    if header.get("kind") != KIND_BATCH:
-        raise ProtocolError("kind", f"kind {header.get('kind')!r}, expected {KIND_BATCH!r}")
-    if set(header) != HEADER_KEYS:
-        raise ProtocolError("field", f"keys {sorted(map(str, header))} differ from {sorted(HEADER_KEYS)}")
+    header = _batch_header(parts, limits)
     actor = _int_field(header, "actor", 0, 1 << 16)
     incarnation = _int_field(header, "inc", 0, _INT64_MAX)
     seq = _int_field(header, "seq", 0, _INT64_MAX)
@@ -341,65 +330,11 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     n_episodes = _int_field(header, "K", 0, n_env * n_steps)
     has_priorities = _int_field(header, "P", 0, 1)
     has_masks = _int_field(header, "M", 0, 1)
-    shape = header["shape"]
-    if shape != limits.shape_list or not all(type(d) is int for d in shape):  # type: 1.0 == 1 and True == 1
-        if not (
-            isinstance(shape, list)
-            and 1 <= len(shape) <= MAX_OBS_DIMS
-            and all(type(d) is int and 1 <= d <= 1 << 16 for d in shape)
-        ):
-            raise ProtocolError("field", f"shape={shape!r} not a list of 1 to {MAX_OBS_DIMS} ints in [1, 65536]")
-        raise ProtocolError("shape", f"observation shape {tuple(shape)} != expected {tuple(limits.obs_shape)}")
-    dtypes = limits.dtypes
-    if header["dtypes"] != limits.dtype_strs:
-        raise ProtocolError("dtype", f"dtypes {header['dtypes']!r} != {limits.dtype_strs}")
-    if has_masks != int(limits.masked):
-        raise ProtocolError("field", f"M={has_masks} but this env is {'masked' if limits.masked else 'unmasked'}")
-    stats = header["stats"]
-    if (
-        not isinstance(stats, dict)
-        or set(stats) != STAT_KEYS
-        or not all(type(v) in (int, float) and np.isfinite(v) for v in stats.values())
-    ):
-        raise ProtocolError("stats", f"stats must map exactly {sorted(STAT_KEYS)} to finite numbers")
-
-    shapes = ((n_env, n_steps, *shape),) + ((n_env, n_steps),) * 4
-    arrays = []
-    for name, part, dtype, want in zip(ARRAY_NAMES, parts[1:6], dtypes, shapes):
-        buf = memoryview(part)
-        expected = int(np.prod(want)) * dtype.itemsize
-        if buf.nbytes != expected:
-            raise ProtocolError("size", f"{name}: {buf.nbytes} bytes, expected {expected} for {want} {dtype}")
-        arrays.append(np.frombuffer(buf, dtype=dtype).reshape(want))
-    frames, actions, rewards, terminated, first = arrays
-    if int(actions.max()) >= limits.num_actions:
-        raise ProtocolError("values", f"action {int(actions.max())} >= num_actions {limits.num_actions}")
-    if int(terminated.max()) > 1 or int(first.max()) > 1:
-        raise ProtocolError("values", "terminated/first flags must be 0 or 1")
-    if not np.isfinite(rewards).all():
-        raise ProtocolError("values", "non-finite reward")
-    if frames.dtype.kind == "f" and not np.isfinite(frames).all():
-        raise ProtocolError("values", "non-finite observation")
+    stats = _check_layout(header, limits, has_masks)
+    frames, actions, rewards, terminated, first = _decode_arrays(parts[1:6], limits, (n_env, n_steps, *header["shape"]))
     masks = _decode_masks(parts[6], has_masks, n_env, n_steps, actions, limits.num_actions)
-    buf = memoryview(parts[7])
-    if buf.nbytes != n_episodes * len(EPISODE_FIELDS) * 4:
-        raise ProtocolError(
-            "size",
-            f"episodes: {buf.nbytes} bytes, expected {n_episodes * len(EPISODE_FIELDS) * 4} "
-            f"for [{n_episodes}, {len(EPISODE_FIELDS)}] float32",
-        )
-    episodes = np.frombuffer(buf, dtype=np.float32).reshape(n_episodes, len(EPISODE_FIELDS))
-    if n_episodes and not (np.isfinite(episodes).all() and np.isin(episodes[:, 2], (0.0, 1.0)).all()):
-        raise ProtocolError("values", "episodes must be finite, with success 0 or 1")
-    buf = memoryview(parts[8])
-    expected = n_env * n_steps * 4 if has_priorities else 0
-    if buf.nbytes != expected:
-        raise ProtocolError("size", f"priorities: {buf.nbytes} bytes, expected {expected} (P={has_priorities})")
-    priorities = None
-    if has_priorities:
-        priorities = np.frombuffer(buf, dtype=np.float32).reshape(n_env, n_steps)
-        if not (np.isfinite(priorities).all() and (priorities >= 0).all()):
-            raise ProtocolError("values", "priorities must be finite and >= 0")
+    episodes = _decode_episodes(parts[7], n_episodes)
+    priorities = _decode_priorities(parts[8], has_priorities, n_env, n_steps)
     return Batch(
         actor,
         incarnation,
@@ -416,6 +351,100 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
         masks,
         run,
     )
+
+
+def _batch_header(parts: Sequence[Any], limits: Limits) -> dict:
+    """The header of a BATCH whose frame count and size are within bounds: this version, kind BATCH, its exact keys."""
+    if len(parts) != NUM_FRAMES:
+        raise ProtocolError("frame_count", f"{len(parts)} frames, expected {NUM_FRAMES}")
+    total = sum(memoryview(p).nbytes for p in parts)
+    if total > limits.max_message_bytes:
+        raise ProtocolError("oversized", f"message of {total} bytes exceeds {limits.max_message_bytes}")
+    header = _unpack_header(parts[0])
+    if header.get("v") != VERSION:
+        raise ProtocolError("version", f"version {header.get('v')!r}, expected {VERSION}")
+    if header.get("kind") != KIND_BATCH:
+        raise ProtocolError("kind", f"kind {header.get('kind')!r}, expected {KIND_BATCH!r}")
+    if set(header) != HEADER_KEYS:
+        raise ProtocolError("field", f"keys {sorted(map(str, header))} differ from {sorted(HEADER_KEYS)}")
+    return header
+
+
+def _check_layout(header: dict, limits: Limits, has_masks: int) -> dict:
+    """Check that the header's observation shape, dtypes and mask flag are this env's and its stats well formed;
+    returns the stats."""
+    shape = header["shape"]
+    if shape != limits.shape_list or not all(type(d) is int for d in shape):  # type: 1.0 == 1 and True == 1
+        if not (
+            isinstance(shape, list)
+            and 1 <= len(shape) <= MAX_OBS_DIMS
+            and all(type(d) is int and 1 <= d <= 1 << 16 for d in shape)
+        ):
+            raise ProtocolError("field", f"shape={shape!r} not a list of 1 to {MAX_OBS_DIMS} ints in [1, 65536]")
+        raise ProtocolError("shape", f"observation shape {tuple(shape)} != expected {tuple(limits.obs_shape)}")
+    if header["dtypes"] != limits.dtype_strs:
+        raise ProtocolError("dtype", f"dtypes {header['dtypes']!r} != {limits.dtype_strs}")
+    if has_masks != int(limits.masked):
+        raise ProtocolError("field", f"M={has_masks} but this env is {'masked' if limits.masked else 'unmasked'}")
+    stats = header["stats"]
+    if (
+        not isinstance(stats, dict)
+        or set(stats) != STAT_KEYS
+        or not all(type(v) in (int, float) and np.isfinite(v) for v in stats.values())
+    ):
+        raise ProtocolError("stats", f"stats must map exactly {sorted(STAT_KEYS)} to finite numbers")
+    return stats
+
+
+def _decode_arrays(parts: Sequence[Any], limits: Limits, obs: tuple[int, ...]) -> list[np.ndarray]:
+    """Frames, actions, rewards, terminated and first, each of its exact size ([E, T, *shape] for frames, [E, T]
+    for the rest) and with values in range."""
+    arrays = []
+    for name, part, dtype, want in zip(ARRAY_NAMES, parts, limits.dtypes, (obs,) + (obs[:2],) * 4):
+        buf = memoryview(part)
+        expected = int(np.prod(want)) * dtype.itemsize
+        if buf.nbytes != expected:
+            raise ProtocolError("size", f"{name}: {buf.nbytes} bytes, expected {expected} for {want} {dtype}")
+        arrays.append(np.frombuffer(buf, dtype=dtype).reshape(want))
+    frames, actions, rewards, terminated, first = arrays
+    if int(actions.max()) >= limits.num_actions:
+        raise ProtocolError("values", f"action {int(actions.max())} >= num_actions {limits.num_actions}")
+    if int(terminated.max()) > 1 or int(first.max()) > 1:
+        raise ProtocolError("values", "terminated/first flags must be 0 or 1")
+    if not np.isfinite(rewards).all():
+        raise ProtocolError("values", "non-finite reward")
+    if frames.dtype.kind == "f" and not np.isfinite(frames).all():
+        raise ProtocolError("values", "non-finite observation")
+    return arrays
+
+
+def _decode_episodes(part: Any, n_episodes: int) -> np.ndarray:
+    """The episodes frame: K rows of EPISODE_FIELDS float32, finite, success 0 or 1."""
+    buf = memoryview(part)
+    if buf.nbytes != n_episodes * len(EPISODE_FIELDS) * 4:
+        raise ProtocolError(
+            "size",
+            f"episodes: {buf.nbytes} bytes, expected {n_episodes * len(EPISODE_FIELDS) * 4} "
+            f"for [{n_episodes}, {len(EPISODE_FIELDS)}] float32",
+        )
+    episodes = np.frombuffer(buf, dtype=np.float32).reshape(n_episodes, len(EPISODE_FIELDS))
+    if n_episodes and not (np.isfinite(episodes).all() and np.isin(episodes[:, 2], (0.0, 1.0)).all()):
+        raise ProtocolError("values", "episodes must be finite, with success 0 or 1")
+    return episodes
+
+
+def _decode_priorities(part: Any, has_priorities: int, n_env: int, n_steps: int) -> np.ndarray | None:
+    """The priorities frame: [E, T] float32, finite and >= 0, when P is 1; empty, and None, when it is 0."""
+    buf = memoryview(part)
+    expected = n_env * n_steps * 4 if has_priorities else 0
+    if buf.nbytes != expected:
+        raise ProtocolError("size", f"priorities: {buf.nbytes} bytes, expected {expected} (P={has_priorities})")
+    if not has_priorities:
+        return None
+    priorities = np.frombuffer(buf, dtype=np.float32).reshape(n_env, n_steps)
+    if not (np.isfinite(priorities).all() and (priorities >= 0).all()):
+        raise ProtocolError("values", "priorities must be finite and >= 0")
+    return priorities
 
 
 def _decode_masks(

@@ -153,16 +153,17 @@ def test_an_env_registered_outside_warppipe_is_learned(tmp_path, record_property
 
 
 def test_launch_evaluate_plays_a_plugin_env_named_with_its_module_and_names_it_when_unknown(tmp_path):
-    """Without a run folder, ``--env-module`` imports the plug-in before ``--env`` is looked up (a fresh process:
-    nothing registered it before); without it the name is unknown and the error says so."""
+    """Without a run folder, ``--env.module`` imports the plug-in before ``--env.name`` is looked up (a fresh process:
+    nothing registered it before), and its options are flags; without it the name is unknown and the error says so."""
     out_json = tmp_path / "random.json"
-    common = [sys.executable, "-m", "launch.evaluate", "--policy", "random", "--env", "corridor", "--episodes", "10"]
-    plugin = ["--env-module", "tests.support.plugin_env", "--json", str(out_json)]
+    common = [sys.executable, "-m", "launch.evaluate", "--policy", "random", "--env.name", "corridor", "--episodes", "10"]
+    plugin = ["--env.module", "tests.support.plugin_env", "--env.corridor.step-cost", "0.5", "--json", str(out_json)]
     proc = subprocess.run(common + plugin, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(out_json.read_text())
     assert data["env"]["name"] == "corridor" and data["env"]["module"] == "tests.support.plugin_env"
-    scores = [e["score"] for e in data["episodes"]]  # the corridor's return: 1 at the goal less 0.05 a step
+    assert data["env"]["corridor"]["step_cost"] == 0.5  # the plug-in's own option, given as a flag
+    scores = [e["score"] for e in data["episodes"]]  # the corridor's return: 1 at the goal less 0.5 a step
     assert data["summary"]["episodes"] == len(scores) == 10 and data["summary"]["score_min"] == min(scores) < 1
     proc = subprocess.run(common, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stderr.startswith("error: --env='corridor' must be one of"), proc.stderr
+    assert proc.returncode == 2 and proc.stderr.startswith("error: env.name='corridor' must be one of"), proc.stderr

@@ -145,7 +145,7 @@ def test_the_final_evaluation_adds_the_late_window_secondary_rows_and_hazards(tm
 def test_a_baseline_json_holds_the_secondary_rows_and_hazards(tmp_path, capsys):
     out = tmp_path / "right.json"
     common = [
-        "--env",
+        "--env.name",
         "catch",
         "--episodes",
         "3",

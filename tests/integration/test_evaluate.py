@@ -163,8 +163,10 @@ def test_ranked_episodes_and_names():
     [
         (["{missing}"], "{missing}"),
         (["{empty}"], "checkpoint.pt"),
-        (["{run}", "--stage", "9-9"], "9-9"),
-        (["{run}", "--stage", "one"], "'one'"),
+        (["--policy", "random", "--env.mario.stage", "9-9"], "env.mario.stage='9-9'"),
+        (["--policy", "random", "--env.mario.stage", "one"], "'one'"),
+        (["{run}", "--env.mario.stage", "1-2"], "--env.mario.stage is an option of env mario"),  # the run plays catch
+        (["{run}", "--env.frame-size", "84"], "does not fit the network of env catch"),  # trained at 42
         (["{run}", "--episodes", "0"], "--episodes=0"),
         (["{run}", "--epsilon", "1.5"], "--epsilon=1.5"),
         (["{run}", "--epsilon", "-0.1"], "--epsilon=-0.1"),
@@ -177,16 +179,22 @@ def test_ranked_episodes_and_names():
         (["{run}", "--video", "{tmp}/v.mp4", "--video-episode", "\u00b2"], "--video-episode='\u00b2'"),  # not ASCII
         (["{run}", "--video-episode", "worst"], "--video-episode='worst'"),  # nothing to film without --video
         (["--episodes", "2"], "RUN_DIR"),
-        (["--policy", "random", "--env", "chess"], "'chess'"),
+        (["--policy", "random", "--env.name", "chess"], "env.name='chess'"),
         (["{run}", "--episodes", "many"], "'many'"),
-        (["--policy", "constant", "--env", "catch"], "--action=None"),  # constant needs an action
+        (["--policy", "constant", "--env.name", "catch"], "--action=None"),  # constant needs an action
         (["--policy", "random", "--action", "left"], "--action='left'"),  # ... and only constant takes one
-        (["--policy", "constant", "--action", "jump", "--env", "catch"], "--action='jump'"),
-        (["{run}", "--buttons", "right_only"], "--buttons='right_only'"),  # a network plays its own buttons
-        (["--policy", "random", "--buttons", "left_only"], "'left_only'"),
-        (["--policy", "constant", "--action", "left", "--buttons", "right_only"], "--action='left'"),  # not in the set
-        (["--policy", "random", "--env", "catch", "--buttons", "right_only"], "--buttons='right_only'"),  # Mario's only
-        (["--policy", "random", "--env", "catch", "--jump-release", "off"], "--jump-release='off'"),
+        (["--policy", "constant", "--action", "jump", "--env.name", "catch"], "--action='jump'"),
+        (["--policy", "random", "--env.mario.actions", "left_only"], "'left_only'"),
+        (["--policy", "constant", "--action", "left", "--env.mario.actions", "right_only"], "--action='left'"),  # not in the set
+        (["--policy", "random", "--env.name", "catch", "--env.mario.actions", "right_only"], "--env.mario.actions is an"),
+        (["--policy", "random", "--env.name", "catch", "--env.mario.no-jump-release"], "--env.mario.no-jump-release is an"),
+        # evaluate's own spellings of env options: each names launch.local's
+        (["{run}", "--stage", "1-2"], "--stage is now --env.mario.stage"),
+        (["--policy", "random", "--buttons", "right_only"], "--buttons is now --env.mario.actions"),
+        (["--policy", "random", "--jump-release", "off"], "--jump-release is now --env.mario.jump-release"),
+        (["{run}", "--max-episode-steps", "9"], "--max-episode-steps is now --env.max-episode-steps"),
+        (["--policy", "random", "--env=catch"], "--env is now --env.name"),
+        (["--policy", "random", "--env-module", "my.envs"], "--env-module is now --env.module"),
     ],
 )
 def test_bad_input(tmp_path, capsys, args, needle):
@@ -212,7 +220,7 @@ def test_constant_policy_holds_its_action_but_where_epsilon_explores(tmp_path):
                 "constant",
                 "--action",
                 "right",
-                "--env",
+                "--env.name",
                 "catch",
                 "--episodes",
                 "20",
@@ -234,7 +242,7 @@ def test_constant_policy_holds_its_action_but_where_epsilon_explores(tmp_path):
                 "constant",
                 "--action",
                 "right",
-                "--env",
+                "--env.name",
                 "catch",
                 "--episodes",
                 "50",
@@ -262,9 +270,9 @@ def test_mario_random_video(tmp_path):
                 "random",
                 "--episodes",
                 "2",
-                "--stage",
+                "--env.mario.stage",
                 "1-1",
-                "--max-episode-steps",
+                "--env.max-episode-steps",
                 "120",
                 "--video",
                 str(video),
@@ -301,12 +309,13 @@ def test_mario_random_video(tmp_path):
 def test_mario_baselines_play_the_buttons_asked_for(tmp_path):
     pytest.importorskip("gym_super_mario_bros")
     out = tmp_path / "b.json"
-    common = ["--episodes", "1", "--epsilon", "1", "--max-episode-steps", "200", "--json", str(out), *NO_ROWS]
-    assert main(["--policy", "constant", "--action", "right+B", "--buttons", "right_only", "--jump-release", "off", *common]) == 0
+    common = ["--episodes", "1", "--epsilon", "1", "--env.max-episode-steps", "200", "--json", str(out), *NO_ROWS]
+    baseline = ["--policy", "constant", "--action", "right+B", "--env.mario.actions", "right_only", "--env.mario.no-jump-release"]
+    assert main([*baseline, *common]) == 0
     data = json.loads(out.read_text())
     assert data["env"]["mario"]["actions"] == "right_only" and data["env"]["mario"]["jump_release"] is False
     assert sorted(data["summary"]["action_fractions"]) == sorted(["NOOP", "right", "right+A", "right+B", "right+A+B"])
-    assert main(["--policy", "random", *common]) == 0  # without --buttons: the default set, 7 buttons
+    assert main(["--policy", "random", *common]) == 0  # without --env.mario.actions: the default set, 7 buttons
     data = json.loads(out.read_text())
     assert data["env"]["mario"]["actions"] == "simple" and len(data["summary"]["action_fractions"]) == 7
 

@@ -43,60 +43,9 @@ def test_accepted_rejected_and_lost_add_up_to_what_each_incarnation_sent(make_co
     mp = spawn_context()
     stop, reports = mp.Event(), mp.Queue()
     procs = [start_process(mp, actor_main, (cfg, slot, stop, reports, 0), f"actor-{slot}") for slot in range(cfg.actors)]
-
-    def current():
-        by_slot = {}
-        for entry in plane.ledger():
-            if entry.incarnation == plane.consolidator.tracks[entry.slot].incarnation:
-                by_slot[entry.slot] = entry
-        return [by_slot.get(slot) for slot in range(cfg.actors)]
-
-    def own_ledger(report):
-        return next((e for e in plane.ledger() if (e.slot, e.incarnation) == (report["actor"], report["incarnation"])), None)
-
-    phase, accepted_at_phase_2 = 0, None
-    results = []
-    deadline = time.monotonic() + 120
     try:
-        while len(results) < cfg.actors and time.monotonic() < deadline:
-            ledgers = current()
-            if phase < 3:
-                plane.drain(max_batches=1)
-                time.sleep(0.05)  # a slow learner: the actors' one-batch staging overflows
-            else:
-                plane.drain(timeout=0.02)
-            if any(e is None for e in ledgers):
-                continue
-            if phase == 0 and all(e.dropped > 0 and e.accepted_batches >= 2 for e in ledgers):
-                phase = 1  # the learner jumps far ahead: the actors' version-0 batches are now stale
-                plane.set_weights_version(10)
-                for slot, entry in enumerate(ledgers):
-                    for k in range(REPLAYS_PER_SLOT):
-                        injectors[slot].send_multipart(valid_batch(cfg, slot, entry.incarnation, k % 2))
-            elif phase == 1 and all(e.rejected_batches >= 2 and e.duplicate_batches == REPLAYS_PER_SLOT for e in ledgers):
-                phase = 2
-                plane.set_weights_version(0)
-                accepted_at_phase_2 = [e.accepted_batches for e in ledgers]
-            elif phase == 2 and all(e.accepted_batches >= a + 2 for e, a in zip(ledgers, accepted_at_phase_2)):
-                phase = 3  # stop the actors; drain fast so what they flush on the way out lands
-                stop.set()
-            if phase == 3:
-                try:
-                    results.append(reports.get_nowait())
-                except queue.Empty:
-                    pass
-        # An actor reports once its socket is closed; ZeroMQ still holds its last batches and delivers them only
-        # while the learner reads (within the actor's linger). So read until every batch each actor says it sent
-        # has been accepted or rejected (an event; the deadline only guards against a hang), then let them exit.
-        deadline = time.monotonic() + 60
-        while (
-            len(results) == cfg.actors
-            and time.monotonic() < deadline
-            and not all(
-                (e := own_ledger(r)) is not None and e.accepted_batches + e.rejected_batches >= r["sent_batches"] for r in results
-            )
-        ):
-            plane.drain(timeout=0.02)
+        phase, results = drive_phases(cfg, plane, injectors, stop, reports)
+        read_what_they_flushed(plane, results, cfg.actors)
         codes = stop_processes(procs, stop, timeout=20)
         # what the consolidation thread accepted and queued reaches replay
         plane.wait_for(sum(e.accepted_transitions for e in plane.ledger()), timeout=30)
@@ -108,7 +57,77 @@ def test_accepted_rejected_and_lost_add_up_to_what_each_incarnation_sent(make_co
         stop_processes(procs, stop, timeout=5)
     assert phase == 3 and len(results) == 2, f"stuck in phase {phase}"
     assert codes == [0, 0]
-    results.sort(key=lambda r: r["actor"])
+    check_accounting(cfg, plane, sorted(results, key=lambda r: r["actor"]))
+
+
+def current_ledgers(plane, actors):
+    """Each slot's ledger entry of its current incarnation (None before it is heard from)."""
+    by_slot = {}
+    for entry in plane.ledger():
+        if entry.incarnation == plane.consolidator.tracks[entry.slot].incarnation:
+            by_slot[entry.slot] = entry
+    return [by_slot.get(slot) for slot in range(actors)]
+
+
+def own_ledger(plane, report):
+    return next((e for e in plane.ledger() if (e.slot, e.incarnation) == (report["actor"], report["incarnation"])), None)
+
+
+def drive_phases(cfg, plane, injectors, stop, reports):
+    """Drain slowly until the actors drop in staging, make their batches stale and replay old seqs (phase 1), accept
+    again (phase 2), then stop them and collect their reports (phase 3). Returns the phase reached and the reports."""
+    phase, accepted_at_phase_2 = 0, None
+    results = []
+    deadline = time.monotonic() + 120
+    while len(results) < cfg.actors and time.monotonic() < deadline:
+        ledgers = current_ledgers(plane, cfg.actors)
+        if phase < 3:
+            plane.drain(max_batches=1)
+            time.sleep(0.05)  # a slow learner: the actors' one-batch staging overflows
+        else:
+            plane.drain(timeout=0.02)
+        if any(e is None for e in ledgers):
+            continue
+        if phase == 0 and all(e.dropped > 0 and e.accepted_batches >= 2 for e in ledgers):
+            phase = 1  # the learner jumps far ahead: the actors' version-0 batches are now stale
+            plane.set_weights_version(10)
+            for slot, entry in enumerate(ledgers):
+                for k in range(REPLAYS_PER_SLOT):
+                    injectors[slot].send_multipart(valid_batch(cfg, slot, entry.incarnation, k % 2))
+        elif phase == 1 and all(e.rejected_batches >= 2 and e.duplicate_batches == REPLAYS_PER_SLOT for e in ledgers):
+            phase = 2
+            plane.set_weights_version(0)
+            accepted_at_phase_2 = [e.accepted_batches for e in ledgers]
+        elif phase == 2 and all(e.accepted_batches >= a + 2 for e, a in zip(ledgers, accepted_at_phase_2)):
+            phase = 3  # stop the actors; drain fast so what they flush on the way out lands
+            stop.set()
+        if phase == 3:
+            try:
+                results.append(reports.get_nowait())
+            except queue.Empty:
+                pass
+    return phase, results
+
+
+def read_what_they_flushed(plane, results, actors):
+    """An actor reports once its socket is closed; ZeroMQ still holds its last batches and delivers them only while
+    the learner reads (within the actor's linger). So read until every batch each actor says it sent has been
+    accepted or rejected (an event; the deadline only guards against a hang)."""
+    deadline = time.monotonic() + 60
+    while (
+        len(results) == actors
+        and time.monotonic() < deadline
+        and not all(
+            (e := own_ledger(plane, r)) is not None and e.accepted_batches + e.rejected_batches >= r["sent_batches"]
+            for r in results
+        )
+    ):
+        plane.drain(timeout=0.02)
+
+
+def check_accounting(cfg, plane, results):
+    """Each incarnation's ledger against its own report (``results``, by actor), and the reject reasons and console
+    figures against the ledgers."""
     ledgers = {(e.slot, e.incarnation): e for e in plane.ledger()}
     stats = plane.stats()
     rejects = dict(plane.consolidator.rejects)

@@ -4,8 +4,8 @@ no-op actions in the registry."""
 import pytest
 
 from shared.config import EnvConfig
-from shared.envs import entry_for, with_options, with_stage
-from shared.envs.mario import ACTION_SETS
+from shared.envs import entry_for, with_stage
+from shared.envs.mario import ACTION_SETS, MarioOptions
 from shared.hazards import clusters_for, format_hazards, hazard_table
 
 
@@ -77,7 +77,7 @@ def test_mario_1_1_names_its_hazards_and_other_stages_none():
 
 @pytest.mark.parametrize("buttons", list(ACTION_SETS))
 def test_the_noop_action_is_each_envs_own(buttons):
-    cfg = with_options(EnvConfig(), "mario", actions=buttons)
+    cfg = EnvConfig(options={"mario": MarioOptions(actions=buttons)})
     assert ACTION_SETS[buttons][entry_for(cfg).noop_of(cfg)] == ["NOOP"]
     assert entry_for("catch").noop_of(EnvConfig(name="catch")) == 1  # Catch's "stay"
     assert entry_for("snake").noop_of(EnvConfig(name="snake")) == 0  # an env that names none
