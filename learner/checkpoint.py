@@ -30,6 +30,8 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -275,26 +277,87 @@ def load_resume_state(run_dir: str) -> dict:
     return load_checkpoint(run_dir, map_location="cpu", say=lambda line: print(line, flush=True), set_aside=True)
 
 
-class Checkpointer:
-    """Writes the run's checkpoints from ``state`` (a function giving the dict to save). A full or failing disk does
-    not end the run: the error is said, training goes on and the next epoch tries again (``failed``)."""
+def cpu_copy(state: Any) -> Any:
+    """``state`` with every tensor copied to the CPU: what a save written by another thread may hold while training
+    goes on changing the originals."""
+    if isinstance(state, torch.Tensor):
+        return state.detach().to("cpu", copy=True)
+    if isinstance(state, dict):
+        return {k: cpu_copy(v) for k, v in state.items()}
+    if isinstance(state, (list, tuple)):
+        return type(state)(cpu_copy(v) for v in state)
+    return state
 
-    def __init__(self, run_dir: str, state: Callable[[], dict], echo: Callable[[str], None]):
+
+class Checkpointer:
+    """Writes the run's checkpoints from ``state`` (a function giving the dict to save): every ``every_seconds`` of
+    wall-clock and every ``every_epochs`` epochs (0: not by that), at an epoch end (``due``), by a thread of its own
+    on a CPU copy taken at that epoch end (``start``), so training does not wait for the disk. A full or failing
+    disk does not end the run: the error is said, training goes on and the next epoch tries again (``failed``)."""
+
+    def __init__(
+        self,
+        run_dir: str,
+        state: Callable[[], dict],
+        echo: Callable[[str], None],
+        every_epochs: int = 0,
+        every_seconds: float = 0.0,
+    ):
         self.run_dir, self.state, self.echo = run_dir, state, echo
+        self.every_epochs, self.every_seconds = every_epochs, every_seconds
         self.failed = False  # the last save failed: retry at the next epoch
         self.pending: dict[str, Callable[[], Any]] = {}  # start-up files a full disk refused, written before the next save
+        self._last = time.monotonic()  # when the last save was started
+        self._writing: tuple[threading.Thread, int, list] | None = None  # (thread, epoch, [its error]) of a save under way
 
-    def save(self) -> str:
+    def due(self, epoch: int) -> bool:
+        """Whether a checkpoint falls due at the end of ``epoch`` (a failed one is due again at once)."""
+        if self._writing is not None:
+            return False
+        by_epochs = self.every_epochs > 0 and epoch % self.every_epochs == 0
+        return self.failed or by_epochs or (self.every_seconds > 0 and time.monotonic() - self._last >= self.every_seconds)
+
+    def _write(self, state: dict) -> str:
         for name, write in list(self.pending.items()):  # a checkpoint is only worth as much as the files beside it
             write()
             del self.pending[name]
-        return save_checkpoint(self.run_dir, self.state())
+        return save_checkpoint(self.run_dir, state)
 
-    def save_or_say(self, epoch: int, last: bool = False) -> bool:
-        """Save, or say why not (the files on disk stay as they were); ``last``: the one at exit. Whether it was written."""
-        try:
-            self.save()
-        except (OSError, RuntimeError) as exc:  # torch.save reports a failed write as RuntimeError
+    def save(self) -> str:
+        """Write a checkpoint now, on this thread (after any save under way)."""
+        self.wait()
+        self._last = time.monotonic()
+        return self._write(self.state())
+
+    def start(self, epoch: int) -> None:
+        """Write a checkpoint by a thread of its own, from a CPU copy of the state taken now; ``poll`` says how it went."""
+        state, error = cpu_copy(self.state()), []
+        self._last = time.monotonic()
+
+        def write() -> None:
+            try:
+                self._write(state)
+            except (OSError, RuntimeError) as exc:  # torch.save reports a failed write as RuntimeError
+                error.append(exc)
+
+        thread = threading.Thread(target=write, name="checkpoint", daemon=True)
+        self._writing = (thread, epoch, error)
+        thread.start()
+
+    def poll(self) -> None:
+        """Say how a save started earlier went, once it is over."""
+        if self._writing is not None and not self._writing[0].is_alive():
+            _, epoch, error = self._writing
+            self._writing = None
+            self._outcome(epoch, error[0] if error else None, last=False)
+
+    def wait(self) -> None:
+        if self._writing is not None:
+            self._writing[0].join()
+            self.poll()
+
+    def _outcome(self, epoch: int, exc: BaseException | None, last: bool) -> bool:
+        if exc is not None:
             self.failed = True
             then = "the run ends without it" if last else "training goes on and the next epoch tries again"
             self.echo(f"[MAIN] checkpoint at epoch {epoch} failed ({type(exc).__name__}: {exc}); {then}")
@@ -303,3 +366,12 @@ class Checkpointer:
             self.echo(f"[MAIN] checkpoint at epoch {epoch} written after earlier failures")
         self.failed = False
         return True
+
+    def save_or_say(self, epoch: int, last: bool = False) -> bool:
+        """Save now, or say why not (the files on disk stay as they were); ``last``: the one at exit. Whether it was
+        written."""
+        try:
+            self.save()
+        except (OSError, RuntimeError) as exc:  # torch.save reports a failed write as RuntimeError
+            return self._outcome(epoch, exc, last)
+        return self._outcome(epoch, None, last)

@@ -96,7 +96,9 @@ class Learner:
         self.reset_period = EnvStepPeriod(lc.reset_env_steps, start, self.cfg.total_env_steps, lc.reset_env_steps)
         self.resets = len(self.reset_period.multiples(start))  # those a resumed run already made
         self.ratio = ReplayRatio(lc, self.dqn.effective_batch, self.train)
-        self.checkpoints = Checkpointer(run_dir, self._checkpoint_state, self.refused.echo)
+        self.checkpoints = Checkpointer(
+            run_dir, self._checkpoint_state, self.refused.echo, lc.checkpoint_every, lc.checkpoint_seconds
+        )
         self._rebroadcast_at = 0.0  # when the weights were last sent again for actors on another run's
         self._started = time.monotonic()
         self.clock = EpochClock()
@@ -216,8 +218,9 @@ class Learner:
         )
         assert self.metrics is not None  # epochs end only when training, and a training loop opens the metrics log
         self.metrics.write(c.updates, c.inserted, self.elapsed(), figures)
-        if c.epoch % self.cfg.learner.checkpoint_every == 0 or self.checkpoints.failed:
-            self.checkpoints.save_or_say(c.epoch)
+        self.checkpoints.poll()
+        if self.checkpoints.due(c.epoch):
+            self.checkpoints.start(c.epoch)
 
     def _publish(self, version: int) -> bool:
         """Broadcast the weights as ``version``, once it is on disk (a resume goes above it, so versions stay

@@ -368,8 +368,11 @@ class LearnerConfig:
     broadcast_env_steps: int = AUTO
     """Env steps (transitions inserted) between weight broadcasts to the actors, whatever the replay ratio; -1: auto,
     the env's (fuel breaks 12,288: six of their 2,048-transition batches; others 1,600)."""
-    checkpoint_every: int = 25
-    """Epochs between checkpoints (one is also written at exit)."""
+    checkpoint_seconds: float = 60.0
+    """Seconds of wall-clock between checkpoints (the first epoch end after them; one is also written at exit);
+    by time, so a fast learner does not write its checkpoint every few seconds. 0: by checkpoint_every only."""
+    checkpoint_every: int = 0
+    """Epochs between checkpoints as well, whatever the time (0: by checkpoint_seconds only)."""
     samples_per_insert: float = 4.0
     """Samples trained per transition inserted into replay (the replay ratio): the learner never trains past it;
     with exact_ratio it also never falls more than ratio_slack transitions behind it. 0: unlimited."""
@@ -442,7 +445,14 @@ class LearnerConfig:
             self.broadcast_env_steps,
             "must be an integer >= 1 (-1: auto)",
         )
-        _check(self.checkpoint_every >= 1, "learner.checkpoint_every", self.checkpoint_every, "must be >= 1")
+        _check(self.checkpoint_every >= 0, "learner.checkpoint_every", self.checkpoint_every, "must be >= 0 (0: off)")
+        _check(self.checkpoint_seconds >= 0, "learner.checkpoint_seconds", self.checkpoint_seconds, "must be >= 0 (0: off)")
+        _check(
+            self.checkpoint_every > 0 or self.checkpoint_seconds > 0,
+            "learner.checkpoint_every",
+            self.checkpoint_every,
+            "and learner.checkpoint_seconds cannot both be 0: a run would keep no checkpoint before its exit",
+        )
         _check(self.samples_per_insert >= 0, "learner.samples_per_insert", self.samples_per_insert, "must be >= 0")
         _check(self.ratio_slack >= 0, "learner.ratio_slack", self.ratio_slack, "must be >= 0")
         _check(self.min_replay >= 1, "learner.min_replay", self.min_replay, "must be >= 1")

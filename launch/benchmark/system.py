@@ -154,6 +154,7 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
         samples_per_insert=0.0,
         min_replay=bench.system_min_replay,
         checkpoint_every=1 << 30,
+        checkpoint_seconds=0.0,
     )
     rc.validate()
     reset_compiler()  # the learner stage may have compiled QNetwork.forward in this process already

@@ -189,6 +189,8 @@ def test_a_learner_that_starts_over_is_followed_at_once_by_the_same_actors(tmp_p
         *SMALL_LEARNER,
         "--learner.checkpoint-every",
         "100000",
+        "--learner.checkpoint-seconds",
+        "0",
         "--replay.capacity",
         "4096",
         "--eval.final-episodes",
