@@ -26,10 +26,10 @@ import json
 import os
 import shlex
 import sys
-import threading
 
 from actors.collector import actor_main
 from launch.cli import parse_run_config, take_option
+from launch.exits import StopSignals
 from shared.config import ConfigError
 from shared.resolution import resolve_run
 from shared.wire.curve import key_wait, wait_for_key_files
@@ -46,6 +46,7 @@ def parse_learner(address: str) -> tuple[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    signals = StopSignals().install()  # kept from the first line: actor_main stops on it
     argv = list(sys.argv[1:] if argv is None else argv)
     argv = shlex.split(os.environ.get("WARPPIPE_ARGS", "")) + argv
     raw_id, argv = take_option(argv, "--actor-id")  # the actor's own options; tyro parses the RunConfig's
@@ -61,14 +62,14 @@ def main(argv: list[str] | None = None) -> int:
         learner = learner or os.environ.get("WARPPIPE_LEARNER", "")
         if learner:
             cfg.transport.host, cfg.transport.base_port = parse_learner(learner)
-        wait_for_key_files(cfg.transport, key_wait())
+        wait_for_key_files(cfg.transport, key_wait(), signals.stopping.is_set)
         run = resolve_run(cfg, device="cpu")
         if actor_id is not None and not 0 <= actor_id < run.cfg.actors:
             raise ConfigError(f"actor_id={actor_id} must be in [0, actors={run.cfg.actors})")
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    report = actor_main(run, -1 if actor_id is None else actor_id, threading.Event(), standalone=True)
+    report = actor_main(run, -1 if actor_id is None else actor_id, signals.stopping, standalone=True)
     if report.get("refused"):
         print(f"error: no slot: {report['refused']}", file=sys.stderr)
         return EXIT_REFUSED if report["refused"] != "stopped" else 0

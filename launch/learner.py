@@ -18,25 +18,25 @@ import shlex
 import sys
 
 from launch.cli import parse_run_config
+from launch.exits import StopSignals, exit_code
 from launch.local import run
-from learner.trainer import NonFiniteUpdate
-from shared.config import ConfigError
 from shared.wire.curve import key_wait, wait_for_key_files
 
 
 def main(argv: list[str] | None = None) -> int:
+    signals = StopSignals().install()
     argv = shlex.split(os.environ.get("WARPPIPE_ARGS", "")) + list(sys.argv[1:] if argv is None else argv)
     cfg = parse_run_config(argv, description=__doc__)
     cfg.spawn_actors = False
-    try:
-        wait_for_key_files(cfg.transport, key_wait())
-        return run(cfg)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except NonFiniteUpdate as exc:  # the run stopped and saved its last good weights (learner/trainer.py)
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+
+    def body() -> int:
+        wait_for_key_files(cfg.transport, key_wait(), signals.stopping.is_set)
+        if signals.stopping.is_set():
+            print("[MAIN] a stop signal before the run began: nothing was started", flush=True)
+            return 0
+        return run(cfg, signals)
+
+    return exit_code(body)
 
 
 if __name__ == "__main__":

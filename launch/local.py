@@ -41,14 +41,13 @@ from tqdm import tqdm
 from actors.collector import actor_main
 from actors.eval_actor import eval_process_main
 from launch.cli import parse_run_config
+from launch.exits import StopSignals, exit_code
 from launch.final_eval import RESULT_NAME, VIDEO_NAME, final_evaluation
 from launch.machine import record_machine
 from launch.processes import BACKOFF_CAP_S, QUICK_EXIT_S, ActorPool, spawn_context, start_process, stop_processes
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME, checkpoint_mtime, has_checkpoint, load_resume_state
 from learner.loop import Learner
 from learner.schedule import EnvStepPeriod
-from learner.supervised import ThreadDied
-from learner.trainer import NonFiniteUpdate
 from shared.config import AUTO, DEFAULT_BETA_STEPS, ConfigError, RunConfig
 from shared.exploration import epsilon_floors
 from shared.health import Heartbeat
@@ -142,20 +141,6 @@ def stop_line(reason: str, cfg: RunConfig, inserted: int, updates: int) -> str:
     return "a stop signal (Ctrl-C or SIGTERM)"
 
 
-def install_stop_handlers() -> tuple[threading.Event, threading.Event]:
-    """From here on a Ctrl-C or SIGTERM sets ``stopping`` (SIGTERM ``terminated`` too) and ends the run cleanly, also
-    while it is still being built: a stop during start-up is neither ignored nor raised through half-built sockets."""
-    stopping, terminated = threading.Event(), threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: stopping.set())
-
-    def on_sigterm(*_: object) -> None:
-        terminated.set()
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    return stopping, terminated
-
-
 def starting_point(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
     """The config to run and the checkpoint to continue from: ``--resume`` (``latest``: the newest run under
     ``--run-dir`` with a checkpoint, else a new run) gives the run folder's config with the options a resume may
@@ -182,8 +167,11 @@ def starting_point(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
     return resumed_config(cfg), resume_state
 
 
-def run(cfg: RunConfig) -> int:
-    stopping, terminated = install_stop_handlers()
+def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
+    """The run ``cfg`` asks for, to its end; ``signals``: the program's, installed at its start (else here), so a stop
+    during start-up is neither ignored nor raised through half-built sockets."""
+    signals = signals or StopSignals().install()
+    stopping, terminated = signals.stopping, signals.terminated
     cfg, resume_state = starting_point(cfg)
     ready = resolve_run(cfg, fresh=not cfg.resume)  # the one resolution: seed, the env's and the device's autos, checks
     cfg = ready.cfg
@@ -545,15 +533,9 @@ class Evaluator:
 
 
 def main(argv: list[str] | None = None) -> int:
+    signals = StopSignals().install()
     cfg = parse_run_config(sys.argv[1:] if argv is None else argv, description=__doc__)
-    try:
-        return run(cfg)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (NonFiniteUpdate, ThreadDied) as exc:  # the run stopped and saved its last good weights
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    return exit_code(lambda: run(cfg, signals))
 
 
 if __name__ == "__main__":

@@ -123,8 +123,9 @@ def key_wait() -> float:
         raise ConfigError(f"WARPPIPE_KEY_WAIT={raw!r} must be a number of seconds") from None
 
 
-def wait_for_key_files(transport: TransportConfig, timeout: float) -> None:
-    """Wait up to ``timeout`` s for the CURVE files ``transport`` names (made by a one-shot keys container)."""
+def wait_for_key_files(transport: TransportConfig, timeout: float, should_stop: Callable[[], bool] = lambda: False) -> None:
+    """Wait up to ``timeout`` s for the CURVE files ``transport`` names (made by a one-shot keys container), saying so
+    once; ``should_stop`` (a stop signal) ends the wait early."""
     deadline = time.monotonic() + timeout
     paths = [p for p in (transport.curve_server_secret, transport.curve_client_secret, transport.curve_server_public) if p]
 
@@ -134,5 +135,7 @@ def wait_for_key_files(transport: TransportConfig, timeout: float) -> None:
             not folder or (os.path.isdir(folder) and any(f.endswith(".key") for f in os.listdir(folder)))
         )
 
-    while not ready() and time.monotonic() < deadline:
+    if not ready() and timeout > 0:
+        print(f"[KEYS] waiting up to {timeout:g}s for the key files {', '.join(paths)}", flush=True)
+    while not ready() and time.monotonic() < deadline and not should_stop():
         time.sleep(0.5)

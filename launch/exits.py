@@ -1,0 +1,49 @@
+"""How warppipe's programs begin and end: stop signals taken from their first line, one mapping of what ended a
+program to its exit code."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from learner.supervised import ThreadDied
+from learner.trainer import NonFiniteUpdate
+from shared.errors import ConfigError
+
+EXIT_CONFIG = 2  # a bad option or value, named on stderr
+EXIT_FAILED = 1  # the run stopped on an error it saved its last good weights from
+
+
+@dataclass
+class StopSignals:
+    """Ctrl-C and SIGTERM as events: ``stopping`` for either, ``terminated`` for SIGTERM (a container or a job being
+    stopped, which has seconds left). Installed first thing, so a signal that comes while the program is still
+    starting (as PID 1 a default SIGTERM would be ignored) is kept and ends it cleanly."""
+
+    stopping: threading.Event = field(default_factory=threading.Event)
+    terminated: threading.Event = field(default_factory=threading.Event)
+
+    def install(self) -> StopSignals:
+        signal.signal(signal.SIGINT, lambda *_: self.stopping.set())
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        return self
+
+    def _on_sigterm(self, *_: object) -> None:
+        self.terminated.set()
+        self.stopping.set()
+
+
+def exit_code(body: Callable[[], int]) -> int:
+    """``body()``'s exit code; a bad configuration is said and exits 2, a run stopped by a non-finite update or a
+    dead service thread (its last good weights saved) is said and exits 1."""
+    try:
+        return body()
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except (NonFiniteUpdate, ThreadDied) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
