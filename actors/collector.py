@@ -54,6 +54,8 @@ warnings.filterwarnings("ignore", message="The given NumPy array is not writable
 
 _LATE_CHUNK = 8  # fewest stacks in one forward pass of the batched priority Q (see Collector._late_q_values)
 
+VERSION_REJECTS_TO_EXIT = 3  # weights broadcasts of another protocol version after which an actor exits
+
 
 def env_seed(base_seed: int, actor_id: int, env_index: int) -> int:
     """Seed of env ``env_index`` of actor slot ``actor_id``: stable across restarts, so runs are reproducible."""
@@ -339,6 +341,9 @@ def actor_main(
         sender.submit(batch, collector.stats)
         heartbeat.beat()
         seq += 1
+        if weights.version_rejects >= VERSION_REJECTS_TO_EXIT:  # a learner of another release: playing on is waste
+            print(f"[ACTOR] the learner's weights are of another protocol ({weights.version_skew}); exiting", flush=True)
+            break
     run_seconds = time.perf_counter() - started
     sender.close(collector.stats, timeout=5.0)
     weights.close()
@@ -359,6 +364,7 @@ def actor_main(
         weights_version=collector.weights_version,
         weights_run=collector.weights_run,
         first_action_weights_version=collector.first_action_weights_version,
+        version_skew=weights.version_skew if weights.version_rejects >= VERSION_REJECTS_TO_EXIT else "",
     )
     if report_queue is not None:
         report_queue.put(report)

@@ -44,6 +44,8 @@ class WeightClient:
         self._dealer = open_socket(ctx, zmq.DEALER, transport, server=False, recv_hwm=2, max_message=max_bytes)
         self._dealer.connect(router_addr)
         self.rejected = 0
+        self.version_rejects = 0  # weights messages of another protocol version (a learner of another release)
+        self.version_skew = ""  # what the last of them said: both versions
         self.run = 0  # the run whose weights the actor holds (0: none yet)
 
     def fetch(self, have: int, timeout: float, should_stop=lambda: False) -> tuple[int, dict] | None:
@@ -93,8 +95,11 @@ class WeightClient:
     def _decode(self, parts: list) -> tuple[int, int, dict] | None:
         try:
             return protocol.decode_weights(parts, self.expected)
-        except protocol.ProtocolError:
+        except protocol.ProtocolError as exc:
             self.rejected += 1
+            if exc.reason == "version":
+                self.version_rejects += 1
+                self.version_skew = str(exc)
             return None
 
     def close(self) -> None:

@@ -35,6 +35,7 @@ from shared.resolution import resolve_run
 from shared.wire.curve import key_wait, wait_for_key_files
 
 EXIT_REFUSED = 3
+EXIT_VERSION = 4  # the learner's weights are of another protocol version (another release of warppipe)
 
 
 def parse_learner(address: str) -> tuple[str, int]:
@@ -70,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     report = actor_main(run, -1 if actor_id is None else actor_id, signals.stopping, standalone=True)
+    if report.get("version_skew"):
+        print(f"error: the learner speaks another protocol: {report['version_skew']}", file=sys.stderr)
+        return EXIT_VERSION
     if report.get("refused"):
         print(f"error: no slot: {report['refused']}", file=sys.stderr)
         return EXIT_REFUSED if report["refused"] != "stopped" else 0

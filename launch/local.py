@@ -28,6 +28,7 @@ shutdown, :func:`print_accounting` and the final evaluation.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import signal
@@ -45,14 +46,21 @@ from launch.exits import StopSignals, exit_code
 from launch.final_eval import RESULT_NAME, VIDEO_NAME, final_evaluation
 from launch.machine import record_machine
 from launch.processes import BACKOFF_CAP_S, QUICK_EXIT_S, ActorPool, spawn_context, start_process, stop_processes
-from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME, checkpoint_mtime, has_checkpoint, load_resume_state
+from learner.checkpoint import (
+    BEST_NAME,
+    CHECKPOINT_NAME,
+    checkpoint_mismatch,
+    checkpoint_mtime,
+    has_checkpoint,
+    load_resume_state,
+)
 from learner.loop import Learner
 from learner.schedule import EnvStepPeriod
 from shared.config import AUTO, DEFAULT_BETA_STEPS, ConfigError, RunConfig
 from shared.exploration import epsilon_floors
 from shared.health import Heartbeat
-from shared.network import network_family
-from shared.resolution import resolve_run
+from shared.network import build_q_network, network_family
+from shared.resolution import Resolved, resolve_run
 
 SILENT_SLOT_NOTICE = 60.0  # seconds after start when a slot that has sent nothing is reported (its replay share is idle)
 
@@ -167,13 +175,34 @@ def starting_point(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
     return resumed_config(cfg), resume_state
 
 
+def resolved_start(cli: RunConfig) -> tuple[Resolved, dict | None]:
+    """The run resolved (the one resolution: seed, the env's and the device's autos, every check) and the checkpoint
+    it continues from. A checkpoint whose network this release cannot load is named: ``--resume RUN`` exits 2 on it,
+    ``--resume latest`` starts a new run beside it (a restarted container must not loop on it)."""
+    latest, fresh = cli.resume == "latest", dataclasses.replace(cli, resume="")
+    cfg, resume_state = starting_point(cli)
+    ready = resolve_run(cfg, fresh=not cfg.resume)
+    if resume_state is None:
+        return ready, None
+    why = checkpoint_mismatch(resume_state, build_q_network(ready.spec, dueling=ready.cfg.net.dueling))
+    if not why:
+        return ready, resume_state
+    if not latest:
+        raise ConfigError(f"resume={cfg.resume!r}: its checkpoint does not fit this release's network ({why})")
+    print(
+        f"[MAIN] --resume latest: {cfg.resume}'s checkpoint does not fit this release's network ({why}); "
+        "starting a new run (that folder is left as it is)",
+        flush=True,
+    )
+    return resolve_run(fresh, fresh=True), None
+
+
 def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
     """The run ``cfg`` asks for, to its end; ``signals``: the program's, installed at its start (else here), so a stop
     during start-up is neither ignored nor raised through half-built sockets."""
     signals = signals or StopSignals().install()
     stopping, terminated = signals.stopping, signals.terminated
-    cfg, resume_state = starting_point(cfg)
-    ready = resolve_run(cfg, fresh=not cfg.resume)  # the one resolution: seed, the env's and the device's autos, checks
+    ready, resume_state = resolved_start(cfg)
     cfg = ready.cfg
     run_dir = cfg.resume or make_run_dir(cfg)
     local_actors = cfg.actors if cfg.spawn_actors else 0  # launch.learner: the actors run elsewhere

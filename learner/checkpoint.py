@@ -375,3 +375,14 @@ class Checkpointer:
         except (OSError, RuntimeError) as exc:  # torch.save reports a failed write as RuntimeError
             return self._outcome(epoch, exc, last)
         return self._outcome(epoch, None, last)
+
+
+def checkpoint_mismatch(state: dict, net: torch.nn.Module) -> str:
+    """Why ``state``'s online network does not load into ``net`` ('' when it does): a checkpoint of another release's
+    or another env's network."""
+    try:
+        net.load_state_dict(state["learner"]["online"])
+    except (RuntimeError, KeyError, TypeError) as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        return "; ".join(lines[:2])[:300]
+    return ""

@@ -160,6 +160,7 @@ class Consolidator(SupervisedThread):
         self.slots = SlotTable(num_actors, transport.slot_lease, envs_per_actor)
         self._curve = bool(transport.curve_server_secret)  # messages then carry the sender's key (ZAP User-Id)
         self.rejects: collections.Counter[str] = collections.Counter()
+        self.version_said: set[int] = set()  # slots named for speaking another protocol version
         self.received = 0
         self.accepted_batches = 0
         self.accepted_transitions = 0
@@ -214,6 +215,9 @@ class Consolidator(SupervisedThread):
             batch = protocol.decode_batch(parts, self.limits)
         except protocol.ProtocolError as exc:
             self.rejects[exc.reason] += 1
+            if exc.reason == "version" and slot not in self.version_said:  # once per slot: an actor of another release
+                self.version_said.add(slot)
+                print(f"[MAIN] actor slot {slot} speaks another protocol ({exc}): its batches are refused", flush=True)
             return None
         if batch.actor != slot:
             self.rejects["wrong_slot"] += 1

@@ -491,9 +491,10 @@ def encode_weights(weights_version: int, state: dict[str, np.ndarray], run: int)
 
 
 def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ...], str]]) -> tuple[int, int, dict]:
-    """Decode WEIGHTS against ``expected`` {name: (shape, dtype str)}; returns (run, weights_version, arrays)."""
-    if len(parts) != 1 + len(expected):
-        raise ProtocolError("frame_count", f"{len(parts)} frames, expected {1 + len(expected)}")
+    """Decode WEIGHTS against ``expected`` {name: (shape, dtype str)}; returns (run, weights_version, arrays). A
+    message of another protocol version is a ProtocolError of reason "version" naming both."""
+    if not parts:
+        raise ProtocolError("frame_count", f"0 frames, expected {1 + len(expected)}")
     try:
         header = msgpack.unpackb(
             memoryview(parts[0]),
@@ -506,8 +507,12 @@ def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ..
         )
     except Exception as exc:
         raise ProtocolError("header_msgpack", f"{type(exc).__name__}: {exc}"[:200]) from None
-    if not isinstance(header, dict) or header.get("v") != VERSION or header.get("kind") != KIND_WEIGHTS:
+    if isinstance(header, dict) and header.get("v") != VERSION:
+        raise ProtocolError("version", f"version {header.get('v')!r}, expected {VERSION}")
+    if not isinstance(header, dict) or header.get("kind") != KIND_WEIGHTS:
         raise ProtocolError("kind", "not a WEIGHTS message of this protocol version")
+    if len(parts) != 1 + len(expected):
+        raise ProtocolError("frame_count", f"{len(parts)} frames, expected {1 + len(expected)}")
     wv, run = header.get("wv"), header.get("run")
     if type(wv) is not int or not 0 <= wv <= _INT64_MAX:
         raise ProtocolError("field", f"wv={wv!r}")
