@@ -28,7 +28,6 @@ shutdown, :func:`print_accounting` and the final evaluation.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import queue
 import signal
@@ -46,35 +45,29 @@ from launch.exits import StopSignals, exit_code
 from launch.final_eval import RESULT_NAME, VIDEO_NAME, final_evaluation
 from launch.machine import record_machine
 from launch.processes import BACKOFF_CAP_S, QUICK_EXIT_S, ActorPool, spawn_context, start_process, stop_processes
+from launch.resume import resolved_start
 from learner.checkpoint import (
     BEST_NAME,
     CHECKPOINT_NAME,
-    checkpoint_mismatch,
-    checkpoint_mtime,
-    has_checkpoint,
-    load_resume_state,
 )
 from learner.loop import Learner
 from learner.schedule import EnvStepPeriod
-from shared.config import AUTO, DEFAULT_BETA_STEPS, ConfigError, RunConfig
+from shared.config import DEFAULT_BETA_STEPS, RunConfig
+from shared.envs import EnvEntry
 from shared.exploration import epsilon_floors
 from shared.health import Heartbeat
-from shared.network import build_q_network, network_family
-from shared.resolution import Resolved, resolve_run
+from shared.network import network_family
+from shared.spec import EnvSpec
 
 SILENT_SLOT_NOTICE = 60.0  # seconds after start when a slot that has sent nothing is reported (its replay share is idle)
 
 # What a run leaves for its user, said at the end: weights, final figures, the video, the curves.
 RUN_RESULTS = (CHECKPOINT_NAME, BEST_NAME, RESULT_NAME, VIDEO_NAME, "metrics.jsonl", "config.json", "kept/", "probe.npz")
-# Options a resumed run takes from the command line; everything else comes from the run folder.
-RESUME_OVERRIDES = ("duration", "log_every", "progress", "resume", "spawn_actors")
-# Budgets of the whole run: a resume keeps the saved one unless the command line sets one (not 0, not auto).
-RESUME_BUDGETS = (("total_env_steps",), ("learner", "steps"))
 
 
-def spec_line(cfg: RunConfig, learner: Learner) -> str:
+def spec_line(cfg: RunConfig, entry: EnvEntry, spec: EnvSpec) -> str:
     """The env's spec in a few words: observation, stack, actions, mask, network family, the env's own options."""
-    spec, options = learner.spec, learner.entry.options
+    options = entry.options
     return (
         f"obs {spec.obs_dtype} {'x'.join(map(str, spec.obs_shape))}, stack {spec.stack}, "
         f"{spec.num_actions} actions{', masked' if spec.masked else ''}, {network_family(spec)} net"
@@ -88,43 +81,12 @@ def make_run_dir(cfg: RunConfig) -> str:
     return path
 
 
-def resumed_config(cli: RunConfig) -> RunConfig:
-    """The run folder's saved config, with the few options a resume may change taken from the CLI."""
-    path = os.path.join(cli.resume, "config.json")
-    if not os.path.exists(path):
-        raise ConfigError(f"resume={cli.resume!r} is not a run folder (no config.json)")
-    with open(path) as fh:
-        saved = RunConfig.from_json(fh.read())
-    for name in RESUME_OVERRIDES:
-        setattr(saved, name, getattr(cli, name))
-    for *owners, name in RESUME_BUDGETS:  # owners: the attribute path to the section holding name ([]: the run's)
-        cli_owner, saved_owner = cli, saved
-        for part in owners:
-            cli_owner, saved_owner = getattr(cli_owner, part), getattr(saved_owner, part)
-        value = getattr(cli_owner, name)
-        if value and value != AUTO:  # auto: the command line did not set it
-            setattr(saved_owner, name, value)
-    return saved
-
-
 def write_config(run_dir: str, cfg: RunConfig) -> None:
     """``config.json``: the configuration of the run's latest start (written whole, then renamed into place)."""
     path = os.path.join(run_dir, "config.json")
     with open(path + ".tmp", "w") as fh:
         fh.write(cfg.to_json())
     os.replace(path + ".tmp", path)
-
-
-def latest_run(run_dir: str) -> str:
-    """The newest folder under ``run_dir`` holding a checkpoint, or '' when there is none."""
-    if not os.path.isdir(run_dir):
-        return ""
-    runs = [
-        os.path.join(run_dir, name)
-        for name in os.listdir(run_dir)
-        if has_checkpoint(os.path.join(run_dir, name)) and os.path.isfile(os.path.join(run_dir, name, "config.json"))
-    ]
-    return max(runs, key=checkpoint_mtime, default="")
 
 
 def progress_budget(cfg: RunConfig) -> tuple[str, int] | None:
@@ -147,54 +109,6 @@ def stop_line(reason: str, cfg: RunConfig, inserted: int, updates: int) -> str:
     if reason == "duration":
         return f"--duration {cfg.duration:g}s reached"
     return "a stop signal (Ctrl-C or SIGTERM)"
-
-
-def starting_point(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
-    """The config to run and the checkpoint to continue from: ``--resume`` (``latest``: the newest run under
-    ``--run-dir`` with a checkpoint, else a new run) gives the run folder's config with the options a resume may
-    change; without it, the command line's config and None."""
-    latest = cfg.resume == "latest"
-    if latest:  # a restarted container continues its run; the first start begins one
-        cfg.resume = latest_run(cfg.run_dir)
-        found = (
-            f"continuing {cfg.resume}" if cfg.resume else f"no run with a checkpoint under {cfg.run_dir!r}; starting a new one"
-        )
-        print(f"[MAIN] --resume latest: {found}", flush=True)
-    if not cfg.resume:
-        return cfg, None
-    try:
-        resume_state = load_resume_state(cfg.resume) if os.path.isfile(os.path.join(cfg.resume, "config.json")) else None
-    except FileNotFoundError as exc:
-        raise ConfigError(f"resume={cfg.resume!r}: {exc}") from None
-    except ValueError as exc:  # neither checkpoint.pt nor checkpoint.prev.pt can be read
-        if not latest:
-            raise ConfigError(f"resume={cfg.resume!r}: {exc}") from None
-        print(f"[MAIN] --resume latest: {exc}; starting a new run (that folder is left as it is)", flush=True)
-        cfg.resume = ""
-        return cfg, None
-    return resumed_config(cfg), resume_state
-
-
-def resolved_start(cli: RunConfig) -> tuple[Resolved, dict | None]:
-    """The run resolved (the one resolution: seed, the env's and the device's autos, every check) and the checkpoint
-    it continues from. A checkpoint whose network this release cannot load is named: ``--resume RUN`` exits 2 on it,
-    ``--resume latest`` starts a new run beside it (a restarted container must not loop on it)."""
-    latest, fresh = cli.resume == "latest", dataclasses.replace(cli, resume="")
-    cfg, resume_state = starting_point(cli)
-    ready = resolve_run(cfg, fresh=not cfg.resume)
-    if resume_state is None:
-        return ready, None
-    why = checkpoint_mismatch(resume_state, build_q_network(ready.spec, dueling=ready.cfg.net.dueling))
-    if not why:
-        return ready, resume_state
-    if not latest:
-        raise ConfigError(f"resume={cfg.resume!r}: its checkpoint does not fit this release's network ({why})")
-    print(
-        f"[MAIN] --resume latest: {cfg.resume}'s checkpoint does not fit this release's network ({why}); "
-        "starting a new run (that folder is left as it is)",
-        flush=True,
-    )
-    return resolve_run(fresh, fresh=True), None
 
 
 def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
@@ -344,10 +258,10 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, r
         else f" (actors {cfg.actor.seed}, learner {cfg.learner.seed}, evaluations {cfg.eval.seed})"
     )
     print(f"[MAIN] seed {cfg.seed if cfg.seed >= 0 else 'not saved (an older run)'}{seeds}", flush=True)
-    label, device = learner.entry.label_of(cfg.env), learner.device
+    label, device, spec = learner.entry.label_of(cfg.env), learner.device, spec_line(cfg, learner.entry, learner.spec)
     print(
         f"[MAIN] run folder {run_dir}, device {device}, {cfg.actors} actors x {cfg.actor.envs_per_actor} env(s) "
-        f"on {cfg.env.name}{'' if label == cfg.env.name else ' ' + label} ({spec_line(cfg, learner)}), {mode}",
+        f"on {cfg.env.name}{'' if label == cfg.env.name else ' ' + label} ({spec}), {mode}",
         flush=True,
     )
     if cfg.actor.epsilon >= 0:

@@ -169,7 +169,7 @@ def test_old_layouts_load_through_one_migration(tmp_path):
     behaviour those runs had where they did not save it; resume, evaluation and checkpoints all read it so."""
     import json
 
-    from launch.local import resumed_config
+    from launch.resume import resumed_config
 
     flat = json.loads(resolve_config(RunConfig()).to_json())
     env = flat["env"]

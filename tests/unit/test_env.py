@@ -231,13 +231,17 @@ def test_legacy_config_keeps_raw_buttons():
 def test_the_run_header_names_the_button_set_and_jump_release():
     from launch.local import spec_line
     from shared.config import RunConfig
+    from shared.envs import entry_for, env_spec
+
+    def line(cfg: RunConfig) -> str:
+        return spec_line(cfg, entry_for(cfg.env), env_spec(cfg.env))
 
     cfg = RunConfig()
-    assert spec_line(cfg).endswith("7 actions, nature net, simple buttons, jump release")
+    assert line(cfg).endswith("7 actions, nature net, simple buttons, jump release")
     cfg.env.options["mario"] = MarioOptions(actions="right_only", jump_release=False)
-    assert spec_line(cfg).endswith("5 actions, nature net, right_only buttons, raw buttons (no jump release)")
+    assert line(cfg).endswith("5 actions, nature net, right_only buttons, raw buttons (no jump release)")
     cfg.env.name = "catch"  # an env without options of its own: the spec alone
-    assert spec_line(cfg).endswith("3 actions, nature net")
+    assert line(cfg).endswith("3 actions, nature net")
 
 
 def test_action_sets_match_package():

@@ -79,7 +79,7 @@ def test_nature_head_checkpoints_still_load_and_resume_as_such(tmp_path):
     with pytest.raises(RuntimeError, match="Missing key"):
         QNetwork(4, 7, 84).load_state_dict(state)
     # a run folder written before the network options existed resumes with the Nature-DQN head
-    from launch.local import resumed_config
+    from launch.resume import resumed_config
 
     raw = json.loads(RunConfig().to_json())
     del raw["net"]

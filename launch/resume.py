@@ -1,0 +1,138 @@
+"""Where a run starts: a new run, or a run folder resumed (``--resume RUN`` or ``latest``) with its own config,
+the options a resume may change taken from the command line and every other given option named as kept."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+from learner.checkpoint import checkpoint_mismatch, checkpoint_mtime, has_checkpoint, load_resume_state
+from shared.config import AUTO, ConfigError, RunConfig
+from shared.network import build_q_network
+from shared.resolution import Resolved, resolve_run
+
+# Options a resumed run always takes from the command line.
+RESUME_OVERRIDES = ("duration", "log_every", "progress", "resume", "spawn_actors")
+# Options a resumed run takes from the command line when it gives them: the slots (Compose's WARPPIPE_SLOTS), where
+# it listens and with which keys. Its replay starts empty, so a new slot count only changes how it is split.
+RESUME_CHANGES = (
+    "actors",
+    "transport.host",
+    "transport.base_port",
+    "transport.curve_server_secret",
+    "transport.curve_client_secret",
+    "transport.curve_server_public",
+    "transport.curve_authorized_dir",
+)
+# Budgets of the whole run: a resume keeps the saved one unless the command line sets one (not 0, not auto).
+RESUME_BUDGETS = ("total_env_steps", "learner.steps")
+FINDS_THE_RUN = ("run_dir",)  # given with --resume latest to say where the run is, not to change it
+
+
+def _flat(cfg: RunConfig) -> dict[str, Any]:
+    """Every option of ``cfg`` by its dotted name (``learner.lr``, ``env.mario.stage``)."""
+    out: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else key, inner)
+        else:
+            out[prefix] = value
+
+    walk("", json.loads(cfg.to_json()))
+    return out
+
+
+def _set(cfg: RunConfig, dotted: str, value: Any) -> None:
+    *owners, name = dotted.split(".")
+    target: Any = cfg
+    for part in owners:
+        target = getattr(target, part)
+    setattr(target, name, value)
+
+
+def resumed_config(cli: RunConfig) -> RunConfig:
+    """The run folder's saved config with what a resume may change taken from the command line; every other option
+    the command line gives (one that differs from its default) and the run holds otherwise is named in one line."""
+    path = os.path.join(cli.resume, "config.json")
+    if not os.path.exists(path):
+        raise ConfigError(f"resume={cli.resume!r} is not a run folder (no config.json)")
+    with open(path) as fh:
+        saved = RunConfig.from_json(fh.read())
+    given, defaults, kept = _flat(cli), _flat(RunConfig()), _flat(saved)
+    for name in RESUME_OVERRIDES:
+        setattr(saved, name, getattr(cli, name))
+    ignored = []
+    for name, value in given.items():
+        if value == defaults.get(name) or name in RESUME_OVERRIDES or name in FINDS_THE_RUN:
+            continue  # not given (an option given at its default counts as not given)
+        if name in RESUME_CHANGES or (name in RESUME_BUDGETS and value and value != AUTO):
+            _set(saved, name, value)
+        elif value != kept.get(name):
+            ignored.append(f"--{name.replace('_', '-')} {value!r} (the run's: {kept.get(name)!r})")
+    if ignored:
+        print(f"[MAIN] --resume keeps the run's own settings, not those given: {', '.join(ignored)}", flush=True)
+    return saved
+
+
+def latest_run(run_dir: str) -> str:
+    """The newest folder under ``run_dir`` holding a checkpoint, or '' when there is none."""
+    if not os.path.isdir(run_dir):
+        return ""
+    runs = [
+        os.path.join(run_dir, name)
+        for name in os.listdir(run_dir)
+        if has_checkpoint(os.path.join(run_dir, name)) and os.path.isfile(os.path.join(run_dir, name, "config.json"))
+    ]
+    return max(runs, key=checkpoint_mtime, default="")
+
+
+def starting_point(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
+    """The config to run and the checkpoint to continue from: ``--resume`` (``latest``: the newest run under
+    ``--run-dir`` with a checkpoint, else a new run) gives the run folder's config with the options a resume may
+    change; without it, the command line's config and None."""
+    latest = cfg.resume == "latest"
+    if latest:  # a restarted container continues its run; the first start begins one
+        cfg.resume = latest_run(cfg.run_dir)
+        found = (
+            f"continuing {cfg.resume}" if cfg.resume else f"no run with a checkpoint under {cfg.run_dir!r}; starting a new one"
+        )
+        print(f"[MAIN] --resume latest: {found}", flush=True)
+    if not cfg.resume:
+        return cfg, None
+    try:
+        resume_state = load_resume_state(cfg.resume) if os.path.isfile(os.path.join(cfg.resume, "config.json")) else None
+    except FileNotFoundError as exc:
+        raise ConfigError(f"resume={cfg.resume!r}: {exc}") from None
+    except ValueError as exc:  # neither checkpoint.pt nor checkpoint.prev.pt can be read
+        if not latest:
+            raise ConfigError(f"resume={cfg.resume!r}: {exc}") from None
+        print(f"[MAIN] --resume latest: {exc}; starting a new run (that folder is left as it is)", flush=True)
+        cfg.resume = ""
+        return cfg, None
+    return resumed_config(cfg), resume_state
+
+
+def resolved_start(cli: RunConfig) -> tuple[Resolved, dict | None]:
+    """The run resolved (the one resolution: seed, the env's and the device's autos, every check) and the checkpoint
+    it continues from. A checkpoint whose network this release cannot load is named: ``--resume RUN`` exits 2 on it,
+    ``--resume latest`` starts a new run beside it (a restarted container must not loop on it)."""
+    latest, fresh = cli.resume == "latest", dataclasses.replace(cli, resume="")
+    cfg, resume_state = starting_point(cli)
+    ready = resolve_run(cfg, fresh=not cfg.resume)
+    if resume_state is None:
+        return ready, None
+    why = checkpoint_mismatch(resume_state, build_q_network(ready.spec, dueling=ready.cfg.net.dueling))
+    if not why:
+        return ready, resume_state
+    if not latest:
+        raise ConfigError(f"resume={cfg.resume!r}: its checkpoint does not fit this release's network ({why})")
+    print(
+        f"[MAIN] --resume latest: {cfg.resume}'s checkpoint does not fit this release's network ({why}); "
+        "starting a new run (that folder is left as it is)",
+        flush=True,
+    )
+    return resolve_run(fresh, fresh=True), None
