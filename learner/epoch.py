@@ -84,7 +84,8 @@ class EpochClock:
 
 def epoch_figures(acc: EpochAccumulator, seconds: float, c: Counters, plane: Any, dqn: Any, resets: int) -> dict[str, float]:
     """The metrics row of an epoch: the learner's averages and rates, the actors' episodes, replay's state."""
-    live = [t for t in plane.consolidator.tracks if t.stats]
+    held = plane.consolidator.slots.held()  # a slot whose lease lapsed leaves the figures: its actor is gone
+    live = [t for t, h in zip(plane.consolidator.tracks, held) if t.stats and h]
     lags = [c.weights_version - t.weights_version for t in live if t.run == c.run]
     stats = plane.stats()
     window = np.asarray(plane.episodes, dtype=np.float64).reshape(-1, 3)  # return, score, success

@@ -16,10 +16,13 @@ class SlotView:
         return [t.weights_version if t.stats else -1 for t in self.consolidator.tracks]
 
     def weights_lag(self) -> list[int]:
-        """Versions each slot is behind the learner's current weights (-1: nothing heard yet, or its latest batch was
-        played with another run's weights)."""
-        c = self.counters
-        return [c.weights_version - t.weights_version if t.stats and t.run == c.run else -1 for t in self.consolidator.tracks]
+        """Versions each slot is behind the learner's current weights (-1: nothing heard yet, its latest batch was
+        played with another run's weights, or its lease lapsed: a dead actor is not behind, it is gone)."""
+        c, held = self.counters, self.consolidator.slots.held()
+        return [
+            c.weights_version - t.weights_version if t.stats and t.run == c.run and live else -1
+            for t, live in zip(self.consolidator.tracks, held)
+        ]
 
     def incarnations(self) -> list[int]:
         """The incarnation whose batches each slot accepts (-1: none yet)."""
@@ -27,7 +30,8 @@ class SlotView:
 
     def any_on_other_run(self) -> bool:
         """Whether some slot's latest batch was played with another run's weights (it missed this run's broadcast)."""
-        return any(t.stats and t.run != self.counters.run for t in self.consolidator.tracks)
+        held = self.consolidator.slots.held()  # a lapsed slot's last batch calls for nothing: its actor is gone
+        return any(t.stats and t.run != self.counters.run and live for t, live in zip(self.consolidator.tracks, held))
 
     def release(self, slot: int) -> None:
         """Free ``slot``'s lease (its actor died) so the restarted actor takes it at once."""

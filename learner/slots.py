@@ -7,7 +7,9 @@ after the holder's last message. A slot granted on request but not yet sent on i
 the claim lapses ``grace`` seconds after the grant (asking again does not extend it), and the first
 valid message of any incarnation takes a claimed slot, so requests alone cannot pre-empt an actor that sends.
 One connection holds at most one claim (a new claim from it drops its earlier one), so a flood of requests under
-fresh incarnations over one socket keeps at most one free slot from replicas that ask. Two ways to get a slot:
+fresh incarnations over one socket keeps at most one free slot from replicas that ask; and at most ``max_claims``
+slots are claimed at once across all connections (half the slots, at least 4), so many connections cannot hold
+every free slot either. Two ways to get a slot:
 
 - **Ask for one** (``grant``; a SLOT_REQUEST on the learner's ROUTER, shared/wire/protocol.py): an
   actor without a fixed slot (``python -m launch.actor`` replicas under Compose or Swarm) is
@@ -65,6 +67,7 @@ class SlotTable:
         self.refused_requests = 0  # SLOT_REQUESTs answered with -1
         self.claims = 0  # slots granted on request (claimed until their first message)
         self.takeovers = 0  # a lapsed or released slot taken by a new holder
+        self.max_claims = max(4, num_slots // 2)  # slots claimed and not yet sent on, across all connections
 
     def holder(self, slot: int) -> Holder | None:
         with self._lock:
@@ -116,6 +119,10 @@ class SlotTable:
                 for slot, h in enumerate(self._holders):
                     if h is not None and not h.sent and h.peer == peer:
                         self._holders[slot] = None
+            claimed = sum(1 for s, h in enumerate(self._holders) if h is not None and not h.sent and not self._free(s, now))
+            if claimed >= self.max_claims:
+                self.refused_requests += 1
+                return -1, f"{claimed} slot(s) are claimed by actors that have not sent yet; ask again in a moment"
             candidates = [want] if want >= 0 else range(self.num_slots)
             for slot in candidates:
                 if self._free(slot, now):

@@ -290,3 +290,38 @@ def test_a_flood_of_slot_requests_holds_no_slot_from_actors_that_send(make_confi
         flood.close()
         server.stop()
         plane.close()
+
+
+def test_outstanding_claims_are_capped_across_all_connections():
+    """Many connections each holding one claim cannot hold every free slot: at most half the slots (at least 4) are
+    claimed and not yet sent on at once; a claim that turns into data makes room for another."""
+    table = SlotTable(16, lease=30, clock=Clock())
+    assert table.max_claims == 8
+    granted = [table.grant(100 + i, peer=b"conn-%d" % i)[0] for i in range(8)]
+    assert granted == list(range(8))
+    slot, why = table.grant(200, peer=b"conn-x")
+    assert slot == -1 and why == "8 slot(s) are claimed by actors that have not sent yet; ask again in a moment"
+    assert table.admit(0, 100)  # the first claimant's data lands: one claim fewer
+    assert table.grant(200, peer=b"conn-x") == (8, "")
+
+
+def test_a_slot_whose_lease_lapsed_leaves_the_lag_figures_and_calls_for_no_rebroadcast():
+    """A dead actor is not behind, it is gone: once its slot's lease lapses its last batch neither shows as a growing
+    lag nor, when it was played with another run's weights, keeps the learner rebroadcasting."""
+    from types import SimpleNamespace
+
+    from learner.slot_view import SlotView
+
+    clock = Clock()
+    table = SlotTable(2, lease=30, clock=clock)
+    assert table.admit(0, 11) and table.admit(1, 22)
+    tracks = [SimpleNamespace(stats={"epsilon": 0.1}, run=7, weights_version=3, incarnation=11)]
+    tracks.append(SimpleNamespace(stats={"epsilon": 0.1}, run=6, weights_version=9, incarnation=22))  # another run's
+    view = SlotView(SimpleNamespace(tracks=tracks, slots=table), SimpleNamespace(weights_version=10, run=7))
+    assert view.weights_lag() == [7, -1] and view.any_on_other_run()
+    clock.now = 20.0
+    assert table.admit(0, 11)  # slot 0's actor lives on; slot 1's went silent at 0 s
+    clock.now = 31.0
+    assert view.weights_lag() == [7, -1] and not view.any_on_other_run()
+    clock.now = 51.0  # and now slot 0's too
+    assert view.weights_lag() == [-1, -1]
