@@ -262,6 +262,7 @@ def actor_main(
     max_batches: int = 0,
     standalone: bool = False,
     generation: int = -1,
+    ack: Any = None,
 ) -> dict:
     """Process entry: collect and send until ``stop_event`` is set (or ``max_batches`` sent, if > 0).
 
@@ -271,7 +272,8 @@ def actor_main(
 
     Spawned by a launcher (``standalone`` False) it ignores SIGINT and stops when its parent dies, so a
     SIGKILLed launcher leaves no orphans. Standalone (launch/actor.py) it outlives any learner and stops
-    on SIGINT or SIGTERM. ``generation``: the slot's restarts so far, from the launcher (see ``Collector``).
+    on SIGINT or SIGTERM. ``generation``: the slot's restarts so far, from the launcher (see ``Collector``);
+    ``ack``: an event set once the stop is seen, so the launcher waits for the last batches instead of a timeout.
     ``cfg``: the run's config, resolved here (a spawned actor), or the launcher's resolved run.
     Returns the report it also puts on ``report_queue``.
     """
@@ -344,6 +346,8 @@ def actor_main(
         if weights.version_rejects >= VERSION_REJECTS_TO_EXIT:  # a learner of another release: playing on is waste
             print(f"[ACTOR] the learner's weights are of another protocol ({weights.version_skew}); exiting", flush=True)
             break
+    if ack is not None:
+        ack.set()
     run_seconds = time.perf_counter() - started
     sender.close(collector.stats, timeout=5.0)
     weights.close()

@@ -5,8 +5,10 @@ and with OMP/MKL threads set to 1 in their environment. They never see SIGINT: i
 forked, and a blocked signal stays blocked through exec, so a Ctrl-C at the terminal during their start-up
 does not reach them either (their role code then ignores it); the launcher's own Ctrl-C stays pending and is
 handled once the child is started, never lost.
-``stop_all`` sets the shared stop event, joins with a timeout, then sends
-SIGTERM and finally SIGKILL, so no child outlives the launcher.
+``stop_all`` sets the shared stop event and waits for each child's exit: a child that acknowledged the stop (it
+left its loop and is sending its last batches) for as long as the hang guard ``STOP_GUARD_S``, one that did not
+for ``timeout``; then SIGTERM and finally SIGKILL, so no child outlives the launcher, and a loaded machine does
+not turn a clean stop into a kill.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from shared.parent import orphan_check  # noqa: F401  (the launchers' children i
 _SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 QUICK_EXIT_S = 30.0  # an actor that exits sooner than this after its start counts as a failing start
 BACKOFF_FIRST_S, BACKOFF_CAP_S = 0.5, 30.0  # the wait before the 2nd quick restart in a row, doubling up to the cap
+STOP_GUARD_S = 180.0  # longest wait for a child that acknowledged the stop to exit: a hang guard, not a deadline
 
 
 def spawn_context() -> Any:
@@ -49,20 +52,34 @@ def start_process(ctx: Any, target: Callable, args: tuple, name: str, kwargs: di
 
 
 def stop_processes(
-    procs: list, stop_event: Any, timeout: float = 10.0, while_waiting: Callable[[], Any] | None = None
+    procs: list,
+    stop_event: Any,
+    timeout: float = 10.0,
+    while_waiting: Callable[[], Any] | None = None,
+    acks: list | None = None,
+    guard: float = STOP_GUARD_S,
 ) -> list[int | None]:
-    """Set ``stop_event``, join every process within ``timeout``, then SIGTERM, then SIGKILL; exit codes.
+    """Set ``stop_event`` and wait for every process to exit, then SIGTERM, then SIGKILL; exit codes. ``acks``: one
+    event per process, set by it once it has seen the stop; a process that set it is waited for up to ``guard``
+    seconds, one that did not (or without ``acks``) up to ``timeout``.
 
     ``while_waiting`` (called repeatedly until the processes exit; it should block for a short while itself) lets the
     caller keep reading: an actor's last batches leave its socket only while the learner reads them."""
     stop_event.set()
-    deadline = time.monotonic() + timeout
-    if while_waiting is not None:
-        while any(p is not None and p.is_alive() for p in procs) and time.monotonic() < deadline:
+    start = time.monotonic()
+
+    def waited_enough(i: int) -> bool:
+        acknowledged = acks is not None and acks[i] is not None and acks[i].is_set()
+        return time.monotonic() - start >= (guard if acknowledged else timeout)
+
+    while True:
+        alive = [i for i, p in enumerate(procs) if p is not None and p.is_alive()]
+        if not alive or all(waited_enough(i) for i in alive):
+            break
+        if while_waiting is not None:
             while_waiting()
-    for p in procs:
-        if p is not None:
-            p.join(timeout=max(0.0, deadline - time.monotonic()))
+        else:
+            procs[alive[0]].join(timeout=0.05)
     for p in procs:
         if p is not None and p.is_alive():
             p.terminate()
@@ -88,6 +105,7 @@ class ActorPool:
         self.quick_exits = [0] * num_actors  # per slot: exits within QUICK_EXIT_S of the start, in a row
         self.started_at = [0.0] * num_actors
         self.due: list[float | None] = [None] * num_actors  # per slot: when a dead actor is started again
+        self.acks: list[Any] = [None] * num_actors  # per slot: set by its process once it has seen the stop
 
     def start(self) -> ActorPool:
         for slot in range(len(self.procs)):
@@ -95,12 +113,13 @@ class ActorPool:
         return self
 
     def _start(self, slot: int) -> None:
+        self.acks[slot] = self.ctx.Event()
         self.procs[slot] = start_process(
             self.ctx,
             self.target,
             (self.cfg, slot, self.stop_event, self.report_queue),
             name=f"actor-{slot}",
-            kwargs={"generation": self.restarts[slot]},
+            kwargs={"generation": self.restarts[slot], "ack": self.acks[slot]},
         )
         self.started_at[slot] = time.monotonic()
 
@@ -137,4 +156,4 @@ class ActorPool:
 
     def stop_all(self, timeout: float = 10.0, while_waiting: Callable[[], Any] | None = None) -> list[int | None]:
         """Ask every child to stop, wait (calling ``while_waiting``, see stop_processes), escalate; the exit codes."""
-        return stop_processes(self.procs, self.stop_event, timeout, while_waiting)
+        return stop_processes(self.procs, self.stop_event, timeout, while_waiting, self.acks)
