@@ -83,7 +83,8 @@ class Collector:
         self.env = run.entry.make(cfg.env, [env_seed(cfg.actor.seed, actor_id, e) for e in range(n_env)])
         self.num_actions = spec.num_actions
         self.masked = spec.masked
-        self.env_steps = 0  # steps of each env (they advance in lockstep): the exploration schedule's clock
+        self.env_steps = 0  # steps of each env (they advance in lockstep)
+        self.run_env_steps = 0  # each env's share of the run's env steps, from the weights (see load_weights)
         self.epsilon = epsilons(cfg.actor, cfg.actors, actor_id, 0)
         self.net = build_q_network(spec, dueling=cfg.net.dueling).eval()  # the learner's layout
         self.acting_net = acting_copy(self.net, cfg.actor.precision)  # what acts: rebuilt from every load
@@ -110,11 +111,14 @@ class Collector:
             self.stacks = self.obs
         self.mask = self.env.action_mask() if self.masked else None
 
-    def load_weights(self, version: int, arrays: dict[str, np.ndarray], run: int = 0) -> None:
-        """Act with ``arrays``, weights ``version`` of run ``run`` (shared/wire/protocol.py) from now on."""
+    def load_weights(self, version: int, arrays: dict[str, np.ndarray], run: int = 0, env_steps: int = 0) -> None:
+        """Act with ``arrays``, weights ``version`` of run ``run`` (shared/wire/protocol.py) from now on; ``env_steps``:
+        the run's when they were sent, so exploration anneals on the run's age (a resumed run's actors do not play at
+        random again), each env counted as its share of them."""
         self.net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
         self.acting_net = acting_copy(self.net, self.cfg.actor.precision)
         self.weights_version, self.weights_run = version, run
+        self.run_env_steps = max(self.run_env_steps, env_steps // (self.cfg.actors * self.cfg.actor.envs_per_actor))
 
     def q_values(self) -> np.ndarray:
         """Q of every env's current stack, float32 [E, A] (one batched forward pass)."""
@@ -183,7 +187,8 @@ class Collector:
                     self.load_weights(*newer)
             if t == 0:
                 batch_version, batch_run = self.weights_version, self.weights_run
-            self.epsilon = epsilons(self.cfg.actor, self.cfg.actors, self.actor_id, self.env_steps)
+            clock = max(self.env_steps, self.run_env_steps)  # the exploration schedule's clock
+            self.epsilon = epsilons(self.cfg.actor, self.cfg.actors, self.actor_id, clock)
             frames[:, t] = self.obs
             first[:, t] = self.first
             if masks is not None:
@@ -330,11 +335,11 @@ def actor_main(
     if cfg.actor.weights_timeout > 0:  # the learner's current weights before the first action
         current = weights.fetch(have=-1, timeout=cfg.actor.weights_timeout, should_stop=should_stop)
         if current is not None:
-            collector.load_weights(*current, weights.run)
+            collector.load_weights(*current, weights.run, weights.env_steps)
 
-    def refresh(have: int) -> tuple[int, dict, int] | None:  # newer weights, with the run they belong to
+    def refresh(have: int) -> tuple[int, dict, int, int] | None:  # newer weights, with their run and its env steps
         got = weights.poll(have)
-        return None if got is None else (*got, weights.run)
+        return None if got is None else (*got, weights.run, weights.env_steps)
 
     seq = 0
     started = time.perf_counter()

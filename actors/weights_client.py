@@ -47,6 +47,7 @@ class WeightClient:
         self.version_rejects = 0  # weights messages of another protocol version (a learner of another release)
         self.version_skew = ""  # what the last of them said: both versions
         self.run = 0  # the run whose weights the actor holds (0: none yet)
+        self.env_steps = 0  # the run's env steps when those weights were sent (the exploration schedule's clock)
 
     def fetch(self, have: int, timeout: float, should_stop=lambda: False) -> tuple[int, dict] | None:
         """Ask for the current weights; None if none came within ``timeout`` seconds."""
@@ -64,8 +65,8 @@ class WeightClient:
                     continue
                 got = self._decode(self._dealer.recv_multipart(copy=False))
                 if got is not None:
-                    self.run = got[0]
-                    return got[1:]
+                    self.run, self.env_steps = got[0], got[3]
+                    return got[1], got[2]
         return None
 
     def poll(self, have: int) -> tuple[int, dict] | None:
@@ -89,10 +90,10 @@ class WeightClient:
                 newest = got
         if newest is None:
             return None
-        self.run = newest[0]
-        return newest[1:]
+        self.run, self.env_steps = newest[0], newest[3]
+        return newest[1], newest[2]
 
-    def _decode(self, parts: list) -> tuple[int, int, dict] | None:
+    def _decode(self, parts: list) -> tuple[int, int, dict, int] | None:
         try:
             return protocol.decode_weights(parts, self.expected)
         except protocol.ProtocolError as exc:

@@ -50,6 +50,7 @@ from learner.checkpoint import (
     BEST_NAME,
     CHECKPOINT_NAME,
 )
+from learner.console import format_processor_line
 from learner.loop import Learner
 from learner.schedule import EnvStepPeriod
 from shared.config import DEFAULT_BETA_STEPS, RunConfig
@@ -155,10 +156,10 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
         learner.plane.drain_until_quiet(quiet=0.5, timeout=5.0)  # what is still in flight
         lags, versions = learner.slots.weights_lag(), learner.slots.weights_versions()
         ledger, rejects = learner.plane.ledger(), dict(learner.plane.consolidator.rejects)
-        learner.close()
+        learner.close(keep_replay=reason in ("stopped", "duration"))  # a run that may go on keeps what it collected
     print_accounting(ledger, rejects)
     elapsed = time.monotonic() - supervisor.start
-    print(learner.processor_line(learner.plane.processed / max(elapsed, 1e-9)), flush=True)
+    print(format_processor_line(learner.plane.stats(), learner.plane.processed / max(elapsed, 1e-9)), flush=True)
     ratio = learner.clock.first_epoch_ratio()
     if ratio is not None:
         print(f"[MAIN] first epoch after warm-up ran at {ratio:.0%} of the later epochs' updates/s", flush=True)
@@ -372,7 +373,8 @@ class Supervisor:
         """The [PROCESSOR] line every log_every seconds."""
         if now - self.logged_at >= self.cfg.log_every:
             processed = self.learner.plane.processed
-            line = self.learner.processor_line((processed - self.logged_processed) / (now - self.logged_at))
+            rate = (processed - self.logged_processed) / (now - self.logged_at)
+            line = format_processor_line(self.learner.plane.stats(), rate)
             (self.bar.write if self.bar is not None else print)(line)
             self.logged_at, self.logged_processed = now, processed
 

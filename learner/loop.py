@@ -31,10 +31,11 @@ from collections.abc import Callable
 
 from learner.broadcasts import BroadcastRecorder
 from learner.checkpoint import Checkpointer, read_published, record_published
-from learner.console import format_epoch_line, format_eval_line, format_processor_line
+from learner.console import format_epoch_line, format_eval_line
 from learner.data_plane import DataPlane
 from learner.epoch import Counters, EpochAccumulator, EpochClock, epoch_figures
 from learner.metrics import MetricsLog
+from learner.replay.saved import restore_replay, save_replay
 from learner.schedule import EnvStepPeriod, ReplayRatio
 from learner.slot_view import SlotView
 from learner.snapshots import SnapshotKeeper, eval_figures
@@ -84,6 +85,8 @@ class Learner:
             self.plane.close()
             raise
         self.slots = SlotView(self.plane.consolidator, c)
+        if resume_state is not None:
+            restore_replay(run_dir, self.plane.replay)
         resumed_at = c.inserted if resume_state is not None else None
         self.metrics = MetricsLog(run_dir, resumed_at=resumed_at, refused=self.refused) if self.train else None
         self.stop_requested = stop_requested if stop_requested is not None else threading.Event()
@@ -119,10 +122,11 @@ class Learner:
     def stop(self) -> None:
         self.stop_requested.set()
 
-    def close(self) -> None:
-        """The last checkpoint (a failed write is said and leaves ``checkpoints.failed`` set), then the sockets."""
-        if self.train and self.counters.updates > 0:
-            self.checkpoints.save_or_say(self.counters.epoch, last=True)
+    def close(self, keep_replay: bool = False) -> None:
+        """The last checkpoint, and with ``keep_replay`` (a stop before the budget) the replay; then the sockets."""
+        if self.train and self.counters.updates > 0 and self.checkpoints.save_or_say(self.counters.epoch, last=True):
+            if keep_replay:
+                self.refused.attempt("the replay", save_replay, self.run_dir, self.plane.replay)
         self.server.stop()
         self.plane.close()
         if self.metrics is not None:
@@ -227,7 +231,7 @@ class Learner:
         monotonic for actors that never stopped); a record the disk refuses skips the broadcast until the next."""
         if not self.refused.attempt("the weights version record", record_published, self.run_dir, version):
             return False
-        self.server.publish(version, self.dqn.online)
+        self.server.publish(version, self.dqn.online, self.counters.inserted)
         self.plane.set_weights_version(version)
         c = self.counters
         self.broadcasts.record(version, self.dqn.online, c.updates, c.inserted, self.elapsed())
@@ -250,6 +254,3 @@ class Learner:
     def _checkpoint_state(self) -> dict:
         self.counters.elapsed_seconds = self.elapsed()
         return {"learner": self.dqn.state_dict(), "counters": dataclasses.asdict(self.counters), "config": self.cfg.to_json()}
-
-    def processor_line(self, rate: float) -> str:
-        return format_processor_line(self.plane.stats(), rate)

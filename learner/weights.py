@@ -68,9 +68,10 @@ class WeightServer(SupervisedThread):
         self.bad_requests = 0
         self.slot_requests = 0
 
-    def publish(self, version: int, net: torch.nn.Module) -> None:
+    def publish(self, version: int, net: torch.nn.Module, env_steps: int = 0) -> None:
+        """Broadcast ``net``'s weights as ``version``, with the run's ``env_steps`` so far (the actors' exploration)."""
         arrays = state_arrays(net)
-        frames = protocol.encode_weights(version, arrays, self.run_id)
+        frames = protocol.encode_weights(version, arrays, self.run_id, env_steps)
         with self._lock:
             self._frames, self.version, self._unsent, self._arrays = frames, version, True, arrays
 

@@ -420,6 +420,50 @@ class FrameReplay:
     def __len__(self) -> int:
         return int(np.minimum(self.heads, self.stream_capacity).sum())
 
+    def layout(self) -> dict[str, Any]:
+        """What a saved replay must match to be loaded here: streams, their capacity, what a slot holds."""
+        return {
+            "kind": type(self).__name__,
+            "num_streams": self.num_streams,
+            "stream_capacity": self.stream_capacity,
+            "frame_shape": list(self.frame_shape),
+            "obs_dtype": str(self.obs_dtype),
+            "num_actions": self.num_actions,
+            "masked": self.masked,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything written so far, on the CPU (``load_state_dict`` restores it into a replay of the same layout)."""
+        with self._lock:
+            tensors = {"frames": self._frames, "actions": self._actions, "rewards": self._rewards}
+            tensors |= {"terminated": self._terminated, "first": self._first}
+            if self._masks is not None:
+                tensors["masks"] = self._masks
+            arrays = {"head": self._head, "last_write": self._last_write}
+            return {
+                "layout": self.layout(),
+                "written": self._written,
+                **{k: v.to("cpu", copy=True) for k, v in tensors.items()},
+                **{k: torch.from_numpy(v.copy()) for k, v in arrays.items()},
+            }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict()``'s content; ValueError naming what differs when the layout does not match."""
+        if state.get("layout") != self.layout():
+            raise ValueError(f"a replay saved as {state.get('layout')} does not fit this one, {self.layout()}")
+        with self._lock:
+            for name in ("frames", "actions", "rewards", "terminated", "first") + (("masks",) if self.masked else ()):
+                getattr(self, f"_{name}").copy_(state[name])
+            self._terminated_host[:] = state["terminated"].numpy()
+            self._first_host[:] = state["first"].numpy()
+            self._head[:] = state["head"].numpy()
+            self._last_write[:] = state["last_write"].numpy()
+            self._written = int(state["written"])
+            self._restored_hook(state)
+
+    def _restored_hook(self, state: dict[str, Any]) -> None:
+        """Called under the lock after ``load_state_dict`` (PrioritizedReplay: its priorities)."""
+
     def num_sampleable(self) -> int:
         return int(self._ranges(self.heads)[1].sum())
 

@@ -60,6 +60,21 @@ class PrioritizedReplay(FrameReplay):
         self.max_priority = 1.0
         self._weight_min = np.inf  # smallest IS weight drawn since the last priority_stats()
 
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        with self._lock:
+            return state | {"priorities": torch.from_numpy(self._prio.copy()), "max_priority": self.max_priority}
+
+    def _restored_hook(self, state: dict[str, Any]) -> None:
+        self._prio[:] = state["priorities"].numpy()
+        self.max_priority = float(state["max_priority"])
+        self._tree.update(np.arange(self.capacity), self._prio)  # every stream's mass, then the expired ones zeroed
+        self._zeroed[:] = False
+        for s in np.flatnonzero(self._expired()):
+            C = self.stream_capacity
+            self._tree.update(np.arange(s * C, (s + 1) * C), 0.0)
+            self._zeroed[s] = True
+
     def anneal(self, env_steps: int) -> None:
         """Set ``beta``, the importance-sampling exponent of the next draws, to its schedule's at ``env_steps``."""
         if self.beta_schedule is not None:

@@ -471,8 +471,10 @@ def _decode_masks(
     return masks
 
 
-def encode_weights(weights_version: int, state: dict[str, np.ndarray], run: int) -> list:
-    """Frames of a WEIGHTS message of run ``run``; ``state`` maps names to C-contiguous float32/int64 arrays."""
+def encode_weights(weights_version: int, state: dict[str, np.ndarray], run: int, env_steps: int = 0) -> list:
+    """Frames of a WEIGHTS message of run ``run``; ``state`` maps names to C-contiguous float32/int64 arrays;
+    ``env_steps``: the run's env steps so far (actors anneal their exploration on it, so a resumed run's new actors
+    do not start from random play again)."""
     names = list(state)
     arrays = [np.require(state[n], requirements="C") for n in names]  # keeps 0-d arrays 0-d
     for name, arr in zip(names, arrays):
@@ -483,6 +485,7 @@ def encode_weights(weights_version: int, state: dict[str, np.ndarray], run: int)
         "kind": KIND_WEIGHTS,
         "run": int(run),
         "wv": int(weights_version),
+        "es": int(env_steps),
         "names": names,
         "dtypes": [a.dtype.str for a in arrays],
         "shapes": [list(a.shape) for a in arrays],
@@ -490,8 +493,9 @@ def encode_weights(weights_version: int, state: dict[str, np.ndarray], run: int)
     return [msgpack.packb(header, use_bin_type=True), *arrays]
 
 
-def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ...], str]]) -> tuple[int, int, dict]:
-    """Decode WEIGHTS against ``expected`` {name: (shape, dtype str)}; returns (run, weights_version, arrays). A
+def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ...], str]]) -> tuple[int, int, dict, int]:
+    """Decode WEIGHTS against ``expected`` {name: (shape, dtype str)}; returns (run, weights_version, arrays, the
+    run's env steps: 0 from a learner that sends none). A
     message of another protocol version is a ProtocolError of reason "version" naming both."""
     if not parts:
         raise ProtocolError("frame_count", f"0 frames, expected {1 + len(expected)}")
@@ -518,6 +522,9 @@ def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ..
         raise ProtocolError("field", f"wv={wv!r}")
     if type(run) is not int or not 1 <= run <= _INT64_MAX:
         raise ProtocolError("field", f"run={run!r}")
+    env_steps = header.get("es", 0)  # optional: a learner of an earlier release sends none
+    if type(env_steps) is not int or not 0 <= env_steps <= _INT64_MAX:
+        raise ProtocolError("field", f"es={env_steps!r}")
     names, dtypes, shapes = header.get("names"), header.get("dtypes"), header.get("shapes")
     if names != list(expected) or not isinstance(dtypes, list) or not isinstance(shapes, list):
         raise ProtocolError("field", "weight names differ from this network's")
@@ -531,7 +538,7 @@ def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ..
         if buf.nbytes != int(np.prod(want_shape)) * np_dtype.itemsize:
             raise ProtocolError("size", f"{name}: {buf.nbytes} bytes")
         out[name] = np.frombuffer(buf, dtype=np_dtype).reshape(want_shape)
-    return run, wv, out
+    return run, wv, out, env_steps
 
 
 def new_run_id() -> int:

@@ -73,7 +73,7 @@ def actor_greedy(collector: Collector, dqn: DQNLearner, states: np.ndarray, vers
         name: (tuple(t.shape), np.dtype(np.float32 if t.is_floating_point() else np.int64).str)
         for name, t in collector.net.state_dict().items()
     }
-    got_run, got_version, arrays = protocol.decode_weights(parts, expected)
+    got_run, got_version, arrays, _ = protocol.decode_weights(parts, expected)
     collector.load_weights(got_version, arrays, got_run)
     with torch.inference_mode():  # Collector.q_values on the probe states
         q = collector.acting_net(torch.from_numpy(states)).numpy()

@@ -77,3 +77,37 @@ def test_resume_continues_weights_and_counters(tmp_path):
     assert [row["step"] for row in rows] == [10, 20, 30, 40, 50]
     env_steps = [row["env_steps"] for row in rows]
     assert env_steps == sorted(env_steps)  # nothing goes back across the resume
+
+
+def test_a_resume_after_a_stop_keeps_its_replay_and_does_not_explore_at_random_again(tmp_path):
+    """A run stopped before its budget saves its replay beside the checkpoint; the resume reads it back (the stream
+    layout matches), and its new actors take the run's age from the weights: the first epoch after the resume has
+    the replay of the stop and an epsilon at most the floors' mean + 0.05."""
+    from shared.config import RunConfig
+    from shared.exploration import mean_floor
+    from shared.results import read_metrics
+    from tests.support.launcher import EPOCH, HANG_GUARD_S, TRAINING, Launcher
+
+    anneal = ("--actor.eps-anneal-steps", "200")
+    first = Launcher(tmp_path, *TRAINING, *anneal)
+    try:
+        first.wait_for(EPOCH, HANG_GUARD_S, count=6)
+        first.stop()  # Ctrl-C: a stop before any budget
+    finally:
+        first.kill()
+    assert first.proc.returncode == 0, first.output
+    (run_dir,) = glob.glob(os.path.join(tmp_path, "*"))
+    assert os.path.isfile(os.path.join(run_dir, "replay.pt"))
+    stopped = load_checkpoint(run_dir)["counters"]
+    rows_before = len(read_metrics(os.path.join(run_dir, "metrics.jsonl"))[0])
+    out = run_fake(tmp_path, "--resume", run_dir, "--learner.steps", str(stopped["updates"] + 10))
+    restored = [line for line in out.splitlines() if line.startswith("[MAIN] replay restored from")]
+    assert restored, out
+    size = int(restored[0].rsplit(": ", 1)[1].split()[0].replace(",", ""))
+    assert size == min(stopped["inserted"], 4096)  # what the stop held (replay.capacity 4096)
+    rows = read_metrics(os.path.join(run_dir, "metrics.jsonl"))[0][rows_before:]
+    epoch = next(r for r in rows if "replay/size" in r)  # the resume's first epoch
+    assert epoch["replay/size"] >= size
+    with open(os.path.join(run_dir, "config.json")) as fh:
+        cfg = RunConfig.from_json(fh.read())
+    assert epoch["actor/epsilon"] <= mean_floor(cfg.actor, cfg.actors) + 0.05, epoch

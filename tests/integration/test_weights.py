@@ -27,9 +27,9 @@ def test_encode_decode_round_trip_keeps_every_shape_including_scalars():
         n: (tuple(t.shape), np.dtype(np.float32 if t.is_floating_point() else np.int64).str)
         for n, t in other.state_dict().items()
     }
-    frames = [bytes(memoryview(f)) for f in protocol.encode_weights(5, state_arrays(net), run=77)]
-    run, version, arrays = protocol.decode_weights(frames, expected)
-    assert (run, version) == (77, 5)
+    frames = [bytes(memoryview(f)) for f in protocol.encode_weights(5, state_arrays(net), run=77, env_steps=123_456)]
+    run, version, arrays, env_steps = protocol.decode_weights(frames, expected)
+    assert (run, version, env_steps) == (77, 5, 123_456)
     for bad in (0, -1, "77"):  # a run identity is a positive int
         header = msgpack.unpackb(frames[0], raw=False) | {"run": bad}
         with pytest.raises(protocol.ProtocolError, match=f"run={bad!r}"):

@@ -60,3 +60,26 @@ def test_an_exploring_env_draws_a_fresh_uniform_action_every_step():
     actions = np.stack([a for a, _ in steps])
     assert set(np.unique(actions)) == set(range(collector.num_actions))
     assert (actions[1:] != actions[:-1]).mean() > 0.5  # 3 actions: a repeat 1/3 of the time, not held
+
+
+def test_exploration_anneals_on_the_runs_env_steps_sent_with_the_weights():
+    """A collector started into a run that is far along (a resumed run's new actors, a restarted actor) plays at its
+    floor once the weights say how far the run is, instead of annealing from 1.0 again; each env counts as its share
+    of the run's env steps."""
+    from actors.collector import Collector
+    from shared.config import RunConfig
+    from shared.exploration import epsilon_floors
+
+    cfg = RunConfig(actors=2)
+    cfg.env.name, cfg.env.frame_size = "fake", 36
+    cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps = 2, 1_000
+    run = resolve_run(cfg, device="cpu")
+    young, old = Collector(run, 0, 1, 0), Collector(run, 0, 2, 0)
+    arrays = {name: t.numpy() for name, t in young.net.state_dict().items()}
+    young.load_weights(1, arrays, run=9, env_steps=400)  # 100 steps per env: a tenth of the anneal
+    old.load_weights(1, arrays, run=9, env_steps=40_000)  # 10,000 per env: long past it
+    young.collect(2, 0), old.collect(2, 0)
+    floors = epsilon_floors(run.cfg.actor, 2, 0)
+    np.testing.assert_allclose(old.epsilon, floors)
+    np.testing.assert_allclose(young.epsilon, floors + (1 - floors) * (1 - 100 / 1_000))  # the run is 100 steps per env
+    young.close(), old.close()
