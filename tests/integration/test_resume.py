@@ -104,7 +104,7 @@ def test_a_resume_after_a_stop_keeps_its_replay_and_does_not_explore_at_random_a
     restored = [line for line in out.splitlines() if line.startswith("[MAIN] replay restored from")]
     assert restored, out
     size = int(restored[0].rsplit(": ", 1)[1].split()[0].replace(",", ""))
-    assert size == min(stopped["inserted"], 4096)  # what the stop held (replay.capacity 4096)
+    assert size >= min(stopped["inserted"], 4096)  # what the stop held (with what its actors sent as they stopped)
     rows = read_metrics(os.path.join(run_dir, "metrics.jsonl"))[0][rows_before:]
     epoch = next(r for r in rows if "replay/size" in r)  # the resume's first epoch
     assert epoch["replay/size"] >= size
