@@ -140,14 +140,14 @@ class Consolidator(SupervisedThread):
         try:
             for slot in range(num_actors):
                 # ZeroMQ's own bound applies per frame: a peer sending one frame above it is disconnected.
-                # Whole messages above max_message_bytes are rejected (and counted) by the decoder.
+                # Whole messages above the run's bound (data_plane.py) are rejected (and counted) by the decoder.
                 sock = open_socket(
                     self._context,
                     zmq.PULL,
                     transport,
                     server=True,
                     recv_hwm=1 if small else transport.recv_hwm,
-                    max_message=transport.max_message_bytes,
+                    max_message=limits.max_message_bytes,
                     kernel_buffer=buffer if small else None,
                 )
                 self.sockets.append(sock)

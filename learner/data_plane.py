@@ -9,6 +9,7 @@ later), so inserts happen on the thread that also samples from the device.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import queue
 import time
@@ -84,12 +85,10 @@ class DataPlane:
         # a batch longer than the run's actors send, or than one replay stream holds, is refused at validation and
         # counted (reason "field"): written, it would raise on the training thread
         max_steps = min(cfg.transport.max_steps_per_message, cfg.actor.batch_steps, self.replay.stream_capacity)
-        limits = protocol.Limits.for_spec(
-            spec,
-            max_envs=cfg.transport.max_env_per_message,
-            max_steps=max_steps,
-            max_message_bytes=cfg.transport.max_message_bytes,
-        )
+        limits = protocol.Limits.for_spec(spec, max_envs=cfg.transport.max_env_per_message, max_steps=max_steps)
+        # the largest message this run's actors send, so ZeroMQ holds at most recv_hwm of them per peer
+        bound = limits.message_bound(self.envs_per_actor, max_steps)
+        limits = dataclasses.replace(limits, max_message_bytes=min(cfg.transport.max_message_bytes, bound))
         self._release_auth = curve.start_authenticator(cfg.transport)  # the allow-list runs before any socket binds
         try:
             self.consolidator = Consolidator(

@@ -97,6 +97,7 @@ ARRAY_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint8), np.dtype(np.float32), np
 """Mario's dtypes (frames uint8, actions uint8); other specs change the first two (:func:`batch_dtypes`)."""
 OBS_DTYPES = {name: np.dtype(name) for name in SPEC_OBS_DTYPES}  # the dtypes an EnvSpec may declare
 EPISODE_FIELDS = ("return", "score", "success")  # the columns of the episodes frame
+HEADER_ALLOWANCE = 1 << 16  # bytes a BATCH's header and stats frames may take, in Limits.message_bound
 HEADER_KEYS = frozenset({"v", "kind", "actor", "inc", "seq", "wv", "run", "E", "T", "shape", "K", "P", "M", "dtypes", "stats"})
 MAX_OBS_DIMS = 4
 NUM_FRAMES = 9  # header + frames, actions, rewards, terminated, first + masks, episodes, priorities
@@ -145,6 +146,13 @@ class Limits:
         object.__setattr__(self, "dtypes", batch_dtypes(self.obs_dtype, self.num_actions))
         object.__setattr__(self, "dtype_strs", [d.str for d in self.dtypes])
         object.__setattr__(self, "shape_list", [int(d) for d in self.obs_shape])
+
+    def message_bound(self, envs: int, steps: int) -> int:
+        """The largest valid BATCH of ``envs`` x ``steps``: every per-step frame at full size (observation, action,
+        reward, both flags, mask, priority, an episode row) and ``HEADER_ALLOWANCE`` for header and stats."""
+        per_step = int(np.prod(self.obs_shape)) * np.dtype(self.obs_dtype).itemsize + action_dtype(self.num_actions).itemsize
+        per_step += 4 + 1 + 1 + 4 + 4 * len(EPISODE_FIELDS) + (mask_bytes(self.num_actions) if self.masked else 0)
+        return envs * steps * per_step + HEADER_ALLOWANCE
 
     @classmethod
     def for_spec(cls, spec: Any, **bounds: int) -> Limits:

@@ -304,3 +304,32 @@ def test_a_held_socket_buffers_about_one_batch_and_at_most_128_kib():
     assert held_kernel_buffer(mario, 1, 64) == HELD_KERNEL_BUFFER == 1 << 17
     limits = protocol.Limits.for_spec(corridor)  # the learner's side computes the same from its limits
     assert held_kernel_buffer(limits, 4, 64) == held_kernel_buffer(corridor, 4, 64)
+
+
+def test_the_message_bound_follows_the_spec_and_the_largest_valid_batch_fits_it():
+    """The learner's per-message bound is what E x T steps of this spec can take at most (issue: 64 MiB whatever the
+    spec); the largest valid batch (priorities, an episode ending every step) fits it, and the data plane uses it."""
+    import torch
+
+    from learner.data_plane import DataPlane
+    from shared.envs import env_spec
+    from tests.support.runs import small_config
+
+    cfg = small_config(actors=1, envs=2, steps=16, frame_size=36)
+    spec = env_spec(cfg.env)
+    limits = protocol.Limits.for_spec(spec, max_envs=64, max_steps=16)
+    bound = limits.message_bound(2, 16)
+    assert bound == 2 * 16 * (36 * 36 + 1 + 4 + 1 + 1 + 4 + 12) + protocol.HEADER_ALLOWANCE
+    shape = (2, 16)
+    arrays = (np.zeros(shape + (36, 36), np.uint8), np.zeros(shape, np.uint8), np.zeros(shape, np.float32))
+    arrays += (np.ones(shape, np.uint8), np.ones(shape, np.uint8))
+    stats = {k: 0.0 for k in protocol.STAT_KEYS}
+    parts = protocol.encode_batch(
+        0, 1, 0, 0, *arrays, stats=stats, priorities=np.ones(shape, np.float32), episodes=np.zeros((32, 3), np.float32)
+    )
+    assert sum(memoryview(p).nbytes for p in parts) <= bound
+    plane = DataPlane(cfg, spec, torch.device("cpu"))
+    try:
+        assert plane.consolidator.limits.max_message_bytes == min(cfg.transport.max_message_bytes, bound)
+    finally:
+        plane.close()
