@@ -78,16 +78,16 @@ class BatchSender:
         self.incarnation = incarnation
         self.max_staged = max_staged
         self._context = context or zmq.Context.instance()
-        # waiting, the sender keeps one message queued and a small kernel buffer (``kernel_buffer``),
-        # except under CURVE, where the learner's side keeps its defaults too (learner/consolidator.py)
-        small = wait_when_full and not (transport is not None and transport.curve_client_secret)
+        # waiting, the sender keeps one message queued (two under CURVE, as the learner's side: a high-water mark
+        # of 1 aborted libzmq there) and a small kernel buffer (``kernel_buffer``), so batches stay near the weights
+        curve = transport is not None and bool(transport.curve_client_secret)
         self._socket = open_socket(
             self._context,
             zmq.PUSH,
             transport,
             server=False,
-            send_hwm=1 if small else send_hwm,
-            kernel_buffer=kernel_buffer if small else None,
+            send_hwm=(2 if curve else 1) if wait_when_full else send_hwm,
+            kernel_buffer=kernel_buffer if wait_when_full else None,
         )
         self._socket.connect(endpoint)
         self._staged: collections.deque[StagedBatch] = collections.deque()

@@ -133,9 +133,9 @@ class Consolidator(SupervisedThread):
         self.sockets: list[zmq.Socket] = []
         self.per_round = HELD_PER_SOCKET_PER_ROUND if held else MAX_PER_SOCKET_PER_ROUND
         self._rotate = held  # not held, slot 0 is read first in every round, as before
-        # small buffers while holding the ratio, but not under CURVE: there libzmq aborted the learner process
-        # (SIGABRT in tests/reliability/test_security.py) with a receive high-water mark of 1
-        small = held and not transport.curve_server_secret
+        # small buffers while holding the ratio, so batches stay near the weights; under CURVE a receive high-water
+        # mark of 2: with 1 libzmq aborted the learner process (SIGABRT in tests/reliability/test_security.py)
+        held_hwm = 2 if transport.curve_server_secret else 1
         buffer = held_kernel_buffer(limits, envs_per_actor, batch_steps)
         try:
             for slot in range(num_actors):
@@ -146,9 +146,9 @@ class Consolidator(SupervisedThread):
                     zmq.PULL,
                     transport,
                     server=True,
-                    recv_hwm=1 if small else transport.recv_hwm,
+                    recv_hwm=held_hwm if held else transport.recv_hwm,
                     max_message=limits.max_message_bytes,
-                    kernel_buffer=buffer if small else None,
+                    kernel_buffer=buffer if held else None,
                 )
                 self.sockets.append(sock)
                 bind(sock, f"tcp://{transport.host}:{transport.base_port + slot}", transport, f"actor slot {slot}'s experience")

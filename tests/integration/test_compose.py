@@ -164,3 +164,6 @@ def test_compose_services_run_as_processes_and_train_together(tmp_path):
     assert alive.returncode == 0 and alive.stdout.strip() == "healthy"
     assert dead.returncode == 1 and "is not running" in dead.stdout
     assert codes == [0, 0] and all('"batches"' in text for text in actor_out)
+    # CURVE, the ratio held and leasing replicas, learner-bound: the small buffers keep every batch within the lag
+    rejected = re.search(r"rejected by reason (\{.*\})", out)
+    assert rejected and "stale_weights" not in rejected[1], rejected
