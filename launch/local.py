@@ -1,6 +1,6 @@
 """Run warppipe on one machine: the learner in this process, N actor processes beside it.
 
-    python -m launch.local --actors 4                      # train Mario until Ctrl-C
+    python -m launch.local --actors 4                      # train Mario 1-1 to its 300K env-step budget
     python -m launch.local --actors 4 --total-env-steps 200000  # ... until 200K env steps are in replay
     python -m launch.local --actors 4 --learner.steps 5000  # ... until 5,000 updates
     python -m launch.local --actors 4 --duration 300       # ... for 5 minutes of wall-clock

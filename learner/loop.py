@@ -1,25 +1,23 @@
 """The learner's main loop: drain experience, train within the replay ratio, publish, checkpoint.
 
-One thread does it all, in this order, every iteration: move queued batches into replay; if
-replay holds ``min_replay`` transitions and the replay-ratio limiter allows it (never more than
-``samples_per_insert`` samples trained per transition inserted), do one update; every
-``updates_per_epoch`` updates close an epoch (console line, metrics.jsonl, TensorBoard); every
-``checkpoint_every`` epochs, and at exit, write a checkpoint. The target sync, the weight broadcast (a new
-``weights_version``) and the network's resets follow periods in env steps
-(learner/schedule.py), so the replay ratio and the batch never move them within the run. ``run`` returns why it ended
-(``STOP_REASONS``): ``stop()`` was called, the deadline passed, ``learner.steps`` updates were made, or
-``total_env_steps`` transitions were inserted (no drain writes a batch past the one that reaches that
-budget, so a run ends within one batch of it). With ``learner.exact_ratio`` (opt-in) the loop also
-stops moving batches into replay while training trails the ratio by more than ``ratio_slack``
-transitions; the queue and the sockets fill and the actors wait at their socket (actors/sender.py),
-so a slow learner slows collection instead of training less per env step. Without it, collectors are never
-blocked: they stage and drop on their side. When no experience has
-arrived for ``IDLE_NOTICE_EVERY`` seconds (every actor dead or restarting) the loop keeps waiting
-and says so, at most once per ``IDLE_NOTICE_EVERY`` seconds.
+One thread does it all, in this order, every iteration: move queued batches into replay; if replay holds
+``min_replay`` transitions and the replay-ratio limiter allows it (never more than ``samples_per_insert`` samples
+trained per transition inserted), do one update; every ``updates_per_epoch`` updates close an epoch (console line,
+metrics.jsonl, TensorBoard, learner/epoch.py) and start a checkpoint when one is due (learner/checkpoint.py
+``Checkpointer``: by time and by epochs, written by its own thread). The target sync, the weight broadcast (a new
+``weights_version``, learner/broadcasts.py) and the network's resets follow periods in env steps
+(learner/schedule.py), so the replay ratio and the batch never move them within the run. ``run`` returns why it
+ended (``STOP_REASONS``): ``stop()`` was called, the deadline passed, ``learner.steps`` updates were made, or
+``total_env_steps`` transitions were inserted (no drain writes a batch past the one that reaches that budget, so a
+run ends within one batch of it). Holding the ratio (``learner.exact_ratio``, the default), the loop also stops
+moving batches into replay while training trails the ratio by more than ``ratio_slack`` transitions; the queue and
+the sockets fill and the actors wait at their socket (actors/sender.py), so a slow learner slows collection instead
+of training less per env step. When no experience has arrived for ``IDLE_NOTICE_EVERY`` seconds (every actor dead
+or restarting) the loop keeps waiting and says so, at most once per ``IDLE_NOTICE_EVERY`` seconds.
 
-Counters (``Counters``) are checkpointed and continue across ``--resume``; every published
-``weights_version`` is also recorded in the run folder, and a resume starts one above the larger of
-the two, so it stays strictly increasing for actors that never stopped.
+Counters (learner/epoch.py ``Counters``) are checkpointed and continue across ``--resume``; every published
+``weights_version`` is also recorded in the run folder, and a resume starts one above the larger of the two, so it
+stays strictly increasing for actors that never stopped.
 """
 
 from __future__ import annotations
