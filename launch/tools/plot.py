@@ -2,42 +2,27 @@
 
     python -m launch.tools.plot runs/a runs/b --out curves.png --names apex,baseline --baseline-score 734
 
-Input contract
---------------
-Each positional argument is a run folder holding ``metrics.jsonl``, or a path straight to a
-``.jsonl`` file. The file has one JSON object per line (blank lines are ignored). Every row
-carries ``step`` (learner updates so far), ``env_steps`` (environment steps, i.e. transitions
-inserted into replay, over the whole run) and ``wall_seconds`` (seconds since the run started).
-Rows come in two kinds, told apart by their keys:
+Input: each positional argument is a run folder holding ``metrics.jsonl``, or a path straight to a ``.jsonl`` file: one
+JSON object per line (blank lines are ignored), each with ``step`` (learner updates so far), ``env_steps``
+(transitions inserted into replay over the whole run) and ``wall_seconds``. A row with any ``eval/`` key is an
+evaluation row (``eval/score``: the mean score, Mario's furthest x_pos; ``eval/score_median``, ``eval/success_rate``,
+...), any other an epoch row (``learner/loss``, ``learner/td_error``, ``learner/updates_per_s``,
+``actor/experiences_per_s``, ``actor/return``: the behaviour policy's rolling mean, ...). Rows under Mario's words
+(``eval/x_pos``, ``eval/flag_rate``) are read through ``shared.results.upgrade``. Any key may be missing: a panel with
+no data for any run says "no data". Rows without a numeric ``env_steps`` are skipped with one warning line per run, a
+last line a stopped run left cut short with a note; any other line that is not a JSON object, or a folder without
+``metrics.jsonl``, is an error: a message on stderr and exit code 2.
 
-* evaluation rows: any key starting with ``eval/`` -- ``eval/score`` (mean score over the
-  evaluation episodes; Mario: the furthest x_pos), ``eval/score_median``, ``eval/success_rate`` (0..1), ``eval/return``,
-  ``eval/length``, ``eval/episodes``, ``eval/epsilon``;
-* epoch rows: everything else -- ``learner/loss``, ``learner/td_error``,
-  ``learner/updates_per_s``, ``actor/experiences_per_s``, ``actor/return`` (rolling mean
-  return of the behaviour policy), ``actor/score``, ...
-
-Rows written under Mario's words (``eval/x_pos``, ``eval/flag_rate``: runs before the names were generic) are read
-through ``shared.results.upgrade``.
-
-Any key may be missing (older runs, evaluation off); a panel with no data for any run says
-"no data". Rows without a numeric ``env_steps`` are skipped, with one warning line per run; so is
-a last line that a stopped run left cut short, with a note. Any other line that is not a JSON
-object, or a folder without ``metrics.jsonl``, is an error: a message on stderr and exit code 2.
-
-Output
-------
-One PNG (Agg, no window), five rows by two columns: the left column against environment steps,
-the right column the same figure against wall-clock minutes. Rows: evaluation score (mean
-solid, median dashed, optional ``--baseline-score`` reference line), evaluation success rate,
-behaviour-policy return, loss and TD error (log scale when all positive), throughput (actor
-experiences/s solid on the left axis, learner updates/s dashed on the right axis). One colour
-per run. Prints, per run, the epoch and evaluation rows read and the last evaluation mean
-score, then the output path.
+Output: one PNG (Agg, no window), five rows by two columns, against environment steps (left) and wall-clock minutes
+(right): the evaluation score (mean solid, median dashed, optional ``--baseline-score`` line), evaluation success
+rate, behaviour-policy return, loss and TD error (log scale when all positive), throughput (actor experiences/s solid
+on the left axis, learner updates/s dashed on the right). One colour per run. Prints per run the epoch and evaluation
+rows read and the last evaluation mean score, then the output path.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -59,10 +44,7 @@ if TYPE_CHECKING:  # types only: matplotlib.typing is 3.8+, setup.cfg asks >= 3.
     from matplotlib.typing import RcKeyType
 
 # x columns: (row key, axis label, scale applied to the value)
-X_COLUMNS = [
-    ("env_steps", "environment steps", 1.0),
-    ("wall_seconds", "wall-clock minutes", 1.0 / 60.0),
-]
+X_COLUMNS = [("env_steps", "environment steps", 1.0), ("wall_seconds", "wall-clock minutes", 1.0 / 60.0)]
 
 FONTS: dict[RcKeyType, Any] = {
     "font.size": 12,
@@ -73,6 +55,7 @@ FONTS: dict[RcKeyType, Any] = {
     "legend.fontsize": 11,
     "figure.titlesize": 16,
 }
+GREY = "0.3"  # the style legends' lines: colours stand for runs
 
 
 class InputError(Exception):
@@ -116,7 +99,6 @@ def default_name(arg: str) -> str:
 
 def read_run(arg: str, name: str) -> Run:
     path = metrics_path(arg)
-    epochs, evals, skipped = [], [], 0
     try:
         rows, note = read_metrics(path)
     except ValueError as exc:  # UnicodeDecodeError included
@@ -125,14 +107,10 @@ def read_run(arg: str, name: str) -> Run:
         raise InputError(f"{path}: cannot read ({exc})") from None
     if note:
         print(f"note: {note}", file=sys.stderr)
-    for row in rows:
-        if not is_number(row.get("env_steps")):
-            skipped += 1
-        elif any(key.startswith("eval/") for key in row):
-            evals.append(row)
-        else:
-            epochs.append(row)
-    return Run(name=name, path=path, epochs=epochs, evals=evals, skipped=skipped)
+    kept = [row for row in rows if is_number(row.get("env_steps"))]
+    evals = [row for row in kept if any(key.startswith("eval/") for key in row)]
+    epochs = [row for row in kept if not any(key.startswith("eval/") for key in row)]
+    return Run(name, path, epochs, evals, skipped=len(rows) - len(kept))
 
 
 def series(rows: list[dict], key: str, xkey: str, xscale: float) -> tuple[list[float], list[float]]:
@@ -146,24 +124,16 @@ def series(rows: list[dict], key: str, xkey: str, xscale: float) -> tuple[list[f
     return xs, ys
 
 
-def draw(ax, runs, colours, kind, key, xcol, linestyle="-", linewidth=1.8, marker=None) -> list[float]:
+def draw(runs, colours, xcol, ax, kind, key, linestyle="-", linewidth=1.8, marker=None) -> list[float]:
     """Plot one metric for every run on ax; return all y values drawn (empty: nothing drawn)."""
     xkey, _, xscale = xcol
     drawn = []
     for run, colour in zip(runs, colours):
         xs, ys = series(getattr(run, kind), key, xkey, xscale)
-        if not xs:
-            continue
-        ax.plot(
-            xs,
-            ys,
-            color=colour,
-            linestyle=linestyle,
-            linewidth=linewidth,
-            marker=marker or ("o" if len(xs) == 1 else None),
-            markersize=3.5,
-        )
-        drawn.extend(ys)
+        if xs:
+            shape = marker or ("o" if len(xs) == 1 else None)
+            ax.plot(xs, ys, color=colour, linestyle=linestyle, linewidth=linewidth, marker=shape, markersize=3.5)
+            drawn.extend(ys)
     return drawn
 
 
@@ -176,6 +146,62 @@ def style_legend(ax, entries) -> None:
     """A small legend of line styles (grey), since colours already stand for runs."""
     handles = [Line2D([], [], color=colour, linestyle=style, linewidth=width) for _, style, width, colour in entries]
     ax.legend(handles, [label for label, _, _, _ in entries], loc="best", framealpha=0.8)
+
+
+def _column(axes, line, baseline_score: float | None, baseline_label: str) -> None:
+    """The five panels of one column; ``line(ax, kind, key, style, width, marker=None)`` draws one metric."""
+    score_ax, rate_ax, return_ax, loss_ax, speed_ax = axes
+    mean = line(score_ax, "evals", "eval/score", "-", 2.2, marker="o")
+    median = line(score_ax, "evals", "eval/score_median", "--", 1.1)
+    score_ax.set(title="evaluation score (Mario: furthest x_pos)", ylabel="score")
+    if mean or median:
+        entries = [("mean", "-", 2.2, GREY), ("median", "--", 1.1, GREY)]
+        if baseline_score is not None:
+            score_ax.axhline(baseline_score, color="0.25", linestyle=":", linewidth=1.5)
+            entries.append((f"{baseline_label} ({baseline_score:g})", ":", 1.5, "0.25"))
+        style_legend(score_ax, entries)
+    else:
+        no_data(score_ax)
+
+    if line(rate_ax, "evals", "eval/success_rate", "-", 2.0, marker="o"):
+        rate_ax.set_ylim(-0.03, 1.03)
+        rate_ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
+    else:
+        no_data(rate_ax)
+    rate_ax.set(title="evaluation success rate (Mario: flags)", ylabel="episodes that succeeded")
+
+    if not line(return_ax, "epochs", "actor/return", "-", 1.8):
+        no_data(return_ax)
+    return_ax.set(title="behaviour-policy return (rolling mean, last 100 episodes)", ylabel="return")
+
+    loss = line(loss_ax, "epochs", "learner/loss", "-", 1.8)
+    td = line(loss_ax, "epochs", "learner/td_error", "--", 1.2)
+    if loss or td:
+        if all(v > 0 for v in loss + td):
+            loss_ax.set_yscale("log")
+            loss_ax.yaxis.set_major_formatter(LogFormatter())  # plain "2", "0.5", not 2x10^0
+            loss_ax.yaxis.set_minor_formatter(LogFormatter(minor_thresholds=(2, 0.5)))
+        style_legend(loss_ax, [("loss", "-", 1.8, GREY), ("TD error", "--", 1.2, GREY)])
+    else:
+        no_data(loss_ax)
+    loss_ax.set(title="learner loss and TD error", ylabel="loss / |TD error|")
+
+    # throughput: experiences/s on the left axis, updates/s on a twin right axis
+    exps = line(speed_ax, "epochs", "actor/experiences_per_s", "-", 1.8)
+    twin = speed_ax.twinx()
+    updates = line(twin, "epochs", "learner/updates_per_s", "--", 1.4)
+    if updates:
+        twin.set_ylabel("learner updates/s (dashed)")
+        twin.yaxis.set_major_formatter(EngFormatter(sep=""))
+    else:
+        twin.remove()
+    if exps or updates:
+        entries = [("actor experiences/s (left)", "-", 1.8, GREY), ("learner updates/s (right)", "--", 1.4, GREY)]
+        style_legend(twin if updates else speed_ax, entries)  # on top of both axes' lines
+    else:
+        no_data(speed_ax)
+    speed_ax.set(title="throughput", ylabel="actor experiences/s (solid)")
+    speed_ax.yaxis.set_major_formatter(EngFormatter(sep=""))
 
 
 def plot(
@@ -191,72 +217,7 @@ def plot(
         # fixed margins: title, run legend and column headings above, twin y labels on the right
         fig.subplots_adjust(left=0.07, right=0.93, bottom=0.04, top=0.895, hspace=0.3, wspace=0.3)
         for col, xcol in enumerate(X_COLUMNS):
-            # (1) evaluation score
-            ax = axes[0, col]
-            mean = draw(ax, runs, colours, "evals", "eval/score", xcol, "-", 2.2, marker="o")
-            median = draw(ax, runs, colours, "evals", "eval/score_median", xcol, "--", 1.1)
-            ax.set_title("evaluation score (Mario: furthest x_pos)")
-            ax.set_ylabel("score")
-            if mean or median:
-                entries = [("mean", "-", 2.2, "0.3"), ("median", "--", 1.1, "0.3")]
-                if baseline_score is not None:
-                    ax.axhline(baseline_score, color="0.25", linestyle=":", linewidth=1.5)
-                    entries.append((f"{baseline_label} ({baseline_score:g})", ":", 1.5, "0.25"))
-                style_legend(ax, entries)
-            else:
-                no_data(ax)
-
-            # (2) evaluation success rate
-            ax = axes[1, col]
-            if draw(ax, runs, colours, "evals", "eval/success_rate", xcol, "-", 2.0, marker="o"):
-                ax.set_ylim(-0.03, 1.03)
-                ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
-            else:
-                no_data(ax)
-            ax.set_title("evaluation success rate (Mario: flags)")
-            ax.set_ylabel("episodes that succeeded")
-
-            # (3) behaviour-policy return
-            ax = axes[2, col]
-            if not draw(ax, runs, colours, "epochs", "actor/return", xcol, "-", 1.8):
-                no_data(ax)
-            ax.set_title("behaviour-policy return (rolling mean, last 100 episodes)")
-            ax.set_ylabel("return")
-
-            # (4) loss and TD error
-            ax = axes[3, col]
-            loss = draw(ax, runs, colours, "epochs", "learner/loss", xcol, "-", 1.8)
-            td = draw(ax, runs, colours, "epochs", "learner/td_error", xcol, "--", 1.2)
-            if loss or td:
-                if all(v > 0 for v in loss + td):
-                    ax.set_yscale("log")
-                    ax.yaxis.set_major_formatter(LogFormatter())  # plain "2", "0.5", not 2x10^0
-                    ax.yaxis.set_minor_formatter(LogFormatter(minor_thresholds=(2, 0.5)))
-                style_legend(ax, [("loss", "-", 1.8, "0.3"), ("TD error", "--", 1.2, "0.3")])
-            else:
-                no_data(ax)
-            ax.set_title("learner loss and TD error")
-            ax.set_ylabel("loss / |TD error|")
-
-            # (5) throughput: experiences/s on the left axis, updates/s on a twin right axis
-            ax = axes[4, col]
-            exps = draw(ax, runs, colours, "epochs", "actor/experiences_per_s", xcol, "-", 1.8)
-            twin = ax.twinx()
-            updates = draw(twin, runs, colours, "epochs", "learner/updates_per_s", xcol, "--", 1.4)
-            if updates:
-                twin.set_ylabel("learner updates/s (dashed)")
-                twin.yaxis.set_major_formatter(EngFormatter(sep=""))
-            else:
-                twin.remove()
-            if exps or updates:
-                entries = [("actor experiences/s (left)", "-", 1.8, "0.3"), ("learner updates/s (right)", "--", 1.4, "0.3")]
-                style_legend(twin if updates else ax, entries)  # on top of both axes' lines
-            else:
-                no_data(ax)
-            ax.set_title("throughput")
-            ax.set_ylabel("actor experiences/s (solid)")
-            ax.yaxis.set_major_formatter(EngFormatter(sep=""))
-
+            _column(axes[:, col], functools.partial(draw, runs, colours, xcol), baseline_score, baseline_label)
             box = axes[0, col].get_position()
             fig.text((box.x0 + box.x1) / 2, 0.925, f"against {xcol[1]}", ha="center", va="bottom", fontsize=14, fontweight="bold")
             axes[-1, col].set_xlabel(xcol[1])
@@ -267,17 +228,11 @@ def plot(
         if title:
             fig.suptitle(title, y=0.99, fontweight="bold")
         handles = [Line2D([], [], color=c, linewidth=3) for c in colours]
+        names = [run.name for run in runs]
         fig.legend(
-            handles,
-            [run.name for run in runs],
-            loc="upper center",
-            bbox_to_anchor=(0.5, 0.97),
-            ncol=min(len(runs), 5),
-            frameon=False,
-            fontsize=13,
+            handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.97), ncol=min(len(runs), 5), frameon=False, fontsize=13
         )
-        out_dir = os.path.dirname(os.path.abspath(out))
-        os.makedirs(out_dir, exist_ok=True)
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
         fig.savefig(out, format="png")
     return fig
 
@@ -303,28 +258,19 @@ def main(argv: list[str] | None = None) -> int:
         args = parse(PlotArgs, argv, "python -m launch.tools.plot", "Draw learning curves from runs' metrics.jsonl into one PNG.")
         if not args.runs:
             raise UsageError("RUN_DIR: name at least one run folder or metrics .jsonl file")
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        if args.names is not None:
-            names = [name.strip() for name in args.names.split(",")]
-            if len(names) != len(args.runs):
-                raise InputError(f"--names gives {len(names)} names for {len(args.runs)} runs")
-        else:
-            names = [default_name(arg) for arg in args.runs]
+        names = [name.strip() for name in args.names.split(",")] if args.names is not None else list(map(default_name, args.runs))
+        if len(names) != len(args.runs):
+            raise InputError(f"--names gives {len(names)} names for {len(args.runs)} runs")
         runs = [read_run(arg, name) for arg, name in zip(args.runs, names)]
-    except InputError as exc:
+    except (UsageError, InputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-
     for run in runs:
         if run.skipped:
             print(f"warning: {run.name}: skipped {run.skipped} rows without env_steps ({run.path})", file=sys.stderr)
         last = [row["eval/score"] for row in run.evals if is_number(row.get("eval/score"))]
         last_text = f"last eval score {last[-1]:.1f}" if last else "no eval score"
         print(f"{run.name}: {len(run.epochs)} epoch rows, {len(run.evals)} eval rows, {last_text}")
-
     try:
         plot(runs, args.out, args.title, args.baseline_score, args.baseline_label)
     except OSError as exc:

@@ -4,52 +4,24 @@
     python -m launch.tools.report runs/ --baseline random.json --baseline right-A.json --out docs/lab/experiments/1-1
     python -m launch.tools.report --paired lr1e-4 baseline runs/ --json paired.json   # A - B on the seeds both ran
 
-Runs are grouped by ``--label`` (given at launch) or, where no run has one, by the config values in which the runs
-differ (seeds, ports, folders and log options excepted). Per group: the number of runs, env steps, the machines
-(CPU model, and whether it has native bf16), env steps/s, samples trained per transition, each run's
-final-evaluation mean score and success rate (``eval_final.json`` of launch/final_eval.py: the last weights and
-best.pt; Mario's score is the furthest x_pos, its success the flag), and over the runs the mean of the last weights'
-mean score and of their success rate, each with a 95% interval:
+Runs are grouped by ``--label`` or, where no run has one, by the config values they differ in (seeds, ports, folders
+and log options excepted). A group's row: its runs, env steps, machines, env steps/s, samples trained per transition,
+each run's final-evaluation score and success (``eval_final.json``), and the mean over runs of the last weights' score
+and success rate with a 95% interval: Student t over two or more runs (launch/tools/stats.py says why; rates clipped
+to [0, 1]), one run's own interval over its episodes (nothing of seed-to-seed spread). No interquartile mean: over 5
+runs or fewer it is about the mean. Further rows: the late window, the low-epsilon and no-op greedy rows and each
+hazard's pass rate. Under the table: the minimum detectable effect for the groups' sizes and for 4 vs 4 and 6 vs 6
+runs. Baselines (``--baseline``: ``launch.evaluate`` files) are rows over episodes. A second table lists each run's
+last weights and best.pt, and the ``--end-window`` holding most ends of its episodes that did not succeed.
 
-- **two or more runs: the Student t interval over runs** (launch/tools/stats.py ``t_interval``, n - 1 degrees of
-  freedom; "95% t over 3 runs"). One rule for every group size: a percentile bootstrap over 3-5 numbers is little
-  more than their range (about 75% coverage for 3 runs), and one method for 6+ runs keeps rows comparable. Rates'
-  intervals are clipped to [0, 1], which loses no coverage.
-- **one run: that run's own interval over its episodes** ("95% over 50 episodes (one run)": the final
-  evaluation's BCa bootstrap of the mean score, Wilson for the success rate); it says nothing of seed-to-seed
-  spread.
+``--paired A B`` matches the runs of groups A and B by seed (seeds one group lacks are listed and left out); per figure
+(the rows above, and metrics.jsonl's ``probe/*`` over each run's last 20% of env steps): the per-seed A - B, their
+mean with a 95% t interval, the sign count, their SD and the minimum detectable difference (stats.py ``mde_paired``).
 
-No interquartile mean: with 5 runs or fewer it is the mean (3 runs: scipy trims none) or the mean of the middle 2-3
-runs, and no interval of it at that size has a coverage to claim; each run's figure is in the table instead.
-Where the final evaluation wrote them, a group has further rows, each the same statistics over its runs: the late
-window (the kept last weights, ``late_window``), the low-epsilon and no-op greedy rows (``secondary``) and each hazard
-cluster's pass rate (``last.hazards``, by name). Under the table, one line gives the minimum detectable effect
-(80% power, two-sided 5%, from the pooled SD between runs of the last weights' score and success rate) of two
-groups of the sizes given (each group against the first, and the protocol's 4 vs 4 and 6 vs 6 runs).
-Baselines (``--baseline``: JSON files of ``launch.evaluate --policy random`` or ``--policy constant``) are rows of
-their own, their intervals over episodes, with their ``secondary`` and ``hazards`` rows where the file has them.
-
-A second table lists each run: its seed, the last weights' and best.pt's mean score with its interval over
-episodes, and where the episodes that did not succeed cluster: the ``--end-window`` (200 by default, in score units)
-holding most of their ends, with its count ("35 of 50 end at 600-720": a policy that fails at one hazard, such as 1-1's
-first goomba, rather than across the stage).
-
-``--paired A B`` compares the groups labelled A and B run by run: runs are matched by their seed (config.json's
-``seed``), seeds only one group ran are listed and left out. For each figure (the last weights' score and success
-rate, the late window's, the low-epsilon and no-op rows', each hazard's pass rate, and the probe figures of
-metrics.jsonl, ``probe/churn``, ``probe/gap``, ``probe/gap_relative``, each run's mean over the last 20% of its env
-steps): the per-seed A, B and A - B, the mean difference with its 95% t interval over seeds, the sign count (A
-above B on k of n seeds, ties apart), the SD of the differences and the minimum detectable difference at 80% power
-for this many seeds and for 4 and 6 (stats.py ``mde_paired``). Pairing removes what the seed alone decides, so it
-detects smaller effects than two unpaired groups of the same size when runs of one seed agree.
-
-Printed as Markdown tables; ``--out PREFIX`` also writes PREFIX.md and PREFIX.json, ``--json PATH`` the JSON alone.
-``--plot PNG`` draws each group's in-training evaluation curve (``eval/score`` of metrics.jsonl, each run
-interpolated onto a common grid of env steps) as the mean over runs with a 95% t band over runs, the baselines as
-horizontal lines. Bad input (a folder that is no run, a run without a final evaluation) is named on stderr; such runs
-are listed and left out of the statistics, and a folder that is neither a run nor holds any exits with 2. Files
-written under Mario's words (``x_pos_mean``, ``flag_rate``: runs before the names were generic) are read through
-``shared.results.upgrade``. Files from before the late window, secondary rows and hazards report as before.
+``--out PREFIX`` also writes PREFIX.md and PREFIX.json, ``--json PATH`` the JSON alone; ``--plot PNG`` draws each
+group's in-training ``eval/score`` curve (the mean over runs, a 95% t band). Runs without a final evaluation are named
+on stderr and left out; a folder that is neither a run nor holds any exits with 2. Files under Mario's words
+(``x_pos_mean``, ``flag_rate``) are read through ``shared.results.upgrade``.
 """
 
 from __future__ import annotations
@@ -75,24 +47,13 @@ from shared.results import read_metrics, upgrade
 CONFIDENCE = 0.95
 END_WINDOW = 200  # in score units; on Mario about one hazard of 1-1 (the first pipes' goomba stops runs at 600-720)
 # Config keys that never make two runs different treatments.
-IGNORED = (
-    "seed",
-    "actor.seed",
-    "learner.seed",
-    "eval.seed",
-    "run_dir",
-    "resume",
-    "log_every",
-    "progress",
-    "spawn_actors",
-    "label",
-    "device",
-)
+IGNORED = tuple("seed actor.seed learner.seed eval.seed run_dir resume log_every progress spawn_actors label device".split())
 IGNORED_PREFIXES = ("transport.",)
 TIERS = (4, 6)  # the protocol's group sizes: the minimum detectable effects are given for these too
 PROBES = ("probe/churn", "probe/gap", "probe/gap_relative")  # metrics.jsonl, written at every weight broadcast
 PROBE_TAIL = 0.2  # a run's probe figure: the mean of its rows in this last fraction of its env steps
-SECONDARY = ("late_window", "low_epsilon", "noop_greedy")  # the further evaluations' keys, in the tables' order
+# the further evaluations' keys, in the tables' order, and their names in the paired table
+SECONDARY = {"late_window": "late window", "low_epsilon": "low epsilon", "noop_greedy": "no-op greedy"}
 
 
 def find_runs(paths: list[str]) -> list[str]:
@@ -111,32 +72,30 @@ def find_runs(paths: list[str]) -> list[str]:
 
 
 def flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
+    out: dict = {}
     for key, value in d.items():
-        if isinstance(value, dict):
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
+        out.update(flatten(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
     return out
+
+
+def _read_json(path: str) -> Any:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
 
 
 def load_run(path: str) -> dict:
     """What the report needs of one run folder; ``final`` is None when it has no eval_final.json."""
-    with open(os.path.join(path, "config.json"), encoding="utf-8") as fh:
-        config = json.load(fh)
-    final = machine = None
-    if os.path.isfile(os.path.join(path, RESULT_NAME)):
-        with open(os.path.join(path, RESULT_NAME), encoding="utf-8") as fh:
-            final = upgrade(json.load(fh))
-    if os.path.isfile(os.path.join(path, MACHINE_NAME)):
-        with open(os.path.join(path, MACHINE_NAME), encoding="utf-8") as fh:
-            machine = json.load(fh)
-    return {"path": path, "config": flatten(config), "final": final, "machine": machine}
+    final, machine = os.path.join(path, RESULT_NAME), os.path.join(path, MACHINE_NAME)
+    return {
+        "path": path,
+        "config": flatten(_read_json(os.path.join(path, "config.json"))),
+        "final": upgrade(_read_json(final)) if os.path.isfile(final) else None,
+        "machine": _read_json(machine) if os.path.isfile(machine) else None,
+    }
 
 
 def run_seed(config: dict) -> int | None:
-    """A run's seed (flattened config.json): ``seed`` as saved (the launcher draws and saves one), else, for a config
-    saved with -1, the seed it resolves to (each component's seed); None when there is none."""
+    """A run's seed (flattened config.json): ``seed``, else (a config saved with -1) the first component's; or None."""
     for key in ("seed", "learner.seed", "actor.seed", "eval.seed"):
         value = config.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
@@ -146,27 +105,23 @@ def run_seed(config: dict) -> int | None:
 
 def group_runs(runs: list[dict]) -> dict[str, list[dict]]:
     """Group name -> runs: by label where any run has one, else by the config values that differ."""
-    if any(r["config"].get("label") for r in runs):
-        groups: dict[str, list[dict]] = {}
-        for r in runs:
-            groups.setdefault(r["config"].get("label") or "(no label)", []).append(r)
-        return groups
-    keys = sorted({k for r in runs for k in r["config"]})
+    labelled = any(r["config"].get("label") for r in runs)
+    keys = sorted({k for r in runs for k in r["config"]} - set(IGNORED))
     differing = [
-        k
-        for k in keys
-        if k not in IGNORED and not k.startswith(IGNORED_PREFIXES) and len({json.dumps(r["config"].get(k)) for r in runs}) > 1
+        k for k in keys if not k.startswith(IGNORED_PREFIXES) and len({json.dumps(r["config"].get(k)) for r in runs}) > 1
     ]
-    groups = {}
+    groups: dict[str, list[dict]] = {}
     for r in runs:
-        name = ", ".join(f"{k}={r['config'].get(k)}" for k in differing) or "all runs"
+        if labelled:
+            name = r["config"].get("label") or "(no label)"
+        else:
+            name = ", ".join(f"{k}={r['config'].get(k)}" for k in differing) or "all runs"
         groups.setdefault(name, []).append(r)
     return groups
 
 
 def over_runs(values: list[float], rate: bool = False) -> tuple[float | None, list[float] | None]:
-    """(mean, 95% t interval over runs) of one figure per run; no interval for one run, nothing for none. A
-    ``rate``'s interval is clipped to [0, 1]."""
+    """(mean, 95% t interval over runs, a ``rate``'s clipped to [0, 1]) of one figure per run; (mean, None) for one."""
     if not values:
         return None, None
     mean, lo, hi = t_interval(values, CONFIDENCE)
@@ -184,10 +139,32 @@ def interval_label(runs: int, episodes: int | None = None) -> str:
     return "-"
 
 
+def _figures(score: float | None, score_ci: Any, rate: float | None, rate_ci: Any, interval: str) -> dict:
+    """A row's mean score and success rate with their intervals, under the JSON's names."""
+    return dict(score_mean=score, score_mean_ci=score_ci, success_rate_mean=rate, success_rate_ci=rate_ci, interval=interval)
+
+
+def _over_runs(summaries: list[dict]) -> dict:
+    """``_figures`` of runs' summaries: t over runs, or one run's own intervals over its episodes."""
+    score, score_ci = over_runs([s["score_mean"] for s in summaries])
+    rate, rate_ci = over_runs([s["success_rate"] for s in summaries], rate=True)
+    if len(summaries) == 1:
+        score_ci, rate_ci = summaries[0].get("score_ci"), summaries[0].get("success_rate_ci")
+    return _figures(
+        score, score_ci, rate, rate_ci, interval_label(len(summaries), summaries[0].get("episodes") if summaries else None)
+    )
+
+
+def _over_episodes(s: dict) -> dict:
+    """``_figures`` of one evaluation's summary (launch/final_eval.py ``describe``), its intervals over episodes."""
+    return _figures(
+        s["score_mean"], s.get("score_ci"), s["success_rate"], s.get("success_rate_ci"), f"95% over {s.get('episodes')} episodes"
+    )
+
+
 def densest_end(episodes: list[dict], window: float = END_WINDOW) -> dict | None:
-    """Where the episodes that did not succeed cluster: the window of ``window`` score holding the most of their
-    ends (the first such window from the left), as {"lo", "hi" (the least and greatest end in it), "count",
-    "episodes" (all episodes, successes included)}; None when every episode succeeded."""
+    """Where the episodes that did not succeed cluster: the leftmost window of ``window`` score holding the most of
+    their ends, as {"lo", "hi" (its least and greatest end), "count", "episodes" (all)}; None when all succeeded."""
     ends = np.sort(np.array([e["score"] for e in episodes if not e["success"]], dtype=np.float64))
     if len(ends) == 0:
         return None
@@ -197,8 +174,7 @@ def densest_end(episodes: list[dict], window: float = END_WINDOW) -> dict | None
 
 
 def cpu_label(machine: dict) -> str | None:
-    """The CPU's model name and whether it has native bf16: the two machine kinds of one model name
-    differ about 2x in learner speed; and the GPU, where the machine had one (the learner runs there)."""
+    """The CPU's model name, whether it has native bf16 (about 2x in learner speed), and the GPU where there was one."""
     cpu = machine.get("cpu")
     if cpu and "native_bf16" in machine:
         cpu = f"{cpu}, {'bf16' if machine['native_bf16'] else 'no bf16'}"
@@ -206,18 +182,15 @@ def cpu_label(machine: dict) -> str | None:
 
 
 def replay_ratio(path: str, final: dict | None) -> float | None:
-    """Samples trained per transition over the run: eval_final.json's, else the last ``learner/replay_ratio`` of
-    metrics.jsonl (runs evaluated before eval_final.json recorded it)."""
+    """Samples trained per transition: eval_final.json's, else (older runs) metrics.jsonl's last ``learner/replay_ratio``."""
     if final and final.get("samples_per_transition") is not None:
         return float(final["samples_per_transition"])
-    rows = metrics_rows(path)
-    ratios = [row["learner/replay_ratio"] for row in rows if "learner/replay_ratio" in row]
+    ratios = [row["learner/replay_ratio"] for row in metrics_rows(path) if "learner/replay_ratio" in row]
     return ratios[-1] if ratios else None
 
 
 def metrics_rows(path: str) -> list[dict]:
-    """A run folder's metrics.jsonl rows (shared/results.py ``read_metrics``): a last line cut short by a stopped run
-    is left out with a note on stderr; a file that cannot be read gives no rows."""
+    """A run folder's metrics.jsonl rows (``read_metrics``, its note on stderr); none from a file that cannot be read."""
     try:
         rows, note = read_metrics(os.path.join(path, "metrics.jsonl"))
     except (OSError, ValueError):
@@ -244,23 +217,19 @@ def _g(value: Any, fmt: str = "g") -> str:
 def further(data: dict | None) -> dict[str, tuple[str, dict]]:
     """key -> (row name, summary) of the further evaluations a result holds (eval_final.json's ``late_window`` and
     ``secondary``, a baseline's ``secondary``); those absent, null or without a summary are left out."""
-    out: dict[str, tuple[str, dict]] = {}
-    if not data:
-        return out
-    late = data.get("late_window")
-    if isinstance(late, dict) and late.get("summary"):
-        weights = late.get("weights") or []
-        each = _g(late.get("episodes_per_weights"))
-        name = f"late window (epsilon {_g(late.get('epsilon'))}, {len(weights)} weights x {each} episodes)"
-        out["late_window"] = (name, late["summary"])
+    data = data or {}
     secondary = data.get("secondary") or {}
-    low = secondary.get("low_epsilon")
-    if isinstance(low, dict) and low.get("summary"):
-        out["low_epsilon"] = (f"low epsilon ({_g(low.get('epsilon'))})", low["summary"])
-    noop = secondary.get("noop_greedy")
-    if isinstance(noop, dict) and noop.get("summary"):
-        out["noop_greedy"] = (f"no-op greedy (0-{_g(noop.get('noop_max'))} no-ops, then epsilon 0)", noop["summary"])
-    return out
+    parts = {"late_window": data.get("late_window"), **{key: secondary.get(key) for key in ("low_epsilon", "noop_greedy")}}
+    return {key: (_further_name(key, p), p["summary"]) for key, p in parts.items() if isinstance(p, dict) and p.get("summary")}
+
+
+def _further_name(key: str, p: dict) -> str:
+    if key == "late_window":
+        each = _g(p.get("episodes_per_weights"))
+        return f"late window (epsilon {_g(p.get('epsilon'))}, {len(p.get('weights') or [])} weights x {each} episodes)"
+    if key == "low_epsilon":
+        return f"low epsilon ({_g(p.get('epsilon'))})"
+    return f"no-op greedy (0-{_g(p.get('noop_max'))} no-ops, then epsilon 0)"
 
 
 def clusters(hazards: dict | None) -> list[dict]:
@@ -276,67 +245,39 @@ def hazard_name(cluster: dict) -> str:
     return f"hazard {cluster['name']}{where}: pass rate"
 
 
+def _hazard_row(c: dict, counts: dict, mean: float | None, ci: list[float] | None, interval: str) -> dict:
+    """A hazard's pass-rate row; ``counts``: the runs and their rates (a group) or the episodes (a baseline)."""
+    row = {"key": "hazard", "row": hazard_name(c), "name": c["name"], "x": c.get("x"), **counts}
+    return {**row, "pass_rate_mean": mean, "pass_rate_ci": ci, "interval": interval}
+
+
 def group_rows(done: list[dict]) -> list[dict]:
     """The further rows of a group: each further evaluation and each hazard's pass rate, over its evaluated runs."""
     rows = []
     for key in SECONDARY:
         parts = [further(r["final"]).get(key) for r in done]
         present = [p for p in parts if p]
-        if not present:
-            continue
-        xs = [p[1]["score_mean"] for p in present]
-        rates = [p[1]["success_rate"] for p in present]
-        score, score_ci = over_runs(xs)
-        rate, rate_ci = over_runs(rates, rate=True)
-        if len(present) == 1:  # one run: its own interval over episodes
-            score_ci, rate_ci = present[0][1].get("score_ci"), present[0][1].get("success_rate_ci")
-        rows.append(
-            {
-                "key": key,
-                "row": present[0][0],
-                "runs": len(present),
-                "per_run": [
-                    None if p is None else {"score_mean": p[1]["score_mean"], "success_rate": p[1]["success_rate"]} for p in parts
-                ],
-                "score_mean": score,
-                "score_mean_ci": score_ci,
-                "success_rate_mean": rate,
-                "success_rate_ci": rate_ci,
-                "interval": interval_label(len(present), present[0][1].get("episodes")),
-            }
-        )
-    names: dict[str, dict] = {}  # cluster name -> the first run's cluster (its x range)
-    for r in done:
-        for c in clusters(r["final"]["last"].get("hazards")):
-            names.setdefault(c["name"], c)
-    for name, first in names.items():
-        per_run = [
-            next((c.get("pass_rate") for c in clusters(r["final"]["last"].get("hazards")) if c["name"] == name), None)
-            for r in done
-        ]
+        if present:
+            per_run = [
+                None if p is None else {"score_mean": p[1]["score_mean"], "success_rate": p[1]["success_rate"]} for p in parts
+            ]
+            figures = _over_runs([p[1] for p in present])
+            rows.append({"key": key, "row": present[0][0], "runs": len(present), "per_run": per_run, **figures})
+    hazards = [clusters(r["final"]["last"].get("hazards")) for r in done]
+    first: dict[str, dict] = {}  # cluster name -> the first run's cluster (its x range)
+    for c in itertools.chain.from_iterable(hazards):
+        first.setdefault(c["name"], c)
+    for name, c in first.items():
+        per_run = [next((h.get("pass_rate") for h in cs if h["name"] == name), None) for cs in hazards]
         values = [float(v) for v in per_run if v is not None]
-        mean, ci = over_runs(values, rate=True)
-        rows.append(
-            {
-                "key": "hazard",
-                "row": hazard_name(first),
-                "name": name,
-                "x": first.get("x"),
-                "runs": len(values),
-                "per_run": per_run,
-                "pass_rate_mean": mean,
-                "pass_rate_ci": ci,
-                "interval": interval_label(len(values)) if len(values) != 1 else "one run",
-            }
-        )
+        counts = {"runs": len(values), "per_run": per_run}
+        rows.append(_hazard_row(c, counts, *over_runs(values, rate=True), interval_label(len(values))))
     return rows
 
 
 def summarize_group(name: str, runs: list[dict], window: float = END_WINDOW) -> dict:
     done = [r for r in runs if r["final"] is not None]
-    last = [r["final"]["last"]["summary"] for r in done]
     best = [r["final"]["best"]["summary"] for r in done if r["final"].get("best")]
-    xs, rates = [s["score_mean"] for s in last], [s["success_rate"] for s in last]
     per_run = []
     for r in runs:
         f, m = r["final"], r["machine"] or {}
@@ -353,10 +294,6 @@ def summarize_group(name: str, runs: list[dict], window: float = END_WINDOW) -> 
                 "best": evaluated(f.get("best"), window) if f else None,
             }
         )
-    score, score_ci = over_runs(xs)
-    rate, rate_ci = over_runs(rates, rate=True)
-    if len(last) == 1:  # one run: its own interval over episodes, labelled so
-        score_ci, rate_ci = last[0].get("score_ci"), last[0].get("success_rate_ci")
     return {
         "group": name,
         "runs": len(runs),
@@ -364,11 +301,7 @@ def summarize_group(name: str, runs: list[dict], window: float = END_WINDOW) -> 
         "per_run": per_run,
         "env_steps": sorted({p["env_steps"] for p in per_run if p["env_steps"] is not None}),
         "cpus": sorted({p["cpu"] for p in per_run if p["cpu"]}),
-        "score_mean": score,
-        "score_mean_ci": score_ci,
-        "success_rate_mean": rate,
-        "success_rate_ci": rate_ci,
-        "interval": interval_label(len(last), last[0].get("episodes") if last else None),
+        **_over_runs([r["final"]["last"]["summary"] for r in done]),
         "best_score_mean": float(np.mean([s["score_mean"] for s in best])) if best else None,
         "best_success_rate_mean": float(np.mean([s["success_rate"] for s in best])) if best else None,
         "rows": group_rows(done),
@@ -377,42 +310,18 @@ def summarize_group(name: str, runs: list[dict], window: float = END_WINDOW) -> 
 
 def baseline_rows(data: dict) -> list[dict]:
     """A baseline file's further rows: its ``secondary`` evaluations and its ``hazards`` pass rates, over episodes."""
-    rows = []
-    for key, (name, s) in further({"secondary": data.get("secondary")}).items():
-        rows.append(
-            {
-                "key": key,
-                "row": name,
-                "episodes": s.get("episodes"),
-                "score_mean": s["score_mean"],
-                "score_mean_ci": s.get("score_ci"),
-                "success_rate_mean": s["success_rate"],
-                "success_rate_ci": s.get("success_rate_ci"),
-                "interval": f"95% over {s.get('episodes')} episodes",
-            }
-        )
-    for c in clusters(data.get("hazards")):
-        rows.append(
-            {
-                "key": "hazard",
-                "row": hazard_name(c),
-                "name": c["name"],
-                "x": c.get("x"),
-                "reached": c.get("reached"),
-                "ended": c.get("ended"),
-                "pass_rate_mean": c.get("pass_rate"),
-                "pass_rate_ci": None,
-                "interval": "-",
-            }
-        )
-    return rows
+    further_rows = [
+        {"key": key, "row": name, "episodes": s.get("episodes"), **_over_episodes(s)}
+        for key, (name, s) in further({"secondary": data.get("secondary")}).items()
+    ]
+    counts = [(c, {"reached": c.get("reached"), "ended": c.get("ended")}) for c in clusters(data.get("hazards"))]
+    return further_rows + [_hazard_row(c, n, c.get("pass_rate"), None, "-") for c, n in counts]
 
 
 def load_baseline(path: str) -> dict:
     """A launch.evaluate JSON file as a report row: its episodes' mean score and success rate with intervals."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = upgrade(json.load(fh))
+        data = upgrade(_read_json(path))
         records, policy = data["episodes"], data["policy"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"--baseline={path!r} is not a launch.evaluate JSON file ({exc})") from None
@@ -425,23 +334,11 @@ def load_baseline(path: str) -> dict:
         rows = baseline_rows(data)
     except (KeyError, TypeError, AttributeError) as exc:
         raise UsageError(f"--baseline={path!r}: malformed secondary or hazards entry ({exc!r})") from None
-    return {
-        "group": group,
-        "path": path,
-        "episodes": d["episodes"],
-        "score_mean": d["score_mean"],
-        "score_mean_ci": d["score_ci"],
-        "success_rate_mean": d["success_rate"],
-        "success_rate_ci": d["success_rate_ci"],
-        "interval": f"95% over {d['episodes']} episodes",
-        "stage": data.get("stage"),
-        "rows": rows,
-    }
+    return dict(group=group, path=path, episodes=d["episodes"], **_over_episodes(d), stage=data.get("stage"), rows=rows)
 
 
 def score_text(x: float) -> str:
-    """A score as the tables print it: whole above 100 (Mario's 1,717), three significant digits below (a return of
-    -0.45)."""
+    """A score as the tables print it: whole from 100 (Mario's 1,717), three significant digits below (a return, -0.45)."""
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
@@ -451,37 +348,31 @@ def rate_points(x: float) -> str:
     return "0" if p == 0 else f"{p:.0f}" if abs(p) >= 10 else f"{p:.1f}"
 
 
-def _ci(v: list[float] | None, fmt: str | Callable[[float], str]) -> str:
-    show = fmt if callable(fmt) else (lambda x: format(x, fmt))
-    return f" [{show(v[0])}, {show(v[1])}]" if v else ""
+def _pct(x: float) -> str:
+    return f"{x:.0%}"
 
 
-def _rate(x: float | None, ci: list[float] | None) -> str:
-    return "-" if x is None else f"{x:.0%}{_ci(ci, '.0%')}"
+def _mean(x: float | None, ci: list[float] | None, show: Callable[[float], str] = score_text) -> str:
+    """A mean and its interval (if any) as a table cell; "-" for none."""
+    return "-" if x is None else show(x) + (f" [{show(ci[0])}, {show(ci[1])}]" if ci else "")
 
 
-def _score(x: float | None, ci: list[float] | None) -> str:
-    return "-" if x is None else f"{score_text(x)}{_ci(ci, score_text)}"
+def _cells(row: dict) -> str:
+    """The score and success-rate cells of a group, baseline or further row."""
+    return f"{_mean(row['score_mean'], row['score_mean_ci'])} | {_mean(row['success_rate_mean'], row['success_rate_ci'], _pct)}"
 
 
 def row_markdown(owner: str, count: str, row: dict) -> str:
     """One further row of a group or baseline, in the group table's columns."""
-    if row["key"] == "hazard":
-        if "per_run" in row:
-            each = ", ".join("-" if v is None else f"{v:.0%}" for v in row["per_run"])
-        else:
-            each = f"{_g(row.get('reached'))} reached, {_g(row.get('ended'))} ended there"
-        score, rate = "-", _rate(row["pass_rate_mean"], row["pass_rate_ci"])
+    hazard = row["key"] == "hazard"
+    if "per_run" not in row:
+        each = f"{_g(row.get('reached'))} reached, {_g(row.get('ended'))} ended there" if hazard else "-"
+    elif hazard:
+        each = ", ".join("-" if v is None else _pct(v) for v in row["per_run"])
     else:
-        if "per_run" in row:
-            each = ", ".join(
-                "-" if p is None else f"{score_text(p['score_mean'])} ({p['success_rate']:.0%})" for p in row["per_run"]
-            )
-        else:
-            each = "-"
-        score = _score(row["score_mean"], row["score_mean_ci"])
-        rate = _rate(row["success_rate_mean"], row["success_rate_ci"])
-    return f"| {owner}: {row['row']} | {count} | - | - | - | - | {each} | {score} | {rate} | {row['interval']} | - |"
+        each = ", ".join("-" if p is None else f"{score_text(p['score_mean'])} ({p['success_rate']:.0%})" for p in row["per_run"])
+    cells = f"- | {_mean(row['pass_rate_mean'], row['pass_rate_ci'], _pct)}" if hazard else _cells(row)
+    return f"| {owner}: {row['row']} | {count} | - | - | - | - | {each} | {cells} | {row['interval']} | - |"
 
 
 def markdown(groups: list[dict], baselines: list[dict]) -> str:
@@ -501,17 +392,11 @@ def markdown(groups: list[dict], baselines: list[dict]) -> str:
         lines.append(
             f"| {g['group']} | {g['evaluated']}/{g['runs']} | {', '.join(f'{s:,}' for s in g['env_steps'])} "
             f"| {'; '.join(g['cpus']) or '?'} | {', '.join(f'{r:.0f}' for r in rates) or '-'} "
-            f"| {', '.join(f'{r:.2f}' for r in ratios) or '-'} | {each} "
-            f"| {_score(g['score_mean'], g['score_mean_ci'])} | {_rate(g['success_rate_mean'], g['success_rate_ci'])} "
-            f"| {g['interval']} | {best} |"
+            f"| {', '.join(f'{r:.2f}' for r in ratios) or '-'} | {each} | {_cells(g)} | {g['interval']} | {best} |"
         )
         lines.extend(row_markdown(g["group"], f"{row['runs']}/{g['evaluated']}", row) for row in g.get("rows", []))
     for b in baselines:
-        lines.append(
-            f"| {b['group']} | {b['episodes']} episodes | - | - | - | - | - "
-            f"| {_score(b['score_mean'], b['score_mean_ci'])} | {_rate(b['success_rate_mean'], b['success_rate_ci'])} "
-            f"| {b['interval']} | - |"
-        )
+        lines.append(f"| {b['group']} | {b['episodes']} episodes | - | - | - | - | - | {_cells(b)} | {b['interval']} | - |")
         lines.extend(
             row_markdown(b["group"], f"{_g(row.get('episodes'))} episodes" if row["key"] != "hazard" else "-", row)
             for row in b.get("rows", [])
@@ -520,9 +405,8 @@ def markdown(groups: list[dict], baselines: list[dict]) -> str:
 
 
 def mde_figures(groups: list[dict]) -> dict | None:
-    """The minimum detectable effects (80% power, two-sided 5%) of two unpaired groups: the pooled SD between runs
-    of the last weights' score and success rate (groups of 2+ evaluated runs), and per pair of sizes (each group
-    against the first, then the protocol's tiers) the smallest difference of means detected. None without an SD."""
+    """The minimum detectable effects (80% power, two-sided 5%) of two unpaired groups, from the pooled SD between runs
+    of the last weights' figures, per pair of sizes (each group against the first, then TIERS); None without an SD."""
     scores = [[p["last"]["score_mean"] for p in g["per_run"] if p["last"]] for g in groups]
     rates = [[p["last"]["success_rate"] for p in g["per_run"] if p["last"]] for g in groups]
     sd_score, sd_rate = pooled_sd(scores), pooled_sd(rates)
@@ -531,44 +415,32 @@ def mde_figures(groups: list[dict]) -> dict | None:
     sizes = [len(s) for s in scores if s]
     pairs = [(sizes[0], n) for n in sizes[1:]] or [(sizes[0], sizes[0])]
     pairs = list(dict.fromkeys(pairs + [(n, n) for n in TIERS]))
-    return {
-        "sd_score": sd_score,
-        "sd_success_rate": sd_rate,
-        "power": POWER,
-        "alpha": ALPHA,
-        "pairs": [
-            {"runs": [n1, n2], "score": mde_two_groups(sd_score, n1, n2), "success_rate": mde_two_groups(sd_rate, n1, n2)}
-            for n1, n2 in pairs
-        ],
-    }
+    effects = [
+        {"runs": [n1, n2], "score": mde_two_groups(sd_score, n1, n2), "success_rate": mde_two_groups(sd_rate, n1, n2)}
+        for n1, n2 in pairs
+    ]
+    return dict(sd_score=sd_score, sd_success_rate=sd_rate, power=POWER, alpha=ALPHA, pairs=effects)
 
 
 def mde_line(mde: dict | None) -> str:
     """The line under the group table: the minimum detectable effect for the group sizes given."""
     if mde is None:
         return "MDE: no group has two evaluated runs, so there is no SD between runs to size it from."
-    parts = [
-        f"{p['runs'][0]} vs {p['runs'][1]} runs: "
-        + (
-            "-"
-            if p["score"] is None
-            else f"{score_text(p['score'])} score, {rate_points(p['success_rate'])} points of success rate"
-        )
+    each = [
+        f"{p['runs'][0]} vs {p['runs'][1]} runs: " + ("-" if p["score"] is None else _effect(p["score"], p["success_rate"]))
         for p in mde["pairs"]
     ]
-    return (
-        f"MDE (80% power, 95%; pooled SD between runs {score_text(mde['sd_score'])} score, "
-        f"{rate_points(mde['sd_success_rate'])} points of success rate): " + "; ".join(parts)
-    )
+    return f"MDE (80% power, 95%; pooled SD between runs {_effect(mde['sd_score'], mde['sd_success_rate'])}): " + "; ".join(each)
+
+
+def _effect(score: float, rate: float) -> str:
+    return f"{score_text(score)} score, {rate_points(rate)} points of success rate"
 
 
 def eval_curve(path: str) -> tuple[np.ndarray, np.ndarray]:
     """(env steps, mean score) of a run's in-training evaluations (metrics.jsonl rows with eval/score)."""
-    xs, ys = [], []
-    for row in metrics_rows(path):
-        if "eval/score" in row:
-            xs.append(row["env_steps"])
-            ys.append(row["eval/score"])
+    rows = [row for row in metrics_rows(path) if "eval/score" in row]
+    xs, ys = [row["env_steps"] for row in rows], [row["eval/score"] for row in rows]
     order = np.argsort(xs, kind="stable")
     return np.asarray(xs, np.float64)[order], np.asarray(ys, np.float64)[order]
 
@@ -608,12 +480,10 @@ def _weights(p: dict | None, with_version: bool) -> tuple[str, str]:
         return "-", "-"
     where = f"v{p['weights_version']}, {p['env_steps']:,} env steps: " if with_version and p.get("env_steps") else ""
     won = round(p["success_rate"] * p["episodes"])
-    cell = f"{where}{score_text(p['score_mean'])}{_ci(p.get('score_ci'), score_text)}, {won}/{p['episodes']} successes"
-    if "ends" not in p:
-        return cell, "-"
-    e = p["ends"]
+    cell = f"{where}{_mean(p['score_mean'], p.get('score_ci'))}, {won}/{p['episodes']} successes"
+    e = p.get("ends")
     if not e:
-        return cell, "every episode succeeded"
+        return cell, "every episode succeeded" if "ends" in p else "-"
     return cell, f"{e['count']} of {e['episodes']} at {score_text(e['lo'])}-{score_text(e['hi'])}"
 
 
@@ -626,14 +496,10 @@ def per_run_markdown(groups: list[dict]) -> str:
     ]
     for g in groups:
         for p in g["per_run"]:
-            if p["last"] is None:
-                continue
-            last, last_ends = _weights(p["last"], with_version=False)
-            best, best_ends = _weights(p["best"], with_version=True)
-            lines.append(
-                f"| {g['group']} | {os.path.basename(p['path'].rstrip(os.sep))} ({p['seed']}) | {last} "
-                f"| {last_ends} | {best} | {best_ends} |"
-            )
+            if p["last"] is not None:
+                last, best = _weights(p["last"], with_version=False), _weights(p["best"], with_version=True)
+                run = f"{os.path.basename(p['path'].rstrip(os.sep))} ({p['seed']})"
+                lines.append(f"| {g['group']} | {run} | {last[0]} | {last[1]} | {best[0]} | {best[1]} |")
     return "\n".join(lines)
 
 
@@ -663,8 +529,7 @@ def probe_means(path: str, env_steps: int | None = None, tail: float = PROBE_TAI
         rows = [row for row in rows if any(key in row for key in PROBES)]
     if not rows:
         return {}
-    total = env_steps if env_steps is not None else max(r["env_steps"] for r in rows)
-    start = (1 - tail) * total
+    start = (1 - tail) * (env_steps if env_steps is not None else max(r["env_steps"] for r in rows))
     out = {}
     for key in PROBES:
         values = [float(r[key]) for r in rows if r["env_steps"] >= start and isinstance(r.get(key), (int, float))]
@@ -675,22 +540,16 @@ def probe_means(path: str, env_steps: int | None = None, tail: float = PROBE_TAI
 
 
 def run_figures(run: dict) -> dict[str, tuple[str, float]]:
-    """One run's figures for the paired table: name -> (kind: "score", "rate" or "plain", value); those the run
-    lacks are absent."""
+    """One run's figures for the paired table: name -> (kind: "score", "rate" or "plain", value), those it has."""
     out: dict[str, tuple[str, float]] = {}
     f = run["final"]
-
-    def summary(prefix: str, s: dict | None) -> None:
-        if s and s.get("score_mean") is not None:
-            out[f"{prefix}: score mean"] = ("score", float(s["score_mean"]))
-        if s and s.get("success_rate") is not None:
-            out[f"{prefix}: success rate"] = ("rate", float(s["success_rate"]))
-
     if f:
-        summary("last weights", f["last"]["summary"])
-        names = {"late_window": "late window", "low_epsilon": "low epsilon", "noop_greedy": "no-op greedy"}
-        for key, (_, s) in further(f).items():
-            summary(names[key], s)
+        summaries = [("last weights", f["last"]["summary"]), *((SECONDARY[k], s) for k, (_, s) in further(f).items())]
+        for prefix, s in summaries:
+            if s and s.get("score_mean") is not None:
+                out[f"{prefix}: score mean"] = ("score", float(s["score_mean"]))
+            if s and s.get("success_rate") is not None:
+                out[f"{prefix}: success rate"] = ("rate", float(s["success_rate"]))
         for c in clusters(f["last"].get("hazards")):
             if c.get("pass_rate") is not None:
                 out[f"hazard {c['name']}: pass rate"] = ("rate", float(c["pass_rate"]))
@@ -702,22 +561,33 @@ def run_figures(run: dict) -> dict[str, tuple[str, float]]:
 def _by_seed(label: str, runs: list[dict]) -> tuple[dict[int, dict], list[dict]]:
     """seed -> run of one group, and the runs without a seed; two runs of one seed are an error (which to pair?)."""
     seeded: dict[int, dict] = {}
-    unseeded = []
     for r in runs:
         seed = run_seed(r["config"])
-        if seed is None:
-            unseeded.append(r)
-        elif seed in seeded:
+        if seed in seeded:
             raise UsageError(f"--paired: group {label!r} has two runs of seed {seed}: {seeded[seed]['path']} and {r['path']}")
-        else:
+        if seed is not None:
             seeded[seed] = r
-    return seeded, unseeded
+    return seeded, [r for r in runs if run_seed(r["config"]) is None]
+
+
+def _paired_metric(name: str, kind: str, seeds: list, fa: dict, fb: dict) -> dict:
+    """One figure's row of the paired table: stats.py ``paired`` over the seeds both runs have it for."""
+    p = paired({s: fa[s][name][1] for s in seeds if name in fa[s]}, {s: fb[s][name][1] for s in seeds if name in fb[s]})
+    if kind == "rate" and p.ci:  # a difference of rates lies in [-1, 1]: clipping loses no coverage
+        p.ci = [max(p.ci[0], -1.0), min(p.ci[1], 1.0)]
+    return {
+        "metric": name,
+        "kind": kind,
+        "n": p.n,
+        **{k: v for k, v in dataclasses.asdict(p).items() if k not in ("only_a", "only_b")},
+        "missing": sorted(set(seeds) - set(p.seeds)),
+        "mde": [{"n": n, "mde": None if p.sd is None else mde_paired(p.sd, n)} for n in dict.fromkeys([p.n, *TIERS])],
+    }
 
 
 def paired_report(paths: list[str], a_label: str, b_label: str) -> dict:
     """The paired comparison of the groups ``a_label`` and ``b_label`` (module docstring), as a JSON-ready dict."""
-    runs = [load_run(p) for p in find_runs(paths)]
-    groups = group_runs(runs)
+    groups = group_runs([load_run(p) for p in find_runs(paths)])
     if a_label == b_label:
         raise UsageError(f"--paired {a_label} {b_label}: name two different groups")
     for label in (a_label, b_label):
@@ -726,33 +596,14 @@ def paired_report(paths: list[str], a_label: str, b_label: str) -> dict:
     a, a_none = _by_seed(a_label, groups[a_label])
     b, b_none = _by_seed(b_label, groups[b_label])
     seeds = sorted(set(a) & set(b))
-    unmatched = [{"group": a_label, "seed": s, "path": a[s]["path"]} for s in sorted(set(a) - set(b))]
-    unmatched += [{"group": b_label, "seed": s, "path": b[s]["path"]} for s in sorted(set(b) - set(a))]
-    unmatched += [
-        {"group": label, "seed": None, "path": r["path"]} for label, rs in ((a_label, a_none), (b_label, b_none)) for r in rs
+    sides = ((a_label, a, b, a_none), (b_label, b, a, b_none))
+    unmatched = [
+        {"group": g, "seed": s, "path": mine[s]["path"]} for g, mine, other, _ in sides for s in sorted(set(mine) - set(other))
     ]
+    unmatched += [{"group": g, "seed": None, "path": r["path"]} for g, _, _, none in sides for r in none]
     fa = {s: run_figures(a[s]) for s in seeds}
     fb = {s: run_figures(b[s]) for s in seeds}
-    kinds: dict[str, str] = {}
-    for figures in [*fa.values(), *fb.values()]:
-        for name, (kind, _) in figures.items():
-            kinds.setdefault(name, kind)
-    metrics = []
-    for name, kind in kinds.items():
-        p = paired({s: fa[s][name][1] for s in seeds if name in fa[s]}, {s: fb[s][name][1] for s in seeds if name in fb[s]})
-        if kind == "rate" and p.ci:  # a difference of rates lies in [-1, 1]: clipping loses no coverage
-            p.ci = [max(p.ci[0], -1.0), min(p.ci[1], 1.0)]
-        sizes = list(dict.fromkeys([p.n, *TIERS]))
-        metrics.append(
-            {
-                "metric": name,
-                "kind": kind,
-                "n": p.n,
-                **{k: v for k, v in dataclasses.asdict(p).items() if k not in ("only_a", "only_b")},
-                "missing": sorted(set(seeds) - set(p.seeds)),
-                "mde": [{"n": n, "mde": None if p.sd is None else mde_paired(p.sd, n)} for n in sizes],
-            }
-        )
+    kinds = {name: kind for figures in [*fa.values(), *fb.values()] for name, (kind, _) in figures.items()}
     return {
         "a": a_label,
         "b": b_label,
@@ -762,15 +613,13 @@ def paired_report(paths: list[str], a_label: str, b_label: str) -> dict:
         "unmatched": unmatched,
         "power": POWER,
         "alpha": ALPHA,
-        "metrics": metrics,
+        "metrics": [_paired_metric(name, kind, seeds, fa, fb) for name, kind in kinds.items()],
         "warnings": _left_out(groups[a_label] + groups[b_label]),
     }
 
 
 def _value(kind: str, x: float | None) -> str:
-    if x is None:
-        return "-"
-    return score_text(x) if kind == "score" else f"{x:.0%}" if kind == "rate" else f"{x:.3g}"
+    return "-" if x is None else score_text(x) if kind == "score" else f"{x:.0%}" if kind == "rate" else f"{x:.3g}"
 
 
 def _diff(kind: str, x: float | None, unit: bool = True) -> str:
@@ -791,29 +640,16 @@ def paired_markdown(p: dict) -> str:
         f"{len(p['seeds'])} seeds in both: {', '.join(map(str, p['seeds'])) or 'none'}."
     )
     if p["unmatched"]:
-        head += (
-            " Left out, no run of the same seed in the other group: "
-            + "; ".join(
-                f"{u['group']} seed {u['seed'] if u['seed'] is not None else '(none)'} ({u['path']})" for u in p["unmatched"]
-            )
-            + "."
-        )
-    lines = [
-        head,
-        "",
-        "| figure | seeds | mean A - B [95% t CI] | A above B | SD of A - B | MDE (80% power, 95%): this n | "
-        + " | ".join(f"n={n}" for n in TIERS)
-        + " |",
-        "|---|---|---|---|---|---|" + "---|" * len(TIERS),
-    ]
+        left = [f"{u['group']} seed {u['seed'] if u['seed'] is not None else '(none)'} ({u['path']})" for u in p["unmatched"]]
+        head += " Left out, no run of the same seed in the other group: " + "; ".join(left) + "."
+    tiers = "".join(f" n={n} |" for n in TIERS)
+    header = f"| figure | seeds | mean A - B [95% t CI] | A above B | SD of A - B | MDE (80% power, 95%): this n |{tiers}"
+    lines = [head, "", header, "|---|---|---|---|---|---|" + "---|" * len(TIERS)]
     for m in p["metrics"]:
         kind = m["kind"]
-        mean = (
-            "-"
-            if m["mean"] is None
-            else _diff(kind, m["mean"])
-            + (f" [{_diff(kind, m['ci'][0], False)}, {_diff(kind, m['ci'][1], False)}]" if m["ci"] else "")
-        )
+        mean = "-" if m["mean"] is None else _diff(kind, m["mean"])
+        if m["mean"] is not None and m["ci"]:
+            mean += f" [{_diff(kind, m['ci'][0], False)}, {_diff(kind, m['ci'][1], False)}]"
         signs = f"{m['positive']} of {m['n']}" + (f" ({m['ties']} tied)" if m["ties"] else "")
         mde = {e["n"]: e["mde"] for e in m["mde"]}
         spread = "-" if m["sd"] is None else _diff(kind, m["sd"]).lstrip("+")
@@ -873,22 +709,18 @@ def main(argv: list[str] | None = None) -> int:
         if is_paired and (args.baseline or args.plot):
             raise UsageError("--paired compares two groups' runs seed by seed: no --baseline or --plot with it")
         if is_paired:
-            result = paired_report(list(args.paths), *args.paired)
-            warnings = result["warnings"]
+            data = paired_report(list(args.paths), *args.paired)
+            table = paired_markdown(data)
         else:
             groups, baselines, warnings = report(list(args.paths), list(args.baseline), args.end_window)
+            mde = mde_figures(groups)
+            table = markdown(groups, baselines) + "\n\n" + mde_line(mde) + "\n\n" + per_run_markdown(groups)
+            data = {"groups": groups, "baselines": baselines, "mde": mde, "warnings": warnings}
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for line in warnings:
+    for line in data["warnings"]:
         print(f"warning: {line}", file=sys.stderr)
-    if is_paired:
-        table = paired_markdown(result)
-        data = result
-    else:
-        mde = mde_figures(groups)
-        table = markdown(groups, baselines) + "\n\n" + mde_line(mde) + "\n\n" + per_run_markdown(groups)
-        data = {"groups": groups, "baselines": baselines, "mde": mde, "warnings": warnings}
     print(table)
     _write(args, table, data)
     if args.plot:
