@@ -1,10 +1,8 @@
 """The evaluation role: play whole episodes with a fixed policy, summarise them, film one.
 
-Used by ``python -m launch.evaluate``, launch/final_eval.py and the evaluation during training (hand
-:func:`play_episodes` the network the learner publishes; nothing here touches the data plane). All randomness of an
-evaluation comes from its ``seed``; Mario itself is deterministic given the actions, so a pure-greedy Mario episode
-is the same every time. Envs without a single-env form (Snake, fuel breaks: vector envs) play one episode in each
-of ``episodes`` envs of one vector env (one batched forward per step; random actions over the valid ones).
+Used by ``python -m launch.evaluate``, launch/final_eval.py and the evaluation during training (actors/eval_actor.py);
+nothing here touches the data plane. All randomness of an evaluation comes from its ``seed``, and Mario is
+deterministic given the actions, so a pure-greedy Mario episode is the same every time.
 """
 
 from __future__ import annotations
@@ -90,15 +88,12 @@ def play_episodes(
     action: int | None = None,
     noop_max: int = 0,
 ) -> list[Episode]:
-    """Play ``episodes`` whole episodes on one env (built with ``seed``, reset for each, closed at the end).
-
-    ``policy="greedy"``: epsilon-greedy on ``net`` (a random action with probability ``epsilon``, else the argmax of
-    Q, ties to the lowest action; ``net`` is put in eval() mode and left there). ``"random"``: uniformly random
-    actions, ``net`` unused. ``"constant"``: ``action`` on every step but a random one with probability ``epsilon``
-    (Mario only). Random draws come from ``np.random.default_rng(seed)``. ``noop_max`` > 0: episode i first plays
-    ``noop_counts(seed, episodes, noop_max)[i]`` steps of the env's no-op action (DQN Zoo's no-op starts; fewer when
-    it ends sooner), counted in its length, return and score.
-    """
+    """Play ``episodes`` whole episodes on one env built with ``seed`` (Snake, fuel breaks: one vector env, an episode
+    per env), random draws from ``np.random.default_rng(seed)``. ``policy="greedy"``: epsilon-greedy on ``net`` (argmax
+    ties to the lowest action; ``net`` is left in eval() mode); ``"random"``: uniform, ``net`` unused; ``"constant"``:
+    ``action`` but a random one with probability ``epsilon`` (Mario only). ``noop_max`` > 0: episode i first plays
+    ``noop_counts(seed, episodes, noop_max)[i]`` no-op steps (DQN Zoo's no-op starts; fewer when it ends sooner),
+    counted in its length, return and score."""
     if policy not in POLICIES:
         raise ValueError(f"policy={policy!r} must be one of {POLICIES}")
     if episodes < 1:
@@ -293,15 +288,11 @@ def _gif_durations_ms(fps: float, every: int) -> Iterator[int]:
 def record_video(
     env_cfg: EnvConfig, actions: Iterable[int], path: str, fps: float = 60, expected_score: float | None = None
 ) -> VideoInfo:
-    """Replay ``actions`` on a fresh Mario env and write the emulator's frames to ``path``.
-
-    ``.mp4``: every emulator frame, 256x240 RGB as the NES draws it, H.264 (libx264) yuv420p, streamed to ffmpeg one
-    frame at a time (other sizes are padded black to the 16-pixel macro block, never rescaled). ``.gif``: every 4th
-    frame through Pillow (assembled in memory, about 61 KB per kept frame), looping, at game speed. ``fps`` is the
-    emulator's frame rate (NES: 60). Raises RuntimeError when the replay ends before the actions do or, given
-    ``expected_score``, reaches another score (the file is written anyway); ValueError for an env other than Mario
-    or another extension.
-    """
+    """Replay ``actions`` on a fresh Mario env and write the emulator's frames to ``path`` at ``fps`` (NES: 60): ``.mp4``
+    every frame, 256x240 RGB, H.264 yuv420p streamed to ffmpeg; ``.gif`` every 4th frame through Pillow (in memory,
+    about 61 KB a frame), looping at game speed. RuntimeError when the replay ends before the actions do or, given
+    ``expected_score``, reaches another score (the file is written anyway); ValueError for an env that does not film
+    or another extension."""
     if not entry_for(env_cfg).video:
         raise ValueError(f"record_video needs an env that films (Mario), got env.name={env_cfg.name!r}")
     ext = os.path.splitext(path)[1].lower()

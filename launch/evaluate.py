@@ -92,16 +92,6 @@ class EvaluateArgs:
     """The env played: the run's (without RUN_DIR: the defaults) with the --env.* options given changed."""
 
 
-def _load_checkpoint_file(path: str) -> dict:
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # pickle, zip or torch errors: all mean "not a readable checkpoint"
-        raise UsageError(f"checkpoint {path!r} is not readable: {type(exc).__name__}: {exc}") from None
-    if not isinstance(state, dict) or not isinstance(state.get("learner"), dict) or "online" not in state["learner"]:
-        raise UsageError(f"checkpoint {path!r} holds no learner.online network")
-    return state
-
-
 def _is_number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
@@ -170,7 +160,12 @@ def load_run(args: EvaluateArgs) -> tuple[RunConfig | None, dict | None, str | N
             raise UsageError(f"run folder {run_dir!r} has no config.json")
         return cfg, None, args.checkpoint
     path = checkpoint_path(args)
-    state = _load_checkpoint_file(path)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # pickle, zip or torch errors: all mean "not a readable checkpoint"
+        raise UsageError(f"checkpoint {path!r} is not readable: {type(exc).__name__}: {exc}") from None
+    if not isinstance(state, dict) or not isinstance(state.get("learner"), dict) or "online" not in state["learner"]:
+        raise UsageError(f"checkpoint {path!r} holds no learner.online network")
     if cfg is None:
         try:
             cfg = RunConfig.from_json(state["config"])
@@ -216,15 +211,6 @@ def play_env(args: EvaluateArgs, argv: list[str]) -> tuple[EnvEntry, EnvConfig]:
         raise UsageError(str(exc)) from None
 
 
-def load_network(env: EnvConfig, state: dict, dueling: bool, path: str) -> torch.nn.Module:
-    """The checkpoint's online network for ``env``; UsageError when its shape is another env's."""
-    try:
-        return build_network(env, state["learner"]["online"], dueling=dueling)
-    except (RuntimeError, KeyError, TypeError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"checkpoint {path!r} does not fit the network of env {env.name} ({env_spec(env)}): {first}") from None
-
-
 def resolve(argv: list[str]) -> tuple[EvaluateArgs, dict]:
     """Parse and check the command line and gather what the evaluation needs; raises UsageError naming a bad value."""
     args = parse_args(argv)
@@ -242,9 +228,15 @@ def resolve(argv: list[str]) -> tuple[EvaluateArgs, dict]:
     if args.video is not None and not entry.video:
         raise UsageError(f"--video={args.video!r} needs an env that films (Mario), this one is env.name={env.name!r}")
     net = None
-    if state is not None:
-        assert cfg is not None and ckpt_path is not None  # load_run read both with the checkpoint
-        net = load_network(env, state, cfg.net.dueling, ckpt_path)
+    if state is not None:  # the checkpoint's online network; UsageError when its shape is another env's
+        assert cfg is not None  # load_run read it with the checkpoint
+        try:
+            net = build_network(env, state["learner"]["online"], dueling=cfg.net.dueling)
+        except (RuntimeError, KeyError, TypeError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UsageError(
+                f"checkpoint {ckpt_path!r} does not fit the network of env {env.name} ({env_spec(env)}): {first}"
+            ) from None
     counters = (state or {}).get("counters") or {}
     ev = cfg.eval if cfg is not None else EvalConfig()
     low_n = ev.low_epsilon_episodes if args.low_epsilon_episodes is None else args.low_epsilon_episodes
@@ -329,7 +321,23 @@ def _evaluate(args: EvaluateArgs, job: dict) -> int:
     hazards = hazard_table(records, clusters)
     print(f"[EVAL] hazards: {format_hazards(hazards)}")
     secondary = play_secondary(args, job, clusters)
-    video, status = film(env, episodes, greedy_ep, args) if args.video else (None, 0)
+    video: dict | None = None
+    status = 0
+    if args.video:
+        from actors.evaluator import record_video  # imageio: only when filming
+
+        which, filmed = video_episode(episodes, greedy_ep, args.video_episode)
+        try:
+            info = record_video(env, filmed.actions, args.video, expected_score=filmed.score)
+            video = {**dataclasses.asdict(info), "episode": which}
+            print(
+                f"[EVAL] video {info.path}: {info.bytes:,} bytes, {info.frames:,} frames, {info.seconds:.1f} s "
+                f"({which if which == 'greedy' else f'episode {which}'}: score {filmed.score:g}, "
+                f"return {filmed.ret:.1f}, {filmed.length} steps)"
+            )
+        except RuntimeError as exc:  # the replay diverged; the file is there but shows another episode
+            print(f"error: {exc}", file=sys.stderr)
+            video, status = {"path": args.video, "error": str(exc)}, 1
 
     result = {k: job[k] for k in ("run_dir", "checkpoint", "updates", "env_steps", "wall_seconds")}
     result |= {"stage": job["label"], "epsilon": 1.0 if args.policy == "random" else args.epsilon, "action": args.action}
@@ -346,26 +354,6 @@ def _evaluate(args: EvaluateArgs, job: dict) -> int:
     os.replace(tmp, path)
     print(f"[EVAL] wrote {path}")
     return status
-
-
-def film(env: EnvConfig, episodes: list[Episode], greedy_ep: Episode | None, args: EvaluateArgs) -> tuple[dict, int]:
-    """The episode ``--video-episode`` names filmed to ``--video``: the JSON's ``video`` and the exit status (1 when
-    the replay diverged; the file is there but shows another episode)."""
-    from actors.evaluator import record_video  # imageio: only when filming
-
-    assert args.video is not None  # called only with --video
-    which, filmed = video_episode(episodes, greedy_ep, args.video_episode)
-    try:
-        info = record_video(env, filmed.actions, args.video, expected_score=filmed.score)
-    except RuntimeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return {"path": args.video, "error": str(exc)}, 1
-    print(
-        f"[EVAL] video {info.path}: {info.bytes:,} bytes, {info.frames:,} frames, {info.seconds:.1f} s "
-        f"({which if which == 'greedy' else f'episode {which}'}: score {filmed.score:g}, "
-        f"return {filmed.ret:.1f}, {filmed.length} steps)"
-    )
-    return {**dataclasses.asdict(info), "episode": which}, 0
 
 
 def play_secondary(args: EvaluateArgs, job: dict, clusters: list[tuple[str, float, float]]) -> dict:
@@ -385,8 +373,8 @@ def play_secondary(args: EvaluateArgs, job: dict, clusters: list[tuple[str, floa
             seed = stream_seed(args.seed, purpose)
             played = play_episodes(net, env, n, epsilon, seed, policy=args.policy, action=job["action"], noop_max=noops)
             head = {"epsilon": 1.0 if args.policy == "random" else epsilon} if key == "low_epsilon" else {"noop_max": noops}
-            out[key] = secondary_row(head, seed, [episode_record(e) for e in played], clusters)
-            say_row(f"[EVAL] {args.policy} at {title}", out[key], words, functools.partial(print, flush=True))
+            out[key] = row = secondary_row(head, seed, [episode_record(e) for e in played], clusters)
+            say_row(f"[EVAL] {args.policy} at {title}", row, words, functools.partial(print, flush=True))
     return out
 
 

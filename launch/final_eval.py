@@ -80,13 +80,10 @@ def describe(records: list[dict]) -> dict:
 
     xs = np.array([r["score"] for r in records], dtype=np.float64)
     successes = int(sum(bool(r["success"]) for r in records))
+    x_ci = [float(xs.mean())] * 2  # one episode, or all alike (a deterministic policy): no spread to resample
     if len(xs) > 1 and np.ptp(xs) > 0:
-        ci = stats.bootstrap(
-            (xs,), np.mean, confidence_level=CONFIDENCE, n_resamples=9999, method="BCa", random_state=0
-        ).confidence_interval
-        x_ci = [float(ci.low), float(ci.high)]
-    else:  # one episode, or all alike (a deterministic policy): no spread to resample
-        x_ci = [float(xs.mean()), float(xs.mean())]
+        boot = stats.bootstrap((xs,), np.mean, confidence_level=CONFIDENCE, n_resamples=9999, method="BCa", random_state=0)
+        x_ci = [float(boot.confidence_interval.low), float(boot.confidence_interval.high)]
     rate_ci = stats.binomtest(successes, len(records)).proportion_ci(CONFIDENCE, method="wilson")
     return {
         "episodes": len(records),
@@ -203,9 +200,8 @@ def run_jobs(jobs: list[dict], processes: int) -> list[dict]:
 
 
 def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> dict | None:
-    """Select ``best.pt`` among the run's snapshots, then evaluate it and the last weights (module docstring).
-    Returns what ``eval_final.json`` holds, or None when the run has no trained checkpoint or
-    ``eval.final_episodes`` is 0."""
+    """Select ``best.pt``, then evaluate it and the last weights (module docstring): what ``eval_final.json`` holds, or
+    None when the run has no trained checkpoint or ``eval.final_episodes`` is 0."""
     checkpoint = load_checkpoint(run_dir, say=echo)
     cfg = resolve_config(RunConfig.from_json(checkpoint["config"]), validate=False)
     ev = cfg.eval
@@ -270,20 +266,17 @@ def select_best(
         f"{words[0]} beats theirs at level {SELECTION_LEVEL:g} (one-sided Welch t-test, Bonferroni)"
     )
     candidates = [last_weights, *snapshots]
-    row = (common, [st["learner"]["online"] for st in candidates], ev.select_episodes, stream_seed(ev.seed, EVAL_SELECT), False)
-    (played,) = play_rows([row], processes)
+    weights = [st["learner"]["online"] for st in candidates]
+    (played,) = play_rows([(common, weights, ev.select_episodes, stream_seed(ev.seed, EVAL_SELECT), False)], processes)
     selection: list[dict[str, Any]] = []
     for name, st, got in zip(["last"] + ["snapshot"] * len(snapshots), candidates, played):
         fresh = describe(got["episodes"])
         trained = None if st.get("eval") is None else upgrade(st["eval"])
         during = None if trained is None else {k: trained[k] for k in ("score_mean", "success_rate", "episodes")}
-        selection.append({"weights": name} | _versioned(st["counters"]) | {"in_training": during, "fresh": fresh})
-        selection[-1]["score"] = [r["score"] for r in got["episodes"]]
+        row = {"weights": name} | _versioned(st["counters"]) | {"in_training": during, "fresh": fresh}
+        selection.append(row | {"score": [r["score"] for r in got["episodes"]]})
         said = "" if trained is None else f"in training {_brief(trained, words)}; "
-        echo(
-            f"[FINAL]   {name} v{selection[-1]['weights_version']} ({selection[-1]['env_steps']:,} env steps): "
-            f"{said}fresh {_brief(fresh, words)}"
-        )
+        echo(f"[FINAL]   {name} v{row['weights_version']} ({row['env_steps']:,} env steps): {said}fresh {_brief(fresh, words)}")
     chosen = choose_best(selection[0]["score"], [s["score"] for s in selection[1:]])
     pick = 0 if chosen is None else chosen + 1
     best = candidates[pick]
@@ -348,27 +341,21 @@ def say_results(result: dict, names: list[str], best_is_last: bool, words: Words
     what, won = words
     for name in names:
         r, g = result[name], result[name]["greedy"]
-        echo(
-            f"[FINAL] {name:<4} (v{r['weights_version']}, {r['env_steps']:,} env steps): {score_line(r['summary'], what, won)}; "
-            f"greedy episode {what} {g['score']:,g}{', success' if g['success'] else ''}"
-        )
+        head = f"[FINAL] {name:<4} (v{r['weights_version']}, {r['env_steps']:,} env steps): {score_line(r['summary'], what, won)}"
+        echo(f"{head}; greedy episode {what} {g['score']:,g}{', success' if g['success'] else ''}")
         echo(f"[FINAL] {name:<4} hazards: {format_hazards(r['hazards'])}")
     if best_is_last:
         echo("[FINAL] best: the last weights (no snapshot beat them on the selection's episodes)")
     late = result["late_window"]
     if late is not None:
-        echo(
-            f"[FINAL] late window ({len(late['weights'])} kept weights x {late['episodes_per_weights']} episodes at "
-            f"epsilon {late['epsilon']:g}): {score_line(late['summary'], what, won)}"
-        )
+        played = f"{len(late['weights'])} kept weights x {late['episodes_per_weights']} episodes at epsilon {late['epsilon']:g}"
+        echo(f"[FINAL] late window ({played}): {score_line(late['summary'], what, won)}")
         for w in late["weights"]:
             echo(f"[FINAL]   v{w['weights_version']} ({w['env_steps']:,} env steps): {_brief(w['summary'], words)}")
         echo(f"[FINAL] late window hazards: {format_hazards(late['hazards'])}")
-    low, noop = result["secondary"]["low_epsilon"], result["secondary"]["noop_greedy"]
-    if low is not None:
-        say_row(f"[FINAL] last at epsilon {low['epsilon']:g}", low, words, echo)
-    if noop is not None:
-        say_row(f"[FINAL] last greedy after 0-{noop['noop_max']} no-ops", noop, words, echo)
+    for key, title in (("low_epsilon", "last at epsilon {epsilon:g}"), ("noop_greedy", "last greedy after 0-{noop_max} no-ops")):
+        if (row := result["secondary"][key]) is not None:
+            say_row("[FINAL] " + title.format(**row), row, words, echo)
     echo(f"[FINAL] wrote {os.path.join(result['run_dir'], RESULT_NAME)} in {result['seconds']:.0f}s")
 
 
