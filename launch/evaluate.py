@@ -7,69 +7,36 @@
     python -m launch.evaluate --policy constant --action right+A --episodes 50  # hold right+A at epsilon 0.05
     python -m launch.evaluate --policy random --env.mario.actions right_only --env.mario.no-jump-release --episodes 50
 
-RUN_DIR is a folder made by ``python -m launch.local``: its ``config.json`` gives the env (stage,
-action set, frame skip, frame size, stack, time limit) and its ``best.pt`` the network: the
-weights that scored highest in the evaluation during training (on the seeds of ``--eval.seed``,
-not this command's), which is what a run hands over, since the last weights of a DQN run are one
-draw from a curve that swings between evaluations. ``--net online`` plays the last checkpoint
-(``checkpoint.pt``) instead, as does a run folder without ``best.pt``; ``--checkpoint FILE``
-reads another checkpoint file (without RUN_DIR the config is the one saved inside it). The env's
-options are launch.local's (``--env.name``, ``--env.module``, ``--env.max-episode-steps``, ``--env.<name>.*``
-such as ``--env.mario.stage``): the run's env is played as it was trained, with those given changed (a network
-plays only the buttons and frames it was trained on); without a run, ``EnvConfig``'s defaults (Mario 1-1, the
-'simple' buttons, jump release) with those given changed.
+RUN_DIR is a folder made by ``python -m launch.local``: its ``config.json`` gives the env (``--env.*`` as
+launch.local's change it; without a run, ``EnvConfig``'s defaults) and its ``best.pt`` the network (``--net``).
+Beside the N episodes at ``--epsilon``, a greedy policy plays one at epsilon 0 (Mario is deterministic given the
+actions: one is all there is), and on envs without a single-env form (Snake, fuel breaks) a uniformly random policy
+plays the same seeds. Then the final evaluation's secondary rows (launch/final_eval.py), on streams of their own from
+``--seed`` with the run's eval.* (else the defaults); the random policy stays random, the constant one holds its action.
 
-``--policy greedy`` (default) plays ``--episodes`` episodes epsilon-greedy at ``--epsilon`` and
-one more at epsilon 0 (Mario is deterministic given the actions, so one pure-greedy episode is all
-there is; with ``--epsilon 0`` it is the first of the N). ``--policy constant --action NAME`` presses one
-action on every step, a random one with probability ``--epsilon``: the baseline a trained Mario must beat
-(holding right+A with jump release reaches the flag now and then). ``--policy random`` plays uniformly
-random actions. Neither needs a network or a checkpoint, and RUN_DIR may be omitted.
-
-Every env is scored by its own rule: an episode's score (Mario: its furthest x_pos; Snake: food eaten; fuel
-breaks: cells saved against the same fire without breaks) and success (Mario: the flag). On envs without a
-single-env form (Snake, fuel breaks) a greedy evaluation adds a row for a uniformly random (valid) policy on the
-same seeds (``random`` in the JSON file).
-
-Printed: score mean/median/max/min, success rate, mean return and length, and the action histogram. Written
-(``--json``; default ``RUN_DIR/eval-STAGE-eps0.05.json``, or ``eval-STAGE-random.json`` in RUN_DIR or the current
-folder): run_dir, checkpoint, updates and env_steps of the checkpoint, stage, epsilon, policy, seed, env, summary,
-greedy (the pure-greedy episode's summary and record, null for the random policy), episodes (score, success,
-return, length of each), hazards (where those episodes end: shared/hazards.py), secondary (the final evaluation's
-rows, launch/final_eval.py, on streams of their own from --seed: low_epsilon, --low-epsilon-episodes episodes at
-eval.low_epsilon, and noop_greedy, --noop-episodes episodes at epsilon 0 after 0-eval.noop_max no-op steps, each
-with epsilon or noop_max, stream_seed, summary, hazards and episodes, null at 0 episodes; the random policy stays
-random and the constant one holds its action; eval.* from the run's config, else the defaults) and video.
-``--video PATH.mp4|.gif`` (Mario) replays the best episode of the epsilon run (highest score, then return;
-``--video-episode worst|greedy|N``: the lowest, the pure-greedy one, or episode N) at the NES's 256x240 and 60 fps
-(GIF: 15 fps) and checks that the replay reaches the same score. Bad input prints one line on stderr naming the
-value and exits with 2.
+The JSON file (``--json``; default ``RUN_DIR/eval-STAGE-eps0.05.json``, or ``eval-STAGE-random.json`` in RUN_DIR or
+the current folder): run_dir, checkpoint, updates, env_steps, wall_seconds, stage, epsilon, action, policy, net, seed,
+env, summary, greedy (the greedy episode's summary and record), random, episodes (score, success, return, length of
+each), hazards (shared/hazards.py), secondary (low_epsilon, noop_greedy; null at 0 episodes), video (the replay must
+reach the episode's score) and eval_seconds. Bad input prints one line on stderr naming the value and exits with 2.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import sys
 import time
-from typing import Annotated, Literal, cast
+from typing import Annotated, Literal
 
 import torch
 import tyro
 
-from actors.evaluator import (
-    Episode,
-    action_names_for,
-    build_network,
-    episode_record,
-    play_episodes,
-    ranked_episode,
-    record_video,
-    summarize,
-)
+from actors.evaluator import Episode, action_names_for, build_network, episode_record, play_episodes, ranked_episode, summarize
 from launch.cli import UsageError, import_plugin, parse, plain, plugin_module, refuse_renamed, with_env_options
-from launch.final_eval import describe, score_line
+from launch.final_eval import say_row, secondary_row
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from shared.config import ConfigError, EnvConfig, EvalConfig, RunConfig
 from shared.envs import EnvEntry, check_env, entry_for, env_label, env_spec
@@ -86,6 +53,7 @@ RENAMED = {
     "--env-module": "--env.module",
 }
 """Env options refused in another spelling than launch.local's; the error names launch.local's."""
+VIDEO_EPISODES = ("best", "worst", "greedy")
 
 
 @dataclasses.dataclass
@@ -124,30 +92,13 @@ class EvaluateArgs:
     """The env played: the run's (without RUN_DIR: the defaults) with the --env.* options given changed."""
 
 
-def _load_checkpoint_file(path: str) -> dict:
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # pickle, zip or torch errors: all mean "not a readable checkpoint"
-        raise UsageError(f"checkpoint {path!r} is not readable: {type(exc).__name__}: {exc}") from None
-    if not isinstance(state, dict) or not isinstance(state.get("learner"), dict) or "online" not in state["learner"]:
-        raise UsageError(f"checkpoint {path!r} holds no learner.online network")
-    return state
-
-
-VIDEO_EPISODES = ("best", "worst", "greedy")
-
-
 def _is_number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
 def video_episode(episodes: list[Episode], greedy_ep: Episode | None, which: str) -> tuple[int | str, Episode]:
-    """The episode ``--video-episode`` names, and its number in ``episodes`` ('greedy' for the greedy episode).
-
-    best: highest score, then return (the earlier on a tie); worst: lowest score, then return; greedy: the
-    pure-greedy episode, or best where there is none (a random or constant policy); a number (ASCII digits): that
-    episode of the epsilon run.
-    """
+    """The episode ``--video-episode`` names, and its number in ``episodes`` ('greedy' for the greedy episode): best
+    or worst (``ranked_episode``), greedy (best where there is none: a random or constant policy), or a number."""
     if which == "greedy" and greedy_ep is not None:
         return "greedy", greedy_ep
     index = int(which) if _is_number(which) else ranked_episode(episodes, "worst" if which == "worst" else "best")
@@ -178,15 +129,14 @@ def check_args(args: EvaluateArgs) -> None:
             raise UsageError(f"{flag}={count!r} must be in [0, 1000] (0: no such row)")
     if args.video is not None and os.path.splitext(args.video)[1].lower() not in (".mp4", ".gif"):
         raise UsageError(f"--video={args.video!r} must end in .mp4 or .gif")
-    if args.video_episode not in VIDEO_EPISODES and not (
-        _is_number(args.video_episode) and int(args.video_episode) < args.episodes
-    ):
+    which = args.video_episode
+    if which not in VIDEO_EPISODES and not (_is_number(which) and int(which) < args.episodes):
         raise UsageError(
-            f"--video-episode={args.video_episode!r} must be one of {', '.join(VIDEO_EPISODES)} "
+            f"--video-episode={which!r} must be one of {', '.join(VIDEO_EPISODES)} "
             f"or an episode number below --episodes={args.episodes}"
         )
-    if args.video is None and args.video_episode != "best":
-        raise UsageError(f"--video-episode={args.video_episode!r} names the episode --video records: add --video PATH")
+    if args.video is None and which != "best":
+        raise UsageError(f"--video-episode={which!r} names the episode --video records: add --video PATH")
     if (args.action is not None) != (args.policy == "constant"):
         raise UsageError(f"--action={args.action!r} goes with --policy constant (and it needs one), not --policy {args.policy}")
 
@@ -210,7 +160,12 @@ def load_run(args: EvaluateArgs) -> tuple[RunConfig | None, dict | None, str | N
             raise UsageError(f"run folder {run_dir!r} has no config.json")
         return cfg, None, args.checkpoint
     path = checkpoint_path(args)
-    state = _load_checkpoint_file(path)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # pickle, zip or torch errors: all mean "not a readable checkpoint"
+        raise UsageError(f"checkpoint {path!r} is not readable: {type(exc).__name__}: {exc}") from None
+    if not isinstance(state, dict) or not isinstance(state.get("learner"), dict) or "online" not in state["learner"]:
+        raise UsageError(f"checkpoint {path!r} holds no learner.online network")
     if cfg is None:
         try:
             cfg = RunConfig.from_json(state["config"])
@@ -245,26 +200,15 @@ def checkpoint_path(args: EvaluateArgs) -> str:
 def play_env(args: EvaluateArgs, argv: list[str]) -> tuple[EnvEntry, EnvConfig]:
     """``args.env`` checked (shared/envs ``check_env``; a bad value as UsageError); an ``--env.<name>.*`` option
     of an env other than the one played is refused, as it would change nothing."""
-    played = args.env.name.replace("-", "_")
+    name = args.env.name
     for arg in argv:
         parts = arg.split("=", 1)[0].split(".")
-        if len(parts) > 2 and parts[0] == "--env" and parts[1].replace("-", "_") != played:
-            raise UsageError(
-                f"{'.'.join(parts)} is an option of env {parts[1]}; this evaluation plays env.name={args.env.name!r}"
-            )
+        if len(parts) > 2 and parts[0] == "--env" and parts[1].replace("-", "_") != name.replace("-", "_"):
+            raise UsageError(f"{'.'.join(parts)} is an option of env {parts[1]}; this evaluation plays env.name={name!r}")
     try:
         return check_env(args.env)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-
-
-def load_network(env: EnvConfig, state: dict, dueling: bool, path: str) -> torch.nn.Module:
-    """The checkpoint's online network for ``env``; UsageError when its shape is another env's."""
-    try:
-        return build_network(env, state["learner"]["online"], dueling=dueling)
-    except (RuntimeError, KeyError, TypeError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"checkpoint {path!r} does not fit the network of env {env.name} ({env_spec(env)}): {first}") from None
 
 
 def resolve(argv: list[str]) -> tuple[EvaluateArgs, dict]:
@@ -284,26 +228,25 @@ def resolve(argv: list[str]) -> tuple[EvaluateArgs, dict]:
     if args.video is not None and not entry.video:
         raise UsageError(f"--video={args.video!r} needs an env that films (Mario), this one is env.name={env.name!r}")
     net = None
-    if state is not None:
-        assert cfg is not None and ckpt_path is not None  # load_run read both with the checkpoint
-        net = load_network(env, state, cfg.net.dueling, ckpt_path)
+    if state is not None:  # the checkpoint's online network; UsageError when its shape is another env's
+        assert cfg is not None  # load_run read it with the checkpoint
+        try:
+            net = build_network(env, state["learner"]["online"], dueling=cfg.net.dueling)
+        except (RuntimeError, KeyError, TypeError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UsageError(
+                f"checkpoint {ckpt_path!r} does not fit the network of env {env.name} ({env_spec(env)}): {first}"
+            ) from None
     counters = (state or {}).get("counters") or {}
     ev = cfg.eval if cfg is not None else EvalConfig()
     low_n = ev.low_epsilon_episodes if args.low_epsilon_episodes is None else args.low_epsilon_episodes
     noop_n = ev.noop_episodes if args.noop_episodes is None else args.noop_episodes
-    return args, {
-        "secondary": {"low_epsilon": (ev.low_epsilon, low_n), "noop_greedy": (ev.noop_max, noop_n)},
-        "env": env,
-        "net": net,
-        "run_dir": args.run_dir,
-        "checkpoint": ckpt_path,
-        "label": env_label(env),
-        "updates": counters.get("updates", (state or {}).get("learner", {}).get("updates")),
-        "env_steps": counters.get("inserted"),
-        "wall_seconds": counters.get("wall_seconds"),
-        "json_path": args.json or os.path.join(args.run_dir or ".", f"eval-{env_label(env)}-{_tag(args)}.json"),
-        "action": action,
-    }
+    job = dict(env=env, net=net, action=action, run_dir=args.run_dir, checkpoint=ckpt_path, label=env_label(env))
+    job["updates"] = counters.get("updates", (state or {}).get("learner", {}).get("updates"))
+    job |= dict(env_steps=counters.get("inserted"), wall_seconds=counters.get("wall_seconds"))
+    job["secondary"] = {"low_epsilon": (ev.low_epsilon, low_n), "noop_greedy": (ev.noop_max, noop_n)}
+    job["json_path"] = args.json or os.path.join(args.run_dir or ".", f"eval-{env_label(env)}-{_tag(args)}.json")
+    return args, job
 
 
 def _tag(args: EvaluateArgs) -> str:
@@ -328,8 +271,7 @@ def format_table(rows: list[tuple[str, dict]], names: list[str]) -> str:
             f"{s['score_min']:>10g}{_pct(s['success_rate']):>9}{s['return_mean']:>9.2f}{s['length_mean']:>9.1f}"
         )
     for title, s in rows if len(names) <= 32 else ():
-        hist = "  ".join(f"{n} {_pct(s['action_fractions'][n])}" for n in names)
-        lines.append(f"actions {title}: {hist}")
+        lines.append(f"actions {title}: " + "  ".join(f"{n} {_pct(s['action_fractions'][n])}" for n in names))
     return "\n".join(lines)
 
 
@@ -351,55 +293,39 @@ def _evaluate(args: EvaluateArgs, job: dict) -> int:
     env, net, greedy = job["env"], job["net"], args.policy == "greedy"
     names = action_names_for(env)
     num_actions = env_spec(env).num_actions
-    where = job["checkpoint"] or "(no network)"
-    print(
-        f"[EVAL] {job['run_dir'] or '-'}: checkpoint {where}"
-        + (f", updates {job['updates']:,}" if isinstance(job["updates"], int) else "")
-        + (f", env steps {job['env_steps']:,}" if isinstance(job["env_steps"], int) else "")
-    )
-    print(
-        f"[EVAL] env {env.name}"
-        + (f" {job['label']}" if job["label"] != env.name else "")
-        + f", {len(names)} actions"
-        + f", policy {args.policy}"
-        + (f" ({args.net} net)" if greedy else "")
-        + (f", epsilon {args.epsilon:g}" if greedy else "")
-        + f", seed {args.seed}, {args.episodes} episode(s)",
-        flush=True,
-    )
+    counts = "".join(f", {k.replace('_', ' ')} {job[k]:,}" for k in ("updates", "env_steps") if isinstance(job[k], int))
+    print(f"[EVAL] {job['run_dir'] or '-'}: checkpoint {job['checkpoint'] or '(no network)'}{counts}")
+    label = f" {job['label']}" if job["label"] != env.name else ""
+    played = f"policy {args.policy}" + (f" ({args.net} net), epsilon {args.epsilon:g}" if greedy else "") + f", seed {args.seed}"
+    print(f"[EVAL] env {env.name}{label}, {len(names)} actions, {played}, {args.episodes} episode(s)", flush=True)
 
     start = time.perf_counter()
     episodes = play_episodes(net, env, args.episodes, args.epsilon, args.seed, policy=args.policy, action=job["action"])
-    greedy_ep = None
-    if greedy:
-        greedy_ep = episodes[0] if args.epsilon == 0 else play_episodes(net, env, 1, 0.0, args.seed)[0]
+    greedy_ep = (episodes[0] if args.epsilon == 0 else play_episodes(net, env, 1, 0.0, args.seed)[0]) if greedy else None
     seconds = time.perf_counter() - start
     steps = sum(e.length for e in episodes) + (greedy_ep.length if greedy_ep is not None and args.epsilon != 0 else 0)
     summary = summarize(episodes, num_actions, names)
-    rows = [
-        (
-            f"eps {args.epsilon:g}" if greedy else "random" if args.policy == "random" else f"{args.action} eps {args.epsilon:g}",
-            summary,
-        )
-    ]
-    greedy_summary = None
-    if greedy_ep is not None:
-        greedy_summary = summarize([greedy_ep], num_actions, names)
+    title = f"eps {args.epsilon:g}" if greedy else "random" if args.policy == "random" else f"{args.action} eps {args.epsilon:g}"
+    rows = [(title, summary)]
+    greedy_summary = None if greedy_ep is None else summarize([greedy_ep], num_actions, names)
+    if greedy_summary is not None:
         rows.append(("greedy (eps 0)", greedy_summary))
-    vector, random_summary = entry_for(env).make_single is None, None
-    if vector and greedy:  # Snake and fuel breaks: the random policy on the same seeds, to read the score against
+    random_summary = None
+    if entry_for(env).make_single is None and greedy:  # Snake and fuel breaks: the random policy on the same seeds
         random_summary = summarize(play_episodes(None, env, args.episodes, 1.0, args.seed, policy="random"), num_actions, names)
         rows.append(("random", random_summary))
     print(format_table(rows, names))
     print(f"[EVAL] {steps:,} agent steps in {seconds:.1f} s ({steps / max(seconds, 1e-9):,.0f} steps/s)", flush=True)
     clusters = clusters_for(env)
-    hazards = hazard_table([episode_record(e) for e in episodes], clusters)
+    records = [episode_record(e) for e in episodes]
+    hazards = hazard_table(records, clusters)
     print(f"[EVAL] hazards: {format_hazards(hazards)}")
     secondary = play_secondary(args, job, clusters)
-
-    video = None
+    video: dict | None = None
     status = 0
     if args.video:
+        from actors.evaluator import record_video  # imageio: only when filming
+
         which, filmed = video_episode(episodes, greedy_ep, args.video_episode)
         try:
             info = record_video(env, filmed.actions, args.video, expected_score=filmed.score)
@@ -413,33 +339,14 @@ def _evaluate(args: EvaluateArgs, job: dict) -> int:
             print(f"error: {exc}", file=sys.stderr)
             video, status = {"path": args.video, "error": str(exc)}, 1
 
-    result = {
-        "run_dir": job["run_dir"],
-        "checkpoint": job["checkpoint"],
-        "updates": job["updates"],
-        "env_steps": job["env_steps"],
-        "wall_seconds": job["wall_seconds"],
-        "stage": job["label"],
-        "epsilon": 1.0 if args.policy == "random" else args.epsilon,
-        "action": args.action,
-        "policy": args.policy,
-        "net": args.net if args.policy == "greedy" else None,
-        "seed": args.seed,
-        "env": env.to_dict(),
-        "summary": summary,
-        # greedy_summary is set whenever greedy_ep is
-        "greedy": None if greedy_ep is None else {**cast(dict, greedy_summary), "episode": episode_record(greedy_ep)},
-        "random": random_summary,
-        "episodes": [episode_record(e) for e in episodes],
-        "hazards": hazards,
-        "secondary": secondary,
-        "video": video,
-        "eval_seconds": seconds,
-    }
+    result = {k: job[k] for k in ("run_dir", "checkpoint", "updates", "env_steps", "wall_seconds")}
+    result |= {"stage": job["label"], "epsilon": 1.0 if args.policy == "random" else args.epsilon, "action": args.action}
+    result |= {"policy": args.policy, "net": args.net if greedy else None, "seed": args.seed, "env": env.to_dict()}
+    greedy_row = None if greedy_ep is None else {**(greedy_summary or {}), "episode": episode_record(greedy_ep)}
+    result |= {"summary": summary, "greedy": greedy_row, "random": random_summary, "episodes": records, "hazards": hazards}
+    result |= {"secondary": secondary, "video": video, "eval_seconds": seconds}
     path = job["json_path"]
-    folder = os.path.dirname(path)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(result, fh, indent=2)
@@ -454,24 +361,20 @@ def play_secondary(args: EvaluateArgs, job: dict, clusters: list[tuple[str, floa
     its own stream from ``--seed``; their lines printed. A row of 0 episodes is None."""
     env, net = job["env"], job["net"]
     entry = entry_for(env)
-    what, won = entry.score.lower(), entry.success.lower()
+    words = entry.score.lower(), entry.success.lower()
     (low_epsilon, low_n), (noop_max, noop_n) = job["secondary"]["low_epsilon"], job["secondary"]["noop_greedy"]
     out: dict[str, dict | None] = {}
     for key, n, epsilon, noops, purpose, title in (
         ("low_epsilon", low_n, low_epsilon, 0, EVAL_LOW_EPSILON, f"epsilon {low_epsilon:g}"),
         ("noop_greedy", noop_n, 0.0, noop_max, EVAL_NOOP, f"epsilon 0 after 0-{noop_max} no-ops"),
     ):
-        if not n:
-            out[key] = None
-            continue
-        seed = stream_seed(args.seed, purpose)
-        played = play_episodes(net, env, n, epsilon, seed, policy=args.policy, action=job["action"], noop_max=noops)
-        records = [episode_record(e) for e in played]
-        summary, hazards = describe(records), hazard_table(records, clusters)
-        head = {"epsilon": 1.0 if args.policy == "random" else epsilon} if key == "low_epsilon" else {"noop_max": noops}
-        out[key] = head | {"stream_seed": seed, "summary": summary, "hazards": hazards, "episodes": records}
-        print(f"[EVAL] {args.policy} at {title}: {score_line(summary, what, won)}")
-        print(f"[EVAL] {args.policy} at {title} hazards: {format_hazards(hazards)}", flush=True)
+        out[key] = None
+        if n:
+            seed = stream_seed(args.seed, purpose)
+            played = play_episodes(net, env, n, epsilon, seed, policy=args.policy, action=job["action"], noop_max=noops)
+            head = {"epsilon": 1.0 if args.policy == "random" else epsilon} if key == "low_epsilon" else {"noop_max": noops}
+            out[key] = row = secondary_row(head, seed, [episode_record(e) for e in played], clusters)
+            say_row(f"[EVAL] {args.policy} at {title}", row, words, functools.partial(print, flush=True))
     return out
 
 

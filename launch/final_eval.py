@@ -2,33 +2,21 @@
 
     python -m launch.final_eval runs/RUN            # what launch.local runs as a run ends (again, or later)
 
-An in-training evaluation is 10 noisy episodes; ``best.pt`` as the maximum of many of them is biased
-upwards (the winner's curse). So at the end of a run:
+``best.pt`` as the best of many noisy in-training evaluations is biased upwards (the winner's curse). So at the end
+of a run, on streams of their own from ``eval.seed`` (docs/architecture.md, "Seeds, final evaluation and reports"):
 
-1. **Selection.** The last weights and the kept snapshots (``eval.keep_snapshots`` best in-training scores,
-   ``snapshots/``) each play the same ``eval.select_episodes`` episodes at ``eval.epsilon`` on a stream no
-   in-training evaluation used. ``best.pt`` is the last weights unless a snapshot's mean score beats theirs in a
-   one-sided Welch t-test at level ``SELECTION_LEVEL`` / (number of snapshots) (Bonferroni): then the snapshot
-   with the highest mean among those that pass (``choose_best``). So best.pt is an earlier snapshot no better than
-   the last weights in at most 5% of runs; at 30 episodes each and Mario's spread of about 800 x_pos per episode,
-   a snapshot 700 x_pos better is found 88% of the time (500 better: 60%). Its ``eval`` is the fresh score.
-2. **Final evaluation.** The last weights (``checkpoint.pt``) and ``best.pt`` each play ``eval.final_episodes``
-   episodes at ``eval.epsilon`` on a third stream, the same episodes for both, plus one greedy episode (epsilon 0).
-   The selection's episodes are not reused, so these figures are unbiased estimates for each.
-3. **More rows, on streams of their own** (played in the same pool as step 2): the late window, each kept weights
-   (``kept/``, the last ``eval.keep_weights`` broadcasts) ``eval.late_episodes`` episodes at ``eval.epsilon``, the
-   same episodes for each, pooled (one lucky or unlucky last broadcast does not decide a run); the last weights at
-   ``eval.low_epsilon`` (``eval.low_epsilon_episodes``) and greedy after 0-``eval.noop_max`` no-op steps
-   (``eval.noop_episodes``, DQN Zoo's protocol). Every row of episodes has a hazard table (shared/hazards.py: each
-   hazard cluster's pass rate where the env names clusters, as on Mario 1-1, else a histogram of where episodes end).
+1. **Selection.** The last weights and the kept snapshots (``snapshots/``) play the same ``eval.select_episodes``
+   episodes at ``eval.epsilon``; ``best.pt`` is the last weights unless a snapshot beats them (``choose_best``).
+2. **Final evaluation.** The last weights and ``best.pt`` each play the same ``eval.final_episodes`` episodes at
+   ``eval.epsilon`` plus one greedy episode: unbiased estimates, as the selection's episodes are not reused.
+3. **More rows**, in the same pool: the late window (each kept weights of ``kept/`` plays ``eval.late_episodes``
+   episodes, pooled), the last weights at ``eval.low_epsilon`` and greedy after 0-``eval.noop_max`` no-op steps
+   (DQN Zoo's protocol). Every row of episodes has a hazard table (shared/hazards.py).
 
-Seeds come from the run's ``eval.seed`` (shared/seeding.py). Each weights' episodes go out in jobs of
-``EPISODES_PER_JOB``, job k on its own stream (``stream_seed(purpose's seed, k)``), played in parallel worker
-processes, one per core, so a many-core host keeps all its cores busy (one job per weights kept 2-3 of them busy);
-the split is fixed, so the episodes are the same on every machine (``--processes`` changes only the time).
-Results: ``eval_final.json`` (layout in ``write_results``), one ``final/`` row in ``metrics.jsonl`` and
-TensorBoard at the run's last env step, ``[FINAL]`` lines on the console, and on Mario ``best.mp4``, best.pt's greedy
-episode. A second Ctrl-C stops it; the
+Episodes go out in jobs of ``EPISODES_PER_JOB``, job k on its own stream (``episode_jobs``), over worker processes,
+one per core; the split is fixed, so the episodes are the same on every machine (``--processes`` changes only the
+time). Results: ``eval_final.json`` (layout in ``write_results``), one ``final/`` row in ``metrics.jsonl`` and
+TensorBoard, ``[FINAL]`` lines, and on Mario ``best.mp4``, best.pt's greedy episode. A second Ctrl-C stops it; the
 run's checkpoint and snapshots are untouched, so it can be run again later.
 """
 
@@ -50,15 +38,7 @@ import tyro
 from actors.evaluator import build_network, episode_record, play_episodes
 from launch.cli import UsageError, parse
 from launch.processes import spawn_context
-from learner.checkpoint import (
-    CHECKPOINT_NAME,
-    has_checkpoint,
-    load_best,
-    load_checkpoint,
-    load_kept,
-    load_snapshots,
-    save_best,
-)
+from learner.checkpoint import CHECKPOINT_NAME, has_checkpoint, load_best, load_checkpoint, load_kept, load_snapshots, save_best
 from learner.metrics import MetricsLog
 from shared.config import ConfigError, EvalConfig, RunConfig
 from shared.envs import entry_for, env_label, with_stage
@@ -73,6 +53,10 @@ CONFIDENCE = 0.95
 SELECTION_LEVEL = 0.05
 """Family-wise chance that ``best.pt`` is a snapshot whose mean score is no better than the last weights'."""
 EPISODES_PER_JOB = 5  # small enough that a 16-core host gets 20+ jobs from the final evaluation's 100 episodes
+# a row of episodes as ``play_rows`` takes it: (common, weights, episodes, seed, greedy)
+Row = tuple[dict, list[dict], int, int, bool]
+Echo = Callable[[str], None]
+Words = tuple[str, str]  # the env's words for its score and its success (Mario: distance, flags)
 
 
 def _ignore_sigint() -> None:
@@ -86,10 +70,8 @@ def play_job(job: dict) -> dict:
     net = build_network(job["env"], job["weights"], dueling=job["dueling"])
     episodes = play_episodes(net, job["env"], job["episodes"], job["epsilon"], job["seed"], noop_max=int(job.get("noop_max", 0)))
     greedy = play_episodes(net, job["env"], 1, 0.0, job["seed"])[0] if job["greedy"] else None
-    return {
-        "episodes": [episode_record(e) for e in episodes],
-        "greedy": None if greedy is None else episode_record(greedy) | {"actions": greedy.actions.tolist()},
-    }
+    record = None if greedy is None else episode_record(greedy) | {"actions": greedy.actions.tolist()}
+    return {"episodes": [episode_record(e) for e in episodes], "greedy": record}
 
 
 def describe(records: list[dict]) -> dict:
@@ -98,13 +80,10 @@ def describe(records: list[dict]) -> dict:
 
     xs = np.array([r["score"] for r in records], dtype=np.float64)
     successes = int(sum(bool(r["success"]) for r in records))
+    x_ci = [float(xs.mean())] * 2  # one episode, or all alike (a deterministic policy): no spread to resample
     if len(xs) > 1 and np.ptp(xs) > 0:
-        ci = stats.bootstrap(
-            (xs,), np.mean, confidence_level=CONFIDENCE, n_resamples=9999, method="BCa", random_state=0
-        ).confidence_interval
-        x_ci = [float(ci.low), float(ci.high)]
-    else:  # one episode, or all alike (a deterministic policy): no spread to resample
-        x_ci = [float(xs.mean()), float(xs.mean())]
+        boot = stats.bootstrap((xs,), np.mean, confidence_level=CONFIDENCE, n_resamples=9999, method="BCa", random_state=0)
+        x_ci = [float(boot.confidence_interval.low), float(boot.confidence_interval.high)]
     rate_ci = stats.binomtest(successes, len(records)).proportion_ci(CONFIDENCE, method="wilson")
     return {
         "episodes": len(records),
@@ -117,6 +96,20 @@ def describe(records: list[dict]) -> dict:
         "return_mean": float(np.mean([r["return"] for r in records])),
         "length_mean": float(np.mean([r["length"] for r in records])),
     }
+
+
+def described(records: list[dict], clusters: Any) -> dict:
+    """A row's ``summary`` (``describe``) and ``hazards`` (``hazard_table``)."""
+    return {"summary": describe(records), "hazards": hazard_table(records, clusters)}
+
+
+def secondary_row(head: dict, seed: int, records: list[dict], clusters: Any) -> dict:
+    """A secondary row (low_epsilon, noop_greedy) of eval_final.json and launch.evaluate's JSON."""
+    return head | {"stream_seed": seed} | described(records, clusters) | {"episodes": records}
+
+
+def _versioned(counters: dict) -> dict:
+    return {"weights_version": int(counters["weights_version"]), "env_steps": int(counters["inserted"])}
 
 
 def choose_best(last: list[float], snapshots: list[list[float]], level: float = SELECTION_LEVEL) -> int | None:
@@ -157,31 +150,22 @@ def episode_jobs(episodes: int, seed: int) -> list[tuple[int, int]]:
     ]
 
 
-def play_weights(common: dict, weights: list[dict], episodes: int, seed: int, greedy: bool, processes: int) -> list[dict]:
-    """Each of ``weights`` plays the same ``episodes`` episodes (``episode_jobs(episodes, seed)``), all jobs in one
-    pool; per weights, in order: ``{"episodes": [records in job order], "greedy": record of the first job's greedy
-    episode or None}``. ``common``: the jobs' env, dueling and epsilon (and noop_max, for no-op starts)."""
-    return play_rows([(common, weights, episodes, seed, greedy)], processes)[0]
-
-
-def play_rows(rows: list[tuple[dict, list[dict], int, int, bool]], processes: int) -> list[list[dict]]:
-    """``play_weights`` for several rows ``(common, weights, episodes, seed, greedy)`` at once, all their jobs in one
-    pool (the cores stay busy to the end of the longest row); per row, what ``play_weights`` returns."""
+def play_rows(rows: list[Row], processes: int) -> list[list[dict]]:
+    """Each row's weights play the same episodes (``episode_jobs(episodes, seed)``), all rows' jobs in one pool; per
+    row, per weights in order: ``{"episodes": [records in job order], "greedy": the first job's greedy record or
+    None}``. ``common``: the jobs' env, dueling and epsilon (and noop_max, for no-op starts)."""
     jobs: list[dict] = []
-    slices: list[tuple[int, int]] = []
+    shapes: list[tuple[int, int]] = []  # per row: its weights, and the jobs of each
     for common, weights, episodes, seed, greedy in rows:
         split = episode_jobs(episodes, seed)
+        shapes.append((len(weights), len(split)))
         for w in weights:
-            slices.append((len(jobs), len(split)))
             jobs += [dict(common, weights=w, episodes=n, seed=s, greedy=greedy and k == 0) for k, (n, s) in enumerate(split)]
-    played = run_jobs(jobs, processes)
-    per_weights = [
-        {"episodes": [e for got in played[i : i + n] for e in got["episodes"]], "greedy": played[i]["greedy"]} for i, n in slices
-    ]
-    out, at = [], 0
-    for _, weights, *_ in rows:
-        out.append(per_weights[at : at + len(weights)])
-        at += len(weights)
+    played = iter(run_jobs(jobs, processes))
+    out = []
+    for count, n in shapes:
+        per_weights = [[next(played) for _ in range(n)] for _ in range(count)]
+        out.append([{"episodes": [e for got in w for e in got["episodes"]], "greedy": w[0]["greedy"]} for w in per_weights])
     return out
 
 
@@ -192,6 +176,16 @@ def score_line(s: dict, what: str, won: str) -> str:
         f"{s['episodes']} = {s['success_rate']:.0%} [{s['success_rate_ci'][0]:.0%}, {s['success_rate_ci'][1]:.0%}] "
         "(95% intervals)"
     )
+
+
+def say_row(title: str, row: dict, words: Words, echo: Echo) -> None:
+    """A row's two lines: ``title: score_line`` and ``title hazards: ...``."""
+    echo(f"{title}: {score_line(row['summary'], *words)}")
+    echo(f"{title} hazards: {format_hazards(row['hazards'])}")
+
+
+def _brief(s: dict, words: Words) -> str:
+    return f"{words[0]} {s['score_mean']:,.1f}, {words[1]} {s['success_rate']:.0%}"
 
 
 def run_jobs(jobs: list[dict], processes: int) -> list[dict]:
@@ -205,15 +199,15 @@ def run_jobs(jobs: list[dict], processes: int) -> list[dict]:
         return pending.get()
 
 
-def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], None] = print) -> dict | None:
-    """Select ``best.pt`` among the run's snapshots, then evaluate it and the last weights (module docstring).
-    Returns what ``eval_final.json`` holds, or None when the run has no trained checkpoint or
-    ``eval.final_episodes`` is 0."""
+def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> dict | None:
+    """Select ``best.pt``, then evaluate it and the last weights (module docstring): what ``eval_final.json`` holds, or
+    None when the run has no trained checkpoint or ``eval.final_episodes`` is 0."""
     checkpoint = load_checkpoint(run_dir, say=echo)
     cfg = resolve_config(RunConfig.from_json(checkpoint["config"]), validate=False)
     ev = cfg.eval
     if ev.final_episodes == 0 or not checkpoint.get("counters", {}).get("updates"):
         return None
+    counters, online = checkpoint["counters"], checkpoint["learner"]["online"]
     processes = processes or len(os.sched_getaffinity(0))  # the cores this process may use (taskset, containers)
     env = with_stage(cfg.env, ev.stage)  # as the in-training evaluations play
     started = time.perf_counter()
@@ -223,8 +217,8 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
     selection, best = select_best(run_dir, checkpoint, ev, common, processes, echo, words)
 
     seed = stream_seed(ev.seed, EVAL_FINAL)
-    contenders = [("last", checkpoint["learner"]["online"], checkpoint["counters"])]
-    best_is_last = best is not None and best["counters"] is checkpoint["counters"]
+    contenders = [("last", online, counters)]
+    best_is_last = best is not None and best["counters"] is counters
     if best is not None and not best_is_last:  # the last weights as best.pt: their episodes are played once
         contenders.append(("best", best["learner"]["online"], best["counters"]))
     echo(
@@ -232,34 +226,16 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
         f"fresh episodes each at epsilon {ev.epsilon:g}, and one greedy episode"
     )
     kept = load_kept(run_dir)[-ev.keep_weights :] if ev.keep_weights and ev.late_episodes else []
-    more = more_rows(ev, common, checkpoint["learner"]["online"], kept, echo)
+    more = more_rows(ev, common, online, kept, echo)
     final_row = (common, [weights for _, weights, _ in contenders], ev.final_episodes, seed, True)
     played, *played_more = play_rows([final_row, *more.values()], processes)
     clusters = clusters_for(env)
-    result: dict[str, Any] = {
-        "run_dir": run_dir,
-        "seed": cfg.seed,
-        "eval_seed": ev.seed,
-        "stream_seed": seed,
-        "epsilon": ev.epsilon,
-        "env": env.name,
-        "stage": env_label(env),
-        "env_steps": int(checkpoint["counters"]["inserted"]),
-        "updates": int(checkpoint["counters"]["updates"]),
-        "samples_per_transition": samples_per_transition(checkpoint["counters"]),
-        "wall_seconds": float(checkpoint["counters"].get("elapsed_seconds", 0.0)),
-        "selection": selection,
-        "seconds": 0.0,
-    }
-    for (name, _, counters), got in zip(contenders, played):
-        result[name] = {
-            "weights_version": int(counters["weights_version"]),
-            "env_steps": int(counters["inserted"]),
-            "summary": describe(got["episodes"]),
-            "hazards": hazard_table(got["episodes"], clusters),
-            "greedy": got["greedy"],
-            "episodes": got["episodes"],
-        }
+    result: dict[str, Any] = {"run_dir": run_dir, "seed": cfg.seed, "eval_seed": ev.seed, "stream_seed": seed}
+    result |= {"epsilon": ev.epsilon, "env": env.name, "stage": env_label(env), "env_steps": int(counters["inserted"])}
+    result |= {"updates": int(counters["updates"]), "samples_per_transition": samples_per_transition(counters)}
+    result |= {"wall_seconds": float(counters.get("elapsed_seconds", 0.0)), "selection": selection, "seconds": 0.0}
+    for (name, _, c), got in zip(contenders, played):
+        result[name] = _versioned(c) | described(got["episodes"], clusters) | {k: got[k] for k in ("greedy", "episodes")}
     result.setdefault("best", dict(result["last"], same_as_last=True) if best_is_last else None)
     result.update(more_results(ev, kept, dict(zip(more, played_more)), clusters))
     filmed_name = "best.pt" if result["best"] else "the last weights"
@@ -276,83 +252,47 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Callable[[str], Non
 
 
 def select_best(
-    run_dir: str,
-    checkpoint: dict,
-    ev: EvalConfig,
-    common: dict,
-    processes: int,
-    echo: Callable[[str], None],
-    words: tuple[str, str],
+    run_dir: str, checkpoint: dict, ev: EvalConfig, common: dict, processes: int, echo: Echo, words: Words
 ) -> tuple[list[dict[str, Any]], dict | None]:
     """Step 1 of the module docstring: the selection's rows (the last weights, then each kept snapshot) and the
     checkpoint that is best.pt, written; without kept snapshots no rows and best.pt as training left it (None: none)."""
-    what, won = words
     snapshots = load_snapshots(run_dir)[: ev.keep_snapshots] if ev.keep_snapshots else []
     if not snapshots:  # no snapshots kept (--eval.keep-snapshots 0): best.pt as training left it, if any
         return [], load_best(run_dir)
-    last_weights = {
-        "learner": {"online": checkpoint["learner"]["online"]},
-        "counters": checkpoint["counters"],
-        "config": checkpoint["config"],
-    }
+    last_weights = {"learner": {"online": checkpoint["learner"]["online"]}} | {k: checkpoint[k] for k in ("counters", "config")}
     echo(
         f"[FINAL] choosing best.pt: the last weights and {len(snapshots)} snapshot(s) play {ev.select_episodes} "
         f"fresh episodes each at epsilon {ev.epsilon:g}; a snapshot replaces the last weights only when its mean "
-        f"{what} beats theirs at level {SELECTION_LEVEL:g} (one-sided Welch t-test, Bonferroni)"
+        f"{words[0]} beats theirs at level {SELECTION_LEVEL:g} (one-sided Welch t-test, Bonferroni)"
     )
-    played = play_weights(
-        common,
-        [last_weights["learner"]["online"]] + [st["learner"]["online"] for st in snapshots],
-        ev.select_episodes,
-        stream_seed(ev.seed, EVAL_SELECT),
-        greedy=False,
-        processes=processes,
-    )
+    candidates = [last_weights, *snapshots]
+    weights = [st["learner"]["online"] for st in candidates]
+    (played,) = play_rows([(common, weights, ev.select_episodes, stream_seed(ev.seed, EVAL_SELECT), False)], processes)
     selection: list[dict[str, Any]] = []
-    for name, st, got in zip(["last"] + ["snapshot"] * len(snapshots), [last_weights, *snapshots], played):
+    for name, st, got in zip(["last"] + ["snapshot"] * len(snapshots), candidates, played):
         fresh = describe(got["episodes"])
         trained = None if st.get("eval") is None else upgrade(st["eval"])
-        selection.append(
-            {
-                "weights": name,
-                "weights_version": int(st["counters"]["weights_version"]),
-                "env_steps": int(st["counters"]["inserted"]),
-                "in_training": None
-                if trained is None
-                else {
-                    "score_mean": trained["score_mean"],
-                    "success_rate": trained["success_rate"],
-                    "episodes": trained["episodes"],
-                },
-                "fresh": fresh,
-                "score": [r["score"] for r in got["episodes"]],
-            }
-        )
-        during = (
-            "" if trained is None else f"in training {what} {trained['score_mean']:,.1f}, {won} {trained['success_rate']:.0%}; "
-        )
-        echo(
-            f"[FINAL]   {name} v{selection[-1]['weights_version']} ({selection[-1]['env_steps']:,} env steps): "
-            f"{during}fresh {what} {fresh['score_mean']:,.1f}, {won} {fresh['success_rate']:.0%}"
-        )
+        during = None if trained is None else {k: trained[k] for k in ("score_mean", "success_rate", "episodes")}
+        row = {"weights": name} | _versioned(st["counters"]) | {"in_training": during, "fresh": fresh}
+        selection.append(row | {"score": [r["score"] for r in got["episodes"]]})
+        said = "" if trained is None else f"in training {_brief(trained, words)}; "
+        echo(f"[FINAL]   {name} v{row['weights_version']} ({row['env_steps']:,} env steps): {said}fresh {_brief(fresh, words)}")
     chosen = choose_best(selection[0]["score"], [s["score"] for s in selection[1:]])
     pick = 0 if chosen is None else chosen + 1
-    best = last_weights if chosen is None else snapshots[chosen]
+    best = candidates[pick]
     best.pop("path", None)
-    best["eval"] = {
-        k: selection[pick]["fresh"][k] for k in ("score_mean", "score_median", "success_rate", "return_mean", "episodes")
-    } | {"epsilon": ev.epsilon, "chosen_from": [s["weights_version"] for s in selection], "chosen": pick}
+    fresh = selection[pick]["fresh"]
+    best["eval"] = {k: fresh[k] for k in ("score_mean", "score_median", "success_rate", "return_mean", "episodes")}
+    best["eval"] |= {"epsilon": ev.epsilon, "chosen_from": [s["weights_version"] for s in selection], "chosen": pick}
     save_best(run_dir, best)
     echo(f"[FINAL]   best.pt: {'the last weights' if chosen is None else 'snapshot'} v{selection[pick]['weights_version']}")
     return selection, best
 
 
-def more_rows(
-    ev: EvalConfig, common: dict, last_online: dict, kept: list[dict], echo: Callable[[str], None]
-) -> dict[str, tuple[dict, list[dict], int, int, bool]]:
+def more_rows(ev: EvalConfig, common: dict, last_online: dict, kept: list[dict], echo: Echo) -> dict[str, Row]:
     """Step 3's rows (the late window, low epsilon, no-op greedy: those with episodes), as ``play_rows`` takes them,
     each on its own stream; said in one line."""
-    more: dict[str, tuple[dict, list[dict], int, int, bool]] = {}
+    more: dict[str, Row] = {}
     said = []
     if kept:
         more["late"] = (common, [k["learner"]["online"] for k in kept], ev.late_episodes, stream_seed(ev.seed, EVAL_LATE), False)
@@ -378,32 +318,16 @@ def more_results(ev: EvalConfig, kept: list[dict], got_more: dict[str, list[dict
     late_window = None
     if "late" in got_more:
         pooled = [e for got in got_more["late"] for e in got["episodes"]]
-        late_window = {
-            "epsilon": ev.epsilon,
-            "episodes_per_weights": ev.late_episodes,
-            "stream_seed": stream_seed(ev.seed, EVAL_LATE),
-            "weights": [
-                {
-                    "weights_version": int(k["counters"]["weights_version"]),
-                    "env_steps": int(k["counters"]["inserted"]),
-                    "summary": describe(got["episodes"]),
-                    "episodes": got["episodes"],
-                }
-                for k, got in zip(kept, got_more["late"])
-            ],
-            "summary": describe(pooled),
-            "hazards": hazard_table(pooled, clusters),
-        }
+        weights = [
+            _versioned(k["counters"]) | {"summary": describe(got["episodes"]), "episodes": got["episodes"]}
+            for k, got in zip(kept, got_more["late"])
+        ]
+        late = {"epsilon": ev.epsilon, "episodes_per_weights": ev.late_episodes, "stream_seed": stream_seed(ev.seed, EVAL_LATE)}
+        late_window = late | {"weights": weights} | described(pooled, clusters)
     secondary = {
-        key: None
-        if key not in got_more
-        else head
-        | {
-            "stream_seed": stream_seed(ev.seed, purpose),
-            "summary": describe(got_more[key][0]["episodes"]),
-            "hazards": hazard_table(got_more[key][0]["episodes"], clusters),
-            "episodes": got_more[key][0]["episodes"],
-        }
+        key: secondary_row(head, stream_seed(ev.seed, purpose), got_more[key][0]["episodes"], clusters)
+        if key in got_more
+        else None
         for key, head, purpose in (
             ("low_epsilon", {"epsilon": ev.low_epsilon}, EVAL_LOW_EPSILON),
             ("noop_greedy", {"noop_max": ev.noop_max}, EVAL_NOOP),
@@ -412,42 +336,30 @@ def more_results(ev: EvalConfig, kept: list[dict], got_more: dict[str, list[dict
     return {"late_window": late_window, "secondary": secondary}
 
 
-def say_results(result: dict, names: list[str], best_is_last: bool, words: tuple[str, str], echo: Callable[[str], None]) -> None:
+def say_results(result: dict, names: list[str], best_is_last: bool, words: Words, echo: Echo) -> None:
     """The ``[FINAL]`` lines of the final evaluation's rows (each contender in ``names``, then step 3's)."""
     what, won = words
     for name in names:
-        r = result[name]
-        s, g = r["summary"], r["greedy"]
-        echo(
-            f"[FINAL] {name:<4} (v{r['weights_version']}, {r['env_steps']:,} env steps): {score_line(s, what, won)}; "
-            f"greedy episode {what} {g['score']:,g}{', success' if g['success'] else ''}"
-        )
+        r, g = result[name], result[name]["greedy"]
+        head = f"[FINAL] {name:<4} (v{r['weights_version']}, {r['env_steps']:,} env steps): {score_line(r['summary'], what, won)}"
+        echo(f"{head}; greedy episode {what} {g['score']:,g}{', success' if g['success'] else ''}")
         echo(f"[FINAL] {name:<4} hazards: {format_hazards(r['hazards'])}")
     if best_is_last:
         echo("[FINAL] best: the last weights (no snapshot beat them on the selection's episodes)")
     late = result["late_window"]
     if late is not None:
-        echo(
-            f"[FINAL] late window ({len(late['weights'])} kept weights x {late['episodes_per_weights']} episodes at "
-            f"epsilon {late['epsilon']:g}): {score_line(late['summary'], what, won)}"
-        )
+        played = f"{len(late['weights'])} kept weights x {late['episodes_per_weights']} episodes at epsilon {late['epsilon']:g}"
+        echo(f"[FINAL] late window ({played}): {score_line(late['summary'], what, won)}")
         for w in late["weights"]:
-            echo(
-                f"[FINAL]   v{w['weights_version']} ({w['env_steps']:,} env steps): {what} "
-                f"{w['summary']['score_mean']:,.1f}, {won} {w['summary']['success_rate']:.0%}"
-            )
+            echo(f"[FINAL]   v{w['weights_version']} ({w['env_steps']:,} env steps): {_brief(w['summary'], words)}")
         echo(f"[FINAL] late window hazards: {format_hazards(late['hazards'])}")
-    low, noop = result["secondary"]["low_epsilon"], result["secondary"]["noop_greedy"]
-    if low is not None:
-        echo(f"[FINAL] last at epsilon {low['epsilon']:g}: {score_line(low['summary'], what, won)}")
-        echo(f"[FINAL] last at epsilon {low['epsilon']:g} hazards: {format_hazards(low['hazards'])}")
-    if noop is not None:
-        echo(f"[FINAL] last greedy after 0-{noop['noop_max']} no-ops: {score_line(noop['summary'], what, won)}")
-        echo(f"[FINAL] last greedy after 0-{noop['noop_max']} no-ops hazards: {format_hazards(noop['hazards'])}")
+    for key, title in (("low_epsilon", "last at epsilon {epsilon:g}"), ("noop_greedy", "last greedy after 0-{noop_max} no-ops")):
+        if (row := result["secondary"][key]) is not None:
+            say_row("[FINAL] " + title.format(**row), row, words, echo)
     echo(f"[FINAL] wrote {os.path.join(result['run_dir'], RESULT_NAME)} in {result['seconds']:.0f}s")
 
 
-def film_greedy(env: Any, actions: list[int], score: float, path: str, name: str, echo: Callable[[str], None]) -> None:
+def film_greedy(env: Any, actions: list[int], score: float, path: str, name: str, echo: Echo) -> None:
     """Film the greedy episode of ``name``'s weights (best.pt, else the last weights) to ``path``; a failure is said,
     not raised: the figures are already written."""
     from actors.evaluator import record_video  # imageio: only where an env films
@@ -461,48 +373,36 @@ def film_greedy(env: Any, actions: list[int], score: float, path: str, name: str
 
 
 def write_results(run_dir: str, result: dict) -> None:
-    """``eval_final.json`` (run_dir, seed, eval_seed, stream_seed, epsilon, env, stage, env_steps, updates,
-    samples_per_transition (the run's replay ratio), wall_seconds,
-    selection: the last weights first, then each snapshot, with its in-training score (none for the last weights),
-    fresh score and per-episode scores; last and best: weights_version, env_steps, summary (``describe``), hazards
-    (``hazard_table``), greedy and episodes (score, success, return, length each); best is a copy of last with
-    ``same_as_last`` when the selection kept the last weights, null when there was nothing to choose from;
-    late_window: epsilon, episodes_per_weights, stream_seed, weights (per kept weights, oldest first: weights_version,
-    env_steps, summary, episodes), summary and hazards of all their episodes pooled, null without kept weights or
-    late episodes; secondary: low_epsilon (epsilon, stream_seed, summary, hazards, episodes) and noop_greedy (noop_max,
-    stream_seed, summary, hazards, episodes: each with its noops), each null at 0 episodes), and
-    one ``final/`` metrics row at the run's last env step (last_/best_ score, success_rate, return, greedy_score;
-    late_, low_epsilon_, noop_ score and success_rate where those rows exist)."""
+    """``eval_final.json`` and one ``final/`` metrics row at the run's last env step (last_/best_ score, success_rate,
+    return, greedy_score; late_, low_epsilon_, noop_ score and success_rate where those rows exist).
+
+    The JSON: run_dir, seed, eval_seed, stream_seed, epsilon, env, stage, env_steps, updates, samples_per_transition
+    (the run's replay ratio), wall_seconds, selection (the last weights, then each snapshot: in-training score, fresh
+    score, per-episode scores), seconds; last and best (weights_version, env_steps, summary, hazards, greedy and
+    episodes; best is a copy of last with ``same_as_last`` when the selection kept it, null with nothing to choose
+    from); late_window (epsilon, episodes_per_weights, stream_seed, weights: per kept weights, oldest first, then the
+    summary and hazards of all their episodes pooled; null without kept weights or late episodes); secondary:
+    low_epsilon and noop_greedy (epsilon or noop_max, stream_seed, summary, hazards, episodes with their noops), each
+    null at 0 episodes."""
     path = os.path.join(run_dir, RESULT_NAME)
     with open(path + ".tmp", "w", encoding="utf-8") as fh:
         json.dump(result, fh, indent=2)
         fh.write("\n")
     os.replace(path + ".tmp", path)
-    figures = {}
-    for name in ("last", "best"):
-        if result.get(name):
-            s = result[name]["summary"]
-            figures.update(
-                {
-                    f"final/{name}_score": s["score_mean"],
-                    f"final/{name}_success_rate": s["success_rate"],
-                    f"final/{name}_return": s["return_mean"],
-                    f"final/{name}_greedy_score": result[name]["greedy"]["score"],
-                }
-            )
     secondary = result.get("secondary") or {}
+    figures: dict[str, Any] = {}
     for name, row in (
+        ("last", result.get("last")),
+        ("best", result.get("best")),
         ("late", result.get("late_window")),
         ("low_epsilon", secondary.get("low_epsilon")),
         ("noop", secondary.get("noop_greedy")),
     ):
         if row:
-            figures.update(
-                {
-                    f"final/{name}_score": row["summary"]["score_mean"],
-                    f"final/{name}_success_rate": row["summary"]["success_rate"],
-                }
-            )
+            s = row["summary"]
+            figures |= {f"final/{name}_score": s["score_mean"], f"final/{name}_success_rate": s["success_rate"]}
+            if name in ("last", "best"):
+                figures |= {f"final/{name}_return": s["return_mean"], f"final/{name}_greedy_score": row["greedy"]["score"]}
     metrics = MetricsLog(run_dir)
     try:
         metrics.write(result["updates"], result["env_steps"], result["wall_seconds"], figures)
