@@ -96,7 +96,7 @@ def with_env_options(kind: type, env: EnvConfig | None = None) -> type:
     factory: Any = env_type
     if env is not None:
         shared = {f.name: getattr(env, f.name) for f in dataclasses.fields(EnvConfig) if f.name != "options"}
-        own = {name: options(env, name, options_type) for name, options_type in options_types().items()}
+        own: dict[str, Any] = {name: options(env, name, options_type) for name, options_type in options_types().items()}
         factory = functools.partial(env_type, **shared, **own)
     typed = dataclasses.make_dataclass(
         kind.__name__, [("env", env_type, dataclasses.field(default_factory=factory))], bases=(kind,)

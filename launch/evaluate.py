@@ -29,7 +29,7 @@ import json
 import os
 import sys
 import time
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import torch
 import tyro
@@ -241,7 +241,7 @@ def resolve(argv: list[str]) -> tuple[EvaluateArgs, dict]:
     ev = cfg.eval if cfg is not None else EvalConfig()
     low_n = ev.low_epsilon_episodes if args.low_epsilon_episodes is None else args.low_epsilon_episodes
     noop_n = ev.noop_episodes if args.noop_episodes is None else args.noop_episodes
-    job = dict(env=env, net=net, action=action, run_dir=args.run_dir, checkpoint=ckpt_path, label=env_label(env))
+    job: dict[str, Any] = dict(env=env, net=net, action=action, run_dir=args.run_dir, checkpoint=ckpt_path, label=env_label(env))
     job["updates"] = counters.get("updates", (state or {}).get("learner", {}).get("updates"))
     job |= dict(env_steps=counters.get("inserted"), wall_seconds=counters.get("wall_seconds"))
     job["secondary"] = {"low_epsilon": (ev.low_epsilon, low_n), "noop_greedy": (ev.noop_max, noop_n)}

@@ -268,9 +268,9 @@ def group_rows(done: list[dict]) -> list[dict]:
     for c in itertools.chain.from_iterable(hazards):
         first.setdefault(c["name"], c)
     for name, c in first.items():
-        per_run = [next((h.get("pass_rate") for h in cs if h["name"] == name), None) for cs in hazards]
-        values = [float(v) for v in per_run if v is not None]
-        counts = {"runs": len(values), "per_run": per_run}
+        rates: list[Any] = [next((h.get("pass_rate") for h in cs if h["name"] == name), None) for cs in hazards]
+        values = [float(v) for v in rates if v is not None]
+        counts = {"runs": len(values), "per_run": rates}
         rows.append(_hazard_row(c, counts, *over_runs(values, rate=True), interval_label(len(values))))
     return rows
 
