@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         if learner:
             cfg.transport.host, cfg.transport.base_port = parse_learner(learner)
         wait_for_key_files(cfg.transport, key_wait(), signals.stopping.is_set)
+        if signals.stopping.is_set():
+            print("[ACTOR] a stop signal before the actor began: nothing was started", flush=True)
+            return 0
         run = resolve_run(cfg, device="cpu")
         if actor_id is not None and not 0 <= actor_id < run.cfg.actors:
             raise ConfigError(f"actor_id={actor_id} must be in [0, actors={run.cfg.actors})")

@@ -39,6 +39,7 @@ from launch.cli import UsageError, import_plugin, parse, plain, plugin_module, r
 from launch.final_eval import say_row, secondary_row
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from shared.config import ConfigError, EnvConfig, EvalConfig, RunConfig
+from shared.config_migration import read_config
 from shared.envs import EnvEntry, check_env, entry_for, env_label, env_spec
 from shared.hazards import clusters_for, format_hazards, hazard_table
 from shared.seeding import EVAL_LOW_EPSILON, EVAL_NOOP, stream_seed
@@ -152,7 +153,7 @@ def load_run(args: EvaluateArgs) -> tuple[RunConfig | None, dict | None, str | N
         if os.path.isfile(config_path):
             try:
                 with open(config_path, encoding="utf-8") as fh:
-                    cfg = RunConfig.from_json(fh.read())
+                    cfg = read_config(fh.read())
             except (ValueError, TypeError, OSError) as exc:
                 raise UsageError(f"config {config_path!r} is not readable: {exc}") from None
     if args.policy != "greedy":
@@ -168,7 +169,7 @@ def load_run(args: EvaluateArgs) -> tuple[RunConfig | None, dict | None, str | N
         raise UsageError(f"checkpoint {path!r} holds no learner.online network")
     if cfg is None:
         try:
-            cfg = RunConfig.from_json(state["config"])
+            cfg = read_config(state["config"])
         except (KeyError, ValueError, TypeError) as exc:
             where = f"run folder {run_dir!r} has no config.json and " if run_dir else ""
             raise UsageError(f"{where}checkpoint {path!r} carries no readable config ({exc})") from None

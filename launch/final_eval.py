@@ -40,7 +40,8 @@ from launch.cli import UsageError, parse
 from launch.processes import spawn_context
 from learner.checkpoint import CHECKPOINT_NAME, has_checkpoint, load_best, load_checkpoint, load_kept, load_snapshots, save_best
 from learner.metrics import MetricsLog
-from shared.config import ConfigError, EvalConfig, RunConfig
+from shared.config import ConfigError, EvalConfig
+from shared.config_migration import read_config
 from shared.envs import entry_for, env_label, with_stage
 from shared.hazards import clusters_for, format_hazards, hazard_table
 from shared.resolution import resolve_config
@@ -203,7 +204,7 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> di
     """Select ``best.pt``, then evaluate it and the last weights (module docstring): what ``eval_final.json`` holds, or
     None when the run has no trained checkpoint or ``eval.final_episodes`` is 0."""
     checkpoint = load_checkpoint(run_dir, say=echo)
-    cfg = resolve_config(RunConfig.from_json(checkpoint["config"]), validate=False)
+    cfg = resolve_config(read_config(checkpoint["config"]), validate=False)
     ev = cfg.eval
     if ev.final_episodes == 0 or not checkpoint.get("counters", {}).get("updates"):
         return None

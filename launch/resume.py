@@ -10,6 +10,7 @@ from typing import Any
 
 from learner.checkpoint import checkpoint_mismatch, checkpoint_mtime, has_checkpoint, load_resume_state
 from shared.config import AUTO, ConfigError, RunConfig
+from shared.config_migration import read_config
 from shared.network import build_q_network
 from shared.resolution import Resolved, resolve_run
 
@@ -61,7 +62,7 @@ def resumed_config(cli: RunConfig) -> RunConfig:
     if not os.path.exists(path):
         raise ConfigError(f"resume={cli.resume!r} is not a run folder (no config.json)")
     with open(path) as fh:
-        saved = RunConfig.from_json(fh.read())
+        saved = read_config(fh.read())
     given, defaults, kept = _flat(cli), _flat(RunConfig()), _flat(saved)
     for name in RESUME_OVERRIDES:
         setattr(saved, name, getattr(cli, name))

@@ -5,7 +5,7 @@ what docs/configuration.md lists. Every bound that limits a
 queue, buffer or table lives here, so a user can see and change it.
 
 A run's whole configuration is a :class:`RunConfig`; it is saved as JSON in
-the run folder (``to_json``) and read back with ``from_json`` (older layouts through shared/config_migration.py).
+the run folder (``to_json``) and read back with shared/config_migration.py ``read_config`` (older layouts included).
 """
 
 from __future__ import annotations
@@ -721,13 +721,6 @@ class RunConfig:
         line."""
         data = {**dataclasses.asdict(self), "env": self.env.to_dict()}
         return json.dumps(data, indent=2, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> RunConfig:
-        """Parse a saved config (config.json, a checkpoint's copy), older layouts included (shared/config_migration.py)."""
-        from shared.config_migration import migrate  # it reads this module's constants
-
-        return from_dict(cls, migrate(json.loads(text)))
 
 
 def is_loopback(host: str) -> bool:

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from shared.config import AUTO
+from shared.config import AUTO, RunConfig, from_dict
 from shared.errors import ConfigError
+
+
+def read_config(text: str) -> RunConfig:
+    """Parse a saved config (config.json, a checkpoint's copy), older layouts included (:func:`migrate`)."""
+    return from_dict(RunConfig, migrate(json.loads(text)))
+
 
 _MOVED_ENV_KEYS = {
     "stage": ("mario", "stage"),
@@ -29,7 +36,7 @@ _LEGACY_MARIO = {"jump_release": False, "no_progress_steps": 0}
 def migrate(data: Any) -> Any:
     """A saved configuration (parsed JSON) in today's layout, so runs and checkpoints of older versions resume and
     evaluate as they were trained. The one place that knows old layouts; resume, ``launch.evaluate`` and the
-    final evaluation all read configs through :meth:`RunConfig.from_json`.
+    final evaluation all read configs through :func:`read_config`.
 
     - env options saved flat (``env.stage``, ``env.snake_size``) move under their env (``env.mario.stage``,
       ``env.snake.size``); each env's options (``env.<name>``) go to ``env.options[name]``;

@@ -45,6 +45,7 @@ from launch.benchmark.system import system_stage
 from launch.benchmark.transport import transport
 from launch.cli import load_plugin, plain, run_config_type
 from shared.config import RunConfig
+from shared.config_migration import read_config
 from shared.resolution import resolve_config
 
 
@@ -114,14 +115,14 @@ def ceiling_and_collection(cfg: RunConfig, bench: BenchConfig) -> dict:
             ceilings.append(env_ceiling(cfg, bench.actors, bench.seconds))
             print(f"round {r} env_ceiling: {ceilings[-1]['steps_per_s']:.1f} steps/s", flush=True)
         if "collection" in bench.stages:
-            random_cfg = RunConfig.from_json(cfg.to_json())
+            random_cfg = read_config(cfg.to_json())
             random_cfg.actor.epsilon = 1.0
             collections_random.append(collection(random_cfg, bench.seconds))
             print(
                 f"round {r} collection (random actions): {collections_random[-1]['transitions_per_s']:.1f} transitions/s",
                 flush=True,
             )
-            apex_cfg = RunConfig.from_json(cfg.to_json())
+            apex_cfg = read_config(cfg.to_json())
             apex_cfg.actor.eps_anneal_steps = 0  # the floors from the first step: inference runs as in late training
             collections.append(collection(apex_cfg, bench.seconds))
             print(

@@ -20,6 +20,7 @@ from launch.benchmark.original import OriginalLearner, original_collector_main
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.trainer import resolve_amp
 from shared.config import RunConfig
+from shared.config_migration import read_config
 
 # ----------------------------------------------------------------------------- whole system
 
@@ -141,7 +142,7 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
     from learner.loop import Learner
     from shared.resolution import resolve_run
 
-    rc = RunConfig.from_json(cfg.to_json())
+    rc = read_config(cfg.to_json())
     rc.collect_only = False
     rc.learner = dataclasses.replace(
         rc.learner,
@@ -205,7 +206,7 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
 
 def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> dict:
     """The seed's original pipeline (launch/benchmark/original.py) with the same actors, env and window."""
-    rc = RunConfig.from_json(cfg.to_json())
+    rc = read_config(cfg.to_json())
     rc.collect_only = False
     rc.learner = dataclasses.replace(rc.learner, updates_per_epoch=bench.system_updates_per_epoch)
     settings = bench.original

@@ -12,6 +12,7 @@ import zmq
 from launch.processes import orphan_check, spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
 from shared.config import RunConfig
+from shared.config_migration import read_config
 from shared.envs import env_spec
 from shared.wire import protocol
 from shared.wire.links import open_socket
@@ -51,7 +52,7 @@ def _synthetic_sender(cfg: RunConfig, slot: int, stop, batch: int) -> None:
 
 
 def transport(cfg: RunConfig, senders: int, batch: int, seconds: float) -> dict:
-    cfg = RunConfig.from_json(cfg.to_json())
+    cfg = read_config(cfg.to_json())
     cfg.actors, cfg.actor.envs_per_actor, cfg.actor.batch_steps = senders, 1, batch
     cfg.learner.exact_ratio = False  # the pipe's own ceiling: no learner to hold a ratio for, default socket buffers
     cfg.replay.capacity = max(cfg.replay.capacity, senders * 4 * batch)

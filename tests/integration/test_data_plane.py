@@ -79,8 +79,9 @@ def test_every_transition_lands_exactly_once(make_config):
         assert sum(s["first"] for s in slots) >= 3
 
 
-def hostile_messages(cfg):
-    """(reason, parts) pairs aimed at slot 0 while the real actors keep sending."""
+def hostile_messages(cfg, max_bytes: int):
+    """(reason, parts) pairs aimed at slot 0 while the real actors keep sending; ``max_bytes``: the learner's bound
+    on one message (the run's largest valid batch, learner/data_plane.py)."""
     shape = (cfg.actor.envs_per_actor, cfg.actor.batch_steps)
     size = cfg.env.frame_size
     good = valid_batch(cfg)
@@ -89,7 +90,7 @@ def hostile_messages(cfg):
     def with_header(**changes):
         return [msgpack.packb(dict(header, **changes)), *good[1:]]
 
-    third = cfg.transport.max_message_bytes // 3 + 1
+    third = max_bytes // 3 + 1
     return [
         ("size", good[:1] + [good[1][:-1000]] + good[2:]),  # truncated frames
         ("frame_count", good[:3]),  # truncated message
@@ -111,7 +112,7 @@ def test_bad_messages_are_rejected_and_counted_while_good_data_lands(make_config
     attacker = zmq.Context.instance().socket(zmq.PUSH)
     attacker.setsockopt(zmq.LINGER, 0)
     attacker.connect(f"tcp://127.0.0.1:{cfg.transport.base_port}")
-    bad = hostile_messages(cfg) * 20
+    bad = hostile_messages(cfg, plane.consolidator.limits.max_message_bytes) * 20
     sent = []
 
     def attack():

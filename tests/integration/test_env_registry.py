@@ -16,6 +16,7 @@ from launch.cli import parse_run_config
 from launch.tools.report import score_text
 from learner.checkpoint import load_checkpoint
 from shared.config import AUTO, ConfigError, EnvConfig, ReplayConfig, RunConfig
+from shared.config_migration import read_config
 from shared.envs import BUILTIN, EnvEntry, entry_for, env_spec, names, options, register
 from shared.resolution import resolve_config
 from tests.support.learning import train_on_defaults
@@ -68,7 +69,7 @@ def test_a_plugin_env_declares_options_on_the_command_line_and_in_config_json():
     assert options(cfg.env, "corridor", CorridorOptions).step_cost == 0.5
     saved = json.loads(cfg.to_json())["env"]
     assert saved["corridor"] == {"step_cost": 0.5} and "options" not in saved  # env.corridor, as on the command line
-    again = resolve_config(RunConfig.from_json(cfg.to_json()))
+    again = resolve_config(read_config(cfg.to_json()))
     assert options(again.env, "corridor", CorridorOptions) == CorridorOptions(step_cost=0.5)
     with pytest.raises(ConfigError, match="env.corridor.step_cost=2.0 must be in"):
         resolve_config(parse_run_config([*argv[:4], "--env.corridor.step-cost", "2"]))
@@ -101,7 +102,7 @@ def train_corridor(tmp_path, updates: int, *extra: str) -> tuple[str, dict, RunC
     # or the share of the data trained on would depend on timing
     assert "rejected by reason {}" in out, [line for line in out.splitlines() if "accounting" in line]
     state = load_checkpoint(run)
-    cfg = RunConfig.from_json(state["config"])
+    cfg = read_config(state["config"])
     assert cfg.env.module == "tests.support.plugin_env" and state["counters"]["updates"] == updates
     return out, state, cfg, build_network(cfg.env, state["learner"]["online"], dueling=cfg.net.dueling)
 

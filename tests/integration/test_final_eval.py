@@ -19,6 +19,7 @@ import torch
 
 from launch.final_eval import EPISODES_PER_JOB, choose_best, describe, episode_jobs, play_job
 from shared.config import ConfigError, RunConfig
+from shared.config_migration import read_config
 from shared.envs import with_stage
 from shared.resolution import resolve_config
 from shared.seeding import EVAL_FINAL, EVAL_ROUND, EVAL_SELECT, draw_seed, stream_seed
@@ -39,7 +40,7 @@ def test_component_seeds_follow_the_run_seed_unless_set():
     cfg.seed = 8
     resolved = resolve_config(cfg)
     assert (resolved.actor.seed, resolved.learner.seed, resolved.eval.seed) == (8, 3, 8)
-    saved = RunConfig.from_json(resolved.to_json())
+    saved = read_config(resolved.to_json())
     assert (saved.seed, saved.actor.seed, saved.learner.seed, saved.eval.seed) == (8, 8, 3, 8)
 
 
@@ -148,7 +149,7 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
     assert "[MAIN] the final evaluation follows; Ctrl-C again skips it" in out, out
     assert out.rstrip().splitlines()[-1].startswith("[MAIN] stopped after "), out
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
-    cfg = RunConfig.from_json((run_dir / "config.json").read_text())
+    cfg = read_config((run_dir / "config.json").read_text())
     assert 0 <= cfg.seed < 2**31 and cfg.eval.seed == cfg.seed and f"[MAIN] seed {cfg.seed}\n" in out + "\n", out
 
     result = json.loads((run_dir / "eval_final.json").read_text())

@@ -20,7 +20,8 @@ from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
 from learner.slots import SlotTable
 from learner.weights import WeightServer
-from shared.config import ConfigError, RunConfig
+from shared.config import ConfigError
+from shared.config_migration import read_config
 from shared.envs import env_spec
 from shared.wire import protocol
 from tests.support.messages import valid_batch
@@ -210,7 +211,7 @@ def test_identical_replicas_lease_slots_intruders_are_refused_and_a_dead_replica
         victim.join(timeout=10)
         killed_at = time.monotonic()
         before = [t.incarnation for t in tracks]
-        patient = RunConfig.from_json(cfg.to_json())
+        patient = read_config(cfg.to_json())
         patient.actor.slot_wait = 0.0  # the replacement waits as a spare until the dead one's lease lapses
         procs.append(start_process(mp, actor_main, (patient, -1, stop, reports), "replica-3"))
         wait_until(

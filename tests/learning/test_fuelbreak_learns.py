@@ -20,7 +20,7 @@ import torch
 
 from actors.evaluator import build_network
 from learner.checkpoint import load_checkpoint
-from shared.config import RunConfig
+from shared.config_migration import read_config
 from shared.envs import options
 from shared.envs.fuelbreak import FuelbreakOptions
 from tests.support.learning import clears_bar, mean_score, train_on_defaults
@@ -47,7 +47,7 @@ def test_fuel_breaks_are_learned_end_to_end_on_defaults(tmp_path, record_propert
     )
     assert "4 actors x 32 env(s) on fuelbreak (obs uint8 8x32x32, stack 1, 1024 actions, masked, cell net)" in out, out[:2000]
     state = load_checkpoint(run)
-    cfg = RunConfig.from_json(state["config"])
+    cfg = read_config(state["config"])
     assert (options(cfg.env, "fuelbreak", FuelbreakOptions).size, options(cfg.env, "fuelbreak", FuelbreakOptions).budget) == (
         32,
         16,

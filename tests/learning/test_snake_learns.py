@@ -17,7 +17,7 @@ import torch
 
 from actors.evaluator import build_network
 from learner.checkpoint import load_checkpoint
-from shared.config import RunConfig
+from shared.config_migration import read_config
 from shared.envs import options
 from shared.envs.snake import SnakeOptions
 from tests.support.learning import clears_bar, mean_score, train_on_defaults
@@ -44,7 +44,7 @@ def test_snake_learns_end_to_end_on_defaults(tmp_path, record_property):
     )
     assert "on snake (obs float32 14, stack 1, 3 actions, mlp net)" in out, out[:2000]
     state = load_checkpoint(run)
-    cfg = RunConfig.from_json(state["config"])
+    cfg = read_config(state["config"])
     assert options(cfg.env, "snake", SnakeOptions).size == 10 and state["counters"]["updates"] == UPDATES
     net = build_network(cfg.env, state["learner"]["online"])
     greedy, random = (mean_score(n, cfg.env, policy, EPISODES, SEED) for n, policy in ((net, "greedy"), (None, "random")))

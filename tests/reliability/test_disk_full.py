@@ -53,7 +53,7 @@ def test_a_run_whose_disk_fills_keeps_training_and_writes_again_when_there_is_ro
         launcher.wait_for(EPOCH, HANG_GUARD_S, after=full, count=6)
         launcher.wait_for(r"\[MAIN\] checkpoint at epoch \d+ failed \(", HANG_GUARD_S, after=full)
         refused = {m[1] for _, m in launcher.matches(REFUSED, full)}
-        assert {"a metrics row", "the weights version record"} <= refused, refused
+        assert "the weights version record" in refused, refused  # a new file: no room (a row may fit a page held)
         os.remove(filler)
         launcher.wait_for(r"\[MAIN\] checkpoint at epoch \d+ written after earlier failures", HANG_GUARD_S, after=full)
         launcher.proc.send_signal(signal.SIGTERM)

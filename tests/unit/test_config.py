@@ -8,6 +8,7 @@ import pytest
 
 from launch.cli import run_config_type
 from shared.config import AUTO, ActorConfig, ConfigError, EnvConfig, LearnerConfig, ReplayConfig, RunConfig
+from shared.config_migration import read_config
 from shared.envs import BUILTIN, options
 from shared.envs.mario import MarioOptions, mario_options
 from shared.envs.snake import SnakeOptions
@@ -71,10 +72,10 @@ def test_bad_value_is_named(path, value, needle):
 def test_json_round_trip_and_unknown_keys():
     cfg = resolve_config(RunConfig(actors=3, env=EnvConfig(options={"mario": MarioOptions(stage="4-2")})))
     cfg.replay.n_step = 5
-    back = RunConfig.from_json(cfg.to_json())
+    back = read_config(cfg.to_json())
     assert resolve_config(back) == cfg and mario_options(back.env).stage == "4-2"
     with pytest.raises(ConfigError, match="bogus"):
-        RunConfig.from_json('{"bogus": 1}')
+        read_config('{"bogus": 1}')
 
 
 def test_launcher_reports_bad_value_and_exits_2():
@@ -134,7 +135,7 @@ def test_auto_fields_take_the_envs_values_when_resolved_and_are_saved_resolved()
     assert raw.actor.envs_per_actor == AUTO  # resolve returns a new config
     fuel = resolve_config(RunConfig(env=EnvConfig(name="fuelbreak")))
     assert (fuel.actor.envs_per_actor, fuel.actor.eps_anneal_steps, fuel.total_env_steps) == (32, 1_000, 0)
-    saved = RunConfig.from_json(fuel.to_json())
+    saved = read_config(fuel.to_json())
     assert (saved.actor.envs_per_actor, saved.actor.eps_anneal_steps, saved.total_env_steps) == (32, 1_000, 0)
     assert resolve_config(RunConfig(total_env_steps=0)).total_env_steps == 0  # set: no limit, on Mario too
     explicit = RunConfig(env=EnvConfig(name="fuelbreak"), actor=ActorConfig(envs_per_actor=2, eps_anneal_steps=0))
@@ -175,23 +176,23 @@ def test_old_layouts_load_through_one_migration(tmp_path):
     env = flat["env"]
     env.pop("mario")
     env.update(stage="1-3", actions="right_only", snake_size=6, snake_obs="grid", fuelbreak_budget=9)
-    cfg = RunConfig.from_json(json.dumps(flat))
+    cfg = read_config(json.dumps(flat))
     mario, snake = mario_options(cfg.env), options(cfg.env, "snake", SnakeOptions)
     assert (mario.stage, mario.actions) == ("1-3", "right_only")
     assert (mario.jump_release, mario.no_progress_steps) == (False, 0)  # not saved: as they ran
     assert (snake.size, snake.obs, cfg.env.options["fuelbreak"]["budget"]) == (6, "grid", 9)
     env["jump_release"] = True  # saved: kept
-    assert mario_options(RunConfig.from_json(json.dumps(flat)).env).jump_release is True
+    assert mario_options(read_config(json.dumps(flat)).env).jump_release is True
     flat["learner"]["munchausen_alpha"] = AUTO  # saved as auto (before resolve filled it in): kept
-    assert RunConfig.from_json(json.dumps(flat)).learner.munchausen_alpha == -1
+    assert read_config(json.dumps(flat)).learner.munchausen_alpha == -1
     flat["learner"].pop("munchausen_alpha")
-    assert RunConfig.from_json(json.dumps(flat)).learner.munchausen_alpha == 0.0  # not saved: the Double-DQN max
+    assert read_config(json.dumps(flat)).learner.munchausen_alpha == 0.0  # not saved: the Double-DQN max
     (tmp_path / "config.json").write_text(json.dumps(flat))
     assert mario_options(resumed_config(RunConfig(resume=str(tmp_path))).env).stage == "1-3"
     today = resolve_config(RunConfig())
-    assert resolve_config(RunConfig.from_json(today.to_json())) == today  # today's layout passes unchanged
+    assert resolve_config(read_config(today.to_json())) == today  # today's layout passes unchanged
     with pytest.raises(ConfigError, match="bogus"):
-        resolve_config(RunConfig.from_json(json.dumps({"env": {"mario": {"bogus": 1}}})))
+        resolve_config(read_config(json.dumps({"env": {"mario": {"bogus": 1}}})))
 
 
 def test_auto_is_minus_one_and_old_zero_autos_migrate():
@@ -203,7 +204,7 @@ def test_auto_is_minus_one_and_old_zero_autos_migrate():
     assert (resolved.micro_batch, resolved.accum_steps, resolved.reward_scale) == (64, 1, pytest.approx(1 / 15))
     saved = json.loads(cfg.to_json())
     saved["learner"].update(micro_batch=0, accum_steps=0, reward_scale=0.0, threads=0)  # auto before -1 was
-    old = RunConfig.from_json(json.dumps(saved))
+    old = read_config(json.dumps(saved))
     assert (old.learner.micro_batch, old.learner.accum_steps, old.learner.reward_scale, old.learner.threads) == (-1,) * 4
     for path, value in (("learner.micro_batch", 0), ("learner.threads", -2), ("learner.reward_scale", 0.0)):
         section, key = path.split(".")
@@ -223,11 +224,11 @@ def test_runs_saved_before_the_held_ratio_keep_the_cap_only_limiter_and_no_budge
     for key in ("exact_ratio", "samples_per_insert"):
         saved["learner"].pop(key)
     saved.pop("total_env_steps")
-    old = RunConfig.from_json(json.dumps(saved))
+    old = read_config(json.dumps(saved))
     assert old.learner.exact_ratio is False and not old.learner.holds_ratio  # as those runs trained
     assert old.learner.samples_per_insert == 8.0 and old.total_env_steps == 0  # a cap of 8, no budget
     saved["learner"]["exact_ratio"] = True
-    assert RunConfig.from_json(json.dumps(saved)).learner.exact_ratio is True  # saved: kept
+    assert read_config(json.dumps(saved)).learner.exact_ratio is True  # saved: kept
     unlimited = RunConfig()
     unlimited.learner.samples_per_insert = 0
     assert not unlimited.learner.holds_ratio  # no ratio to hold: actors never wait
@@ -267,12 +268,12 @@ def test_runs_saved_with_retired_options_load():
     saved = json.loads(today.to_json())
     for section, keys in RETIRED_AT_THEIR_DEFAULTS.items():
         saved[section].update(keys)
-    assert resolve_config(RunConfig.from_json(json.dumps(saved))) == today
+    assert resolve_config(read_config(json.dumps(saved))) == today
     saved["replay"]["ending_share"] = 0.125  # training only: dropped
-    assert resolve_config(RunConfig.from_json(json.dumps(saved))) == today
+    assert resolve_config(read_config(json.dumps(saved))) == today
     saved["net"]["norm"] = "layer"  # a network today's code does not build
     with pytest.raises(ConfigError, match=r"net\.norm='layer': this run used LayerNorm, removed .* commit [0-9a-f]{7}"):
-        RunConfig.from_json(json.dumps(saved))
+        read_config(json.dumps(saved))
 
 
 def test_periods_saved_in_updates_or_epochs_load_as_the_env_steps_they_spanned():
@@ -282,14 +283,14 @@ def test_periods_saved_in_updates_or_epochs_load_as_the_env_steps_they_spanned()
     del saved["eval"]["every_env_steps"]
     saved["learner"].update(target_sync=1_000, broadcast_every=5, samples_per_insert=4.0, updates_per_epoch=20)
     saved["eval"]["every"] = 100
-    cfg = RunConfig.from_json(json.dumps(saved))  # batch auto: 64, so an update was 16 env steps
+    cfg = read_config(json.dumps(saved))  # batch auto: 64, so an update was 16 env steps
     assert (cfg.learner.target_sync_env_steps, cfg.learner.broadcast_env_steps) == (16_000, 1_600)
     assert learner_config(LearnerConfig(), "fuelbreak").broadcast_env_steps == 12_288
     assert learner_config(LearnerConfig(), "mario").broadcast_env_steps == 1_600
     assert cfg.eval.every_env_steps == 32_000
     saved["learner"].update(target_sync=-1, samples_per_insert=0.0, broadcast_every=5)
     saved["eval"]["every"] = 0
-    cfg = RunConfig.from_json(json.dumps(saved))  # no ratio: no share of env steps per update
+    cfg = read_config(json.dumps(saved))  # no ratio: no share of env steps per update
     assert cfg.learner.target_sync_env_steps == AUTO and cfg.learner.broadcast_env_steps == AUTO
     assert cfg.eval.every_env_steps == 0
 

@@ -9,6 +9,7 @@ import torch
 
 from actors.evaluator import build_network
 from shared.config import RunConfig
+from shared.config_migration import read_config
 from shared.network import (
     CellQNetwork,
     MLPQNetwork,
@@ -71,7 +72,7 @@ def test_nature_head_checkpoints_still_load_and_resume_as_such(tmp_path):
     assert not _dueling(state) and not hasattr(old, "value")
     saved = json.loads(RunConfig().to_json())
     del saved["net"]  # a run saved before the network options existed ...
-    cfg = RunConfig.from_json(json.dumps(saved))
+    cfg = read_config(json.dumps(saved))
     assert cfg.net.dueling is False  # ... had the Nature-DQN head (shared/config.py migrate)
     loaded = build_network(cfg.env, state, dueling=cfg.net.dueling)
     obs = torch.randint(0, 256, (2, 4, 84, 84), dtype=torch.uint8)

@@ -3,6 +3,7 @@
 import copy
 import dataclasses
 import os
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -257,7 +258,7 @@ def test_reset_zeroes_the_heads_adam_state_and_syncs_the_target():
     dqn.update(None, [synthetic_batch(32)])
     conv = dqn.online.features[0].weight
     conv_moment = dqn.optimizer.state[conv]["exp_avg"].clone()
-    counts = dqn.reset([synthetic_batch(32, seed=1)["obs"]])
+    counts = dqn.reset(SimpleNamespace(sample=lambda n: synthetic_batch(n, seed=1)), batches=1)
     assert counts["reinitialized"] == 8  # value and advantage: two Linear layers each, weight and bias
     assert all(not t.any() for p in dqn.online.advantage.parameters() for t in dqn.optimizer.state[p].values())
     assert torch.equal(dqn.optimizer.state[conv]["exp_avg"], conv_moment)
