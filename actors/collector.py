@@ -273,7 +273,9 @@ def actor_main(
 
     ``actor_id`` < 0: ask the learner for a free slot first (actors/slot_client.py); the slot count
     (the exploration schedule's N) then comes from the learner. A refusal after ``actor.slot_wait``
-    seconds returns a report with ``refused`` set to the learner's reason.
+    seconds returns a report with ``refused`` set to the learner's reason. A leased actor asks again every half
+    lease whether the slot is still its own: another actor's data can take a slot granted but not yet sent on, and
+    then this one leases another instead of sending where it is refused.
 
     Spawned by a launcher (``standalone`` False) it ignores SIGINT and stops when its parent dies, so a
     SIGKILLed launcher leaves no orphans. Standalone (launch/actor.py) it outlives any learner and stops
@@ -283,42 +285,79 @@ def actor_main(
     Returns the report it also puts on ``report_queue``.
     """
     run = cfg if isinstance(cfg, Resolved) else resolve_run(cfg, device="cpu")
-    cfg = run.cfg
     terminate = []
     signal.signal(signal.SIGINT, (lambda *_: terminate.append(True)) if standalone else signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: terminate.append(True))
     orphaned = (lambda: False) if standalone else orphan_check()  # re-parented: the launcher died
+    should_stop = lambda: stop_event.is_set() or bool(terminate) or orphaned()  # noqa: E731
     torch.set_num_threads(1)
-    if cfg.actor.precision == "bf16" and not cpu_has_native_bf16():
+    if run.cfg.actor.precision == "bf16" and not cpu_has_native_bf16():
         print(
             "[ACTOR] warning: actor.precision bf16 on a CPU without native bf16 (AVX512-BF16/AMX) is slower than fp32 here",
             flush=True,
         )
-    if cfg.actor.nice:
-        os.nice(cfg.actor.nice)
+    if run.cfg.actor.nice:
+        os.nice(run.cfg.actor.nice)
     incarnation = int.from_bytes(os.urandom(8), "little") >> 1
-    if actor_id < 0:
-        lease = lease_slot(
-            cfg.transport,
-            incarnation,
-            cfg.actor.envs_per_actor,
-            wait=cfg.actor.slot_wait,
-            should_stop=lambda: stop_event.is_set() or bool(terminate) or orphaned(),
-            echo=lambda line: print(line, flush=True),
-        )
-        if lease is None or lease["slot"] < 0:
-            report = dict(actor=-1, incarnation=incarnation, batches=0, refused=lease["reason"] if lease else "stopped")
-            if report_queue is not None:
-                report_queue.put(report)
-            return report
-        actor_id, cfg = lease["slot"], dataclasses.replace(cfg, actors=lease["slots"])
-        run = dataclasses.replace(run, cfg=cfg)
-        print(
-            f"[ACTOR] slot {actor_id} of {lease['slots']} (lease {lease['lease']:g} s), incarnation {incarnation:#x}", flush=True
-        )
+    leased = actor_id < 0
+    while True:
+        check_every = 0.0
+        if leased:
+            lease = lease_slot(
+                run.cfg.transport,
+                incarnation,
+                run.cfg.actor.envs_per_actor,
+                wait=run.cfg.actor.slot_wait,
+                should_stop=should_stop,
+                echo=lambda line: print(line, flush=True),
+            )
+            if lease is None or lease["slot"] < 0:
+                report = dict(actor=-1, incarnation=incarnation, batches=0, refused=lease["reason"] if lease else "stopped")
+                break
+            actor_id, check_every = lease["slot"], lease["lease"] / 2
+            run = dataclasses.replace(run, cfg=dataclasses.replace(run.cfg, actors=lease["slots"]))
+            print(
+                f"[ACTOR] slot {actor_id} of {lease['slots']} (lease {lease['lease']:g} s), incarnation {incarnation:#x}",
+                flush=True,
+            )
+        report = _play(run, actor_id, incarnation, generation, should_stop, max_batches, ack, check_every)
+        if not report.get("overtaken") or should_stop():
+            break
+        print(f"[ACTOR] slot {actor_id} was taken by another actor's data before this one's landed; asking again", flush=True)
+    if report_queue is not None:
+        report_queue.put(report)
+    return report
+
+
+def _holds(run: Resolved, incarnation: int, slot: int, should_stop: Callable[[], bool]) -> bool:
+    """Whether the learner still gives ``slot`` to this incarnation (no answer in 2 s: taken as yes, keep sending)."""
+    reply = lease_slot(
+        run.cfg.transport,
+        incarnation,
+        run.cfg.actor.envs_per_actor,
+        want=slot,
+        wait=2.0,
+        should_stop=should_stop,
+        echo=lambda _: None,
+    )
+    return reply is None or reply["slot"] == slot or reply["reason"].startswith("no answer")
+
+
+def _play(
+    run: Resolved,
+    actor_id: int,
+    incarnation: int,
+    generation: int,
+    should_stop: Callable[[], bool],
+    max_batches: int,
+    ack: Any,
+    check_every: float,
+) -> dict:
+    """Collect on slot ``actor_id`` until a stop, ``max_batches``, a learner of another protocol, or (``check_every``
+    > 0: a leased slot, asked about that often) the slot taken by another; the report (``overtaken`` when taken)."""
+    cfg = run.cfg
     collector = Collector(run, actor_id, incarnation, generation)
     heartbeat = Heartbeat("actor")
-    should_stop = lambda: stop_event.is_set() or bool(terminate) or orphaned()  # noqa: E731
     sender = BatchSender(
         experience_endpoint(cfg, actor_id),
         actor_id,
@@ -341,8 +380,8 @@ def actor_main(
         got = weights.poll(have)
         return None if got is None else (*got, weights.run, weights.env_steps)
 
-    seq = 0
-    started = time.perf_counter()
+    seq, overtaken = 0, False
+    started = checked = time.perf_counter()
     while not should_stop() and (max_batches <= 0 or seq < max_batches):
         batch = collector.collect(cfg.actor.batch_steps, seq, refresh)
         sender.submit(batch, collector.stats)
@@ -351,13 +390,18 @@ def actor_main(
         if weights.version_rejects >= VERSION_REJECTS_TO_EXIT:  # a learner of another release: playing on is waste
             print(f"[ACTOR] the learner's weights are of another protocol ({weights.version_skew}); exiting", flush=True)
             break
-    if ack is not None:
+        if check_every and time.perf_counter() - checked >= check_every:
+            checked = time.perf_counter()
+            if not _holds(run, incarnation, actor_id, should_stop):
+                overtaken = True
+                break
+    if ack is not None and not overtaken:
         ack.set()
     run_seconds = time.perf_counter() - started
-    sender.close(collector.stats, timeout=5.0)
+    sender.close(collector.stats, timeout=0.0 if overtaken else 5.0)
     weights.close()
     collector.close()
-    report = dict(
+    return dict(
         actor=actor_id,
         incarnation=incarnation,
         batches=seq,
@@ -374,7 +418,5 @@ def actor_main(
         weights_run=collector.weights_run,
         first_action_weights_version=collector.first_action_weights_version,
         version_skew=weights.version_skew if weights.version_rejects >= VERSION_REJECTS_TO_EXIT else "",
+        overtaken=overtaken,
     )
-    if report_queue is not None:
-        report_queue.put(report)
-    return report

@@ -326,3 +326,45 @@ def test_a_slot_whose_lease_lapsed_leaves_the_lag_figures_and_calls_for_no_rebro
     assert view.weights_lag() == [7, -1] and not view.any_on_other_run()
     clock.now = 51.0  # and now slot 0's too
     assert view.weights_lag() == [-1, -1]
+
+
+def test_a_replica_whose_claim_was_overtaken_asks_again(make_config):
+    """A replica granted slot 0 waits for the learner's weights before its first batch; meanwhile another sender's
+    data takes the claimed slot (data beats a claim). Within half a lease the replica finds its slot gone, says so,
+    leases slot 1 and its batches land there instead of being refused on slot 0 for ever."""
+    cfg = make_config(actors=2, envs=1, steps=16, capacity=8192, frame_size=36)
+    cfg.transport.slot_lease = 2.0  # the replica asks whether slot 0 is still its own every second
+    cfg.actor.weights_timeout = 3.0  # no weights are published: it waits this long before playing
+    plane = DataPlane(cfg, env_spec(cfg.env), torch.device("cpu")).start()
+    server = WeightServer(cfg.transport, slots=plane.consolidator.slots)
+    server.start()
+    table, tracks = plane.consolidator.slots, plane.consolidator.tracks
+    mp = spawn_context()
+    stop, reports = mp.Event(), mp.Queue()
+    other = zmq.Context.instance().socket(zmq.PUSH)
+    other.setsockopt(zmq.LINGER, 1000)
+    proc = start_process(mp, actor_main, (cfg, -1, stop, reports), "replica")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and table.holder(0) is None:
+            time.sleep(0.02)
+        claim = table.holder(0)
+        assert claim is not None and not claim.sent  # granted, nothing sent yet
+        other.connect(f"tcp://127.0.0.1:{cfg.transport.base_port}")
+        seq = 0
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and tracks[1].accepted_batches < 3:
+            other.send_multipart(valid_batch(cfg, 0, 777, seq))  # keeps slot 0 live under its own incarnation
+            seq += 1
+            plane.drain(timeout=0.1)
+        assert tracks[1].accepted_batches >= 3, dict(plane.consolidator.rejects)
+        assert table.holder(0).incarnation == 777 and table.holder(1).incarnation == claim.incarnation
+        stop.set()
+        report = reports.get(timeout=60)
+        assert report["actor"] == 1 and report["incarnation"] == claim.incarnation and not report["overtaken"]
+    finally:
+        stop.set()
+        stop_processes([proc], stop, timeout=20)
+        other.close()
+        server.stop()
+        plane.close()
