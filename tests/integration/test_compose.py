@@ -70,6 +70,13 @@ def test_base_file_keeps_the_rules_of_docker_stack_deploy():
     assert "--actor-id" not in spec["services"]["actor"]["command"]  # identical replicas lease their slots
     gpu = yaml.safe_load(GPU.read_text())
     assert gpu["services"]["learner"]["deploy"]["resources"]["reservations"]["devices"][0]["driver"] == "nvidia"
+    # the GPU learner builds the Dockerfile's gpu target (a C compiler for Triton) under an image name of its own
+    learner = gpu["services"]["learner"]
+    assert learner["build"]["target"] == "gpu" and learner["image"] != spec["x-image"]["image"]
+    stages = re.findall(r"^FROM (\S+)(?: AS (\S+))?\n((?:(?!FROM ).*\n)*)", (ROOT / "docker" / "Dockerfile").read_text(), re.M)
+    gpu_stage = next(body for _, name, body in stages if name == "gpu")
+    assert re.search(r"apt-get install .*\bgcc\b", gpu_stage)
+    assert stages[-1][0] == "runtime" and stages[-1][1] == ""  # the default target keeps no compiler
 
 
 def mounts(service: dict) -> dict[str, str]:
