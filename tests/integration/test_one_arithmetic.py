@@ -37,7 +37,7 @@ pytestmark = pytest.mark.slow
 
 PROBE_N = 256
 REPLAY_STEPS = 1024  # real 1-1 transitions the learner trains on
-UPDATES = 200  # a trained checkpoint, not the initialisation
+UPDATES = 100  # a trained checkpoint, not the initialisation
 SYNC_EVERY = 100  # updates between target syncs (a run's 16,000 env steps are 1,000 updates)
 MIN_AGREEMENT = 0.995
 CPU = torch.device("cpu")

@@ -32,6 +32,7 @@ HELD_OUT_SEED = 777
 BAR = (20.0, 2.25)  # greedy mean cells saved must beat random by at least 20 cells and by 2.25x
 
 
+@pytest.mark.extended  # a learning check beyond the pipeline's own (Catch's and Snake's): make test-all runs it
 @pytest.mark.slow  # minutes: scheduled first (tests/conftest.py)
 @pytest.mark.timeout(1500)  # a hang guard: the run ends on its update budget
 def test_fuel_breaks_are_learned_end_to_end_on_defaults(tmp_path, record_property):
