@@ -1,44 +1,6 @@
 """Fuel breaks: place B breaks, one cell per step, to shrink a wildfire that is already decided.
 
-Game. Each episode draws an H x W landscape from the env's RNG (numpy only, no data): 10-30 %
-of the cells are unburnable patches (the lowest quantile of smoothed noise: water, rock); each
-burnable cell has a vegetation type (agricultural / shrubs / pine) and a density (sparse /
-normal / dense), both smoothed noise cut at its terciles; elevation is smoothed noise scaled
-to a relief of 0..``MAX_RELIEF`` m over cells of ``CELL_M`` m; the wind blows toward a uniform
-direction at 0..``MAX_WIND`` m/s; 1..``ignitions`` distinct ignition cells lie on burnable cells.
-The action is a cell index ``y * W + x``; it turns that cell into a break (unburnable). After
-``budget`` placements the episode terminates (no truncation).
-
-Fire. The stochastic cellular automaton of Alexandridis et al. 2008 ("A cellular automata model
-for forest fire spread prediction: the case of the wildfire that swept through Spetses Island in
-1990", Appl. Math. Comput. 204:191-201): states unburnable / unburned / burning / burned, 8
-neighbours; a cell burning at step t is burned at t+1 and ignites each unburned neighbour with
-``p_burn = p_h (1 + p_veg)(1 + p_den) p_w p_s`` (values above 1 act as 1), where p_veg and p_den
-are those of the neighbour, ``p_w = exp(c1 V) exp(V c2 (cos(theta) - 1))`` with theta the angle
-between the wind and the spread direction, ``p_s = exp(a theta_s)`` with theta_s the slope angle
-in degrees, ``atan((E_to - E_from) / l)`` (``l * sqrt(2)`` diagonally; uphill is positive). The
-paper's constants: p_h 0.58, c1 0.045, c2 0.131, a 0.078; p_veg -0.3 / 0 / 0.4
-(agricultural / shrubs / pine), p_den -0.4 / 0 / 0.3 (sparse / normal / dense). The ignition
-cells burn at t = 0; the fire runs for all envs at once until no cell burns.
-
-Common random numbers. A burning cell tries each neighbour exactly once, so one uniform draw per
-directed edge ``[8, H, W]`` per episode *is* the CA's randomness: an edge is open when its draw is
-below p_burn, fixed for the episode, and the burned area is the set of cells reachable from the
-ignitions over open edges through burnable, non-break cells. The fire under a set of breaks is
-therefore deterministic, and a break on a cell that does not burn changes nothing.
-
-Reward (fraction of the H*W cells): ``r_t = (burned(breaks before t) - burned(breaks after t)) /
-(H*W)``, so an episode's return is ``(burned(no breaks) - burned(all B breaks)) / (H*W)``. The
-burned map under the current breaks is cached: one fire per step, only for the envs whose new
-break lies on a burned cell. ``info``: ``score`` the reduction so far in cells (float64),
-``success`` score > 0, ``burned`` and ``burned_baseline`` in cells, read before an auto-reset.
-
-Observation, uint8 ``[8, H, W]`` (``CHANNELS``): fuel 0 where unburnable else
-``round(255 (1 + p_veg)(1 + p_den) / 1.82)`` (59..255); elevation ``round(255 E / MAX_RELIEF)``;
-breaks, ignitions and the burned map of the fire under the current breaks, 255 / 0; wind x and y
-(columns grow east, rows grow south) as constant planes ``round(127.5 + 127.5 V_x / MAX_WIND)``;
-budget left as a constant plane ``round(255 (B - placed) / B)``. The action mask marks burnable
-cells that are neither a break nor an ignition cell. Vector-env contract: :mod:`shared.spec`.
+The game, the fire (Alexandridis et al. 2008), reward and observation are specified in docs/envs/fuelbreak.md.
 """
 
 from __future__ import annotations
@@ -70,10 +32,7 @@ CHANNELS = ("fuel", "elevation", "breaks", "ignitions", "burned", "wind_x", "win
 
 def _slices(dy: int, dx: int, h: int, w: int) -> tuple[tuple, tuple]:
     """Index tuples (source, target) over [n, H, W] so that target[y, x] is source[y - dy, x - dx]."""
-
-    def span(d: int, n: int) -> tuple[slice, slice]:
-        return slice(max(-d, 0), n - max(d, 0)), slice(max(d, 0), n - max(-d, 0))
-
+    span = lambda d, n: (slice(max(-d, 0), n - max(d, 0)), slice(max(d, 0), n - max(-d, 0)))  # noqa: E731
     (sy, ty), (sx, tx) = span(dy, h), span(dx, w)
     return (slice(None), sy, sx), (slice(None), ty, tx)
 
@@ -97,12 +56,10 @@ def spread_probability(veg, den, elevation, wind_dir, wind_speed) -> np.ndarray:
 
 
 def burn(open_edges: np.ndarray, passable: np.ndarray, ignition: np.ndarray) -> np.ndarray:
-    """Run the CA to the end for n fires at once; the burned map [n, H, W] (ignitions included).
+    """Run the CA to the end for n fires at once, bit-packed across fires; the burned map [n, H, W] (ignitions included).
 
     ``open_edges`` [n, 8, H, W]: the edge from the neighbour at -DIRS[d] into (y, x) is open;
     ``passable`` [n, H, W]: burnable and not a break; ``ignition`` [n, H, W]: burning at t = 0.
-    The maps are bit-packed across fires (bit i of byte k is fire 8k + i), so each CA step is
-    a few bytewise ops on [ceil(n / 8), H, W] arrays for all fires together.
     """
     n, h, w = passable.shape
     pack = lambda a: np.packbits(a, axis=0, bitorder="little")  # noqa: E731
@@ -130,8 +87,7 @@ def _smooth_noise(rng: np.random.Generator, n: int, h: int, w: int, r: int, pass
     x = rng.standard_normal((n, h, w))
     for _ in range(passes):
         for axis in (1, 2):
-            pad = [(0, 0)] * 3
-            pad[axis] = (r + 1, r)
+            pad = [(r + 1, r) if a == axis else (0, 0) for a in range(3)]
             c = np.cumsum(np.pad(x, pad, mode="edge"), axis=axis)
             size = x.shape[axis]  # window sum over [i - r, i + r] = c[i + 2r + 1] - c[i] (padded indices)
             x = np.take(c, np.arange(2 * r + 1, 2 * r + 1 + size), axis) - np.take(c, np.arange(size), axis)
@@ -154,7 +110,7 @@ def random_valid_actions(mask: np.ndarray, rng: np.random.Generator) -> np.ndarr
 
 
 class FuelBreakVectorEnv:
-    """E fuel-break games stepped together (see the module docstring)."""
+    """E fuel-break games stepped together (docs/envs/fuelbreak.md)."""
 
     def __init__(
         self, num_envs: int = 16, size: int | tuple[int, int] = 32, budget: int = 16, ignitions: int = 3, seed: int | None = 0
@@ -170,27 +126,17 @@ class FuelBreakVectorEnv:
         room = cells - math.ceil(UNBURNABLE[1] * cells) - int(ignitions)  # cells always free for breaks
         if not 1 <= int(budget) <= room:
             raise ValueError(f"budget {budget!r} must be in [1, {room}] for a {h}x{w} board with {ignitions} ignitions")
-        self.num_envs, self.height, self.width = int(num_envs), int(h), int(w)
+        e, h, w = self.num_envs, self.height, self.width = int(num_envs), int(h), int(w)
         self.budget, self.ignitions = int(budget), int(ignitions)
-        self.spec = EnvSpec(
-            obs_shape=(len(CHANNELS), self.height, self.width), obs_dtype="uint8", stack=1, num_actions=cells, masked=True
-        )
+        self.spec = EnvSpec(obs_shape=(len(CHANNELS), h, w), obs_dtype="uint8", stack=1, num_actions=cells, masked=True)
         self._rng = np.random.default_rng(seed)
-        e = self.num_envs
-        self.burnable = np.zeros((e, h, w), bool)
-        self.ignition = np.zeros((e, h, w), bool)
-        self.breaks = np.zeros((e, h, w), bool)
-        self.burned = np.zeros((e, h, w), bool)  # the fire under the current breaks
-        self.open_edges = np.zeros((e, 8, h, w), bool)
-        self.fuel = np.zeros((e, h, w))  # (1 + p_veg)(1 + p_den), 0 where unburnable
-        self.elevation = np.zeros((e, h, w))
-        self.wind = np.zeros((e, 2))  # (V_x, V_y) m/s
-        self.baseline = np.zeros(e, np.int64)  # burned cells without breaks
-        self.placed = np.zeros(e, np.int64)
-        self.sim_seconds = 0.0  # time spent in burn(), for profiling
-        self._started = False
+        # burned: the fire under the current breaks
+        self.burnable, self.ignition, self.breaks, self.burned = (np.zeros((e, h, w), bool) for _ in range(4))
+        self.fuel, self.elevation = np.zeros((e, h, w)), np.zeros((e, h, w))  # fuel: (1 + p_veg)(1 + p_den), 0 unburnable
+        self.open_edges, self.wind = np.zeros((e, 8, h, w), bool), np.zeros((e, 2))  # wind: (V_x, V_y) m/s
+        self.baseline, self.placed = np.zeros(e, np.int64), np.zeros(e, np.int64)  # baseline: burned cells without breaks
+        self.sim_seconds, self._started = 0.0, False  # sim_seconds: time spent in burn(), for profiling
 
-    # -- episodes ---------------------------------------------------------------------------
     def _fire(self, idx: np.ndarray) -> np.ndarray:
         t0 = time.perf_counter()
         out = burn(self.open_edges[idx], self.burnable[idx] & ~self.breaks[idx], self.ignition[idx])
@@ -204,8 +150,7 @@ class FuelBreakVectorEnv:
         self.wind[idx] = np.stack([wind_speed * np.cos(wind_dir), wind_speed * np.sin(wind_dir)], 1)
         p = spread_probability(veg, den, elevation, wind_dir, wind_speed)
         self.open_edges[idx] = (uniforms < p) & self.burnable[idx][:, None]
-        self.breaks[idx] = False
-        self.placed[idx] = 0
+        self.breaks[idx], self.placed[idx] = False, 0
         self.burned[idx] = self._fire(idx)
         self.baseline[idx] = self.burned[idx].sum(axis=(1, 2))
 
@@ -232,17 +177,7 @@ class FuelBreakVectorEnv:
         self._start(idx, veg, den, elev, wind_dir, wind_speed, rng.random((n, 8, h, w), np.float32))
 
     def set_episode(
-        self,
-        i: int,
-        burnable,
-        ignition,
-        *,
-        veg=None,
-        den=None,
-        elevation=None,
-        wind_dir: float = 0.0,
-        wind_speed: float = 0.0,
-        uniforms=None,
+        self, i: int, burnable, ignition, *, veg=None, den=None, elevation=None, wind_dir=0.0, wind_speed=0.0, uniforms=None
     ) -> np.ndarray:
         """Test and evaluation hook: restart env ``i`` on a given landscape; returns the obs of all envs.
 
@@ -262,19 +197,11 @@ class FuelBreakVectorEnv:
         idx = np.array([i])
         self.burnable[idx], self.ignition[idx] = burnable, ignition
         grid = lambda a, fill, dt: np.full((1, h, w), fill, dt) if a is None else np.asarray(a, dt)[None]  # noqa: E731
-        self._start(
-            idx,
-            grid(veg, 1, int),
-            grid(den, 1, int),
-            grid(elevation, 0.0, float),
-            np.array([wind_dir], float),
-            np.array([wind_speed], float),
-            np.asarray(uniforms)[None],
-        )
+        land = grid(veg, 1, int), grid(den, 1, int), grid(elevation, 0.0, float)
+        self._start(idx, *land, np.array([wind_dir], float), np.array([wind_speed], float), np.asarray(uniforms)[None])
         self._started = True
         return self._observe()
 
-    # -- contract ---------------------------------------------------------------------------
     def _observe(self) -> np.ndarray:
         obs = np.empty((self.num_envs, len(CHANNELS), self.height, self.width), np.uint8)
         obs[:, 0] = np.rint(255 * self.fuel / MAX_FUEL)
@@ -357,8 +284,7 @@ def _make(cfg: EnvConfig, seeds: Sequence[int]) -> FuelBreakVectorEnv:
 
 
 def _action_names(cfg: EnvConfig) -> list[str]:
-    size = options(cfg, "fuelbreak", FuelbreakOptions).size
-    return [f"{y},{x}" for y in range(size) for x in range(size)]
+    return [f"{y},{x}" for n in [options(cfg, "fuelbreak", FuelbreakOptions).size] for y in range(n) for x in range(n)]
 
 
 ENTRY = register(
@@ -369,16 +295,10 @@ ENTRY = register(
         action_names=_action_names,
         options_type=FuelbreakOptions,
         random_reference=True,
-        reward_scale=100.0,
+        reward_scale=100.0,  # rewards in percent of the landscape; why these values: docs/envs/fuelbreak.md
         envs_per_actor=32,
         eps_anneal_steps=1_000,
         target_sync_env_steps=32_000,
         broadcast_env_steps=12_288,
     )
 )
-"""Rewards are fractions of the landscape (a break saving 10 of 1,024 cells: 0.0098), scaled to percent; 32 envs
-per actor (a numpy call steps them all); episodes are 16 steps, so exploration anneals over 1,000. Its defaults hold
-no replay ratio, and a 2-core learner makes an update per 70-125 of its env steps: the target net syncs every
-32,000 env steps and weights go out every 12,288 (six of its 2,048-transition batches), about the 250 and 100
-updates it used when those periods counted updates. At 2,000 and 1,600 the learning test fell short of its bar
-in three of four runs (greedy 32.9-35.3 cells saved against 36.2)."""

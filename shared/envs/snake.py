@@ -1,51 +1,6 @@
 """Snake, numpy-vectorized: E games on H x W grids stepped by one call (a :class:`~shared.spec.VectorEnv`).
 
-The game
-    A snake starts with length 3, straight, its middle cell at ``(H // 2, W // 2)``, heading in a
-    random direction (up, right, down, left = 0..3). Actions are relative: 0 straight, 1 turn
-    left, 2 turn right. One food lies on a random free cell. Each step the head moves one cell.
-    Moving off the grid or into a body cell dies: reward -10, terminated. Moving into the cell
-    the tail leaves in this same step is legal (the tail moves first); a snake never eats on that
-    cell, since food only lies on free cells. Eating gives +10 and grows the snake by one (its
-    tail stays); food then reappears on a random free cell, and when none is left the snake fills
-    the grid: a win, terminated with ``info["success"]``. Any other step costs -0.01. The episode
-    is truncated after ``hunger`` steps in a row without eating (default H*W, so a snake that
-    follows a Hamiltonian cycle never starves) or after ``max_steps`` steps (0: no limit).
-
-State (no per-env Python loops anywhere in ``step``)
-    ``ttl[E, H, W]``: each body cell's remaining time to live (head = length, tail = 1, free = 0);
-    a step that does not eat decrements every positive cell, which frees the tail. Head [E, 2],
-    heading [E], length [E], food [E, 2]. Food goes on the argmax of random scores masked to the
-    free cells. Randomness is one counter-based stream per env (splitmix64 of a counter seeded
-    from ``(seed, env index)``), so env i plays the same with any ``num_envs``; ``reset(seed)``
-    reseeds, ``reset()`` with no seed continues the streams (the constructor's seed at first).
-
-Observations
-    ``obs="features"``: float32 ``(14,)`` (``(11,)`` with ``flood=False``), for the three
-    candidate cells straight / left / right of the head:
-
-    ====== ==================================================================================
-    0-2    danger straight, left, right: 1 if moving there dies (wall, or a body cell other
-           than the tail)
-    3-6    food is up, right, down, left of the head (absolute directions; rows grow downward)
-    7-10   heading one-hot: up, right, down, left
-    11-13  flood fill straight, left, right: the size of the 4-connected region of free cells
-           containing that candidate cell, divided by H*W; 0 when the cell is dangerous
-    ====== ==================================================================================
-
-    *Free* (for danger and flood fill) means inside the grid with ``ttl <= 1``: empty cells, the
-    food cell, and the current tail (which frees on a non-eating step; counted free also when
-    the move eats, where the region is then overstated by that one cell). The region includes
-    the candidate cell itself. It is computed for all envs at once by :func:`free_region_sizes`
-    (label propagation with hooking and pointer jumping, then one bincount), never by a per-env search.
-
-    ``obs="grid"``: uint8 ``(3, H, W)``, planes body (snake cells except the head), head, food,
-    with values 0/255. The heading is not always recoverable from one such frame (the head may
-    touch several body cells); stack frames or use features if that matters.
-
-``action_mask()`` returns all-True (``spec.masked`` is False). ``info`` holds ``"score"`` (food
-eaten this episode, float64), ``"success"`` (the grid was filled) and ``"length"`` (int), read
-before the auto-reset for the envs that just finished.
+The game, its state and the features are specified in docs/envs/snake.md.
 """
 
 from __future__ import annotations
@@ -65,14 +20,11 @@ if TYPE_CHECKING:
 
 NUM_ACTIONS = 3  # 0 straight, 1 turn left, 2 turn right
 ACTION_NAMES = ["straight", "left", "right"]
-FOOD_REWARD = 10.0
-DEATH_REWARD = -10.0
-STEP_REWARD = -0.01
+FOOD_REWARD, DEATH_REWARD, STEP_REWARD = 10.0, -10.0, -0.01
 START_LENGTH = 3
 OBS_KINDS = ("features", "grid")
 
-_DR = np.array([-1, 0, 1, 0])  # heading 0 up, 1 right, 2 down, 3 left
-_DC = np.array([0, 1, 0, -1])
+_DR, _DC = np.array([-1, 0, 1, 0]), np.array([0, 1, 0, -1])  # heading 0 up, 1 right, 2 down, 3 left
 _TURN = np.array([0, -1, 1])  # action -> heading change (clockwise headings)
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -90,13 +42,7 @@ def _mix(z: np.ndarray) -> np.ndarray:
 def free_region_sizes(free: np.ndarray) -> np.ndarray:
     """For a batch of masks ``free[E, H, W]``, each cell's 4-connected free-region size (0 if not free).
 
-    Label propagation over the whole batch: in a padded ``[E, H+2, W+2]`` layout every free cell
-    starts labelled with its own flat index; border and blocked cells carry the sentinel ``n``
-    (``lab[n] == n``). Each round every free cell takes the smallest label of itself and its four
-    neighbours, hooks its label's own label onto that minimum too (so whole label trees merge at
-    once), and all labels follow their labels twice (pointer jumping); rounds repeat until nothing
-    changes. Labels only decrease and always name a cell of the same region, so at the fixed point
-    each region carries its smallest index; one bincount over the labels gives the region sizes.
+    Label propagation with hooking and pointer jumping, then one bincount (docs/envs/snake.md).
     """
     free = np.asarray(free, dtype=bool)
     e, h, w = free.shape
@@ -125,7 +71,7 @@ def free_region_sizes(free: np.ndarray) -> np.ndarray:
 
 
 class SnakeVectorEnv:
-    """``num_envs`` Snake games (see the module docstring)."""
+    """``num_envs`` Snake games (docs/envs/snake.md)."""
 
     def __init__(
         self,
@@ -149,34 +95,24 @@ class SnakeVectorEnv:
         hunger = h * w if hunger is None else hunger
         if not isinstance(hunger, (int, np.integer)) or hunger < 1:
             raise ValueError(f"hunger {hunger!r} must be an integer >= 1")
-        if not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed {seed!r} must be an integer >= 0")
         self.num_envs, self.height, self.width = int(num_envs), int(h), int(w)
         self.obs_kind, self.flood = obs, bool(flood)
         self.max_steps, self.hunger = int(max_steps), int(hunger)
-        shape: tuple[int, ...]
-        if obs == "grid":
-            shape, dtype = (3, self.height, self.width), "uint8"
-        else:
-            shape, dtype = (14 if self.flood else 11,), "float32"
+        shape: tuple[int, ...] = (3, self.height, self.width) if obs == "grid" else (14 if self.flood else 11,)
+        dtype = "uint8" if obs == "grid" else "float32"
         self.spec = EnvSpec(obs_shape=shape, obs_dtype=dtype, stack=1, num_actions=NUM_ACTIONS, masked=False)
         e = self.num_envs
         self._ar = np.arange(e)
         self._ttl = np.zeros((e, self.height, self.width), np.int32)
-        self._head = np.zeros((e, 2), np.int64)
-        self._heading = np.zeros(e, np.int64)
-        self._length = np.zeros(e, np.int64)
-        self._food = np.zeros((e, 2), np.int64)
-        self._score = np.zeros(e, np.int64)
-        self._since_food = np.zeros(e, np.int64)
-        self._t = np.zeros(e, np.int64)
-        self._seed(int(seed))
+        self._head, self._food = np.zeros((e, 2), np.int64), np.zeros((e, 2), np.int64)
+        self._heading, self._length, self._score, self._since_food, self._t = (np.zeros(e, np.int64) for _ in range(5))
+        self._seed(seed)
         self._started = False
 
-    # -- randomness: one splitmix64 stream per env ---------------------------------------------
-
     def _seed(self, seed: int) -> None:
-        base = np.random.SeedSequence(seed).generate_state(1, np.uint64)
+        if not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"seed {seed!r} must be an integer >= 0")
+        base = np.random.SeedSequence(int(seed)).generate_state(1, np.uint64)
         self._rng = _mix(base + np.arange(self.num_envs, dtype=np.uint64) * _M1)
 
     def _draw(self, idx: np.ndarray, k: int) -> np.ndarray:
@@ -185,13 +121,10 @@ class SnakeVectorEnv:
         self._rng[idx] = x[:, -1]
         return _mix(x)
 
-    # -- state changes ---------------------------------------------------------------------------
-
     def _place_food(self, idx: np.ndarray) -> None:
         free = self._ttl[idx].reshape(len(idx), -1) == 0
         scores = np.where(free, self._draw(idx, free.shape[1]) | np.uint64(1), np.uint64(0))
-        cell = scores.argmax(axis=1)
-        self._food[idx, 0], self._food[idx, 1] = np.divmod(cell, self.width)
+        self._food[idx, 0], self._food[idx, 1] = np.divmod(scores.argmax(axis=1), self.width)
 
     def _reset_envs(self, idx: np.ndarray) -> None:
         heading = (self._draw(idx, 1)[:, 0] % np.uint64(4)).astype(np.int64)
@@ -201,8 +134,7 @@ class SnakeVectorEnv:
         back = np.arange(START_LENGTH)  # head, middle, tail: 1, 0, -1 cells along the heading
         self._ttl[idx[:, None], r + (1 - back) * dr[:, None], c + (1 - back) * dc[:, None]] = START_LENGTH - back
         self._head[idx, 0], self._head[idx, 1] = r + dr, c + dc
-        self._heading[idx] = heading
-        self._length[idx] = START_LENGTH
+        self._heading[idx], self._length[idx] = heading, START_LENGTH
         self._score[idx] = self._since_food[idx] = self._t[idx] = 0
         self._place_food(idx)
 
@@ -216,11 +148,8 @@ class SnakeVectorEnv:
         self._ttl[i] = 0
         for k, (r, c) in enumerate(cells):
             self._ttl[i, r, c] = len(cells) - k
-        self._head[i], self._heading[i], self._length[i] = cells[0], int(heading) % 4, len(cells)
-        self._food[i] = food
+        self._head[i], self._heading[i], self._length[i], self._food[i] = cells[0], int(heading) % 4, len(cells), food
         self._score[i] = self._since_food[i] = self._t[i] = 0
-
-    # -- observations ----------------------------------------------------------------------------
 
     def _observe(self) -> np.ndarray:
         e, hr, hc = self.num_envs, self._head[:, 0], self._head[:, 1]
@@ -247,13 +176,9 @@ class SnakeVectorEnv:
             out[:, 11:14] = np.where(safe, sizes[env, rr, ccl], 0) / (self.height * self.width)
         return out
 
-    # -- VectorEnv -------------------------------------------------------------------------------
-
     def reset(self, seed: int | None = None) -> np.ndarray:
         if seed is not None:
-            if not isinstance(seed, (int, np.integer)) or seed < 0:
-                raise ValueError(f"seed {seed!r} must be an integer >= 0")
-            self._seed(int(seed))
+            self._seed(seed)
         self._reset_envs(self._ar)
         self._started = True
         return self._observe()
@@ -284,9 +209,7 @@ class SnakeVectorEnv:
             self._place_food(feed)
         reward = np.where(dead, DEATH_REWARD, np.where(eat, FOOD_REWARD, STEP_REWARD)).astype(np.float32)
         terminated = dead | win
-        truncated = ~terminated & (self._since_food >= self.hunger)
-        if self.max_steps:
-            truncated |= ~terminated & (self._t >= self.max_steps)
+        truncated = ~terminated & ((self._since_food >= self.hunger) | (self.max_steps > 0) & (self._t >= self.max_steps))
         info = {"score": self._score.astype(np.float64), "success": win.copy(), "length": self._length.copy()}
         done = np.flatnonzero(terminated | truncated)
         if done.size:
@@ -342,7 +265,6 @@ ENTRY = register(
         action_names=lambda cfg: list(ACTION_NAMES),
         options_type=SnakeOptions,
         random_reference=True,
-        reward_scale=0.1,
+        reward_scale=0.1,  # food and death are +-10
     )
 )
-"""Snake's food and death are +-10: scaled by 0.1."""
