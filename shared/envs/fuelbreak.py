@@ -126,7 +126,7 @@ class FuelBreakVectorEnv:
         room = cells - math.ceil(UNBURNABLE[1] * cells) - int(ignitions)  # cells always free for breaks
         if not 1 <= int(budget) <= room:
             raise ValueError(f"budget {budget!r} must be in [1, {room}] for a {h}x{w} board with {ignitions} ignitions")
-        e, h, w = self.num_envs, self.height, self.width = int(num_envs), int(h), int(w)
+        self.num_envs, self.height, self.width = e, h, w = int(num_envs), int(h), int(w)
         self.budget, self.ignitions = int(budget), int(ignitions)
         self.spec = EnvSpec(obs_shape=(len(CHANNELS), h, w), obs_dtype="uint8", stack=1, num_actions=cells, masked=True)
         self._rng = np.random.default_rng(seed)
@@ -284,7 +284,8 @@ def _make(cfg: EnvConfig, seeds: Sequence[int]) -> FuelBreakVectorEnv:
 
 
 def _action_names(cfg: EnvConfig) -> list[str]:
-    return [f"{y},{x}" for n in [options(cfg, "fuelbreak", FuelbreakOptions).size] for y in range(n) for x in range(n)]
+    n = options(cfg, "fuelbreak", FuelbreakOptions).size
+    return [f"{y},{x}" for y in range(n) for x in range(n)]
 
 
 ENTRY = register(
