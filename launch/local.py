@@ -52,6 +52,7 @@ from learner.checkpoint import (
 )
 from learner.console import format_processor_line
 from learner.loop import Learner
+from learner.replay.saved import REPLAY_NAME
 from learner.schedule import EnvStepPeriod
 from shared.config import DEFAULT_BETA_STEPS, RunConfig
 from shared.envs import EnvEntry
@@ -62,8 +63,9 @@ from shared.spec import EnvSpec
 
 SILENT_SLOT_NOTICE = 60.0  # seconds after start when a slot that has sent nothing is reported (its replay share is idle)
 
-# What a run leaves for its user, said at the end: weights, final figures, the video, the curves.
+# What a run leaves for its user, said at the end: weights, final figures, the video, the curves, a stopped run's replay.
 RUN_RESULTS = (CHECKPOINT_NAME, BEST_NAME, RESULT_NAME, VIDEO_NAME, "metrics.jsonl", "config.json", "kept/", "probe.npz")
+RUN_RESULTS += (REPLAY_NAME,)
 
 
 def spec_line(cfg: RunConfig, entry: EnvEntry, spec: EnvSpec) -> str:
