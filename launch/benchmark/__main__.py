@@ -2,26 +2,10 @@
 
     python -m launch.benchmark --actors 2 --seconds 20 --json bench.json
 
-Stages (``--stages``):
-  env_ceiling  K bare Mario processes, same preprocessing, random actions: steps/s (Snake and fuel breaks,
-               ``--run.env.name snake|fuelbreak``: K processes each stepping one vector env of
-               ``--run.actor.envs-per-actor`` envs with random valid actions: transitions/s)
-  collection   K real actors -> sockets -> consolidation -> replay, no training: transitions/s,
-               and efficiency = collection / env_ceiling (with random actions, and with Ape-X
-               epsilon-greedy inference)
-  transport    synthetic 84x84 batches, no env, through socket, consolidation and replay
-  replay       bytes per stored transition; add and sample(512) rates
-  priority     prioritized vs uniform replay: sample and priority-update cost per batch of 512 and 2048
-               at capacity 100K and 1M (84x84 frames: 1M slots take 7 GB per replay, one at a time)
-  learner      the learner alone on a filled replay: fp32 eager, AMP, AMP + compile, each with and
-               without gradient accumulation; compile time apart
-  system       the whole system twice, same actors, same seconds: the seed's *original* pipeline
-               (launch/original.py: one lock-protected multiprocessing queue, batch 256, fp32, no
-               compile, sync every 3 epochs) and warppipe's *optimized* one (per-actor sockets, batch
-               512 x 4 accumulation, AMP, compile, sync every 5); the seed's table with both columns
-``--quick`` shrinks every window so the whole run takes under 3 minutes on 2 CPU cores.
-Every stage warms up before its timed window. Rounds of env_ceiling and collection alternate
-(``--rounds``) so slow drift of the machine hits both sides alike.
+Stages (``--stages``, one module each; docs/benchmark.md gives their figures and JSON keys): env_ceiling, collection,
+transport, replay, priority (not by default: 7 GB replays), learner, system. ``--quick`` shrinks every window. Every
+stage warms up before its timed window; rounds of env_ceiling and collection alternate (``--rounds``) so the machine's
+drift hits both alike.
 """
 
 from __future__ import annotations
@@ -31,6 +15,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -47,6 +32,12 @@ from launch.cli import load_plugin, plain, run_config_type
 from shared.config import RunConfig
 from shared.config_migration import read_config
 from shared.resolution import resolve_config
+
+# The collection stage's two kinds: kind, label, and the actor setting it changes from the run's
+COLLECTIONS = (
+    ("random", "random actions", "epsilon", 1.0),
+    ("apex", "Ape-X eps-greedy", "eps_anneal_steps", 0),  # the floors from the first step: inference as in late training
+)
 
 
 def main(bench: BenchConfig) -> dict:
@@ -71,31 +62,26 @@ def main(bench: BenchConfig) -> dict:
         stage_seconds[name] = time.monotonic() - mark[0]
         mark[0] = time.monotonic()
 
+    def stage(name: str, run: Callable[[], dict], say: Callable[[dict], str] | None = None) -> None:
+        if name in bench.stages:
+            result[name] = run()
+            if say:
+                print(say(result[name]), flush=True)
+            lap(name)
+
     if "env_ceiling" in bench.stages or "collection" in bench.stages:
         result.update(ceiling_and_collection(cfg, bench))
         lap("env_ceiling_and_collection")
-    if "transport" in bench.stages:
-        result["transport"] = transport(cfg, bench.transport_senders, bench.transport_batch, bench.transport_seconds)
-        print(
-            f"transport: {result['transport']['transitions_per_s']:,.0f} transitions/s, "
-            f"{result['transport']['mb_per_s']:,.0f} MB/s",
-            flush=True,
-        )
-        lap("transport")
-    if "replay" in bench.stages:
-        result["replay"] = replay_stage(cfg)
-        print(f"replay: {result['replay']}", flush=True)
-        lap("replay")
-    if "priority" in bench.stages:
-        result["priority"] = priority_stage(cfg, bench.priority_capacities, bench.priority_batches)
-        lap("priority")
+    stage(
+        "transport",
+        lambda: transport(cfg, bench.transport_senders, bench.transport_batch, bench.transport_seconds),
+        lambda t: f"transport: {t['transitions_per_s']:,.0f} transitions/s, {t['mb_per_s']:,.0f} MB/s",
+    )
+    stage("replay", lambda: replay_stage(cfg), lambda p: f"replay: {p}")
+    stage("priority", lambda: priority_stage(cfg, bench.priority_capacities, bench.priority_batches))
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if "learner" in bench.stages:
-        result["learner"] = learner_stage(cfg, device, bench.learner_updates, bench.learner_epochs)
-        lap("learner")
-    if "system" in bench.stages:
-        result["system"] = system_stage(cfg, device, bench)
-        lap("system")
+    stage("learner", lambda: learner_stage(cfg, device, bench.learner_updates, bench.learner_epochs))
+    stage("system", lambda: system_stage(cfg, device, bench))
     result["machine"]["benchmark_seconds"] = time.monotonic() - started
     result["machine"]["stage_seconds"] = stage_seconds
     result["machine"]["quick"] = bench.quick
@@ -107,62 +93,46 @@ def main(bench: BenchConfig) -> dict:
 
 
 def ceiling_and_collection(cfg: RunConfig, bench: BenchConfig) -> dict:
-    """The env_ceiling and collection stages in alternating rounds: their ``result`` entries, with collection's
-    efficiency against the ceiling when both ran."""
-    ceilings, collections, collections_random = [], [], []
+    """The env_ceiling and collection stages in alternating rounds: their ``result`` entries."""
+    ceilings: list[dict] = []
+    rounds: dict[str, list[dict]] = {kind: [] for kind, *_ in COLLECTIONS}
     for r in range(bench.rounds):
         if "env_ceiling" in bench.stages:
             ceilings.append(env_ceiling(cfg, bench.actors, bench.seconds))
             print(f"round {r} env_ceiling: {ceilings[-1]['steps_per_s']:.1f} steps/s", flush=True)
         if "collection" in bench.stages:
-            random_cfg = read_config(cfg.to_json())
-            random_cfg.actor.epsilon = 1.0
-            collections_random.append(collection(random_cfg, bench.seconds))
-            print(
-                f"round {r} collection (random actions): {collections_random[-1]['transitions_per_s']:.1f} transitions/s",
-                flush=True,
-            )
-            apex_cfg = read_config(cfg.to_json())
-            apex_cfg.actor.eps_anneal_steps = 0  # the floors from the first step: inference runs as in late training
-            collections.append(collection(apex_cfg, bench.seconds))
-            print(
-                f"round {r} collection (Ape-X eps-greedy): {collections[-1]['transitions_per_s']:.1f} transitions/s",
-                flush=True,
-            )
+            for kind, label, setting, value in COLLECTIONS:
+                kind_cfg = read_config(cfg.to_json())
+                setattr(kind_cfg.actor, setting, value)
+                rounds[kind].append(collection(kind_cfg, bench.seconds))
+                print(f"round {r} collection ({label}): {rounds[kind][-1]['transitions_per_s']:.1f} transitions/s", flush=True)
     result: dict = {}
     if ceilings:
         result["env_ceiling"] = {"rounds": ceilings, "steps_per_s": statistics.mean(c["steps_per_s"] for c in ceilings)}
-    if collections:
-        result["collection"] = collection_figures(collections_random, collections, ceilings)
-    if ceilings and collections:
-        # CPU cost per transition, all processes (actors + learner) vs bare env: robust to outside load
-        result["env_ceiling"]["cpu_us_per_step"] = statistics.mean(c["cpu_us_per_step"] for c in ceilings)
+    if rounds["apex"]:
+        result["collection"] = collection_figures(rounds, ceilings)
+        if ceilings:  # CPU cost per transition, all processes (actors + learner) vs bare env: robust to outside load
+            result["env_ceiling"]["cpu_us_per_step"] = statistics.mean(c["cpu_us_per_step"] for c in ceilings)
     return result
 
 
-def collection_figures(collections_random: list[dict], collections: list[dict], ceilings: list[dict]) -> dict:
-    """The collection stage's entry: each kind's rounds and mean rate and actor env share, and against the env
-    ceiling's rounds (if any) its efficiency and CPU cost per transition."""
-    random_rate = statistics.mean(c["transitions_per_s"] for c in collections_random)
-    apex_rate = statistics.mean(c["transitions_per_s"] for c in collections)
-    out: dict = {
-        "rounds_random": collections_random,
-        "rounds_apex": collections,
-        "transitions_per_s_random": random_rate,
-        "transitions_per_s_apex": apex_rate,
-    }
-    for kind, rounds in (("random", collections_random), ("apex", collections)):
-        shares = [c["actor_env_share"] for c in rounds]  # inside the actors: does not drift with the host
+def collection_figures(rounds: dict[str, list[dict]], ceilings: list[dict]) -> dict:
+    """The collection stage's entry: each kind's rounds, mean rate and actor env share, and against the env ceiling's
+    rounds (if any) its efficiency and CPU cost per transition."""
+    out: dict = {f"rounds_{kind}": runs for kind, runs in rounds.items()}
+    for kind, runs in rounds.items():
+        out[f"transitions_per_s_{kind}"] = statistics.mean(c["transitions_per_s"] for c in runs)
+    for kind, runs in rounds.items():
+        shares = [c["actor_env_share"] for c in runs]  # inside the actors: does not drift with the host
         out[f"actor_env_share_{kind}"] = None if None in shares else statistics.mean(shares)
     if ceilings:
         ceiling = statistics.mean(c["steps_per_s"] for c in ceilings)
-        out["efficiency_random"] = random_rate / ceiling
-        out["efficiency_apex"] = apex_rate / ceiling
+        for kind in rounds:
+            out[f"efficiency_{kind}"] = out[f"transitions_per_s_{kind}"] / ceiling
         bare_us = statistics.mean(c["cpu_us_per_step"] for c in ceilings)
-        for kind, rounds in (("random", collections_random), ("apex", collections)):
-            us = statistics.mean(c["cpu_us_per_transition"] for c in rounds)
-            out[f"cpu_us_per_transition_{kind}"] = us
-            out[f"cpu_efficiency_{kind}"] = bare_us / us
+        for kind, runs in rounds.items():
+            us = statistics.mean(c["cpu_us_per_transition"] for c in runs)
+            out[f"cpu_us_per_transition_{kind}"], out[f"cpu_efficiency_{kind}"] = us, bare_us / us
     return out
 
 

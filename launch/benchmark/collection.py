@@ -17,8 +17,6 @@ from shared.config import RunConfig
 from shared.envs import entry_for, env_spec, make_env, make_vector_env
 from shared.network import build_q_network
 
-# ----------------------------------------------------------------------------- env ceiling
-
 
 def _bare_env_worker(cfg: RunConfig, index: int, go, seconds: float, out) -> None:
     """One process: warm up, say so, wait for ``go`` (all K warm), then step with random actions for ``seconds``."""
@@ -90,24 +88,16 @@ def env_ceiling(cfg: RunConfig, k: int, seconds: float) -> dict:
 
 def _cpu_seconds(procs: list) -> float:
     """CPU seconds used so far by this process and ``procs``."""
-    total = 0.0
-    for proc in [psutil.Process()] + [psutil.Process(p.pid) for p in procs]:
-        t = proc.cpu_times()
-        total += t.user + t.system
-    return total
-
-
-# ----------------------------------------------------------------------------- collection
+    times = [proc.cpu_times() for proc in [psutil.Process()] + [psutil.Process(p.pid) for p in procs]]
+    return sum((t.user + t.system for t in times), 0.0)
 
 
 def collection(cfg: RunConfig, seconds: float) -> dict:
     """Real actors into a real DataPlane; rate of transitions arriving in replay over the timed window.
 
-    An actor's transitions arrive a message at a time (``envs_per_actor x batch_steps`` of them: 512 with 8 envs),
-    so counting what arrived within the window would measure the rate only to a whole message: with 2 actors of
-    8 Mario envs, 20 s held 5-8 messages, a step of about 17% of the rate. Each actor's rate is instead measured
-    from its first message in the window to its last (the transitions after the first, over the time between), and
-    the window runs on past ``seconds`` until every actor has sent 3 messages in it (at most 10x ``seconds``)."""
+    Transitions arrive a message (``envs_per_actor x batch_steps``) at a time, so each actor's rate runs from its first
+    message in the window to its last, and the window runs past ``seconds`` until every actor has sent 3 messages in it
+    (at most 10x ``seconds``): a count within a fixed window would be exact only to a whole message."""
     device = torch.device("cpu")
     spec = env_spec(cfg.env)
     plane = DataPlane(cfg, spec, device).start()

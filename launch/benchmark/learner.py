@@ -1,8 +1,8 @@
 """Stage learner: the learner alone on a filled replay.
 
-Rows: the learner as a run configures it on this device (``run_prioritized``, on prioritized replay as runs sample,
-and ``run_uniform``), where one such update's time goes (``split``), and fp32 eager, AMP and AMP + compile, each
-without and with accumulation, on prioritized replay.
+Rows: the learner as a run configures it on this device, on prioritized replay as runs sample (``run_prioritized``)
+and on uniform (``run_uniform``), where one such update's time goes (``split``), and fp32 eager, AMP and AMP +
+compile, each without and with accumulation, on prioritized replay.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any, Literal, cast
 
 import numpy as np
@@ -21,8 +22,6 @@ from shared.config import RunConfig
 from shared.envs import env_spec
 from shared.wire.protocol import action_dtype
 
-# ----------------------------------------------------------------------------- learner
-
 
 def _filled_replay(
     cfg: RunConfig, device: torch.device, prioritized: bool, streams: int = 8, per_stream: int = 4096
@@ -32,18 +31,9 @@ def _filled_replay(
     spec = env_spec(cfg.env)
     kind: type[FrameReplay] = PrioritizedReplay if prioritized else FrameReplay
     extra: dict[str, Any] = {"alpha": cfg.replay.priority_alpha, "eps": cfg.replay.priority_eps} if prioritized else {}
+    extra.update(obs_dtype=spec.obs_dtype, num_actions=spec.num_actions, masked=spec.masked)
     replay = kind(
-        streams,
-        streams * per_stream,
-        tuple(spec.obs_shape),
-        spec.stack,
-        cfg.replay.n_step,
-        cfg.replay.gamma,
-        device,
-        obs_dtype=spec.obs_dtype,
-        num_actions=spec.num_actions,
-        masked=spec.masked,
-        **extra,
+        streams, streams * per_stream, tuple(spec.obs_shape), spec.stack, cfg.replay.n_step, cfg.replay.gamma, device, **extra
     )
     rng = np.random.default_rng(0)
     shape = (streams, per_stream, *spec.obs_shape)
@@ -67,18 +57,14 @@ def _filled_replay(
 
 
 def reset_compiler() -> None:
-    """Forget every compiled graph of this process (Dynamo caches, CUDA-graph trees) before a new compiled learner.
-
-    Dynamo keys its cache on the code object (``QNetwork.forward``), shared by every learner the benchmark builds:
-    each one adds entries guarded on its own module instance, mode and shapes, and past
-    ``torch._dynamo.config.recompile_limit`` (8) entries a further guard failure runs that frame eager (one log
-    warning, no error), so a later variant would be timed uncompiled. Call it only when no earlier compiled learner
-    is used again."""
+    """Forget every compiled graph of this process (Dynamo caches, CUDA-graph trees) before a new compiled learner:
+    past Dynamo's recompile limit on ``QNetwork.forward``'s code, shared by every learner built here, a later variant
+    would run, and be timed, eager. Call it only when no earlier compiled learner is used again."""
     torch._dynamo.reset()
 
 
-def _rates(dqn, replay: FrameReplay, updates_per_epoch: int, epochs: int) -> list[float]:
-    """Updates per second of each timed epoch."""
+def _measure(dqn, replay: FrameReplay, updates_per_epoch: int, epochs: int, compile_s: float) -> dict:
+    """Updates per second over ``epochs`` timed epochs: the first epoch's against the mean of the rest (steady)."""
     rates = []
     for _ in range(epochs):
         start = time.perf_counter()
@@ -87,10 +73,6 @@ def _rates(dqn, replay: FrameReplay, updates_per_epoch: int, epochs: int) -> lis
         if dqn.device.type == "cuda":
             torch.cuda.synchronize(dqn.device)
         rates.append(updates_per_epoch / (time.perf_counter() - start))
-    return rates
-
-
-def _figures(dqn, rates: list[float], compile_s: float) -> dict:
     steady = statistics.mean(rates[1:]) if len(rates) > 1 else rates[0]
     return {
         "updates_per_s": steady,
@@ -101,13 +83,17 @@ def _figures(dqn, rates: list[float], compile_s: float) -> dict:
     }
 
 
+def rates_text(figures: dict) -> str:
+    """A learner row's rates as printed and in the table."""
+    return f"{figures['samples_per_s']:,.0f} samples/s, {figures['updates_per_s']:.2f} updates/s"
+
+
 def update_split(dqn, replay: FrameReplay, reps: int) -> dict[str, float]:
-    """Median milliseconds per update of each part of ``dqn.update`` on ``replay``, each part timed on its own (a
-    GPU synchronized around each): drawing the micro-batches (``sample``), the target net's forwards (``targets``),
-    the train-mode pass that moves BatchNorm's statistics (``bn_stats``, over the trunk as the update runs it, and
-    ``bn_stats_whole_net``, the same pass through the head too: the cost item 6 removed), the whole loss with those two included
-    (``loss``), its backward pass (``backward``), the priority write-back (``priorities``; 0 on uniform replay),
-    and what is left of a whole update (``step_and_rest``: clipping, the optimizer, the one host copy, Python)."""
+    """Median milliseconds per update of each part of ``dqn.update`` on ``replay``, each timed on its own (a GPU
+    synchronized around each): ``sample``, the target net's forwards (``targets``), the train-mode pass that moves
+    BatchNorm's statistics over the trunk (``bn_stats``) and over the whole net (``bn_stats_whole_net``), the whole
+    loss with those two included (``loss``), ``backward``, the priority write-back (``priorities``; 0 on uniform
+    replay), and the rest of a whole update (``step_and_rest``: clipping, the optimizer, the host copy, Python)."""
     cuda = dqn.device.type == "cuda"
     prioritized = hasattr(replay, "update_priorities")
 
@@ -128,22 +114,14 @@ def update_split(dqn, replay: FrameReplay, reps: int) -> dict[str, float]:
     batch = draw()
     obs = batch["obs"]
 
-    def targets() -> None:
-        dqn.target_values(batch)
+    def bn_pass(net: Callable[..., torch.Tensor]) -> Callable[[], None]:
+        def run() -> None:
+            with torch.no_grad(), dqn._autocast():
+                dqn.online.train()
+                net(obs)
+                dqn.online.eval()
 
-    def bn_stats() -> None:
-        with torch.no_grad(), dqn._autocast():
-            dqn.online.train()
-            dqn.statistics_fn(obs)
-            dqn.online.eval()
-
-    whole_net = dqn.online_fn  # the same pass over the whole network (the head too), as the learner ran it before
-
-    def bn_stats_whole_net() -> None:
-        with torch.no_grad(), dqn._autocast():
-            dqn.online.train()
-            whole_net(obs)
-            dqn.online.eval()
+        return run
 
     def loss_and_backward() -> None:
         loss, _, _ = dqn.micro_loss(batch)
@@ -156,9 +134,9 @@ def update_split(dqn, replay: FrameReplay, reps: int) -> dict[str, float]:
 
     parts = {
         "sample": accum * timed(draw),
-        "targets": accum * timed(targets),
-        "bn_stats": accum * timed(bn_stats) if dqn.batchnorm_batch_stats else 0.0,
-        "bn_stats_whole_net": accum * timed(bn_stats_whole_net) if dqn.batchnorm_batch_stats else 0.0,
+        "targets": accum * timed(lambda: dqn.target_values(batch)),
+        "bn_stats": accum * timed(bn_pass(dqn.statistics_fn)) if dqn.batchnorm_batch_stats else 0.0,
+        "bn_stats_whole_net": accum * timed(bn_pass(dqn.online_fn)) if dqn.batchnorm_batch_stats else 0.0,
         "loss": accum * timed(lambda: dqn.micro_loss(batch)),
         "backward": 0.0,
         "priorities": timed(priorities) if prioritized else 0.0,
@@ -186,15 +164,10 @@ def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, 
     for kind, replay in replays.items():  # the run's own settings on both replays, then where an update's time goes
         if not base.compile:
             dqn.warm_up(replay)
-        out[f"run_{kind}"] = _figures(dqn, _rates(dqn, replay, updates_per_epoch, epochs), compile_s)
+        out[f"run_{kind}"] = _measure(dqn, replay, updates_per_epoch, epochs, compile_s)
         if kind == "prioritized":
             out["split"] = update_split(dqn, replay, max(updates_per_epoch, 5))
-        r = out[f"run_{kind}"]
-        print(
-            f"learner run_{kind} (amp {base.amp}, compile {base.compile}): {r['samples_per_s']:,.0f} samples/s, "
-            f"{r['updates_per_s']:.2f} updates/s",
-            flush=True,
-        )
+        print(f"learner run_{kind} (amp {base.amp}, compile {base.compile}): {rates_text(out[f'run_{kind}'])}", flush=True)
     print("learner split (ms per update): " + ", ".join(f"{k} {v:.2f}" for k, v in out["split"].items()), flush=True)
     amp: Literal["auto", "bf16"] = "auto" if device.type == "cuda" else "bf16"
     variants: list[tuple[str, Literal["auto", "off", "bf16", "fp16"], bool]] = [
@@ -211,11 +184,10 @@ def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, 
             dqn = DQNLearner(lc, spec, device, dueling=cfg.net.dueling)
             compile_s = dqn.warm_up(replay)  # eager too: allocator, kernels, the optimizer's first step
             key = f"{name}_accum{accum}"
-            out[key] = _figures(dqn, _rates(dqn, replay, updates_per_epoch, epochs), compile_s if compiled else 0.0)
-            v = out[key]
+            v = out[key] = _measure(dqn, replay, updates_per_epoch, epochs, compile_s if compiled else 0.0)
             print(
-                f"learner {key}: {v['samples_per_s']:,.0f} samples/s, {v['updates_per_s']:.2f} updates/s, "
-                f"first epoch {v['first_epoch_ratio']:.0%} of steady, compile {v['compile_seconds']:.1f}s",
+                f"learner {key}: {rates_text(v)}, first epoch {v['first_epoch_ratio']:.0%} of steady, "
+                f"compile {v['compile_seconds']:.1f}s",
                 flush=True,
             )
     for accum in (1, 4):

@@ -1,18 +1,11 @@
 """The seed's *original* pipeline, kept only as the benchmark's baseline (never used to train).
 
-Seed 003 describes what warppipe replaced; this module rebuilds it from the same parts so the
-benchmark can run both side by side on one machine:
-
-- collectors put small chunks (``chunk_steps`` ticks of their envs, default one) into ONE
-  multiprocessing queue shared by all of them, each put under ONE shared lock; a full queue
-  blocks the collector (no staging, no drops);
-- an experience-processor thread in the learner gets chunks one at a time and writes them into
-  replay under a lock the trainer also takes to sample;
-- training: batch 256, fp32, no compile, no accumulation; model sync every 3 epochs.
-
-Collectors report the seconds they spent waiting for the lock and blocked in ``put``.
-Everything else (env, network, replay, DQN update, weight channel) is warppipe's own, so the
-comparison measures the pipeline and training settings, not different code.
+Built from warppipe's own env, network, replay, DQN update and weight channel, so the comparison measures the pipeline
+and training settings, not different code: collectors put ``chunk_steps`` ticks of their envs (default one) at a time
+into ONE multiprocessing queue shared by all, each put under ONE shared lock (a full queue blocks: no staging, no
+drops), and report their seconds waiting for the lock and blocked in ``put``; a processor thread in the learner writes
+the chunks into replay under a lock the trainer also takes to sample; training: batch 256, fp32, no compile, no
+accumulation, model sync every 3 epochs.
 """
 
 from __future__ import annotations

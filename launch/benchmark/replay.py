@@ -13,27 +13,23 @@ from learner.replay.frames import FrameReplay
 from learner.replay.prioritized import PrioritizedReplay
 from shared.config import RunConfig
 
-# ----------------------------------------------------------------------------- replay
+
+def _replay(cfg: RunConfig, capacity: int, prioritized: bool = False) -> FrameReplay:
+    """8 streams of the run's square frames, stack, n-step and gamma; prioritized with the run's alpha."""
+    size = cfg.env.frame_size
+    args: tuple[Any, ...] = (8, capacity, (size, size), cfg.env.stack, cfg.replay.n_step, cfg.replay.gamma)
+    return PrioritizedReplay(*args, alpha=cfg.replay.priority_alpha) if prioritized else FrameReplay(*args)
 
 
 def replay_stage(cfg: RunConfig) -> dict:
     size = cfg.env.frame_size
-    replay = FrameReplay(
-        num_streams=8,
-        capacity=100_000,
-        frame_shape=(size, size),
-        stack=cfg.env.stack,
-        n_step=cfg.replay.n_step,
-        gamma=cfg.replay.gamma,
-    )
+    replay = _replay(cfg, 100_000)
     rng = np.random.default_rng(0)
     t = 64
     frames = rng.integers(0, 256, (1, t, size, size), dtype=np.uint8)
-    actions = np.zeros((1, t), np.uint8)
-    terminated = np.zeros((1, t), bool)
+    actions, terminated, rewards = np.zeros((1, t), np.uint8), np.zeros((1, t), bool), np.zeros((1, t), np.float32)
     first = terminated.copy()
     first[0, 0] = True
-    rewards = np.zeros((1, t), np.float32)
     add_times = []
     for i in range(8 * 100_000 // (8 * t) + 8):  # fill, wrapping
         s0 = time.perf_counter()
@@ -60,32 +56,17 @@ def replay_stage(cfg: RunConfig) -> dict:
     }
 
 
-# ----------------------------------------------------------------------------- priority
-
-
 def priority_stage(cfg: RunConfig, capacities: tuple[int, ...], batches: tuple[int, ...], repeats: int = 30) -> dict:
-    """Per capacity and batch size: median ms of sample(B), of choosing its B slots alone (the draw, plus IS
-    weights when prioritized: what prioritization changes; the rest of a sample, gathering 2B stacks of frames,
-    is the same code for both), and of update_priorities(B), uniform vs prioritized.
-
-    8 streams, filled past wrap-around with 84x84 frames, 200-step episodes, random actor priorities;
-    one replay in memory at a time. Uniform replay has no priority update (0 ms)."""
+    """Per capacity and batch size, uniform vs prioritized: median ms of sample(B), of choosing its B slots alone (the
+    draw, plus IS weights when prioritized: what prioritization changes; gathering the frames is the same code for
+    both), and of update_priorities(B) (0 for uniform). 8 streams filled past wrap-around with 200-step episodes and
+    random priorities; one replay in memory at a time."""
     out: dict[str, Any]  # "{kind}_{capacity}_{batch}": the timings; "capacities", "batches": the lists
     size, out = cfg.env.frame_size, {}
     rng = np.random.default_rng(0)
     for capacity in capacities:
         for kind in ("uniform", "prioritized"):
-            kwargs: dict[str, Any] = dict(
-                num_streams=8,
-                capacity=capacity,
-                frame_shape=(size, size),
-                stack=cfg.env.stack,
-                n_step=cfg.replay.n_step,
-                gamma=cfg.replay.gamma,
-            )
-            replay = (
-                PrioritizedReplay(**kwargs, alpha=cfg.replay.priority_alpha) if kind == "prioritized" else FrameReplay(**kwargs)
-            )
+            replay = _replay(cfg, capacity, prioritized=kind == "prioritized")
             t = min(4096, replay.stream_capacity)
             frames = rng.integers(0, 256, (8, t, size, size), dtype=np.uint8)
             first = np.zeros((8, t), bool)
@@ -97,7 +78,7 @@ def priority_stage(cfg: RunConfig, capacities: tuple[int, ...], batches: tuple[i
                 replay.add(0, frames, zeros_a, rewards, terminated, first, prio)
             lo, counts = replay._ranges(replay.heads)
             for batch in batches:
-                sample_ms, update_ms, draw_ms = [], [], []
+                ms: dict[str, list[float]] = {"sample_ms": [], "update_ms": [], "draw_ms": []}
                 for i in range(repeats + 3):  # the first 3 warm up
                     s0 = time.perf_counter()
                     drawn = replay.sample(batch, beta=0.5)
@@ -109,15 +90,12 @@ def priority_stage(cfg: RunConfig, capacities: tuple[int, ...], batches: tuple[i
                     replay._sampled(stream, slot, counts, 0.5)
                     s3 = time.perf_counter()
                     if i >= 3:
-                        sample_ms.append((s1 - s0) * 1e3)
-                        update_ms.append((s2 - s1) * 1e3)
-                        draw_ms.append((s3 - s2) * 1e3)
-                out[f"{kind}_{capacity}_{batch}"] = {
-                    "sample_ms": statistics.median(sample_ms),
-                    "update_ms": statistics.median(update_ms),
-                    "draw_ms": statistics.median(draw_ms),
-                }
-                print(f"priority: {kind} capacity {capacity:,} batch {batch}: {out[f'{kind}_{capacity}_{batch}']}", flush=True)
+                        ms["sample_ms"].append((s1 - s0) * 1e3)
+                        ms["update_ms"].append((s2 - s1) * 1e3)
+                        ms["draw_ms"].append((s3 - s2) * 1e3)
+                key = f"{kind}_{capacity}_{batch}"
+                out[key] = {k: statistics.median(v) for k, v in ms.items()}
+                print(f"priority: {kind} capacity {capacity:,} batch {batch}: {out[key]}", flush=True)
             del replay, frames
     out["capacities"], out["batches"] = list(capacities), list(batches)
     return out

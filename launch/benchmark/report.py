@@ -5,15 +5,18 @@ from __future__ import annotations
 import importlib.metadata
 import platform
 import time
+from collections.abc import Callable
 
 import psutil
 import torch
 import zmq
 
+from launch.benchmark.learner import rates_text
 from launch.benchmark.replay import render_priority_table
 from launch.machine import describe_machine
 
-# ----------------------------------------------------------------------------- main
+# The installed packages whose versions machine() records (absent ones are left out)
+PACKAGES = "torch numpy pyzmq msgpack gym-super-mario-bros nes-py gym gymnasium opencv-python-headless nvidia-ml-py".split()
 
 
 def machine() -> dict:
@@ -30,20 +33,8 @@ def machine() -> dict:
 
 
 def _package_versions() -> dict[str, str]:
-    """Versions of the installed packages that matter here (absent ones are left out)."""
     out = {}
-    for name in (
-        "torch",
-        "numpy",
-        "pyzmq",
-        "msgpack",
-        "gym-super-mario-bros",
-        "nes-py",
-        "gym",
-        "gymnasium",
-        "opencv-python-headless",
-        "nvidia-ml-py",
-    ):
+    for name in PACKAGES:
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -52,69 +43,9 @@ def _package_versions() -> dict[str, str]:
 
 
 def render_table(r: dict) -> str:
-    rows = ["| figure | value |", "|---|---|"]
-    if "env_ceiling" in r:
-        first = r["env_ceiling"]["rounds"][0]
-        rows.append(
-            f"| env ceiling, {first['processes']} bare {first['env']} env processes | "
-            f"{r['env_ceiling']['steps_per_s']:,.1f} steps/s |"
-        )
-    if "collection" in r:
-        c = r["collection"]
-        for kind, label in (("random", "random actions"), ("apex", "Ape-X eps-greedy")):
-            text = f"| collection into replay, {label} | {c['transitions_per_s_' + kind]:,.1f} transitions/s"
-            if f"efficiency_{kind}" in c:
-                text += (
-                    f" ({c['efficiency_' + kind]:.1%} of ceiling; CPU per transition "
-                    f"{c['cpu_us_per_transition_' + kind]:,.0f} us = {c['cpu_efficiency_' + kind]:.1%} "
-                    f"of bare {r['env_ceiling']['cpu_us_per_step']:,.0f} us)"
-                )
-            if c.get(f"actor_env_share_{kind}") is not None:
-                text += f"; the actors spent {c['actor_env_share_' + kind]:.1%} of their time in the envs' step"
-            rows.append(text + " |")
-    if "transport" in r:
-        t = r["transport"]
-        rows.append(
-            f"| transport ceiling (synthetic 84x84, {t['senders']} sender) | {t['transitions_per_s']:,.0f} "
-            f"transitions/s, {t['mb_per_s']:,.0f} MB/s |"
-        )
-    if "replay" in r:
-        p = r["replay"]
-        rows.append(
-            f"| replay bytes per transition | {p['bytes_per_transition']:,} (naive uint8 stacks "
-            f"{p['naive_uint8_stacked_bytes']:,}, float32 {p['naive_float32_bytes']:,}) |"
-        )
-        rows.append(f"| replay sample(512) | {p['sample_512_ms']:.2f} ms ({p['samples_per_s']:,.0f} samples/s) |")
-    if "learner" in r:
-        lr_ = r["learner"]
-        for kind in ("prioritized", "uniform"):
-            v = lr_[f"run_{kind}"]
-            rows.append(
-                f"| learner as a run sets it, {kind} replay, batch {lr_['micro_batch']} ({lr_['device']}) | "
-                f"{v['samples_per_s']:,.0f} samples/s, {v['updates_per_s']:.2f} updates/s |"
-            )
-        split = lr_["split"]
-        rows.append(
-            "| one update, prioritized (ms) | "
-            + ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in split.items() if k != "total")
-            + f"; total {split['total']:.2f} (targets and BatchNorm's pass are inside loss) |"
-        )
-        for key in ("fp32_eager", "amp_eager", "amp_compiled"):
-            for accum in (1, 4):
-                v = lr_[f"{key}_accum{accum}"]
-                rows.append(
-                    f"| learner {key.replace('_', ' ')}, batch {lr_['micro_batch']} x {accum} ({lr_['device']}) | "
-                    f"{v['samples_per_s']:,.0f} samples/s, {v['updates_per_s']:.2f} updates/s, first epoch "
-                    f"{v['first_epoch_ratio']:.0%} of steady"
-                    + (f", compile {v['compile_seconds']:.1f} s" if v["compile_seconds"] else "")
-                    + " |"
-                )
-        for accum in (1, 4):
-            rows.append(
-                f"| AMP + compile vs fp32 eager, x{accum} accumulation | "
-                f"{lr_[f'speedup_amp_compiled_vs_fp32_accum{accum}']:.2f}x |"
-            )
-    text = "\n".join(rows) if len(rows) > 2 else ""
+    """One row or more per stage that ran (env_ceiling to learner), then the priority and system tables."""
+    rows = [row for stage, rows_of in MAIN_ROWS.items() if stage in r for row in rows_of(r[stage], r)]
+    text = "\n".join(["| figure | value |", "|---|---|", *rows]) if rows else ""
     if "priority" in r:
         text += "\n\n" + render_priority_table(r["priority"])
     if "system" in r:
@@ -122,21 +53,65 @@ def render_table(r: dict) -> str:
     return text
 
 
-def _num(value, fmt: str) -> str:
-    return "n/a" if value is None else format(value, fmt)
+def _collection_rows(c: dict, r: dict) -> list[str]:
+    rows = []
+    for kind, label in (("random", "random actions"), ("apex", "Ape-X eps-greedy")):
+        text = f"| collection into replay, {label} | {c['transitions_per_s_' + kind]:,.1f} transitions/s"
+        if f"efficiency_{kind}" in c:
+            text += (
+                f" ({c['efficiency_' + kind]:.1%} of ceiling; CPU per transition "
+                f"{c['cpu_us_per_transition_' + kind]:,.0f} us = {c['cpu_efficiency_' + kind]:.1%} "
+                f"of bare {r['env_ceiling']['cpu_us_per_step']:,.0f} us)"
+            )
+        if c.get(f"actor_env_share_{kind}") is not None:
+            text += f"; the actors spent {c['actor_env_share_' + kind]:.1%} of their time in the envs' step"
+        rows.append(text + " |")
+    return rows
 
 
-def _change(original, optimized) -> str:
-    if original is None or optimized is None or original == 0:
-        return "n/a"
-    return f"{optimized / original - 1:+.0%}"
+def _learner_rows(lr_: dict, r: dict) -> list[str]:
+    on = f"batch {lr_['micro_batch']}"
+    rows = [
+        f"| learner as a run sets it, {kind} replay, {on} ({lr_['device']}) | {rates_text(lr_[f'run_{kind}'])} |"
+        for kind in ("prioritized", "uniform")
+    ]
+    split = lr_["split"]
+    parts = ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in split.items() if k != "total")
+    rows.append(
+        f"| one update, prioritized (ms) | {parts}; total {split['total']:.2f} (targets and BatchNorm's pass are inside loss) |"
+    )
+    for key in ("fp32_eager", "amp_eager", "amp_compiled"):
+        for accum in (1, 4):
+            v = lr_[f"{key}_accum{accum}"]
+            compiled = f", compile {v['compile_seconds']:.1f} s" if v["compile_seconds"] else ""
+            rows.append(
+                f"| learner {key.replace('_', ' ')}, {on} x {accum} ({lr_['device']}) | {rates_text(v)}, first epoch "
+                f"{v['first_epoch_ratio']:.0%} of steady{compiled} |"
+            )
+    for accum in (1, 4):
+        speedup = lr_[f"speedup_amp_compiled_vs_fp32_accum{accum}"]
+        rows.append(f"| AMP + compile vs fp32 eager, x{accum} accumulation | {speedup:.2f}x |")
+    return rows
 
 
-def _optimized_sync(ps: dict) -> str:
-    """The optimized system's broadcast period: env steps since they are set so, epochs in older results."""
-    if "broadcast_env_steps" in ps:
-        return f"weights broadcast every {ps['broadcast_env_steps']:,} env steps"
-    return f"sync every {ps['sync_every']} epochs"
+# Each stage's rows of the main table, in this order, from (its result entry, the whole result)
+MAIN_ROWS: dict[str, Callable[[dict, dict], list[str]]] = {
+    "env_ceiling": lambda e, r: [
+        f"| env ceiling, {e['rounds'][0]['processes']} bare {e['rounds'][0]['env']} env processes | "
+        f"{e['steps_per_s']:,.1f} steps/s |"
+    ],
+    "collection": _collection_rows,
+    "transport": lambda t, r: [
+        f"| transport ceiling (synthetic 84x84, {t['senders']} sender) | {t['transitions_per_s']:,.0f} transitions/s, "
+        f"{t['mb_per_s']:,.0f} MB/s |"
+    ],
+    "replay": lambda p, r: [
+        f"| replay bytes per transition | {p['bytes_per_transition']:,} (naive uint8 stacks "
+        f"{p['naive_uint8_stacked_bytes']:,}, float32 {p['naive_float32_bytes']:,}) |",
+        f"| replay sample(512) | {p['sample_512_ms']:.2f} ms ({p['samples_per_s']:,.0f} samples/s) |",
+    ],
+    "learner": _learner_rows,
+}
 
 
 def render_system_table(s: dict) -> str:
@@ -146,8 +121,8 @@ def render_system_table(s: dict) -> str:
     rows = [
         f"Whole system, {s['actors']} actors x {s['envs_per_actor']} env(s), device {s['device']}; original: "
         f"one locked mp.Queue, batch {os_['batch']}, fp32, sync every {os_['sync_every']} epochs; optimized: "
-        f"per-actor sockets, batch {ps['micro_batch']} x {ps['accum_steps']}, AMP {ps.get('amp', 'bfloat16')}, "
-        f"compile, {_optimized_sync(ps)}; epoch = {s['updates_per_epoch']} updates",
+        f"per-actor sockets, batch {ps['micro_batch']} x {ps['accum_steps']}, AMP {ps['amp']}, compile, "
+        f"weights broadcast every {ps['broadcast_env_steps']:,} env steps; epoch = {s['updates_per_epoch']} updates",
         "",
         "| Metric | Original | Optimized | Improvement |",
         "|---|---|---|---|",
@@ -155,10 +130,9 @@ def render_system_table(s: dict) -> str:
 
     def row(label, key, fmt, scale=1.0, suffix=""):
         a, b = (v if v is None or scale == 1.0 else v * scale for v in (o[key], p[key]))
-        rows.append(
-            f"| {label} | {_num(a, fmt)}{suffix if a is not None else ''} | "
-            f"{_num(b, fmt)}{suffix if b is not None else ''} | {_change(a, b)} |"
-        )
+        cells = ["n/a" if v is None else format(v, fmt) + suffix for v in (a, b)]
+        change = "n/a" if a is None or b is None or a == 0 else f"{b / a - 1:+.0%}"
+        rows.append(f"| {label} | {cells[0]} | {cells[1]} | {change} |")
 
     row("Experience Rate", "experiences_per_s", ",.0f", suffix=" exp/s")
     row("Training Throughput", "batches_per_s", ".2f", suffix=" batch/s")

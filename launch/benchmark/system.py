@@ -8,6 +8,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psutil
@@ -22,28 +23,27 @@ from learner.trainer import resolve_amp
 from shared.config import RunConfig
 from shared.config_migration import read_config
 
-# ----------------------------------------------------------------------------- whole system
+
+def _rss_mb(procs: list) -> tuple[float, float]:
+    """(this process, sum over live ``procs``) resident MB."""
+    actors = 0.0
+    for p in procs:
+        try:
+            actors += psutil.Process(p.pid).memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return psutil.Process().memory_info().rss / 2**20, actors / 2**20
 
 
-class _Probe:
-    """Resident memory of this process and the actors, and GPU utilization sampled every 0.5 s (CUDA only)."""
+class _Window:
+    """The timed window: its seconds and the transitions ``processed()`` counts in it, resident memory of this process
+    and the actors at its start and end, and GPU utilization sampled every 0.5 s (CUDA only)."""
 
-    def __init__(self, device: torch.device):
-        self.device = device
+    def __init__(self, device: torch.device, procs: list, processed: Callable[[], int]):
+        self.device, self.procs, self.processed = device, procs, processed
         self.gpu_samples: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample_gpu, daemon=True)
-
-    @staticmethod
-    def rss_mb(procs: list) -> tuple[float, float]:
-        """(this process, sum over live ``procs``) resident MB."""
-        actors = 0.0
-        for p in procs:
-            try:
-                actors += psutil.Process(p.pid).memory_info().rss
-            except psutil.NoSuchProcess:
-                pass
-        return psutil.Process().memory_info().rss / 2**20, actors / 2**20
 
     def _sample_gpu(self) -> None:
         while not self._stop.wait(0.5):
@@ -52,33 +52,34 @@ class _Probe:
             except Exception:  # no NVML (pynvml / nvidia-ml-py not installed): leave it unmeasured
                 return
 
-    def start(self) -> _Probe:
+    def open(self) -> _Window:
+        self.rss_start = _rss_mb(self.procs)
         if self.device.type == "cuda":
             self._thread.start()
+        self.processed0, self.start = self.processed(), time.monotonic()
         return self
 
-    def gpu_utilization(self) -> float | None:
+    def close(self) -> None:
+        self.elapsed, self.transitions = time.monotonic() - self.start, self.processed() - self.processed0
+        self.rss_end = _rss_mb(self.procs)
         self._stop.set()
         if self._thread.ident is not None:
             self._thread.join(timeout=2.0)
-        return statistics.mean(self.gpu_samples) if self.gpu_samples else None
+        self.gpu = statistics.mean(self.gpu_samples) if self.gpu_samples else None
 
 
-def _fill_replay(size_fn, drain_fn, target: int, timeout: float) -> None:
+def _until(count: Callable[[], int], target: int, step: Callable[[], Any], error: str, timeout: float = 300.0) -> None:
+    """Call ``step()`` until ``count()`` reaches ``target``; past ``timeout`` seconds raise ``error`` formatted with
+    the count, the target and the timeout."""
     deadline = time.monotonic() + timeout
-    while size_fn() < target:
+    while count() < target:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"replay reached only {size_fn()} of system_min_replay={target} in {timeout:.0f}s")
-        drain_fn()
+            raise RuntimeError(error.format(count(), target, timeout))
+        step()
 
 
-def _train_past_deadline(epochs_fn, run_fn, target: int, timeout: float = 300.0) -> None:
-    """Call ``run_fn()`` (about a second of training each) until ``epochs_fn()`` reaches ``target``."""
-    deadline = time.monotonic() + timeout
-    while epochs_fn() < target:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"only {epochs_fn()} of system_min_epochs={target} epochs in {timeout:.0f}s")
-        run_fn()
+FILL_ERROR = "replay reached only {} of system_min_replay={} in {:.0f}s"
+EPOCHS_ERROR = "only {} of system_min_epochs={} epochs in {:.0f}s"
 
 
 def _reports(report_queue, count: int) -> list[dict]:
@@ -91,49 +92,51 @@ def _reports(report_queue, count: int) -> list[dict]:
     return out
 
 
+def _collector(reports: list[dict], handoff: str, lock_wait: str | None, handoffs: str, sent: str) -> dict[str, Any]:
+    """The collectors' exit reports summed, under the keys each side's reports use (no lock: 0)."""
+    return {
+        "handoff_seconds": sum(r[handoff] for r in reports),
+        "lock_wait_seconds": sum(r[lock_wait] for r in reports) if lock_wait else 0.0,
+        "collector_seconds": sum(r["run_seconds"] for r in reports),
+        "handoffs": sum(r[handoffs] for r in reports),
+        "sent_transitions": sum(r[sent] for r in reports),
+    }
+
+
 def _system_figures(
-    *,
-    transitions: int,
+    w: _Window,
     updates: int,
     batch: int,
-    elapsed: float,
     epoch_seconds: list[float],
-    handoff_seconds: float,
-    lock_wait_seconds: float,
-    collector_seconds: float,
-    handoffs: int,
-    sent_transitions: int,
+    c: dict,
     drops: int,
     bytes_per_transition: int,
-    rss_start: tuple,
-    rss_end: tuple,
-    gpu: float | None,
-    compile_seconds: float,
+    compile_s: float,
 ) -> dict:
     steady = epoch_seconds[1:] or epoch_seconds
     return {
-        "experiences_per_s": transitions / elapsed,
-        "batches_per_s": updates / elapsed,
-        "samples_per_s": updates * batch / elapsed,
+        "experiences_per_s": w.transitions / w.elapsed,
+        "batches_per_s": updates / w.elapsed,
+        "samples_per_s": updates * batch / w.elapsed,
         "effective_batch": batch,
         "updates": updates,
         "epochs": len(epoch_seconds),
         "epoch_seconds": statistics.mean(steady) if steady else None,
         "first_epoch_ratio": (statistics.mean(steady) / epoch_seconds[0]) if len(epoch_seconds) > 1 else None,
-        "gpu_utilization": gpu,
-        "collector_blocked_fraction": handoff_seconds / max(collector_seconds, 1e-9),
-        "collector_lock_wait_seconds": lock_wait_seconds,
-        "collector_handoff_ms_per_1k_transitions": handoff_seconds * 1e6 / max(sent_transitions, 1),
-        "collector_handoffs": handoffs,
-        "collector_sent_transitions": sent_transitions,
+        "gpu_utilization": w.gpu,
+        "collector_blocked_fraction": c["handoff_seconds"] / max(c["collector_seconds"], 1e-9),
+        "collector_lock_wait_seconds": c["lock_wait_seconds"],
+        "collector_handoff_ms_per_1k_transitions": c["handoff_seconds"] * 1e6 / max(c["sent_transitions"], 1),
+        "collector_handoffs": c["handoffs"],
+        "collector_sent_transitions": c["sent_transitions"],
         "drops": drops,
         "replay_bytes_per_transition": bytes_per_transition,
-        "learner_rss_mb_start": rss_start[0],
-        "learner_rss_mb_end": rss_end[0],
-        "actors_rss_mb_start": rss_start[1],
-        "actors_rss_mb_end": rss_end[1],
-        "compile_seconds": compile_seconds,
-        "seconds": elapsed,
+        "learner_rss_mb_start": w.rss_start[0],
+        "learner_rss_mb_end": w.rss_end[0],
+        "actors_rss_mb_start": w.rss_start[1],
+        "actors_rss_mb_end": w.rss_end[1],
+        "compile_seconds": compile_s,
+        "seconds": w.elapsed,
     }
 
 
@@ -169,38 +172,30 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
         procs = [start_process(ctx, actor_main, (rc, slot, stop, reports), f"actor-{slot}") for slot in range(rc.actors)]
         plane = learner.plane
         try:
-            _fill_replay(lambda: len(plane.replay), lambda: plane.drain(timeout=0.05), rc.learner.min_replay, 300)
-            rss_start, probe = _Probe.rss_mb(procs), _Probe(device).start()
-            processed0, start = plane.processed, time.monotonic()
-            learner.run(deadline=start + bench.system_seconds)
-            _train_past_deadline(
-                lambda: learner.counters.epoch, lambda: learner.run(deadline=time.monotonic() + 1), bench.system_min_epochs
+            _until(lambda: len(plane.replay), rc.learner.min_replay, lambda: plane.drain(timeout=0.05), FILL_ERROR)
+            window = _Window(device, procs, lambda: plane.processed).open()
+            learner.run(deadline=window.start + bench.system_seconds)
+            _until(
+                lambda: learner.counters.epoch,
+                bench.system_min_epochs,
+                lambda: learner.run(deadline=time.monotonic() + 1),
+                EPOCHS_ERROR,
             )
-            elapsed, transitions = time.monotonic() - start, plane.processed - processed0
-            rss_end, gpu = _Probe.rss_mb(procs), probe.gpu_utilization()
+            window.close()
         finally:
             stop_processes(procs, stop)
             actor_reports = _reports(reports, len(procs))
             learner.close()
     rates = ([learner.clock.first_rate] if learner.clock.first_rate else []) + list(learner.clock.rates)
-    epoch_seconds = [rc.learner.updates_per_epoch / r for r in rates]
     return _system_figures(
-        transitions=transitions,
+        window,
         updates=learner.counters.updates,
         batch=learner.dqn.effective_batch,
-        elapsed=elapsed,
-        epoch_seconds=epoch_seconds,
-        handoff_seconds=sum(r["submit_seconds"] for r in actor_reports),
-        lock_wait_seconds=0.0,
-        collector_seconds=sum(r["run_seconds"] for r in actor_reports),
-        handoffs=sum(r["batches"] for r in actor_reports),
-        sent_transitions=sum(r["sent_transitions"] for r in actor_reports),
+        epoch_seconds=[rc.learner.updates_per_epoch / r for r in rates],
+        c=_collector(actor_reports, "submit_seconds", None, "batches", "sent_transitions"),
         drops=plane.stats().drops + sum(r["dropped_batches"] for r in actor_reports),
         bytes_per_transition=plane.replay.bytes_per_transition,
-        rss_start=rss_start,
-        rss_end=rss_end,
-        gpu=gpu,
-        compile_seconds=compile_s,
+        compile_s=compile_s,
     )
 
 
@@ -221,34 +216,24 @@ def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) ->
         for slot in range(rc.actors)
     ]
     try:
-        _fill_replay(lambda: len(learner.replay), lambda: time.sleep(0.05), bench.system_min_replay, 300)
-        rss_start, probe = _Probe.rss_mb(procs), _Probe(device).start()
-        processed0, start = learner.processed, time.monotonic()
+        _until(lambda: len(learner.replay), bench.system_min_replay, lambda: time.sleep(0.05), FILL_ERROR)
+        window = _Window(device, procs, lambda: learner.processed).open()
         learner.run(bench.system_seconds)
-        _train_past_deadline(lambda: len(learner.epoch_seconds), lambda: learner.run(1.0), bench.system_min_epochs)
-        elapsed, transitions = time.monotonic() - start, learner.processed - processed0
-        rss_end, gpu = _Probe.rss_mb(procs), probe.gpu_utilization()
+        _until(lambda: len(learner.epoch_seconds), bench.system_min_epochs, lambda: learner.run(1.0), EPOCHS_ERROR)
+        window.close()
     finally:
         stop_processes(procs, stop)
         actor_reports = _reports(reports, len(procs))
         learner.close()
     return _system_figures(
-        transitions=transitions,
+        window,
         updates=learner.updates,
         batch=settings.batch,
-        elapsed=elapsed,
         epoch_seconds=learner.epoch_seconds,
-        handoff_seconds=sum(r["blocked_seconds"] for r in actor_reports),
-        lock_wait_seconds=sum(r["lock_wait_seconds"] for r in actor_reports),
-        collector_seconds=sum(r["run_seconds"] for r in actor_reports),
-        handoffs=sum(r["puts"] for r in actor_reports),
-        sent_transitions=sum(r["steps"] for r in actor_reports),
+        c=_collector(actor_reports, "blocked_seconds", "lock_wait_seconds", "puts", "steps"),
         drops=0,
         bytes_per_transition=learner.replay.bytes_per_transition,
-        rss_start=rss_start,
-        rss_end=rss_end,
-        gpu=gpu,
-        compile_seconds=0.0,
+        compile_s=0.0,
     )
 
 
@@ -272,18 +257,9 @@ def system_stage(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> di
                 "amp": str(resolve_amp("auto", device)).removeprefix("torch."),
             },
         }
-        out["original"] = system_original(cfg, device, bench)
-        print(
-            f"system original: {out['original']['experiences_per_s']:.1f} experiences/s, "
-            f"{out['original']['batches_per_s']:.2f} batches/s",
-            flush=True,
-        )
-        out["optimized"] = system_optimized(cfg, device, bench)
-        print(
-            f"system optimized: {out['optimized']['experiences_per_s']:.1f} experiences/s, "
-            f"{out['optimized']['batches_per_s']:.2f} batches/s",
-            flush=True,
-        )
+        for side, run in (("original", system_original), ("optimized", system_optimized)):
+            f = out[side] = run(cfg, device, bench)
+            print(f"system {side}: {f['experiences_per_s']:.1f} experiences/s, {f['batches_per_s']:.2f} batches/s", flush=True)
     finally:
         torch.set_num_threads(threads)
     return out

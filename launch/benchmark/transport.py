@@ -17,8 +17,6 @@ from shared.envs import env_spec
 from shared.wire import protocol
 from shared.wire.links import open_socket
 
-# ----------------------------------------------------------------------------- transport
-
 
 def _synthetic_sender(cfg: RunConfig, slot: int, stop, batch: int) -> None:
     """Push the same pre-built 84x84 batch as fast as the socket takes it (no env)."""
@@ -27,14 +25,9 @@ def _synthetic_sender(cfg: RunConfig, slot: int, stop, batch: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     size = cfg.env.frame_size
     rng = np.random.default_rng(slot)
-    arrays = (
-        rng.integers(0, 256, (1, batch, size, size), dtype=np.uint8),
-        np.zeros((1, batch), np.uint8),
-        np.zeros((1, batch), np.float32),
-        np.zeros((1, batch), np.uint8),
-        np.zeros((1, batch), np.uint8),
-    )
-    arrays[4][0, 0] = 1
+    frames = rng.integers(0, 256, (1, batch, size, size), dtype=np.uint8)
+    arrays = (frames, *(np.zeros((1, batch), dtype) for dtype in (np.uint8, np.float32, np.uint8, np.uint8)))
+    arrays[4][0, 0] = 1  # actions, rewards, terminated, first: one episode start
     sock = open_socket(zmq.Context.instance(), zmq.PUSH, cfg.transport, server=False, send_hwm=4)
     sock.connect(f"tcp://{cfg.transport.host}:{cfg.transport.base_port + slot}")
     stats = {k: 0.0 for k in protocol.STAT_KEYS}
