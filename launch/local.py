@@ -64,8 +64,10 @@ from shared.spec import EnvSpec
 SILENT_SLOT_NOTICE = 60.0  # seconds after start when a slot that has sent nothing is reported (its replay share is idle)
 
 # What a run leaves for its user, said at the end: weights, final figures, the video, the curves, a stopped run's replay.
-RUN_RESULTS = (CHECKPOINT_NAME, BEST_NAME, RESULT_NAME, VIDEO_NAME, "metrics.jsonl", "config.json", "kept/", "probe.npz")
-RUN_RESULTS += (REPLAY_NAME,)
+RUN_RESULTS = (
+    *(CHECKPOINT_NAME, BEST_NAME, RESULT_NAME, VIDEO_NAME, "metrics.jsonl", "config.json", "kept/", "probe.npz"),
+    REPLAY_NAME,
+)
 
 
 def spec_line(cfg: RunConfig, entry: EnvEntry, spec: EnvSpec) -> str:

@@ -26,15 +26,16 @@ def _synthetic_sender(cfg: RunConfig, slot: int, stop, batch: int) -> None:
     size = cfg.env.frame_size
     rng = np.random.default_rng(slot)
     frames = rng.integers(0, 256, (1, batch, size, size), dtype=np.uint8)
-    arrays = (frames, *(np.zeros((1, batch), dtype) for dtype in (np.uint8, np.float32, np.uint8, np.uint8)))
-    arrays[4][0, 0] = 1  # actions, rewards, terminated, first: one episode start
+    arrays = (frames, np.zeros((1, batch), np.uint8), np.zeros((1, batch), np.float32))
+    flags = (np.zeros((1, batch), np.uint8), np.zeros((1, batch), np.uint8))  # terminated, first
+    flags[1][0, 0] = 1  # one episode start
     sock = open_socket(zmq.Context.instance(), zmq.PUSH, cfg.transport, server=False, send_hwm=4)
     sock.connect(f"tcp://{cfg.transport.host}:{cfg.transport.base_port + slot}")
     stats = {k: 0.0 for k in protocol.STAT_KEYS}
     seq = 0
     orphaned = orphan_check()
     while not stop.is_set() and not orphaned():
-        parts = protocol.encode_batch(slot, 1, seq, 0, *arrays, stats=stats)
+        parts = protocol.encode_batch(slot, 1, seq, 0, *arrays, *flags, stats=stats)
         try:
             sock.send_multipart(parts, copy=False, flags=zmq.NOBLOCK)
             seq += 1
