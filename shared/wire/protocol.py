@@ -48,12 +48,14 @@ dtypes and M against the spec it expects (:class:`Limits`).
 WEIGHTS (learner -> actors, PUB on base_port-1, and as the reply to a request)::
 
     frame  content      dtype    meaning
-    0      header       msgpack  {v, kind: "weights", run, wv, names, dtypes, shapes}
+    0      header       msgpack  {v, kind: "weights", run, wv, es, names, dtypes, shapes}
     1..K   tensors      per header, one raw frame per state_dict entry, in ``names`` order
 
 ``run`` identifies the learner's run (drawn when it starts, kept across its resumes) and ``wv`` counts the
 weights within it: an actor takes any weights of another run, and within one run only a higher ``wv``, so a
-learner that starts over at version 0 is followed at once.
+learner that starts over at version 0 is followed at once. ``es`` is the run's env steps when the weights were
+sent (optional: 0 when absent), the clock of the actors' exploration schedule, so actors that join a run late (a
+resume, a restart) explore at the run's age.
 
 WEIGHTS_REQUEST (actor -> learner, DEALER to ROUTER on base_port-2): one frame,
 ``{v, kind: "weights_request", actor, inc, have}``; the reply is a WEIGHTS message.
