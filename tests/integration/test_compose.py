@@ -111,7 +111,7 @@ def test_compose_services_run_as_processes_and_train_together(tmp_path):
         "WARPPIPE_SLOTS": "2",
         "WARPPIPE_RUN_ARGS": "--env.name fake --env.frame-size 36 --actor.batch-steps 16",
         "WARPPIPE_LEARNER_ARGS": "--log-every 2 --learner.no-compile --learner.micro-batch 16 "
-        "--learner.min-replay 300 --learner.updates-per-epoch 5 --learner.broadcast-env-steps 10 "
+        "--learner.min-replay 300 --learner.updates-per-epoch 5 --learner.broadcast-env-steps 40 "
         "--replay.capacity 8192 --eval.every-env-steps 400 --eval.episodes 1",
     }
     services = interpolate(yaml.safe_load(BASE.read_text())["services"], env)
