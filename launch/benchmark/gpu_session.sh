@@ -39,6 +39,7 @@ if [ "$DRY" = 1 ]; then  # the CPU, the fake env, tiny sizes; every flag and pat
   DEVICE=cpu ENV=fake ACTORS=2 CORES=2 WINDOW=1 BATCH=16 UPDATES=2 EPOCHS=2
   SELECT=2 FINAL=2 LATE=1 LOW=1 NOOP=1
   STRETCH=4  # a loaded 2-core machine is no 16-core GPU host: the dry run checks plumbing, not time
+  RUN_SECONDS=0  # no --duration: the dry run's training ends at its 40 updates, whatever the machine's speed
   DRY_ARGS=(--learner.steps 40 --learner.min-replay 300 --learner.updates-per-epoch 5 --replay.capacity 4096
             --learner.broadcast-env-steps 50 --eval.every-env-steps 400 --eval.episodes 1)
 else
@@ -183,7 +184,7 @@ finish
 #    at the end, the run folder in $WORK, its small files copied into the tarball by finish
 sample_gpu "$WORK/run.log" > "$WORK/gpu-util.csv" &
 SAMPLER=$!
-step run $((RUN_SECONDS + 115)) "$PY" -m launch.local --actors "$ACTORS" --env.name "$ENV" --device "$DEVICE" \
+step run $((RUN_SECONDS + 115 * STRETCH)) "$PY" -m launch.local --actors "$ACTORS" --env.name "$ENV" --device "$DEVICE" \
     --actor.eps-anneal-steps 7143 --total-env-steps 300000 --learner.samples-per-insert 16 --learner.lr 1e-4 \
     --learner.micro-batch "$BATCH" --learner.accum-steps 1 --learner.checkpoint-every 100000 --learner.checkpoint-seconds 0 --duration "$RUN_SECONDS" \
     --eval.keep-snapshots 2 --eval.keep-weights 2 --eval.select-episodes "$SELECT" --eval.final-episodes "$FINAL" \

@@ -1,10 +1,8 @@
 """Spawn targets standing in for actors in the process-supervision tests: one that cannot start (it exits with code
-3), one slow to stop once it has seen the stop, one that never sees it."""
+3), one slow to stop once it has seen the stop, one that never sees it. ``cfg`` carries their test's events."""
 
 import sys
-import time
-
-SLOW_STOP_S = 12.0  # longer than the launcher's wait for a child that did not acknowledge the stop (10 s)
+import threading
 
 
 def exit_at_once(cfg, slot, stop_event, report_queue, generation=0, ack=None) -> None:
@@ -12,12 +10,16 @@ def exit_at_once(cfg, slot, stop_event, report_queue, generation=0, ack=None) ->
 
 
 def slow_to_stop(cfg, slot, stop_event, report_queue, generation=0, ack=None) -> None:
-    """Acknowledges the stop, then takes SLOW_STOP_S to wind down (a loaded machine's last batches), then exits 0."""
+    """Says it started (``cfg[0]``, a queue), acknowledges the stop, then winds down only once ``cfg[1]`` (an event)
+    is set: an actor whose last batches take longer than the launcher's short wait, then exits 0."""
+    started, release = cfg
+    started.put(slot)
     stop_event.wait()
     ack.set()
-    time.sleep(SLOW_STOP_S)
+    release.wait()
 
 
 def deaf(cfg, slot, stop_event, report_queue, generation=0, ack=None) -> None:
-    """Never looks at the stop (a hung actor)."""
-    time.sleep(3600)
+    """Says it started (``cfg[0]``), then never looks at the stop (a hung actor)."""
+    cfg[0].put(slot)
+    threading.Event().wait()
