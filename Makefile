@@ -7,6 +7,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 ACTORS ?= 4
 ARGS ?=
+# where make docs finds the run folders that docs/media/pictures.json names
+RUNS ?= runs
 
 .PHONY: install install-dev run test test-all lint docs bench clean
 
@@ -42,8 +44,9 @@ lint: install-dev  # ruff's lint and format check, then mypy's type check, all c
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-docs: install  # rewrite the generated pages in docs/: configuration.md's option tables, protocol.md, architecture.md's layout
+docs: install  # rewrite the generated pages in docs/ (option tables, protocol.md, the layout) and the README's pictures
 	$(PY) -m launch.tools.gendocs
+	$(PY) -m launch.tools.pictures --runs-root $(RUNS)
 
 bench: install
 	$(PY) -m launch.benchmark
