@@ -4,24 +4,11 @@
     python -m launch.tools.report runs/ --baseline random.json --baseline right-A.json --out docs/lab/experiments/1-1
     python -m launch.tools.report --paired lr1e-4 baseline runs/ --json paired.json   # A - B on the seeds both ran
 
-Runs are grouped by ``--label`` or, where no run has one, by the config values they differ in (seeds, ports, folders
-and log options excepted). A group's row: its runs, env steps, machines, env steps/s, samples trained per transition,
-each run's final-evaluation score and success (``eval_final.json``), and the mean over runs of the last weights' score
-and success rate with a 95% interval: Student t over two or more runs (launch/tools/stats.py says why; rates clipped
-to [0, 1]), one run's own interval over its episodes (nothing of seed-to-seed spread). No interquartile mean: over 5
-runs or fewer it is about the mean. Further rows: the late window, the low-epsilon and no-op greedy rows and each
-hazard's pass rate. Under the table: the minimum detectable effect for the groups' sizes and for 4 vs 4 and 6 vs 6
-runs. Baselines (``--baseline``: ``launch.evaluate`` files) are rows over episodes. A second table lists each run's
-last weights and best.pt, and the ``--end-window`` holding most ends of its episodes that did not succeed.
-
-``--paired A B`` matches the runs of groups A and B by seed (seeds one group lacks are listed and left out); per figure
-(the rows above, and metrics.jsonl's ``probe/*`` over each run's last 20% of env steps): the per-seed A - B, their
-mean with a 95% t interval, the sign count, their SD and the minimum detectable difference (stats.py ``mde_paired``).
-
-``--out PREFIX`` also writes PREFIX.md and PREFIX.json, ``--json PATH`` the JSON alone; ``--plot PNG`` draws each
-group's in-training ``eval/score`` curve (the mean over runs, a 95% t band). Runs without a final evaluation are named
-on stderr and left out; a folder that is neither a run nor holds any exits with 2. Files under Mario's words
-(``x_pos_mean``, ``flag_rate``) are read through ``shared.results.upgrade``.
+Runs are grouped by ``--label``, else by the config values they differ in (``IGNORED`` excepted). A group's row gives
+the mean over runs of the last weights' score and success rate with a 95% Student t interval (stats.py says why; one
+run: its interval over episodes), then the late-window, low-epsilon, no-op and hazard rows and the minimum detectable
+effect; ``--baseline`` files (``launch.evaluate``) are rows over episodes. ``--paired A B`` matches two groups' runs
+by seed: per figure the A - B differences' mean with a t interval, sign count, SD and MDE.
 """
 
 from __future__ import annotations
@@ -258,9 +245,7 @@ def group_rows(done: list[dict]) -> list[dict]:
         parts = [further(r["final"]).get(key) for r in done]
         present = [p for p in parts if p]
         if present:
-            per_run = [
-                None if p is None else {"score_mean": p[1]["score_mean"], "success_rate": p[1]["success_rate"]} for p in parts
-            ]
+            per_run = [p and {k: p[1][k] for k in ("score_mean", "success_rate")} for p in parts]
             figures = _over_runs([p[1] for p in present])
             rows.append({"key": key, "row": present[0][0], "runs": len(present), "per_run": per_run, **figures})
     hazards = [clusters(r["final"]["last"].get("hazards")) for r in done]
@@ -601,8 +586,7 @@ def paired_report(paths: list[str], a_label: str, b_label: str) -> dict:
         {"group": g, "seed": s, "path": mine[s]["path"]} for g, mine, other, _ in sides for s in sorted(set(mine) - set(other))
     ]
     unmatched += [{"group": g, "seed": None, "path": r["path"]} for g, _, _, none in sides for r in none]
-    fa = {s: run_figures(a[s]) for s in seeds}
-    fb = {s: run_figures(b[s]) for s in seeds}
+    fa, fb = ({s: run_figures(side[s]) for s in seeds} for side in (a, b))
     kinds = {name: kind for figures in [*fa.values(), *fb.values()] for name, (kind, _) in figures.items()}
     return {
         "a": a_label,
@@ -670,9 +654,7 @@ class ReportArgs:
     baseline: Annotated[tuple[str, ...], tyro.conf.UseAppendAction, tyro.conf.arg(metavar="JSON")] = ()
     """A launch.evaluate result (--policy random or constant) to show as a row; repeat it for more."""
     paired: Annotated[tuple[str, str], tyro.conf.arg(metavar="A_LABEL B_LABEL")] = ("", "")
-    """Compare the groups A and B seed by seed (runs matched by config.json's seed) instead of the group tables:
-    per figure the per-seed A - B, their mean with its 95% t interval, the sign count, their SD and the minimum
-    detectable difference."""
+    """Compare the groups A and B seed by seed (runs matched by config.json's seed) instead of the group tables."""
     out: Annotated[str | None, tyro.conf.arg(metavar="PREFIX")] = None
     """Also write PREFIX.md and PREFIX.json."""
     json_path: Annotated[str | None, tyro.conf.arg(name="json", metavar="PATH")] = None
@@ -689,9 +671,7 @@ def _write(args: ReportArgs, table: str, data: dict) -> None:
     paths = [(args.out + ".md", table + "\n"), (args.out + ".json", None)] if args.out else []
     paths += [(args.json_path, None)] if args.json_path else []
     for path, text in paths:
-        folder = os.path.dirname(path)
-        if folder:
-            os.makedirs(folder, exist_ok=True)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text if text is not None else json.dumps(data, indent=2) + "\n")
 
