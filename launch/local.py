@@ -10,20 +10,11 @@
     python -m launch.local --resume latest                 # ... the newest run under --run-dir (or a new one)
     python -m launch.local --actors 2 --no-spawn-actors    # learner only (= launch.learner); actors: launch.actor
 
-Prints a ``[PROCESSOR]`` line every ``--log-every`` seconds and a ``[MAIN] Epoch``
-line per epoch; every ``--eval.every-env-steps`` env steps an evaluation process plays the current weights and
-a ``[MAIN] Eval`` line follows; restarts an actor that dies; on Ctrl-C, SIGTERM or the end of a budget
-(``--total-env-steps``, ``--learner.steps``, ``--duration``) it writes the final checkpoint, stops every child,
-plays the final evaluation (launch/final_eval.py: best.pt chosen between the last weights and the best snapshots on
-fresh episodes, then it and the last weights on ``--eval.final-episodes`` more), prints a last line that says what ended the run,
-and exits 0. The budgets in env steps and updates count the
-whole run, resumes included; ``--resume`` keeps the run's budgets unless the command line sets new ones.
-The progress bar shows only on a terminal: a redirected log gets plain lines.
-
-Read :func:`run` top to bottom: configuration and run folder, the learner, :func:`print_header`, the actor
-pool and the evaluation process, the learner's loop with :class:`Supervisor` ``tick`` between its epochs
-(heartbeat, progress, the ``[PROCESSOR]`` line, restarting dead actors, evaluations, slot notices), then
-shutdown, :func:`print_accounting` and the final evaluation.
+Prints a ``[PROCESSOR]`` line every ``--log-every`` seconds, a ``[MAIN] Epoch`` line per epoch and a ``[MAIN] Eval``
+line per evaluation (a progress bar only on a terminal); restarts an actor that dies. On Ctrl-C, SIGTERM or the end of
+a budget it writes the final checkpoint, stops every child, plays the final evaluation (launch/final_eval.py), says
+what ended the run and exits 0. The budgets count the whole run, resumes included; ``--resume`` keeps them unless the
+command line sets new ones.
 """
 
 from __future__ import annotations
@@ -46,10 +37,7 @@ from launch.final_eval import RESULT_NAME, VIDEO_NAME, final_evaluation
 from launch.machine import record_machine
 from launch.processes import BACKOFF_CAP_S, QUICK_EXIT_S, ActorPool, spawn_context, start_process, stop_processes
 from launch.resume import resolved_start
-from learner.checkpoint import (
-    BEST_NAME,
-    CHECKPOINT_NAME,
-)
+from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from learner.console import format_processor_line
 from learner.loop import Learner
 from learner.replay.saved import REPLAY_NAME
@@ -215,11 +203,6 @@ def ratio_phrase(lc) -> str:
     return f"replay ratio at most {lc.samples_per_insert:g} samples per transition"
 
 
-def learning_phrase(lc, rule) -> str:
-    """The learning rate and the TD rule (shared/targets.py), for the header."""
-    return f"lr {lc.lr:g}, {rule.describe()}"
-
-
 def env_steps_phrase(steps: int, lc) -> str:
     """``steps`` env steps and, when the replay ratio is set, the updates they hold at that ratio."""
     if lc.samples_per_insert <= 0:
@@ -257,11 +240,9 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, r
         f"compile: {lc.compile}{vectors}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s), "
         f"{'dueling' if cfg.net.dueling else 'Nature-DQN'} head)"
     )
-    seeds = (
-        ""
-        if (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (cfg.seed,) * 3
-        else f" (actors {cfg.actor.seed}, learner {cfg.learner.seed}, evaluations {cfg.eval.seed})"
-    )
+    seeds = f" (actors {cfg.actor.seed}, learner {cfg.learner.seed}, evaluations {cfg.eval.seed})"
+    if (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (cfg.seed,) * 3:
+        seeds = ""
     print(f"[MAIN] seed {cfg.seed if cfg.seed >= 0 else 'not saved (an older run)'}{seeds}", flush=True)
     label, device, spec = learner.entry.label_of(cfg.env), learner.device, spec_line(cfg, learner.entry, learner.spec)
     print(
@@ -277,7 +258,7 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, r
             f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
             f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); {ratio_phrase(lc)}, "
             f"reward scale {lc.reward_scale:.4g}, "
-            f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, {learning_phrase(lc, learner.dqn.rule)}",
+            f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, lr {lc.lr:g}, {learner.dqn.rule.describe()}",
             flush=True,
         )
     if not cfg.collect_only:
@@ -453,15 +434,9 @@ class Evaluator:
     def tick(self) -> None:
         c = self.learner.counters
         if self.period.due(c.inserted):
+            request = dict(updates=c.updates, env_steps=c.inserted, wall_seconds=round(self.learner.elapsed(), 3))
             try:  # never wait: while the last evaluation still runs this one is skipped
-                self.requests.put_nowait(
-                    dict(
-                        updates=c.updates,
-                        env_steps=c.inserted,
-                        wall_seconds=round(self.learner.elapsed(), 3),
-                        weights=self.learner.server.current(),
-                    )
-                )
+                self.requests.put_nowait(request | {"weights": self.learner.server.current()})
             except queue.Full:
                 self.skipped += 1
         while True:
