@@ -7,18 +7,12 @@
     python -m launch.evaluate --policy constant --action right+A --episodes 50  # hold right+A at epsilon 0.05
     python -m launch.evaluate --policy random --env.mario.actions right_only --env.mario.no-jump-release --episodes 50
 
-RUN_DIR is a folder made by ``python -m launch.local``: its ``config.json`` gives the env (``--env.*`` as
-launch.local's change it; without a run, ``EnvConfig``'s defaults) and its ``best.pt`` the network (``--net``).
-Beside the N episodes at ``--epsilon``, a greedy policy plays one at epsilon 0 (Mario is deterministic given the
-actions: one is all there is), and on envs without a single-env form (Snake, fuel breaks) a uniformly random policy
-plays the same seeds. Then the final evaluation's secondary rows (launch/final_eval.py), on streams of their own from
-``--seed`` with the run's eval.* (else the defaults); the random policy stays random, the constant one holds its action.
-
-The JSON file (``--json``; default ``RUN_DIR/eval-STAGE-eps0.05.json``, or ``eval-STAGE-random.json`` in RUN_DIR or
-the current folder): run_dir, checkpoint, updates, env_steps, wall_seconds, stage, epsilon, action, policy, net, seed,
-env, summary, greedy (the greedy episode's summary and record), random, episodes (score, success, return, length of
-each), hazards (shared/hazards.py), secondary (low_epsilon, noop_greedy; null at 0 episodes), video (the replay must
-reach the episode's score) and eval_seconds. Bad input prints one line on stderr naming the value and exits with 2.
+RUN_DIR (made by ``launch.local``) gives the env (``--env.*`` change it; without a run, ``EnvConfig``'s defaults) and
+the network (``--net``). Beside the N episodes at ``--epsilon`` one greedy episode plays at epsilon 0 (Mario is
+deterministic given the actions), on envs without a single-env form (Snake, fuel breaks) a random policy plays the same
+seeds, then the final evaluation's secondary rows (launch/final_eval.py) on streams of their own from ``--seed``. The
+JSON (``--json``; default ``eval-STAGE-eps0.05.json`` or ``eval-STAGE-random.json`` in RUN_DIR, else here) holds them
+all with every episode. Bad input prints one line on stderr naming the value and exits with 2.
 """
 
 from __future__ import annotations
@@ -84,8 +78,7 @@ class EvaluateArgs:
     json: Annotated[str | None, tyro.conf.arg(metavar="PATH")] = None
     """Where to write the results."""
     low_epsilon_episodes: int | None = None
-    """Episodes of the secondary row at eval.low_epsilon (default: the run's eval.low_epsilon_episodes, else 50; 0:
-    none)."""
+    """Episodes of the secondary row at eval.low_epsilon (default: the run's eval.low_epsilon_episodes, else 50; 0: none)."""
     noop_episodes: int | None = None
     """Episodes of the secondary row at epsilon 0 after 0-eval.noop_max no-op steps (default: the run's
     eval.noop_episodes, else 30; 0: none)."""
