@@ -28,6 +28,7 @@ import tyro
 from launch.cli import UsageError, parse
 from launch.final_eval import RESULT_NAME, describe
 from launch.machine import MACHINE_NAME
+from launch.resume import flatten
 from launch.tools.stats import ALPHA, POWER, mde_paired, mde_two_groups, paired, pooled_sd, t_interval
 from shared.results import read_metrics, upgrade
 
@@ -56,13 +57,6 @@ def find_runs(paths: list[str]) -> list[str]:
             raise UsageError(f"{path!r} is not a run folder (no config.json) and holds none")
         runs.extend(found)
     return sorted(dict.fromkeys(runs))
-
-
-def flatten(d: dict, prefix: str = "") -> dict:
-    out: dict = {}
-    for key, value in d.items():
-        out.update(flatten(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
-    return out
 
 
 def _read_json(path: str) -> Any:
