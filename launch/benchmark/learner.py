@@ -1,8 +1,7 @@
 """Stage learner: the learner alone on a filled replay.
 
-Rows: the learner as a run configures it on this device, on prioritized replay as runs sample (``run_prioritized``)
-and on uniform (``run_uniform``), where one such update's time goes (``split``), and fp32 eager, AMP and AMP +
-compile, each without and with accumulation, on prioritized replay.
+Rows: the learner as a run sets it, on prioritized and uniform replay; where an update's time goes (``split``); fp32
+eager, AMP and AMP + compile, each without and with accumulation.
 """
 
 from __future__ import annotations
@@ -57,9 +56,8 @@ def _filled_replay(
 
 
 def reset_compiler() -> None:
-    """Forget every compiled graph of this process (Dynamo caches, CUDA-graph trees) before a new compiled learner:
-    past Dynamo's recompile limit on ``QNetwork.forward``'s code, shared by every learner built here, a later variant
-    would run, and be timed, eager. Call it only when no earlier compiled learner is used again."""
+    """Forget every compiled graph of this process before a new compiled learner: past Dynamo's recompile limit on
+    the ``QNetwork.forward`` they share, a later variant would be timed eager. Only when no earlier one is used again."""
     torch._dynamo.reset()
 
 
@@ -89,11 +87,9 @@ def rates_text(figures: dict) -> str:
 
 
 def update_split(dqn, replay: FrameReplay, reps: int) -> dict[str, float]:
-    """Median milliseconds per update of each part of ``dqn.update`` on ``replay``, each timed on its own (a GPU
-    synchronized around each): ``sample``, the target net's forwards (``targets``), the train-mode pass that moves
-    BatchNorm's statistics over the trunk (``bn_stats``) and over the whole net (``bn_stats_whole_net``), the whole
-    loss with those two included (``loss``), ``backward``, the priority write-back (``priorities``; 0 on uniform
-    replay), and the rest of a whole update (``step_and_rest``: clipping, the optimizer, the host copy, Python)."""
+    """Median milliseconds per update of each part of ``dqn.update`` on ``replay``, each timed on its own: ``loss``
+    includes ``targets`` and the BatchNorm statistics passes (``bn_stats``: the trunk, ``bn_stats_whole_net``);
+    ``step_and_rest`` is what a whole update adds (clipping, the optimizer, the host copy, Python)."""
     cuda = dqn.device.type == "cuda"
     prioritized = hasattr(replay, "update_priorities")
 

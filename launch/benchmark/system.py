@@ -104,14 +104,7 @@ def _collector(reports: list[dict], handoff: str, lock_wait: str | None, handoff
 
 
 def _system_figures(
-    w: _Window,
-    updates: int,
-    batch: int,
-    epoch_seconds: list[float],
-    c: dict,
-    drops: int,
-    bytes_per_transition: int,
-    compile_s: float,
+    w: _Window, updates: int, batch: int, epoch_seconds: list[float], c: dict, drops: int, replay_bytes: int, compile_s: float
 ) -> dict:
     steady = epoch_seconds[1:] or epoch_seconds
     return {
@@ -130,7 +123,7 @@ def _system_figures(
         "collector_handoffs": c["handoffs"],
         "collector_sent_transitions": c["sent_transitions"],
         "drops": drops,
-        "replay_bytes_per_transition": bytes_per_transition,
+        "replay_bytes_per_transition": replay_bytes,
         "learner_rss_mb_start": w.rss_start[0],
         "learner_rss_mb_end": w.rss_end[0],
         "actors_rss_mb_start": w.rss_start[1],
@@ -194,7 +187,7 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
         epoch_seconds=[rc.learner.updates_per_epoch / r for r in rates],
         c=_collector(actor_reports, "submit_seconds", None, "batches", "sent_transitions"),
         drops=plane.stats().drops + sum(r["dropped_batches"] for r in actor_reports),
-        bytes_per_transition=plane.replay.bytes_per_transition,
+        replay_bytes=plane.replay.bytes_per_transition,
         compile_s=compile_s,
     )
 
@@ -232,7 +225,7 @@ def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) ->
         epoch_seconds=learner.epoch_seconds,
         c=_collector(actor_reports, "blocked_seconds", "lock_wait_seconds", "puts", "steps"),
         drops=0,
-        bytes_per_transition=learner.replay.bytes_per_transition,
+        replay_bytes=learner.replay.bytes_per_transition,
         compile_s=0.0,
     )
 
