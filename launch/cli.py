@@ -30,8 +30,7 @@ class UsageError(Exception):
 
 
 def parse(kind: type[T], argv: Sequence[str] | None, prog: str, description: str | None = None) -> T:
-    """``kind`` (a dataclass) filled from ``argv`` by tyro; ``--help`` prints and exits 0 as usual, and a value tyro
-    rejects raises UsageError with tyro's message in one line (the flag and the bad value)."""
+    """``kind`` (a dataclass) filled from ``argv`` by tyro; a value tyro rejects raises UsageError, its message in one line."""
     caught = io.StringIO()
     try:
         with contextlib.redirect_stderr(caught):
@@ -114,8 +113,7 @@ def plain(parsed: Any, kind: type = RunConfig) -> Any:
 
 
 def parse_run_config(argv: Sequence[str], description: str | None = None) -> RunConfig:
-    """The RunConfig a command line asks for (not yet resolved: shared/envs ``resolve`` does that). A plug-in named
-    by ``--env.module`` is imported first; one that does not import exits with the error (status 2)."""
+    """The RunConfig a command line asks for, not yet resolved; the plug-in ``--env.module`` names is imported first."""
     argv = list(argv)
     load_plugin(argv)
     return plain(tyro.cli(run_config_type(), args=argv, description=description))

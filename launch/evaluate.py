@@ -351,8 +351,7 @@ def _evaluate(args: EvaluateArgs, job: dict) -> int:
 
 
 def play_secondary(args: EvaluateArgs, job: dict, clusters: list[tuple[str, float, float]]) -> dict:
-    """The final evaluation's secondary rows for this policy (low_epsilon, noop_greedy; module docstring), each on
-    its own stream from ``--seed``; their lines printed. A row of 0 episodes is None."""
+    """The final evaluation's secondary rows for this policy, each on its own stream from ``--seed``, printed; None at 0."""
     env, net = job["env"], job["net"]
     entry = entry_for(env)
     words = entry.score.lower(), entry.success.lower()

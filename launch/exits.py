@@ -36,8 +36,7 @@ class StopSignals:
 
 
 def exit_code(body: Callable[[], int]) -> int:
-    """``body()``'s exit code; a bad configuration is said and exits 2, a run stopped by a non-finite update or a
-    dead service thread (its last good weights saved) is said and exits 1."""
+    """``body()``'s exit code; a bad configuration is said and exits 2, a non-finite update or a dead thread exits 1."""
     try:
         return body()
     except ConfigError as exc:

@@ -55,8 +55,7 @@ def _ignore_sigint() -> None:
 
 
 def play_job(job: dict) -> dict:
-    """Worker: play ``job['episodes']`` episodes (and one greedy one if asked) with the given weights, each after
-    up to ``job['noop_max']`` no-op steps where the job has it."""
+    """Worker: play ``job['episodes']`` episodes (after up to ``job['noop_max']`` no-ops) and one greedy one if asked."""
     torch.set_num_threads(1)  # batch-1 forwards: one core per worker
     net = build_network(job["env"], job["weights"], dueling=job["dueling"])
     episodes = play_episodes(net, job["env"], job["episodes"], job["epsilon"], job["seed"], noop_max=int(job.get("noop_max", 0)))
@@ -129,8 +128,7 @@ def samples_per_transition(counters: dict) -> float | None:
 
 
 def episode_jobs(episodes: int, seed: int) -> list[tuple[int, int]]:
-    """``(episodes, seed)`` of each job that plays ``episodes`` episodes on the stream ``seed``: jobs of at most
-    ``EPISODES_PER_JOB`` episodes, job k seeded ``stream_seed(seed, k)``. Depends on nothing but its arguments."""
+    """``(episodes, seed)`` per job: at most ``EPISODES_PER_JOB`` episodes each, job k on ``stream_seed(seed, k)``."""
     if episodes < 1:
         raise ValueError(f"episodes={episodes!r} must be >= 1")
     return [
@@ -188,8 +186,7 @@ def run_jobs(jobs: list[dict], processes: int) -> list[dict]:
 
 
 def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> dict | None:
-    """Select ``best.pt``, then evaluate it and the last weights (module docstring): what ``eval_final.json`` holds, or
-    None when the run has no trained checkpoint or ``eval.final_episodes`` is 0."""
+    """What ``eval_final.json`` holds after choosing and evaluating ``best.pt`` (None: no updates or no final episodes)."""
     checkpoint = load_checkpoint(run_dir, say=echo)
     cfg = resolve_config(read_config(checkpoint["config"]), validate=False)
     ev = cfg.eval
@@ -278,8 +275,7 @@ def select_best(
 
 
 def more_rows(ev: EvalConfig, common: dict, last_online: dict, kept: list[dict], echo: Echo) -> dict[str, Row]:
-    """Step 3's rows (the late window, low epsilon, no-op greedy: those with episodes), as ``play_rows`` takes them,
-    each on its own stream; said in one line."""
+    """Step 3's rows with episodes (late window, low epsilon, no-op greedy) as ``play_rows`` takes them, said in one line."""
     more: dict[str, Row] = {}
     said = []
     if kept:
@@ -348,8 +344,7 @@ def say_results(result: dict, names: list[str], best_is_last: bool, words: Words
 
 
 def film_greedy(env: Any, actions: list[int], score: float, path: str, name: str, echo: Echo) -> None:
-    """Film the greedy episode of ``name``'s weights (best.pt, else the last weights) to ``path``; a failure is said,
-    not raised: the figures are already written."""
+    """Film ``name``'s greedy episode to ``path``; a failure is said, not raised (the figures are already written)."""
     from actors.evaluator import record_video  # imageio: only where an env films
 
     try:

@@ -28,8 +28,7 @@ def spawn_context() -> Any:
 
 
 def start_process(ctx: Any, target: Callable, args: tuple, name: str, kwargs: dict | None = None) -> Any:
-    """Start ``target(*args, **kwargs)`` in a fresh process whose env pins math libraries to one thread and that has SIGINT
-    blocked from its first instruction (see the module docstring)."""
+    """Start ``target(*args, **kwargs)`` in a fresh process, math libraries on one thread, SIGINT blocked (module docstring)."""
     saved = {k: os.environ.get(k) for k in _SINGLE_THREAD_ENV}
     os.environ.update(_SINGLE_THREAD_ENV)
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # this thread's; the child inherits it

@@ -114,8 +114,7 @@ def ceiling_and_collection(cfg: RunConfig, bench: BenchConfig) -> dict:
 
 
 def collection_figures(rounds: dict[str, list[dict]], ceilings: list[dict]) -> dict:
-    """The collection stage's entry: each kind's rounds, mean rate and actor env share, and against the env ceiling's
-    rounds (if any) its efficiency and CPU cost per transition."""
+    """The collection stage's entry: each kind's rounds, rate and env share; against the env ceiling, its efficiencies."""
     out: dict = {f"rounds_{kind}": runs for kind, runs in rounds.items()}
     for kind, runs in rounds.items():
         out[f"transitions_per_s_{kind}"] = statistics.mean(c["transitions_per_s"] for c in runs)

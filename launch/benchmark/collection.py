@@ -19,8 +19,7 @@ from shared.network import build_q_network
 
 
 def _bare_env_worker(cfg: RunConfig, index: int, go, seconds: float, out) -> None:
-    """One process: warm up, say so, wait for ``go`` (all K warm), then step with random actions for ``seconds``;
-    a vector env (Snake, fuel breaks) steps all its envs per tick, with random valid actions."""
+    """One process: warm up, say so, wait for ``go`` (all K warm), then step random (valid) actions for ``seconds``."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -25,8 +25,7 @@ from shared.wire.protocol import action_dtype
 def _filled_replay(
     cfg: RunConfig, device: torch.device, prioritized: bool, streams: int = 8, per_stream: int = 4096
 ) -> FrameReplay:
-    """A replay of the run's env spec (shape, dtype, stack, masks) filled with random 200-step episodes; prioritized
-    as the run's replay settings say (alpha, eps), with random initial priorities so draws are not uniform."""
+    """A replay of the run's env spec filled with random 200-step episodes; prioritized (alpha, eps) with random priorities."""
     spec = env_spec(cfg.env)
     kind: type[FrameReplay] = PrioritizedReplay if prioritized else FrameReplay
     extra: dict[str, Any] = {"alpha": cfg.replay.priority_alpha, "eps": cfg.replay.priority_eps} if prioritized else {}

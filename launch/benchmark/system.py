@@ -36,8 +36,7 @@ def _rss_mb(procs: list) -> tuple[float, float]:
 
 
 class _Window:
-    """The timed window: its seconds and the transitions ``processed()`` counts in it, resident memory of this process
-    and the actors at its start and end, and GPU utilization sampled every 0.5 s (CUDA only)."""
+    """The timed window: its seconds and transitions, resident memory at its start and end, GPU utilization (CUDA only)."""
 
     def __init__(self, device: torch.device, procs: list, processed: Callable[[], int]):
         self.device, self.procs, self.processed = device, procs, processed
@@ -69,8 +68,7 @@ class _Window:
 
 
 def _until(count: Callable[[], int], target: int, step: Callable[[], Any], error: str, timeout: float = 300.0) -> None:
-    """Call ``step()`` until ``count()`` reaches ``target``; past ``timeout`` seconds raise ``error`` formatted with
-    the count, the target and the timeout."""
+    """Call ``step()`` until ``count()`` reaches ``target``; past ``timeout`` s raise ``error.format(count, target, timeout)``."""
     deadline = time.monotonic() + timeout
     while count() < target:
         if time.monotonic() > deadline:

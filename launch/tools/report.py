@@ -601,8 +601,7 @@ def _value(kind: str, x: float | None) -> str:
 
 
 def _diff(kind: str, x: float | None, unit: bool = True) -> str:
-    """A difference (or a spread of differences) as the paired table prints it: rates in points ("pts" unless
-    ``unit`` is False: an interval's bounds)."""
+    """A difference as the paired table prints it: rates in points, "pts" unless ``unit`` is False (an interval's bounds)."""
     if x is None:
         return "-"
     sign = "+" if x > 0 else ""
@@ -656,8 +655,7 @@ class ReportArgs:
     plot: Annotated[str | None, tyro.conf.arg(metavar="PNG")] = None
     """Draw the groups' evaluation curves with 95% t bands over runs."""
     end_window: float = END_WINDOW
-    """Width in score units of the window in which the per-run table finds where most unsuccessful episodes end
-    (on Mario 200 is about one hazard of 1-1)."""
+    """Width in score units of the window where the per-run table finds most unsuccessful episodes' ends (Mario: 200)."""
 
 
 def _write(args: ReportArgs, table: str, data: dict) -> None:
