@@ -83,8 +83,7 @@ def env_config_type() -> type:
 
 
 def with_env_options(kind: type, env: EnvConfig | None = None) -> type:
-    """``kind`` (a dataclass with an ``env: EnvConfig`` field) as tyro parses it: ``env`` as :func:`env_config_type`,
-    its flags defaulting to ``env``'s values (a saved run's; None: EnvConfig's defaults)."""
+    """``kind`` with its ``env`` field as :func:`env_config_type`, the flags defaulting to ``env``'s values (None: defaults)."""
     env_type = env_config_type()
     factory: Any = env_type
     if env is not None:

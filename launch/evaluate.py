@@ -91,8 +91,7 @@ def _is_number(text: str) -> bool:
 
 
 def video_episode(episodes: list[Episode], greedy_ep: Episode | None, which: str) -> tuple[int | str, Episode]:
-    """The episode ``--video-episode`` names, and its number in ``episodes`` ('greedy' for the greedy episode): best
-    or worst (``ranked_episode``), greedy (best where there is none: a random or constant policy), or a number."""
+    """The episode ``--video-episode`` names and its number ('greedy' for the greedy one; best where there is none)."""
     if which == "greedy" and greedy_ep is not None:
         return "greedy", greedy_ep
     index = int(which) if _is_number(which) else ranked_episode(episodes, "worst" if which == "worst" else "best")
@@ -100,8 +99,7 @@ def video_episode(episodes: list[Episode], greedy_ep: Episode | None, which: str
 
 
 def parse_args(argv: list[str], env: EnvConfig | None = None) -> EvaluateArgs:
-    """The command line, its ``--env.*`` options over ``env``'s values (a run's; None: EnvConfig's defaults); the
-    plug-ins ``--env.module`` and ``env`` name are imported first, so their envs' options are flags too."""
+    """The command line, its ``--env.*`` over ``env``'s values; the plug-ins it and ``env`` name are imported first."""
     refuse_renamed(argv, RENAMED)
     try:
         for module in (plugin_module(argv), env.module if env is not None else ""):
@@ -192,8 +190,7 @@ def checkpoint_path(args: EvaluateArgs) -> str:
 
 
 def play_env(args: EvaluateArgs, argv: list[str]) -> tuple[EnvEntry, EnvConfig]:
-    """``args.env`` checked (shared/envs ``check_env``; a bad value as UsageError); an ``--env.<name>.*`` option
-    of an env other than the one played is refused, as it would change nothing."""
+    """``args.env`` checked; an ``--env.<name>.*`` option of another env than the one played is refused (it changes nothing)."""
     name = args.env.name
     for arg in argv:
         parts = arg.split("=", 1)[0].split(".")

@@ -117,8 +117,7 @@ class ActorPool:
         return 0.0 if quick <= 1 else min(BACKOFF_FIRST_S * 2 ** (quick - 2), BACKOFF_CAP_S)
 
     def restart_dead(self, before_start: Callable[[int], None] | None = None) -> list[tuple[int, float]]:
-        """Schedule a restart of every slot whose process has exited, after ``restart_delay``, and start those that
-        are due (``before_start(slot)`` first); returns (slot, delay) for each exit found by this call."""
+        """Schedule a restart of every slot whose process exited (after ``restart_delay``), start those due; (slot, delay)s."""
         if self.stop_event.is_set():
             return []
         now, found = time.monotonic(), []

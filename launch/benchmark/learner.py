@@ -86,9 +86,8 @@ def rates_text(figures: dict) -> str:
 
 
 def update_split(dqn, replay: FrameReplay, reps: int) -> dict[str, float]:
-    """Median milliseconds per update of each part of ``dqn.update`` on ``replay``, each timed on its own: ``loss``
-    includes ``targets`` and the BatchNorm statistics passes (``bn_stats``: the trunk, ``bn_stats_whole_net``);
-    ``step_and_rest`` is what a whole update adds (clipping, the optimizer, the host copy, Python)."""
+    """Median ms per update of each part of ``dqn.update``, each timed on its own; ``loss`` includes ``targets`` and the
+    BatchNorm passes (``bn_stats*``), ``step_and_rest`` is the rest (clipping, the optimizer, the host copy, Python)."""
     cuda = dqn.device.type == "cuda"
     prioritized = hasattr(replay, "update_priorities")
 

@@ -196,8 +196,7 @@ def _g(value: Any, fmt: str = "g") -> str:
 
 
 def further(data: dict | None) -> dict[str, tuple[str, dict]]:
-    """key -> (row name, summary) of the further evaluations a result holds (eval_final.json's ``late_window`` and
-    ``secondary``, a baseline's ``secondary``); those absent, null or without a summary are left out."""
+    """key -> (row name, summary) of the further evaluations a result or a baseline holds that have a summary."""
     data = data or {}
     secondary = data.get("secondary") or {}
     parts = {"late_window": data.get("late_window"), **{key: secondary.get(key) for key in ("low_epsilon", "noop_greedy")}}

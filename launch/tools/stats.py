@@ -20,8 +20,7 @@ POWER = 0.8
 
 
 def t_interval(values: Sequence[float] | ArrayLike, confidence: float = CONFIDENCE) -> tuple[float, float | None, float | None]:
-    """(mean, lo, hi): the Student t interval of the mean of ``values`` (n - 1 degrees of freedom), the interval over
-    runs the report gives each group. One value: no interval (lo, hi None); values all alike: lo = hi = mean."""
+    """(mean, lo, hi): the Student t interval of the mean (n - 1 dof); one value: lo, hi None; all alike: lo = hi = mean."""
     x = np.asarray(values, dtype=np.float64)
     if len(x) == 0:
         raise ValueError("t_interval of no values")
