@@ -121,12 +121,6 @@ def choose_best(last: list[float], snapshots: list[list[float]], level: float = 
     return max(passed, key=lambda i: float(np.mean(snapshots[i]))) if passed else None
 
 
-def samples_per_transition(counters: dict) -> float | None:
-    """The run's replay ratio: samples trained per transition inserted (None where the counters lack it)."""
-    inserted = int(counters.get("inserted", 0))
-    return counters["samples_trained"] / inserted if inserted and "samples_trained" in counters else None
-
-
 def episode_jobs(episodes: int, seed: int) -> list[tuple[int, int]]:
     """``(episodes, seed)`` per job: at most ``EPISODES_PER_JOB`` episodes each, job k on ``stream_seed(seed, k)``."""
     if episodes < 1:
@@ -216,8 +210,10 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> di
     played, *played_more = play_rows([final_row, *more.values()], processes)
     clusters = clusters_for(env)
     result: dict[str, Any] = {"run_dir": run_dir, "seed": cfg.seed, "eval_seed": ev.seed, "stream_seed": seed}
-    result |= {"epsilon": ev.epsilon, "env": env.name, "stage": env_label(env), "env_steps": int(counters["inserted"])}
-    result |= {"updates": int(counters["updates"]), "samples_per_transition": samples_per_transition(counters)}
+    inserted = int(counters["inserted"])
+    result |= {"epsilon": ev.epsilon, "env": env.name, "stage": env_label(env), "env_steps": inserted}
+    ratio = counters["samples_trained"] / inserted if inserted and "samples_trained" in counters else None  # replay ratio
+    result |= {"updates": int(counters["updates"]), "samples_per_transition": ratio}
     result |= {"wall_seconds": float(counters.get("elapsed_seconds", 0.0)), "selection": selection, "seconds": 0.0}
     for (name, _, c), got in zip(contenders, played):
         result[name] = _versioned(c) | described(got["episodes"], clusters) | {k: got[k] for k in ("greedy", "episodes")}

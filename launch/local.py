@@ -70,12 +70,6 @@ def spec_line(cfg: RunConfig, entry: EnvEntry, spec: EnvSpec) -> str:
     )
 
 
-def make_run_dir(cfg: RunConfig) -> str:
-    path = os.path.join(cfg.run_dir, time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
-    os.makedirs(path, exist_ok=True)
-    return path
-
-
 def write_config(run_dir: str, cfg: RunConfig) -> None:
     """``config.json``: the configuration of the run's latest start (written whole, then renamed into place)."""
     path = os.path.join(run_dir, "config.json")
@@ -113,7 +107,8 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
     stopping, terminated = signals.stopping, signals.terminated
     ready, resume_state = resolved_start(cfg)
     cfg = ready.cfg
-    run_dir = cfg.resume or make_run_dir(cfg)
+    run_dir = cfg.resume or os.path.join(cfg.run_dir, time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
+    os.makedirs(run_dir, exist_ok=True)
     local_actors = cfg.actors if cfg.spawn_actors else 0  # launch.learner: the actors run elsewhere
     threads = cfg.learner.threads if cfg.learner.threads > 0 else max(1, (os.cpu_count() or 1) - local_actors)
     torch.set_num_threads(threads)  # actors each keep a core busy; spin-waiting extra threads only slow us down

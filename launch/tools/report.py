@@ -219,15 +219,11 @@ def clusters(hazards: dict | None) -> list[dict]:
     return [c for c in hazards.get("clusters") or [] if isinstance(c, dict) and "name" in c]
 
 
-def hazard_name(cluster: dict) -> str:
-    x = cluster.get("x")
-    where = f" (x {score_text(x[0])}-{score_text(x[1])})" if isinstance(x, list) and len(x) == 2 else ""
-    return f"hazard {cluster['name']}{where}: pass rate"
-
-
 def _hazard_row(c: dict, counts: dict, mean: float | None, ci: list[float] | None, interval: str) -> dict:
     """A hazard's pass-rate row; ``counts``: the runs and their rates (a group) or the episodes (a baseline)."""
-    row = {"key": "hazard", "row": hazard_name(c), "name": c["name"], "x": c.get("x"), **counts}
+    x = c.get("x")
+    where = f" (x {score_text(x[0])}-{score_text(x[1])})" if isinstance(x, list) and len(x) == 2 else ""
+    row = {"key": "hazard", "row": f"hazard {c['name']}{where}: pass rate", "name": c["name"], "x": x, **counts}
     return {**row, "pass_rate_mean": mean, "pass_rate_ci": ci, "interval": interval}
 
 
