@@ -2,12 +2,10 @@
 
     python -m launch.final_eval runs/RUN            # what launch.local runs as a run ends (again, or later)
 
-On streams of their own from ``eval.seed`` (docs/architecture.md, "Seeds, final evaluation and reports"): (1) the
-last weights and the kept snapshots play the same fresh episodes, and ``best.pt`` is the last weights unless a snapshot
-beats them (``choose_best``); (2) the last weights and ``best.pt`` each play ``eval.final_episodes`` more, unbiased as
-the selection's are not reused; (3) the late window, low-epsilon and no-op greedy rows. Jobs of ``EPISODES_PER_JOB``
-episodes, each on its own stream, so the episodes do not depend on the core count. Results: ``eval_final.json``, a
-``final/`` metrics row, ``[FINAL]`` lines and on Mario ``best.mp4``; the run's checkpoint is untouched, so it can rerun.
+On streams of their own from ``eval.seed`` (docs/architecture.md, "Seeds, final evaluation and reports"): ``best.pt``
+is chosen among the last weights and the kept snapshots on fresh episodes (``choose_best``), both then play more fresh
+ones, then the late-window, low-epsilon and no-op rows; in jobs of ``EPISODES_PER_JOB`` episodes, each on its own
+stream, so the episodes do not depend on the core count.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import statistics
@@ -28,10 +29,8 @@ def _rss_mb(procs: list) -> tuple[float, float]:
     """(this process, sum over live ``procs``) resident MB."""
     actors = 0.0
     for p in procs:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             actors += psutil.Process(p.pid).memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
     return psutil.Process().memory_info().rss / 2**20, actors / 2**20
 
 
