@@ -3,21 +3,12 @@
     python -m launch.actor --learner 10.0.0.5:5600                     # ask the learner for a free slot
     python -m launch.actor --learner 127.0.0.1:5600 --actor-id 0 --actors 2 --env.name fake
 
-``--learner HOST:PORT`` is the learner's address and base port (its experience sockets are
-PORT + slot, its weights PORT - 1 and PORT - 2); it sets ``--transport.host`` and
-``--transport.base-port``. Without ``--actor-id`` the actor asks the learner for a free slot
-(learner/slots.py), so identical replicas need no per-replica setting; with it, it takes that
-slot (then ``--actors`` must match the learner's). Every other flag is the RunConfig of
-``launch.local`` (env, actor and transport settings must match the learner's).
-
-Environment variables (for containers; flags win): ``WARPPIPE_LEARNER`` (HOST:PORT),
-``WARPPIPE_ACTOR_ID``, ``WARPPIPE_ARGS`` (more flags, split like a shell line), ``WARPPIPE_KEY_WAIT``
-(seconds to wait for CURVE key files a keys container is still writing).
-
-It keeps playing while the learner is down or restarting (ZeroMQ reconnects; staging drops and
-counts what the learner cannot take). Exit codes: 0 on SIGINT or SIGTERM, printing its report as
-one JSON line ``[ACTOR] {...}``; 2 on a bad setting; 3 when the learner refused a slot for
-``--actor.slot-wait`` seconds.
+``--learner HOST:PORT``, the learner's address and base port, sets ``--transport.host`` and ``--transport.base-port``.
+Without ``--actor-id`` the actor asks the learner for a free slot, so replicas need no setting of their own; every
+other flag is launch.local's and must match the learner's. For containers (flags win): ``WARPPIPE_LEARNER``,
+``WARPPIPE_ACTOR_ID``, ``WARPPIPE_ARGS`` (more flags, split like a shell line), ``WARPPIPE_KEY_WAIT`` (seconds to wait
+for CURVE key files). It keeps playing while the learner is down. Exit codes: 0 on SIGINT or SIGTERM (its report as
+one ``[ACTOR] {...}`` JSON line), 2 on a bad setting, 3 when no slot came in ``--actor.slot-wait`` seconds.
 """
 
 from __future__ import annotations
@@ -48,8 +39,7 @@ def parse_learner(address: str) -> tuple[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     signals = StopSignals().install()  # kept from the first line: actor_main stops on it
-    argv = list(sys.argv[1:] if argv is None else argv)
-    argv = shlex.split(os.environ.get("WARPPIPE_ARGS", "")) + argv
+    argv = shlex.split(os.environ.get("WARPPIPE_ARGS", "")) + list(sys.argv[1:] if argv is None else argv)
     raw_id, argv = take_option(argv, "--actor-id")  # the actor's own options; tyro parses the RunConfig's
     learner, argv = take_option(argv, "--learner")
     cfg = parse_run_config(argv, description=__doc__)

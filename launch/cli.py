@@ -1,14 +1,9 @@
 """The command lines of warppipe's programs, all parsed by tyro.
 
-:func:`parse` reads a program's own arguments (a dataclass whose field docstrings are its ``--help``) and turns tyro's
-error box into one :class:`UsageError` line. The programs that take a RunConfig (``launch.local``, ``launch.learner``,
-``launch.actor``, the benchmark) parse it with :func:`parse_run_config`: each env's own options appear under its name.
-``launch.evaluate`` takes a run's env options the same way (:func:`with_env_options`).
-
-:class:`~shared.config.EnvConfig` holds env options in one dict (``options``); tyro needs a field per option. The
-types tyro parses are built here from the env registry, after ``--env.module`` (a plug-in) is imported, so a
-plug-in's options are flags like a built-in's (``--env.mario.stage 1-2``, ``--env.my_env.game pong``); what tyro
-returns is converted back to a plain RunConfig, its env options under ``env.options``.
+:func:`parse` reads a program's own dataclass and turns tyro's error box into one :class:`UsageError` line. EnvConfig
+holds env options in one dict, but tyro needs a field per option: the types it parses are built from the env registry
+after ``--env.module`` (a plug-in) is imported, so every env's options are flags (``--env.mario.stage 1-2``), and
+:func:`plain` turns what tyro returns back into a plain config, its env options under ``env.options``.
 """
 
 from __future__ import annotations
@@ -35,8 +30,7 @@ class UsageError(Exception):
 
 
 def parse(kind: type[T], argv: Sequence[str] | None, prog: str, description: str | None = None) -> T:
-    """``kind`` (a dataclass) filled from ``argv`` by tyro; ``--help`` prints and exits 0 as usual, and a value tyro
-    rejects raises UsageError with tyro's message in one line (the flag and the bad value)."""
+    """``kind`` (a dataclass) filled from ``argv`` by tyro; a value tyro rejects raises UsageError, its message in one line."""
     caught = io.StringIO()
     try:
         with contextlib.redirect_stderr(caught):
@@ -89,9 +83,7 @@ def env_config_type() -> type:
 
 
 def with_env_options(kind: type, env: EnvConfig | None = None) -> type:
-    """``kind`` (a dataclass with an ``env: EnvConfig`` field) as tyro parses it: ``env`` as :func:`env_config_type`,
-    its flags defaulting to ``env``'s values (a saved run's env under the options a command line gives; None:
-    EnvConfig's defaults). :func:`plain` turns what tyro returns back into a ``kind``."""
+    """``kind`` with its ``env`` field as :func:`env_config_type`, the flags defaulting to ``env``'s values (None: defaults)."""
     env_type = env_config_type()
     factory: Any = env_type
     if env is not None:
@@ -120,19 +112,16 @@ def plain(parsed: Any, kind: type = RunConfig) -> Any:
 
 
 def parse_run_config(argv: Sequence[str], description: str | None = None) -> RunConfig:
-    """The RunConfig a command line asks for (not yet resolved: shared/envs ``resolve`` does that). A plug-in named
-    by ``--env.module`` is imported first; one that does not import exits with the error (status 2)."""
+    """The RunConfig a command line asks for, not yet resolved; the plug-in ``--env.module`` names is imported first."""
     argv = list(argv)
     load_plugin(argv)
     return plain(tyro.cli(run_config_type(), args=argv, description=description))
 
 
 def take_option(argv: Sequence[str], flag: str) -> tuple[str | None, list[str]]:
-    """The value of ``flag`` in ``argv`` (``FLAG VALUE`` or ``FLAG=VALUE``; the last one wins) and ``argv`` without it:
-    a program's own option whose name a RunConfig section already takes (``launch.actor --learner HOST:PORT`` beside
-    ``--learner.lr``), read before tyro parses the rest."""
-    value, rest, args = None, [], list(argv)
-    i = 0
+    """The value of ``flag`` in ``argv`` (the last one wins) and ``argv`` without it: a program's own option whose name
+    a RunConfig section takes too (``launch.actor --learner HOST:PORT`` beside ``--learner.lr``)."""
+    value, rest, args, i = None, [], list(argv), 0
     while i < len(args):
         if args[i] == flag and i + 1 < len(args):
             value, i = args[i + 1], i + 2
@@ -146,8 +135,7 @@ def take_option(argv: Sequence[str], flag: str) -> tuple[str | None, list[str]]:
 
 
 def refuse_renamed(argv: Sequence[str], renamed: dict[str, str]) -> None:
-    """UsageError for the first option of ``argv`` that ``renamed`` maps (its old spelling -> its form now), naming
-    the new form."""
+    """UsageError for the first option of ``argv`` that ``renamed`` maps (old spelling -> new), naming the new form."""
     for arg in argv:
         flag = arg.split("=", 1)[0]
         if flag in renamed:

@@ -7,18 +7,12 @@
     python -m launch.evaluate --policy constant --action right+A --episodes 50  # hold right+A at epsilon 0.05
     python -m launch.evaluate --policy random --env.mario.actions right_only --env.mario.no-jump-release --episodes 50
 
-RUN_DIR is a folder made by ``python -m launch.local``: its ``config.json`` gives the env (``--env.*`` as
-launch.local's change it; without a run, ``EnvConfig``'s defaults) and its ``best.pt`` the network (``--net``).
-Beside the N episodes at ``--epsilon``, a greedy policy plays one at epsilon 0 (Mario is deterministic given the
-actions: one is all there is), and on envs without a single-env form (Snake, fuel breaks) a uniformly random policy
-plays the same seeds. Then the final evaluation's secondary rows (launch/final_eval.py), on streams of their own from
-``--seed`` with the run's eval.* (else the defaults); the random policy stays random, the constant one holds its action.
-
-The JSON file (``--json``; default ``RUN_DIR/eval-STAGE-eps0.05.json``, or ``eval-STAGE-random.json`` in RUN_DIR or
-the current folder): run_dir, checkpoint, updates, env_steps, wall_seconds, stage, epsilon, action, policy, net, seed,
-env, summary, greedy (the greedy episode's summary and record), random, episodes (score, success, return, length of
-each), hazards (shared/hazards.py), secondary (low_epsilon, noop_greedy; null at 0 episodes), video (the replay must
-reach the episode's score) and eval_seconds. Bad input prints one line on stderr naming the value and exits with 2.
+RUN_DIR (made by ``launch.local``) gives the env (``--env.*`` change it; without a run, ``EnvConfig``'s defaults) and
+the network (``--net``). Beside the N episodes at ``--epsilon`` one greedy episode plays at epsilon 0 (Mario is
+deterministic given the actions), on envs without a single-env form (Snake, fuel breaks) a random policy plays the same
+seeds, then the final evaluation's secondary rows (launch/final_eval.py) on streams of their own from ``--seed``. The
+JSON (``--json``; default ``eval-STAGE-eps0.05.json`` or ``eval-STAGE-random.json`` in RUN_DIR, else here) holds them
+all with every episode. Bad input prints one line on stderr naming the value and exits with 2.
 """
 
 from __future__ import annotations
@@ -84,8 +78,7 @@ class EvaluateArgs:
     json: Annotated[str | None, tyro.conf.arg(metavar="PATH")] = None
     """Where to write the results."""
     low_epsilon_episodes: int | None = None
-    """Episodes of the secondary row at eval.low_epsilon (default: the run's eval.low_epsilon_episodes, else 50; 0:
-    none)."""
+    """Episodes of the secondary row at eval.low_epsilon (default: the run's eval.low_epsilon_episodes, else 50; 0: none)."""
     noop_episodes: int | None = None
     """Episodes of the secondary row at epsilon 0 after 0-eval.noop_max no-op steps (default: the run's
     eval.noop_episodes, else 30; 0: none)."""
@@ -98,8 +91,7 @@ def _is_number(text: str) -> bool:
 
 
 def video_episode(episodes: list[Episode], greedy_ep: Episode | None, which: str) -> tuple[int | str, Episode]:
-    """The episode ``--video-episode`` names, and its number in ``episodes`` ('greedy' for the greedy episode): best
-    or worst (``ranked_episode``), greedy (best where there is none: a random or constant policy), or a number."""
+    """The episode ``--video-episode`` names and its number ('greedy' for the greedy one; best where there is none)."""
     if which == "greedy" and greedy_ep is not None:
         return "greedy", greedy_ep
     index = int(which) if _is_number(which) else ranked_episode(episodes, "worst" if which == "worst" else "best")
@@ -107,8 +99,7 @@ def video_episode(episodes: list[Episode], greedy_ep: Episode | None, which: str
 
 
 def parse_args(argv: list[str], env: EnvConfig | None = None) -> EvaluateArgs:
-    """The command line, its ``--env.*`` options over ``env``'s values (a run's; None: EnvConfig's defaults); the
-    plug-ins ``--env.module`` and ``env`` name are imported first, so their envs' options are flags too."""
+    """The command line, its ``--env.*`` over ``env``'s values; the plug-ins it and ``env`` name are imported first."""
     refuse_renamed(argv, RENAMED)
     try:
         for module in (plugin_module(argv), env.module if env is not None else ""):
@@ -199,8 +190,7 @@ def checkpoint_path(args: EvaluateArgs) -> str:
 
 
 def play_env(args: EvaluateArgs, argv: list[str]) -> tuple[EnvEntry, EnvConfig]:
-    """``args.env`` checked (shared/envs ``check_env``; a bad value as UsageError); an ``--env.<name>.*`` option
-    of an env other than the one played is refused, as it would change nothing."""
+    """``args.env`` checked; an ``--env.<name>.*`` option of another env than the one played is refused (it changes nothing)."""
     name = args.env.name
     for arg in argv:
         parts = arg.split("=", 1)[0].split(".")
@@ -358,8 +348,7 @@ def _evaluate(args: EvaluateArgs, job: dict) -> int:
 
 
 def play_secondary(args: EvaluateArgs, job: dict, clusters: list[tuple[str, float, float]]) -> dict:
-    """The final evaluation's secondary rows for this policy (low_epsilon, noop_greedy; module docstring), each on
-    its own stream from ``--seed``; their lines printed. A row of 0 episodes is None."""
+    """The final evaluation's secondary rows for this policy, each on its own stream from ``--seed``, printed; None at 0."""
     env, net = job["env"], job["net"]
     entry = entry_for(env)
     words = entry.score.lower(), entry.success.lower()

@@ -19,9 +19,8 @@ EXIT_FAILED = 1  # the run stopped on an error it saved its last good weights fr
 
 @dataclass
 class StopSignals:
-    """Ctrl-C and SIGTERM as events: ``stopping`` for either, ``terminated`` for SIGTERM (a container or a job being
-    stopped, which has seconds left). Installed first thing, so a signal that comes while the program is still
-    starting (as PID 1 a default SIGTERM would be ignored) is kept and ends it cleanly."""
+    """Ctrl-C and SIGTERM as events: ``stopping`` for either, ``terminated`` for SIGTERM (seconds left). Installed
+    first thing, so a signal during start-up (as PID 1 a default SIGTERM would be ignored) ends the program cleanly."""
 
     stopping: threading.Event = field(default_factory=threading.Event)
     terminated: threading.Event = field(default_factory=threading.Event)
@@ -37,8 +36,7 @@ class StopSignals:
 
 
 def exit_code(body: Callable[[], int]) -> int:
-    """``body()``'s exit code; a bad configuration is said and exits 2, a run stopped by a non-finite update or a
-    dead service thread (its last good weights saved) is said and exits 1."""
+    """``body()``'s exit code; a bad configuration is said and exits 2, a non-finite update or a dead thread exits 1."""
     try:
         return body()
     except ConfigError as exc:

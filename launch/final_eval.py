@@ -2,22 +2,10 @@
 
     python -m launch.final_eval runs/RUN            # what launch.local runs as a run ends (again, or later)
 
-``best.pt`` as the best of many noisy in-training evaluations is biased upwards (the winner's curse). So at the end
-of a run, on streams of their own from ``eval.seed`` (docs/architecture.md, "Seeds, final evaluation and reports"):
-
-1. **Selection.** The last weights and the kept snapshots (``snapshots/``) play the same ``eval.select_episodes``
-   episodes at ``eval.epsilon``; ``best.pt`` is the last weights unless a snapshot beats them (``choose_best``).
-2. **Final evaluation.** The last weights and ``best.pt`` each play the same ``eval.final_episodes`` episodes at
-   ``eval.epsilon`` plus one greedy episode: unbiased estimates, as the selection's episodes are not reused.
-3. **More rows**, in the same pool: the late window (each kept weights of ``kept/`` plays ``eval.late_episodes``
-   episodes, pooled), the last weights at ``eval.low_epsilon`` and greedy after 0-``eval.noop_max`` no-op steps
-   (DQN Zoo's protocol). Every row of episodes has a hazard table (shared/hazards.py).
-
-Episodes go out in jobs of ``EPISODES_PER_JOB``, job k on its own stream (``episode_jobs``), over worker processes,
-one per core; the split is fixed, so the episodes are the same on every machine (``--processes`` changes only the
-time). Results: ``eval_final.json`` (layout in ``write_results``), one ``final/`` row in ``metrics.jsonl`` and
-TensorBoard, ``[FINAL]`` lines, and on Mario ``best.mp4``, best.pt's greedy episode. A second Ctrl-C stops it; the
-run's checkpoint and snapshots are untouched, so it can be run again later.
+On streams of their own from ``eval.seed`` (docs/architecture.md, "Seeds, final evaluation and reports"): ``best.pt``
+is chosen among the last weights and the kept snapshots on fresh episodes (``choose_best``), both then play more fresh
+ones, then the late-window, low-epsilon and no-op rows; in jobs of ``EPISODES_PER_JOB`` episodes, each on its own
+stream, so the episodes do not depend on the core count.
 """
 
 from __future__ import annotations
@@ -40,7 +28,7 @@ from launch.cli import UsageError, parse
 from launch.processes import spawn_context
 from learner.checkpoint import CHECKPOINT_NAME, has_checkpoint, load_best, load_checkpoint, load_kept, load_snapshots, save_best
 from learner.metrics import MetricsLog
-from shared.config import ConfigError, EvalConfig
+from shared.config import EvalConfig
 from shared.config_migration import read_config
 from shared.envs import entry_for, env_label, with_stage
 from shared.hazards import clusters_for, format_hazards, hazard_table
@@ -65,8 +53,7 @@ def _ignore_sigint() -> None:
 
 
 def play_job(job: dict) -> dict:
-    """Worker: play ``job['episodes']`` episodes (and one greedy one if asked) with the given weights, each after
-    up to ``job['noop_max']`` no-op steps where the job has it."""
+    """Worker: play ``job['episodes']`` episodes (after up to ``job['noop_max']`` no-ops) and one greedy one if asked."""
     torch.set_num_threads(1)  # batch-1 forwards: one core per worker
     net = build_network(job["env"], job["weights"], dueling=job["dueling"])
     episodes = play_episodes(net, job["env"], job["episodes"], job["epsilon"], job["seed"], noop_max=int(job.get("noop_max", 0)))
@@ -114,10 +101,8 @@ def _versioned(counters: dict) -> dict:
 
 
 def choose_best(last: list[float], snapshots: list[list[float]], level: float = SELECTION_LEVEL) -> int | None:
-    """The snapshot that becomes best.pt, by index, or None for the last weights: among the snapshots whose scores
-    (one per fresh episode) have a mean above ``last``'s in a one-sided Welch t-test at ``level / len(snapshots)``,
-    the one with the highest mean. Samples without spread (a deterministic env) pass only on a strictly higher
-    mean with no spread on either side."""
+    """The snapshot (by index) that becomes best.pt, or None for the last weights: the highest mean among those above
+    ``last``'s in a one-sided Welch t-test at ``level / len(snapshots)`` (without spread: a strictly higher mean)."""
     from scipy import stats
 
     if not snapshots:
@@ -134,15 +119,8 @@ def choose_best(last: list[float], snapshots: list[list[float]], level: float = 
     return max(passed, key=lambda i: float(np.mean(snapshots[i]))) if passed else None
 
 
-def samples_per_transition(counters: dict) -> float | None:
-    """The run's replay ratio: samples trained per transition inserted (None where the counters lack it)."""
-    inserted = int(counters.get("inserted", 0))
-    return counters["samples_trained"] / inserted if inserted and "samples_trained" in counters else None
-
-
 def episode_jobs(episodes: int, seed: int) -> list[tuple[int, int]]:
-    """``(episodes, seed)`` of each job that plays ``episodes`` episodes on the stream ``seed``: jobs of at most
-    ``EPISODES_PER_JOB`` episodes, job k seeded ``stream_seed(seed, k)``. Depends on nothing but its arguments."""
+    """``(episodes, seed)`` per job: at most ``EPISODES_PER_JOB`` episodes each, job k on ``stream_seed(seed, k)``."""
     if episodes < 1:
         raise ValueError(f"episodes={episodes!r} must be >= 1")
     return [
@@ -152,9 +130,8 @@ def episode_jobs(episodes: int, seed: int) -> list[tuple[int, int]]:
 
 
 def play_rows(rows: list[Row], processes: int) -> list[list[dict]]:
-    """Each row's weights play the same episodes (``episode_jobs(episodes, seed)``), all rows' jobs in one pool; per
-    row, per weights in order: ``{"episodes": [records in job order], "greedy": the first job's greedy record or
-    None}``. ``common``: the jobs' env, dueling and epsilon (and noop_max, for no-op starts)."""
+    """Each row's weights play the same episodes (``episode_jobs``), all rows' jobs in one pool; per row, per weights:
+    ``{"episodes": [records in job order], "greedy": the first job's greedy record or None}``."""
     jobs: list[dict] = []
     shapes: list[tuple[int, int]] = []  # per row: its weights, and the jobs of each
     for common, weights, episodes, seed, greedy in rows:
@@ -201,8 +178,7 @@ def run_jobs(jobs: list[dict], processes: int) -> list[dict]:
 
 
 def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> dict | None:
-    """Select ``best.pt``, then evaluate it and the last weights (module docstring): what ``eval_final.json`` holds, or
-    None when the run has no trained checkpoint or ``eval.final_episodes`` is 0."""
+    """What ``eval_final.json`` holds after choosing and evaluating ``best.pt`` (None: no updates or no final episodes)."""
     checkpoint = load_checkpoint(run_dir, say=echo)
     cfg = resolve_config(read_config(checkpoint["config"]), validate=False)
     ev = cfg.eval
@@ -232,8 +208,10 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> di
     played, *played_more = play_rows([final_row, *more.values()], processes)
     clusters = clusters_for(env)
     result: dict[str, Any] = {"run_dir": run_dir, "seed": cfg.seed, "eval_seed": ev.seed, "stream_seed": seed}
-    result |= {"epsilon": ev.epsilon, "env": env.name, "stage": env_label(env), "env_steps": int(counters["inserted"])}
-    result |= {"updates": int(counters["updates"]), "samples_per_transition": samples_per_transition(counters)}
+    inserted = int(counters["inserted"])
+    result |= {"epsilon": ev.epsilon, "env": env.name, "stage": env_label(env), "env_steps": inserted}
+    ratio = counters["samples_trained"] / inserted if inserted and "samples_trained" in counters else None  # replay ratio
+    result |= {"updates": int(counters["updates"]), "samples_per_transition": ratio}
     result |= {"wall_seconds": float(counters.get("elapsed_seconds", 0.0)), "selection": selection, "seconds": 0.0}
     for (name, _, c), got in zip(contenders, played):
         result[name] = _versioned(c) | described(got["episodes"], clusters) | {k: got[k] for k in ("greedy", "episodes")}
@@ -291,8 +269,7 @@ def select_best(
 
 
 def more_rows(ev: EvalConfig, common: dict, last_online: dict, kept: list[dict], echo: Echo) -> dict[str, Row]:
-    """Step 3's rows (the late window, low epsilon, no-op greedy: those with episodes), as ``play_rows`` takes them,
-    each on its own stream; said in one line."""
+    """Step 3's rows with episodes (late window, low epsilon, no-op greedy) as ``play_rows`` takes them, said in one line."""
     more: dict[str, Row] = {}
     said = []
     if kept:
@@ -361,8 +338,7 @@ def say_results(result: dict, names: list[str], best_is_last: bool, words: Words
 
 
 def film_greedy(env: Any, actions: list[int], score: float, path: str, name: str, echo: Echo) -> None:
-    """Film the greedy episode of ``name``'s weights (best.pt, else the last weights) to ``path``; a failure is said,
-    not raised: the figures are already written."""
+    """Film ``name``'s greedy episode to ``path``; a failure is said, not raised (the figures are already written)."""
     from actors.evaluator import record_video  # imageio: only where an env films
 
     try:
@@ -374,17 +350,8 @@ def film_greedy(env: Any, actions: list[int], score: float, path: str, name: str
 
 
 def write_results(run_dir: str, result: dict) -> None:
-    """``eval_final.json`` and one ``final/`` metrics row at the run's last env step (last_/best_ score, success_rate,
-    return, greedy_score; late_, low_epsilon_, noop_ score and success_rate where those rows exist).
-
-    The JSON: run_dir, seed, eval_seed, stream_seed, epsilon, env, stage, env_steps, updates, samples_per_transition
-    (the run's replay ratio), wall_seconds, selection (the last weights, then each snapshot: in-training score, fresh
-    score, per-episode scores), seconds; last and best (weights_version, env_steps, summary, hazards, greedy and
-    episodes; best is a copy of last with ``same_as_last`` when the selection kept it, null with nothing to choose
-    from); late_window (epsilon, episodes_per_weights, stream_seed, weights: per kept weights, oldest first, then the
-    summary and hazards of all their episodes pooled; null without kept weights or late episodes); secondary:
-    low_epsilon and noop_greedy (epsilon or noop_max, stream_seed, summary, hazards, episodes with their noops), each
-    null at 0 episodes."""
+    """``eval_final.json`` (``best`` a copy of ``last`` with ``same_as_last`` when the selection kept it; a row without
+    episodes null) and one ``final/`` metrics row at the run's last env step with each row's score and success rate."""
     path = os.path.join(run_dir, RESULT_NAME)
     with open(path + ".tmp", "w", encoding="utf-8") as fh:
         json.dump(result, fh, indent=2)
@@ -392,13 +359,8 @@ def write_results(run_dir: str, result: dict) -> None:
     os.replace(path + ".tmp", path)
     secondary = result.get("secondary") or {}
     figures: dict[str, Any] = {}
-    for name, row in (
-        ("last", result.get("last")),
-        ("best", result.get("best")),
-        ("late", result.get("late_window")),
-        ("low_epsilon", secondary.get("low_epsilon")),
-        ("noop", secondary.get("noop_greedy")),
-    ):
+    rows = {"last": result.get("last"), "best": result.get("best"), "late": result.get("late_window")}
+    for name, row in (rows | {"low_epsilon": secondary.get("low_epsilon"), "noop": secondary.get("noop_greedy")}).items():
         if row:
             s = row["summary"]
             figures |= {f"final/{name}_score": s["score_mean"], f"final/{name}_success_rate": s["success_rate"]}
@@ -424,15 +386,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parse(FinalEvalArgs, argv, "python -m launch.final_eval", __doc__.split("\n")[0])
         if args.processes < 0:
             raise UsageError(f"--processes={args.processes} must be >= 0 (0: one per core)")
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if not has_checkpoint(args.run_dir):
-        print(f"error: run_dir={args.run_dir!r} has no {CHECKPOINT_NAME}", file=sys.stderr)
-        return 2
-    try:
+        if not has_checkpoint(args.run_dir):
+            raise UsageError(f"run_dir={args.run_dir!r} has no {CHECKPOINT_NAME}")
         result = final_evaluation(args.run_dir, args.processes)
-    except (ConfigError, ValueError) as exc:  # ValueError: no readable checkpoint, each file's fault named
+    except (UsageError, ValueError) as exc:  # ValueError (ConfigError too): no readable checkpoint or config, named
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if result is None:

@@ -1,8 +1,7 @@
 """Container health check: ``python -m launch.health [--max-age S]``; exit 0 healthy, 1 not, with the reason.
 
-Reads the liveness file named by ``WARPPIPE_HEALTH_FILE`` (shared/health.py) and checks that its
-writer is alive, wrote within ``--max-age`` seconds, and that each TCP port it lists accepts a
-connection on its bind address (loopback when it binds every interface).
+Reads the liveness file ``WARPPIPE_HEALTH_FILE`` names (shared/health.py): its writer must be alive, have written
+within ``--max-age`` seconds, and each TCP port it lists must accept a connection.
 """
 
 from __future__ import annotations

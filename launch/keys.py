@@ -41,8 +41,7 @@ class KeysConfig:
 
 
 def make_keys(cfg: KeysConfig) -> list[tuple[str, str]]:
-    """Write the key pairs; returns (public, secret) paths per name made. Raises ValueError on a bad name or an
-    existing file."""
+    """Write the key pairs: (public, secret) paths per name made; ValueError on a bad name or an existing file."""
     if not cfg.name or len(set(cfg.name)) != len(cfg.name):
         raise ValueError(f"name={list(cfg.name)!r} must list at least one name, each once")
     for name in cfg.name:

@@ -3,12 +3,9 @@
     python -m launch.learner --actors 8 --transport.host 0.0.0.0 \\
         --transport.curve-server-secret keys/learner.key_secret --transport.curve-authorized-dir keys/actors
 
-The same program and flags as ``launch.local`` with ``--no-spawn-actors``: it binds the N actor
-slots (``--actors``), hands free slots to actors that ask, trains, evaluates, checkpoints, and
-``--resume latest`` continues the newest run under ``--run-dir`` (a fresh run when there is none),
-so a restarted container picks up where it stopped. ``WARPPIPE_ARGS`` (flags, split like a shell
-line) comes before the command line's flags; ``WARPPIPE_KEY_WAIT`` seconds it waits for CURVE key
-files that a keys container is still writing.
+``launch.local --no-spawn-actors``: it binds the ``--actors`` slots and hands free ones to actors that ask;
+``--resume latest`` lets a restarted container pick up its run. ``WARPPIPE_ARGS`` (flags, split like a shell line)
+come before the command line's; it waits ``WARPPIPE_KEY_WAIT`` seconds for CURVE key files still being written.
 """
 
 from __future__ import annotations

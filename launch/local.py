@@ -10,24 +10,16 @@
     python -m launch.local --resume latest                 # ... the newest run under --run-dir (or a new one)
     python -m launch.local --actors 2 --no-spawn-actors    # learner only (= launch.learner); actors: launch.actor
 
-Prints a ``[PROCESSOR]`` line every ``--log-every`` seconds and a ``[MAIN] Epoch``
-line per epoch; every ``--eval.every-env-steps`` env steps an evaluation process plays the current weights and
-a ``[MAIN] Eval`` line follows; restarts an actor that dies; on Ctrl-C, SIGTERM or the end of a budget
-(``--total-env-steps``, ``--learner.steps``, ``--duration``) it writes the final checkpoint, stops every child,
-plays the final evaluation (launch/final_eval.py: best.pt chosen between the last weights and the best snapshots on
-fresh episodes, then it and the last weights on ``--eval.final-episodes`` more), prints a last line that says what ended the run,
-and exits 0. The budgets in env steps and updates count the
-whole run, resumes included; ``--resume`` keeps the run's budgets unless the command line sets new ones.
-The progress bar shows only on a terminal: a redirected log gets plain lines.
-
-Read :func:`run` top to bottom: configuration and run folder, the learner, :func:`print_header`, the actor
-pool and the evaluation process, the learner's loop with :class:`Supervisor` ``tick`` between its epochs
-(heartbeat, progress, the ``[PROCESSOR]`` line, restarting dead actors, evaluations, slot notices), then
-shutdown, :func:`print_accounting` and the final evaluation.
+Prints a ``[PROCESSOR]`` line every ``--log-every`` seconds, a ``[MAIN] Epoch`` line per epoch and a ``[MAIN] Eval``
+line per evaluation (a progress bar only on a terminal); restarts an actor that dies. On Ctrl-C, SIGTERM or the end of
+a budget it writes the final checkpoint, stops every child, plays the final evaluation (launch/final_eval.py), says
+what ended the run and exits 0. The budgets count the whole run, resumes included; ``--resume`` keeps them unless the
+command line sets new ones.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import signal
@@ -46,10 +38,7 @@ from launch.final_eval import RESULT_NAME, VIDEO_NAME, final_evaluation
 from launch.machine import record_machine
 from launch.processes import BACKOFF_CAP_S, QUICK_EXIT_S, ActorPool, spawn_context, start_process, stop_processes
 from launch.resume import resolved_start
-from learner.checkpoint import (
-    BEST_NAME,
-    CHECKPOINT_NAME,
-)
+from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from learner.console import format_processor_line
 from learner.loop import Learner
 from learner.replay.saved import REPLAY_NAME
@@ -61,6 +50,7 @@ from shared.health import Heartbeat
 from shared.network import network_family
 from shared.spec import EnvSpec
 
+say = functools.partial(print, flush=True)  # the launcher's lines, read as they come (logs, tests)
 SILENT_SLOT_NOTICE = 60.0  # seconds after start when a slot that has sent nothing is reported (its replay share is idle)
 
 # What a run leaves for its user, said at the end: weights, final figures, the video, the curves, a stopped run's replay.
@@ -78,12 +68,6 @@ def spec_line(cfg: RunConfig, entry: EnvEntry, spec: EnvSpec) -> str:
         f"{spec.num_actions} actions{', masked' if spec.masked else ''}, {network_family(spec)} net"
         + (f", {options(cfg.env)}" if options is not None else "")
     )
-
-
-def make_run_dir(cfg: RunConfig) -> str:
-    path = os.path.join(cfg.run_dir, time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
-    os.makedirs(path, exist_ok=True)
-    return path
 
 
 def write_config(run_dir: str, cfg: RunConfig) -> None:
@@ -123,7 +107,8 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
     stopping, terminated = signals.stopping, signals.terminated
     ready, resume_state = resolved_start(cfg)
     cfg = ready.cfg
-    run_dir = cfg.resume or make_run_dir(cfg)
+    run_dir = cfg.resume or os.path.join(cfg.run_dir, time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
+    os.makedirs(run_dir, exist_ok=True)
     local_actors = cfg.actors if cfg.spawn_actors else 0  # launch.learner: the actors run elsewhere
     threads = cfg.learner.threads if cfg.learner.threads > 0 else max(1, (os.cpu_count() or 1) - local_actors)
     torch.set_num_threads(threads)  # actors each keep a core busy; spin-waiting extra threads only slow us down
@@ -137,7 +122,7 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
     print_header(cfg, learner, run_dir, threads, resumed=resume_state is not None)
     compile_seconds = learner.compile()
     if compile_seconds:
-        print(f"[MAIN] compiled and warmed up in {compile_seconds:.1f}s (not counted in any epoch)", flush=True)
+        say(f"[MAIN] compiled and warmed up in {compile_seconds:.1f}s (not counted in any epoch)")
 
     learner.start()
     pool = ActorPool(actor_main, cfg, cfg.actors)
@@ -163,29 +148,27 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
         learner.close(keep_replay=reason in ("stopped", "duration"))  # a run that may go on keeps what it collected
     print_accounting(ledger, rejects)
     elapsed = time.monotonic() - supervisor.start
-    print(format_processor_line(learner.plane.stats(), learner.plane.processed / max(elapsed, 1e-9)), flush=True)
+    say(format_processor_line(learner.plane.stats(), learner.plane.processed / max(elapsed, 1e-9)))
     ratio = learner.clock.first_epoch_ratio()
     if ratio is not None:
-        print(f"[MAIN] first epoch after warm-up ran at {ratio:.0%} of the later epochs' updates/s", flush=True)
+        say(f"[MAIN] first epoch after warm-up ran at {ratio:.0%} of the later epochs' updates/s")
     c = learner.counters
     if not cfg.collect_only and c.updates and cfg.eval.final_episodes:
         if terminated.is_set():  # a container or job being stopped has seconds left, not minutes
-            print(f"[MAIN] SIGTERM: no final evaluation (python -m launch.final_eval {run_dir} runs it)", flush=True)
+            say(f"[MAIN] SIGTERM: no final evaluation (python -m launch.final_eval {run_dir} runs it)")
         else:
             final_evaluation_or_skip(run_dir, stopping)
     print_results(run_dir)
-    print(
+    say(
         f"[MAIN] stopped after {elapsed:.1f}s by {stop_line(reason, cfg, c.inserted, c.updates)}: "
         f"epoch {c.epoch}, {c.updates} updates, {c.inserted:,} env steps, weights v{c.weights_version}, "
         f"actor weights versions {versions} (lag {lags}), actor exit codes {codes}"
-        + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else ""),
-        flush=True,
+        + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else "")
     )
     if learner.checkpoints.failed:
-        print(
+        say(
             f"error: the last checkpoint could not be written (see above); {run_dir} keeps the newest one that was",
             file=sys.stderr,
-            flush=True,
         )
         return 1
     return 0
@@ -194,13 +177,11 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
 def print_results(run_dir: str) -> None:
     """How to play the best weights, and what the run folder holds."""
     if os.path.isfile(os.path.join(run_dir, BEST_NAME)):
-        print(
-            f"[MAIN] play the best evaluated weights: python -m launch.evaluate {run_dir} "
-            f"(the last checkpoint: add --net online)",
-            flush=True,
+        say(
+            f"[MAIN] play the best evaluated weights: python -m launch.evaluate {run_dir} (the last checkpoint: add --net online)"
         )
     left = [name for name in RUN_RESULTS if os.path.exists(os.path.join(run_dir, name))]
-    print(f"[MAIN] the run folder {run_dir} holds {', '.join(left) or 'no results'}", flush=True)
+    say(f"[MAIN] the run folder {run_dir} holds {', '.join(left) or 'no results'}")
 
 
 def ratio_phrase(lc) -> str:
@@ -213,11 +194,6 @@ def ratio_phrase(lc) -> str:
             f"transitions; actors wait for a slower learner)"
         )
     return f"replay ratio at most {lc.samples_per_insert:g} samples per transition"
-
-
-def learning_phrase(lc, rule) -> str:
-    """The learning rate and the TD rule (shared/targets.py), for the header."""
-    return f"lr {lc.lr:g}, {rule.describe()}"
 
 
 def env_steps_phrase(steps: int, lc) -> str:
@@ -257,31 +233,27 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, r
         f"compile: {lc.compile}{vectors}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s), "
         f"{'dueling' if cfg.net.dueling else 'Nature-DQN'} head)"
     )
-    seeds = (
-        ""
-        if (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (cfg.seed,) * 3
-        else f" (actors {cfg.actor.seed}, learner {cfg.learner.seed}, evaluations {cfg.eval.seed})"
-    )
-    print(f"[MAIN] seed {cfg.seed if cfg.seed >= 0 else 'not saved (an older run)'}{seeds}", flush=True)
+    seeds = f" (actors {cfg.actor.seed}, learner {cfg.learner.seed}, evaluations {cfg.eval.seed})"
+    if (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (cfg.seed,) * 3:
+        seeds = ""
+    say(f"[MAIN] seed {cfg.seed if cfg.seed >= 0 else 'not saved (an older run)'}{seeds}")
     label, device, spec = learner.entry.label_of(cfg.env), learner.device, spec_line(cfg, learner.entry, learner.spec)
-    print(
+    say(
         f"[MAIN] run folder {run_dir}, device {device}, {cfg.actors} actors x {cfg.actor.envs_per_actor} env(s) "
-        f"on {cfg.env.name}{'' if label == cfg.env.name else ' ' + label} ({spec}), {mode}",
-        flush=True,
+        f"on {cfg.env.name}{'' if label == cfg.env.name else ' ' + label} ({spec}), {mode}"
     )
     if cfg.actor.epsilon >= 0:
-        print(f"[MAIN] exploration: fixed epsilon {cfg.actor.epsilon:g} in every env", flush=True)
+        say(f"[MAIN] exploration: fixed epsilon {cfg.actor.epsilon:g} in every env")
     else:
         floors = [f"{e:.3g}" for a in range(min(cfg.actors, 8)) for e in epsilon_floors(cfg.actor, cfg.actors, a)]
-        print(
+        say(
             f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
             f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); {ratio_phrase(lc)}, "
             f"reward scale {lc.reward_scale:.4g}, "
-            f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, {learning_phrase(lc, learner.dqn.rule)}",
-            flush=True,
+            f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, lr {lc.lr:g}, {learner.dqn.rule.describe()}"
         )
     if not cfg.collect_only:
-        print(f"[MAIN] periods: {periods_phrase(cfg, lc)}", flush=True)
+        say(f"[MAIN] periods: {periods_phrase(cfg, lc)}")
         ev = cfg.eval
         during = (
             f"every {env_steps_phrase(ev.every_env_steps, lc)}, {ev.episodes} episodes at epsilon {ev.epsilon:g}"
@@ -295,10 +267,10 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, r
             if ev.final_episodes
             else "none"
         )
-        print(f"[MAIN] evaluation: {during}; at the end: {end} (seed {ev.seed})", flush=True)
+        say(f"[MAIN] evaluation: {during}; at the end: {end} (seed {ev.seed})")
     if resumed:
         c = learner.counters
-        print(f"[MAIN] resumed at epoch {c.epoch}, {c.updates} updates, weights v{c.weights_version}", flush=True)
+        say(f"[MAIN] resumed at epoch {c.epoch}, {c.updates} updates, weights v{c.weights_version}")
 
 
 def print_accounting(ledger: list, rejects: dict) -> None:
@@ -306,18 +278,16 @@ def print_accounting(ledger: list, rejects: dict) -> None:
     restarted = {e.slot for e in ledger if sum(f.slot == e.slot for f in ledger) > 1}
     for e in ledger:
         if e.slot in restarted or e.duplicate_batches or e.rejected_batches:
-            print(
+            say(
                 f"[MAIN] actor {e.slot} incarnation {e.incarnation:#x}: seqs {e.next_seq - e.first_seq}, "
                 f"accepted {e.accepted_batches}, rejected {e.rejected_batches}, duplicates {e.duplicate_batches}, "
-                f"gaps {e.gap_batches}",
-                flush=True,
+                f"gaps {e.gap_batches}"
             )
-    print(
+    say(
         f"[MAIN] accounting: {len(ledger)} incarnation(s) on {len({e.slot for e in ledger})} slot(s), "
         f"seqs {sum(e.next_seq - e.first_seq for e in ledger)}, accepted {sum(e.accepted_batches for e in ledger)}, "
         f"rejected {sum(e.rejected_batches for e in ledger)}, duplicates {sum(e.duplicate_batches for e in ledger)}, "
-        f"gaps {sum(e.gap_batches for e in ledger)}; rejected by reason {rejects}",
-        flush=True,
+        f"gaps {sum(e.gap_batches for e in ledger)}; rejected by reason {rejects}"
     )
 
 
@@ -386,13 +356,12 @@ class Supervisor:
         pool = self.pool
         for slot, delay in pool.restart_dead(before_start=self.learner.slots.release):
             if not delay:
-                print(f"[MAIN] actor {slot} exited; restarted (restarts: {pool.restarts[slot]})", flush=True)
+                say(f"[MAIN] actor {slot} exited; restarted (restarts: {pool.restarts[slot]})")
             else:
-                print(
+                say(
                     f"[MAIN] actor {slot} exited (exit code {pool.procs[slot].exitcode}), its exit {pool.quick_exits[slot]} "
                     f"in a row within {QUICK_EXIT_S:g}s of a start; restarting in {delay:g}s (at most "
-                    f"{BACKOFF_CAP_S:g}s apart; restarts: {pool.restarts[slot]})",
-                    flush=True,
+                    f"{BACKOFF_CAP_S:g}s apart; restarts: {pool.restarts[slot]})"
                 )
 
     def report_silent_slots(self, now: float) -> None:
@@ -426,13 +395,13 @@ def final_evaluation_or_skip(run_dir: str, stopping: threading.Event) -> None:
 
     later = f"python -m launch.final_eval {run_dir}"
     if stopping.is_set():
-        print(f"[MAIN] the final evaluation follows; Ctrl-C again skips it ({later} runs it later)", flush=True)
+        say(f"[MAIN] the final evaluation follows; Ctrl-C again skips it ({later} runs it later)")
     signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
     try:
-        final_evaluation(run_dir, echo=lambda line: print(line, flush=True))
+        final_evaluation(run_dir, echo=say)
     except KeyboardInterrupt:
-        print(f"[MAIN] final evaluation skipped; the checkpoint and snapshots are kept: {later}", flush=True)
+        say(f"[MAIN] final evaluation skipped; the checkpoint and snapshots are kept: {later}")
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run is over: only the last lines are left to print
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -453,15 +422,9 @@ class Evaluator:
     def tick(self) -> None:
         c = self.learner.counters
         if self.period.due(c.inserted):
+            request = dict(updates=c.updates, env_steps=c.inserted, wall_seconds=round(self.learner.elapsed(), 3))
             try:  # never wait: while the last evaluation still runs this one is skipped
-                self.requests.put_nowait(
-                    dict(
-                        updates=c.updates,
-                        env_steps=c.inserted,
-                        wall_seconds=round(self.learner.elapsed(), 3),
-                        weights=self.learner.server.current(),
-                    )
-                )
+                self.requests.put_nowait(request | {"weights": self.learner.server.current()})
             except queue.Full:
                 self.skipped += 1
         while True:

@@ -1,8 +1,7 @@
 """What machine a figure came from: CPU model, usable cores and the core topology, native bf16, GPU,
 torch version.
 
-The project's machines differ about 2x in learner speed (bf16 or not), so every run folder keeps this
-(``machine.json``, written by launch.local) and every test log prints it (tests/conftest.py).
+Machines differ about 2x in learner speed (bf16 or not): every run folder keeps it (``machine.json``).
 """
 
 from __future__ import annotations
@@ -32,9 +31,8 @@ def cpu_model() -> str:
 
 
 def describe_machine() -> dict:
-    """``cores``: the logical CPUs this process may use; ``cores_total`` all of them; ``physical_cores`` the cores
-    behind them and ``threads_per_core`` (2 where SMT pairs share a core: 16 vCPUs may be 8 cores), None where the
-    system does not say."""
+    """``cores``: the logical CPUs this process may use, ``cores_total`` all of them, ``physical_cores`` the cores
+    behind them and ``threads_per_core`` (2 where SMT pairs share a core), None where the system does not say."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     logical, physical = os.cpu_count(), psutil.cpu_count(logical=False)
     return {
@@ -50,8 +48,7 @@ def describe_machine() -> dict:
 
 
 def record_machine(run_dir: str) -> dict:
-    """Write ``machine.json`` into a run folder unless it has one (a resumed run keeps its first machine's);
-    returns this machine's description."""
+    """Write ``machine.json`` into a run folder unless it has one (a resumed run keeps its first machine's)."""
     m = describe_machine()
     path = os.path.join(run_dir, MACHINE_NAME)
     if not os.path.exists(path):

@@ -1,14 +1,9 @@
 """Actor process supervision: spawn, restart the dead, and stop every child for sure.
 
-Children are started with the 'spawn' method (no forked torch or sockets)
-and with OMP/MKL threads set to 1 in their environment. They never see SIGINT: it is blocked while they are
-forked, and a blocked signal stays blocked through exec, so a Ctrl-C at the terminal during their start-up
-does not reach them either (their role code then ignores it); the launcher's own Ctrl-C stays pending and is
-handled once the child is started, never lost.
-``stop_all`` sets the shared stop event and waits for each child's exit: a child that acknowledged the stop (it
-left its loop and is sending its last batches) for as long as the hang guard ``STOP_GUARD_S``, one that did not
-for ``timeout``; then SIGTERM and finally SIGKILL, so no child outlives the launcher, and a loaded machine does
-not turn a clean stop into a kill.
+Children start by 'spawn' (no forked torch or sockets) with OMP/MKL threads at 1 and SIGINT blocked through exec, so
+a Ctrl-C during their start-up never reaches them, and the launcher's own stays pending until they are started.
+``stop_all`` waits for each child (one that acknowledged the stop up to the hang guard ``STOP_GUARD_S``), then sends
+SIGTERM and SIGKILL: no child outlives the launcher, and a loaded machine does not turn a clean stop into a kill.
 """
 
 from __future__ import annotations
@@ -33,8 +28,7 @@ def spawn_context() -> Any:
 
 
 def start_process(ctx: Any, target: Callable, args: tuple, name: str, kwargs: dict | None = None) -> Any:
-    """Start ``target(*args, **kwargs)`` in a fresh process whose env pins math libraries to one thread and that has SIGINT
-    blocked from its first instruction (see the module docstring)."""
+    """Start ``target(*args, **kwargs)`` in a fresh process, math libraries on one thread, SIGINT blocked (module docstring)."""
     saved = {k: os.environ.get(k) for k in _SINGLE_THREAD_ENV}
     os.environ.update(_SINGLE_THREAD_ENV)
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # this thread's; the child inherits it
@@ -59,12 +53,8 @@ def stop_processes(
     acks: list | None = None,
     guard: float = STOP_GUARD_S,
 ) -> list[int | None]:
-    """Set ``stop_event`` and wait for every process to exit, then SIGTERM, then SIGKILL; exit codes. ``acks``: one
-    event per process, set by it once it has seen the stop; a process that set it is waited for up to ``guard``
-    seconds, one that did not (or without ``acks``) up to ``timeout``.
-
-    ``while_waiting`` (called repeatedly until the processes exit; it should block for a short while itself) lets the
-    caller keep reading: an actor's last batches leave its socket only while the learner reads them."""
+    """Set ``stop_event``, wait for every process to exit (one that set its event in ``acks`` up to ``guard`` seconds,
+    others ``timeout``), then SIGTERM, then SIGKILL; exit codes. ``while_waiting`` (short, blocking) keeps reading."""
     stop_event.set()
     start = time.monotonic()
 
@@ -95,11 +85,8 @@ class ActorPool:
     slot's restarts so far (its exploration stream: a run repeated with the same seed explores the same way)."""
 
     def __init__(self, target: Callable, cfg: Any, num_actors: int, report_queue: Any = None):
-        self.ctx = spawn_context()
-        self.target = target
-        self.cfg = cfg
+        self.ctx, self.target, self.cfg, self.report_queue = spawn_context(), target, cfg, report_queue
         self.stop_event = self.ctx.Event()
-        self.report_queue = report_queue
         self.procs: list[Any] = [None] * num_actors
         self.restarts = [0] * num_actors
         self.quick_exits = [0] * num_actors  # per slot: exits within QUICK_EXIT_S of the start, in a row
@@ -124,15 +111,13 @@ class ActorPool:
         self.started_at[slot] = time.monotonic()
 
     def restart_delay(self, slot: int) -> float:
-        """Seconds before ``slot`` starts again: none after an exit that follows a healthy run or a first quick exit,
-        then 0.5 s doubling with each further quick exit in a row, at most 30 s (an actor that cannot start does not
-        spin at full speed re-importing torch)."""
+        """Seconds before ``slot`` starts again: none after a healthy run or a first quick exit, then 0.5 s doubling
+        per further quick exit in a row up to 30 s (an actor that cannot start does not spin re-importing torch)."""
         quick = self.quick_exits[slot]
         return 0.0 if quick <= 1 else min(BACKOFF_FIRST_S * 2 ** (quick - 2), BACKOFF_CAP_S)
 
     def restart_dead(self, before_start: Callable[[int], None] | None = None) -> list[tuple[int, float]]:
-        """Schedule a restart of every slot whose process has exited, after ``restart_delay``, and start those that
-        are due (``before_start(slot)`` first); returns (slot, delay) for each exit found by this call."""
+        """Schedule a restart of every slot whose process exited (after ``restart_delay``), start those due; (slot, delay)s."""
         if self.stop_event.is_set():
             return []
         now, found = time.monotonic(), []

@@ -4,9 +4,9 @@ the options a resume may change taken from the command line and every other give
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
-from typing import Any
 
 from learner.checkpoint import checkpoint_mismatch, checkpoint_mtime, has_checkpoint, load_resume_state
 from shared.config import AUTO, ConfigError, RunConfig
@@ -32,27 +32,12 @@ RESUME_BUDGETS = ("total_env_steps", "learner.steps")
 FINDS_THE_RUN = ("run_dir",)  # given with --resume latest to say where the run is, not to change it
 
 
-def _flat(cfg: RunConfig) -> dict[str, Any]:
-    """Every option of ``cfg`` by its dotted name (``learner.lr``, ``env.mario.stage``)."""
-    out: dict[str, Any] = {}
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for key, inner in value.items():
-                walk(f"{prefix}.{key}" if prefix else key, inner)
-        else:
-            out[prefix] = value
-
-    walk("", json.loads(cfg.to_json()))
+def flatten(d: dict, prefix: str = "") -> dict:
+    """Every value of the nested dict ``d`` by its dotted name (``learner.lr``, ``env.mario.stage``)."""
+    out: dict = {}
+    for key, value in d.items():
+        out.update(flatten(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
     return out
-
-
-def _set(cfg: RunConfig, dotted: str, value: Any) -> None:
-    *owners, name = dotted.split(".")
-    target: Any = cfg
-    for part in owners:
-        target = getattr(target, part)
-    setattr(target, name, value)
 
 
 def resumed_config(cli: RunConfig) -> RunConfig:
@@ -63,7 +48,7 @@ def resumed_config(cli: RunConfig) -> RunConfig:
         raise ConfigError(f"resume={cli.resume!r} is not a run folder (no config.json)")
     with open(path) as fh:
         saved = read_config(fh.read())
-    given, defaults, kept = _flat(cli), _flat(RunConfig()), _flat(saved)
+    given, defaults, kept = (flatten(json.loads(c.to_json())) for c in (cli, RunConfig(), saved))
     for name in RESUME_OVERRIDES:
         setattr(saved, name, getattr(cli, name))
     ignored = []
@@ -71,7 +56,8 @@ def resumed_config(cli: RunConfig) -> RunConfig:
         if value == defaults.get(name) or name in RESUME_OVERRIDES or name in FINDS_THE_RUN:
             continue  # not given (an option given at its default counts as not given)
         if name in RESUME_CHANGES or (name in RESUME_BUDGETS and value and value != AUTO):
-            _set(saved, name, value)
+            *owners, field = name.split(".")
+            setattr(functools.reduce(getattr, owners, saved), field, value)
         elif value != kept.get(name):
             ignored.append(f"--{name.replace('_', '-')} {value!r} (the run's: {kept.get(name)!r})")
     if ignored:
@@ -92,9 +78,8 @@ def latest_run(run_dir: str) -> str:
 
 
 def starting_point(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
-    """The config to run and the checkpoint to continue from: ``--resume`` (``latest``: the newest run under
-    ``--run-dir`` with a checkpoint, else a new run) gives the run folder's config with the options a resume may
-    change; without it, the command line's config and None."""
+    """The config to run and the checkpoint it continues: ``--resume``'s (``latest``: the newest run under ``--run-dir``
+    with a checkpoint, else a new one) with the options a resume may change; without it, the command line's and None."""
     latest = cfg.resume == "latest"
     if latest:  # a restarted container continues its run; the first start begins one
         cfg.resume = latest_run(cfg.run_dir)
@@ -118,9 +103,8 @@ def starting_point(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
 
 
 def resolved_start(cli: RunConfig) -> tuple[Resolved, dict | None]:
-    """The run resolved (the one resolution: seed, the env's and the device's autos, every check) and the checkpoint
-    it continues from. A checkpoint whose network this release cannot load is named: ``--resume RUN`` exits 2 on it,
-    ``--resume latest`` starts a new run beside it (a restarted container must not loop on it)."""
+    """The run resolved and the checkpoint it continues from. A checkpoint this release cannot load: ``--resume RUN``
+    exits 2 on it, ``--resume latest`` starts a new run beside it (a restarted container must not loop on it)."""
     latest, fresh = cli.resume == "latest", dataclasses.replace(cli, resume="")
     cfg, resume_state = starting_point(cli)
     ready = resolve_run(cfg, fresh=not cfg.resume)

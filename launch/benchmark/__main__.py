@@ -2,10 +2,9 @@
 
     python -m launch.benchmark --actors 2 --seconds 20 --json bench.json
 
-Stages (``--stages``, one module each; docs/benchmark.md gives their figures and JSON keys): env_ceiling, collection,
-transport, replay, priority (not by default: 7 GB replays), learner, system. ``--quick`` shrinks every window. Every
-stage warms up before its timed window; rounds of env_ceiling and collection alternate (``--rounds``) so the machine's
-drift hits both alike.
+Stages (``--stages``; docs/benchmark.md gives their figures): env_ceiling, collection, transport, replay, priority (not
+by default: 7 GB replays), learner, system. Each warms up before its timed window; env_ceiling and collection rounds
+alternate so the machine's drift hits both alike.
 """
 
 from __future__ import annotations
@@ -82,9 +81,7 @@ def main(bench: BenchConfig) -> dict:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     stage("learner", lambda: learner_stage(cfg, device, bench.learner_updates, bench.learner_epochs))
     stage("system", lambda: system_stage(cfg, device, bench))
-    result["machine"]["benchmark_seconds"] = time.monotonic() - started
-    result["machine"]["stage_seconds"] = stage_seconds
-    result["machine"]["quick"] = bench.quick
+    result["machine"] |= {"benchmark_seconds": time.monotonic() - started, "stage_seconds": stage_seconds, "quick": bench.quick}
     if bench.json:  # before rendering: the figures are kept whatever happens to the table
         with open(bench.json, "w") as fh:
             json.dump(result, fh, indent=2)
@@ -117,8 +114,7 @@ def ceiling_and_collection(cfg: RunConfig, bench: BenchConfig) -> dict:
 
 
 def collection_figures(rounds: dict[str, list[dict]], ceilings: list[dict]) -> dict:
-    """The collection stage's entry: each kind's rounds, mean rate and actor env share, and against the env ceiling's
-    rounds (if any) its efficiency and CPU cost per transition."""
+    """The collection stage's entry: each kind's rounds, rate and env share; against the env ceiling, its efficiencies."""
     out: dict = {f"rounds_{kind}": runs for kind, runs in rounds.items()}
     for kind, runs in rounds.items():
         out[f"transitions_per_s_{kind}"] = statistics.mean(c["transitions_per_s"] for c in runs)

@@ -19,42 +19,30 @@ from shared.network import build_q_network
 
 
 def _bare_env_worker(cfg: RunConfig, index: int, go, seconds: float, out) -> None:
-    """One process: warm up, say so, wait for ``go`` (all K warm), then step with random actions for ``seconds``."""
+    """One process: warm up, say so, wait for ``go`` (all K warm), then step random (valid) actions for ``seconds``."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
+    rng = np.random.default_rng(index)
     if entry_for(cfg.env).make_single is None:
-        return _bare_vector_worker(cfg, index, go, seconds, out)
-    env = make_env(cfg.env, seed=index)
-    rng = np.random.default_rng(index)
-    env.reset()
-    for _ in range(50):  # warm-up
-        if any(env.step(int(rng.integers(env.num_actions)))[2:4]):
-            env.reset()
-    out.put("ready")
-    go.wait()
-    steps, end, cpu0 = 0, time.monotonic() + seconds, time.process_time()
-    while time.monotonic() < end:
-        _, _, term, trunc, _ = env.step(int(rng.integers(env.num_actions)))
-        steps += 1
-        if term or trunc:
-            env.reset()
-    out.put((steps, time.process_time() - cpu0))
+        n, warm_up = cfg.actor.envs_per_actor, 20
+        venv = make_vector_env(cfg.env, [index * 4096 + e for e in range(n)])
+        venv.reset()
 
+        def tick() -> None:
+            mask = venv.action_mask()
+            venv.step(np.where(mask, rng.random(mask.shape), -1.0).argmax(axis=1))
+    else:
+        n, warm_up = 1, 50
+        env = make_env(cfg.env, seed=index)
+        env.reset()
 
-def _bare_vector_worker(cfg: RunConfig, index: int, go, seconds: float, out) -> None:
-    """The same for a vector env (Snake, fuel breaks): one step(actions[E]) per tick, random valid actions."""
-    n = cfg.actor.envs_per_actor
-    env = make_vector_env(cfg.env, [index * 4096 + e for e in range(n)])
-    rng = np.random.default_rng(index)
-    env.reset()
+        def tick() -> None:
+            if any(env.step(int(rng.integers(env.num_actions)))[2:4]):  # terminated or truncated
+                env.reset()
 
-    def tick() -> None:
-        mask = env.action_mask()
-        env.step(np.where(mask, rng.random(mask.shape), -1.0).argmax(axis=1))
-
-    for _ in range(20):  # warm-up
+    for _ in range(warm_up):
         tick()
     out.put("ready")
     go.wait()
@@ -93,11 +81,8 @@ def _cpu_seconds(procs: list) -> float:
 
 
 def collection(cfg: RunConfig, seconds: float) -> dict:
-    """Real actors into a real DataPlane; rate of transitions arriving in replay over the timed window.
-
-    Transitions arrive a message (``envs_per_actor x batch_steps``) at a time, so each actor's rate runs from its first
-    message in the window to its last, and the window runs past ``seconds`` until every actor has sent 3 messages in it
-    (at most 10x ``seconds``): a count within a fixed window would be exact only to a whole message."""
+    """Real actors into a real DataPlane: each actor's rate runs from its first message in the window to its last (a
+    count in a fixed window is exact only to a whole message), the window until each has sent 3 (at most 10x)."""
     device = torch.device("cpu")
     spec = env_spec(cfg.env)
     plane = DataPlane(cfg, spec, device).start()

@@ -1,8 +1,7 @@
 """Stage learner: the learner alone on a filled replay.
 
-Rows: the learner as a run configures it on this device, on prioritized replay as runs sample (``run_prioritized``)
-and on uniform (``run_uniform``), where one such update's time goes (``split``), and fp32 eager, AMP and AMP +
-compile, each without and with accumulation, on prioritized replay.
+Rows: the learner as a run sets it, on prioritized and uniform replay; where an update's time goes (``split``); fp32
+eager, AMP and AMP + compile, each without and with accumulation.
 """
 
 from __future__ import annotations
@@ -26,8 +25,7 @@ from shared.wire.protocol import action_dtype
 def _filled_replay(
     cfg: RunConfig, device: torch.device, prioritized: bool, streams: int = 8, per_stream: int = 4096
 ) -> FrameReplay:
-    """A replay of the run's env spec (shape, dtype, stack, masks) filled with random 200-step episodes; prioritized
-    as the run's replay settings say (alpha, eps), with random initial priorities so draws are not uniform."""
+    """A replay of the run's env spec filled with random 200-step episodes; prioritized (alpha, eps) with random priorities."""
     spec = env_spec(cfg.env)
     kind: type[FrameReplay] = PrioritizedReplay if prioritized else FrameReplay
     extra: dict[str, Any] = {"alpha": cfg.replay.priority_alpha, "eps": cfg.replay.priority_eps} if prioritized else {}
@@ -57,9 +55,8 @@ def _filled_replay(
 
 
 def reset_compiler() -> None:
-    """Forget every compiled graph of this process (Dynamo caches, CUDA-graph trees) before a new compiled learner:
-    past Dynamo's recompile limit on ``QNetwork.forward``'s code, shared by every learner built here, a later variant
-    would run, and be timed, eager. Call it only when no earlier compiled learner is used again."""
+    """Forget every compiled graph of this process before a new compiled learner: past Dynamo's recompile limit on
+    the ``QNetwork.forward`` they share, a later variant would be timed eager. Only when no earlier one is used again."""
     torch._dynamo.reset()
 
 
@@ -89,11 +86,8 @@ def rates_text(figures: dict) -> str:
 
 
 def update_split(dqn, replay: FrameReplay, reps: int) -> dict[str, float]:
-    """Median milliseconds per update of each part of ``dqn.update`` on ``replay``, each timed on its own (a GPU
-    synchronized around each): ``sample``, the target net's forwards (``targets``), the train-mode pass that moves
-    BatchNorm's statistics over the trunk (``bn_stats``) and over the whole net (``bn_stats_whole_net``), the whole
-    loss with those two included (``loss``), ``backward``, the priority write-back (``priorities``; 0 on uniform
-    replay), and the rest of a whole update (``step_and_rest``: clipping, the optimizer, the host copy, Python)."""
+    """Median ms per update of each part of ``dqn.update``, each timed on its own; ``loss`` includes ``targets`` and the
+    BatchNorm passes (``bn_stats*``), ``step_and_rest`` is the rest (clipping, the optimizer, the host copy, Python)."""
     cuda = dqn.device.type == "cuda"
     prioritized = hasattr(replay, "update_priorities")
 

@@ -1,11 +1,8 @@
 """The seed's *original* pipeline, kept only as the benchmark's baseline (never used to train).
 
-Built from warppipe's own env, network, replay, DQN update and weight channel, so the comparison measures the pipeline
-and training settings, not different code: collectors put ``chunk_steps`` ticks of their envs (default one) at a time
-into ONE multiprocessing queue shared by all, each put under ONE shared lock (a full queue blocks: no staging, no
-drops), and report their seconds waiting for the lock and blocked in ``put``; a processor thread in the learner writes
-the chunks into replay under a lock the trainer also takes to sample; training: batch 256, fp32, no compile, no
-accumulation, model sync every 3 epochs.
+Built from warppipe's own env, network, replay and update, so the comparison measures the pipeline, not the code:
+collectors put small chunks into ONE shared queue under ONE shared lock (no staging, no drops), a processor thread
+writes them into replay under a lock the trainer takes too; batch 256, fp32, no compile, sync every 3 epochs.
 """
 
 from __future__ import annotations
@@ -57,11 +54,11 @@ def original_collector_main(
     if current is not None:
         collector.load_weights(*current)
     lock_wait = blocked = 0.0
-    puts = seq = 0
+    puts = 0  # also the next batch's seq
     started = time.perf_counter()
     orphaned = orphan_check()
     while not stop_event.is_set() and not orphaned():
-        batch = collector.collect(chunk_steps, seq, weights.poll)
+        batch = collector.collect(chunk_steps, puts, weights.poll)
         t0 = time.perf_counter()
         with lock:
             t1 = time.perf_counter()
@@ -74,7 +71,6 @@ def original_collector_main(
         lock_wait += t1 - t0
         blocked += time.perf_counter() - t0
         puts += 1
-        seq += 1
     report_queue.put(
         dict(
             actor=actor_id,
@@ -95,27 +91,18 @@ class OriginalLearner:
 
     def __init__(self, cfg: RunConfig, settings: OriginalSettings, shared_queue: Any, device: torch.device):
         self.cfg, self.settings, self.device = cfg, settings, device
-        size = cfg.env.frame_size
-        self.envs_per_actor = cfg.actor.envs_per_actor
+        size, self.envs_per_actor = cfg.env.frame_size, cfg.actor.envs_per_actor
+        streams = cfg.actors * self.envs_per_actor
         self.replay = FrameReplay(
-            cfg.actors * self.envs_per_actor,
-            cfg.replay.capacity,
-            (size, size),
-            cfg.env.stack,
-            cfg.replay.n_step,
-            cfg.replay.gamma,
-            device,
+            streams, cfg.replay.capacity, (size, size), cfg.env.stack, cfg.replay.n_step, cfg.replay.gamma, device
         )
         lc = LearnerConfig(
             **{**cfg.learner.__dict__, "micro_batch": settings.batch, "accum_steps": 1, "amp": "off", "compile": False}
         )
         self.dqn = DQNLearner(lc, env_spec(cfg.env), device)
         self.server = WeightServer(cfg.transport)
-        self.queue = shared_queue
-        self.replay_lock = threading.Lock()
-        self.processed = 0
-        self.updates = 0
-        self.weights_version = 0
+        self.queue, self.replay_lock = shared_queue, threading.Lock()
+        self.processed = self.updates = self.weights_version = 0
         self.epoch_seconds: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._process, name="experience-processor", daemon=True)

@@ -57,10 +57,8 @@ def replay_stage(cfg: RunConfig) -> dict:
 
 
 def priority_stage(cfg: RunConfig, capacities: tuple[int, ...], batches: tuple[int, ...], repeats: int = 30) -> dict:
-    """Per capacity and batch size, uniform vs prioritized: median ms of sample(B), of choosing its B slots alone (the
-    draw, plus IS weights when prioritized: what prioritization changes; gathering the frames is the same code for
-    both), and of update_priorities(B) (0 for uniform). 8 streams filled past wrap-around with 200-step episodes and
-    random priorities; one replay in memory at a time."""
+    """Per capacity and batch size, uniform vs prioritized: median ms of sample(B), of choosing its B slots alone (what
+    prioritization changes), and of update_priorities(B), on 8 streams filled past wrap-around; one replay at a time."""
     out: dict[str, Any]  # "{kind}_{capacity}_{batch}": the timings; "capacities", "batches": the lists
     size, out = cfg.env.frame_size, {}
     rng = np.random.default_rng(0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import statistics
@@ -28,16 +29,13 @@ def _rss_mb(procs: list) -> tuple[float, float]:
     """(this process, sum over live ``procs``) resident MB."""
     actors = 0.0
     for p in procs:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             actors += psutil.Process(p.pid).memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
     return psutil.Process().memory_info().rss / 2**20, actors / 2**20
 
 
 class _Window:
-    """The timed window: its seconds and the transitions ``processed()`` counts in it, resident memory of this process
-    and the actors at its start and end, and GPU utilization sampled every 0.5 s (CUDA only)."""
+    """The timed window: its seconds and transitions, resident memory at its start and end, GPU utilization (CUDA only)."""
 
     def __init__(self, device: torch.device, procs: list, processed: Callable[[], int]):
         self.device, self.procs, self.processed = device, procs, processed
@@ -69,8 +67,7 @@ class _Window:
 
 
 def _until(count: Callable[[], int], target: int, step: Callable[[], Any], error: str, timeout: float = 300.0) -> None:
-    """Call ``step()`` until ``count()`` reaches ``target``; past ``timeout`` seconds raise ``error`` formatted with
-    the count, the target and the timeout."""
+    """Call ``step()`` until ``count()`` reaches ``target``; past ``timeout`` s raise ``error.format(count, target, timeout)``."""
     deadline = time.monotonic() + timeout
     while count() < target:
         if time.monotonic() > deadline:
@@ -104,14 +101,7 @@ def _collector(reports: list[dict], handoff: str, lock_wait: str | None, handoff
 
 
 def _system_figures(
-    w: _Window,
-    updates: int,
-    batch: int,
-    epoch_seconds: list[float],
-    c: dict,
-    drops: int,
-    bytes_per_transition: int,
-    compile_s: float,
+    w: _Window, updates: int, batch: int, epoch_seconds: list[float], c: dict, drops: int, replay_bytes: int, compile_s: float
 ) -> dict:
     steady = epoch_seconds[1:] or epoch_seconds
     return {
@@ -130,7 +120,7 @@ def _system_figures(
         "collector_handoffs": c["handoffs"],
         "collector_sent_transitions": c["sent_transitions"],
         "drops": drops,
-        "replay_bytes_per_transition": bytes_per_transition,
+        "replay_bytes_per_transition": replay_bytes,
         "learner_rss_mb_start": w.rss_start[0],
         "learner_rss_mb_end": w.rss_end[0],
         "actors_rss_mb_start": w.rss_start[1],
@@ -194,7 +184,7 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
         epoch_seconds=[rc.learner.updates_per_epoch / r for r in rates],
         c=_collector(actor_reports, "submit_seconds", None, "batches", "sent_transitions"),
         drops=plane.stats().drops + sum(r["dropped_batches"] for r in actor_reports),
-        bytes_per_transition=plane.replay.bytes_per_transition,
+        replay_bytes=plane.replay.bytes_per_transition,
         compile_s=compile_s,
     )
 
@@ -232,7 +222,7 @@ def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) ->
         epoch_seconds=learner.epoch_seconds,
         c=_collector(actor_reports, "blocked_seconds", "lock_wait_seconds", "puts", "steps"),
         drops=0,
-        bytes_per_transition=learner.replay.bytes_per_transition,
+        replay_bytes=learner.replay.bytes_per_transition,
         compile_s=0.0,
     )
 

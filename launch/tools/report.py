@@ -4,24 +4,11 @@
     python -m launch.tools.report runs/ --baseline random.json --baseline right-A.json --out docs/lab/experiments/1-1
     python -m launch.tools.report --paired lr1e-4 baseline runs/ --json paired.json   # A - B on the seeds both ran
 
-Runs are grouped by ``--label`` or, where no run has one, by the config values they differ in (seeds, ports, folders
-and log options excepted). A group's row: its runs, env steps, machines, env steps/s, samples trained per transition,
-each run's final-evaluation score and success (``eval_final.json``), and the mean over runs of the last weights' score
-and success rate with a 95% interval: Student t over two or more runs (launch/tools/stats.py says why; rates clipped
-to [0, 1]), one run's own interval over its episodes (nothing of seed-to-seed spread). No interquartile mean: over 5
-runs or fewer it is about the mean. Further rows: the late window, the low-epsilon and no-op greedy rows and each
-hazard's pass rate. Under the table: the minimum detectable effect for the groups' sizes and for 4 vs 4 and 6 vs 6
-runs. Baselines (``--baseline``: ``launch.evaluate`` files) are rows over episodes. A second table lists each run's
-last weights and best.pt, and the ``--end-window`` holding most ends of its episodes that did not succeed.
-
-``--paired A B`` matches the runs of groups A and B by seed (seeds one group lacks are listed and left out); per figure
-(the rows above, and metrics.jsonl's ``probe/*`` over each run's last 20% of env steps): the per-seed A - B, their
-mean with a 95% t interval, the sign count, their SD and the minimum detectable difference (stats.py ``mde_paired``).
-
-``--out PREFIX`` also writes PREFIX.md and PREFIX.json, ``--json PATH`` the JSON alone; ``--plot PNG`` draws each
-group's in-training ``eval/score`` curve (the mean over runs, a 95% t band). Runs without a final evaluation are named
-on stderr and left out; a folder that is neither a run nor holds any exits with 2. Files under Mario's words
-(``x_pos_mean``, ``flag_rate``) are read through ``shared.results.upgrade``.
+Runs are grouped by ``--label``, else by the config values they differ in (``IGNORED`` excepted). A group's row gives
+the mean over runs of the last weights' score and success rate with a 95% Student t interval (stats.py says why; one
+run: its interval over episodes), then the late-window, low-epsilon, no-op and hazard rows and the minimum detectable
+effect; ``--baseline`` files (``launch.evaluate``) are rows over episodes. ``--paired A B`` matches two groups' runs
+by seed: per figure the A - B differences' mean with a t interval, sign count, SD and MDE.
 """
 
 from __future__ import annotations
@@ -41,6 +28,7 @@ import tyro
 from launch.cli import UsageError, parse
 from launch.final_eval import RESULT_NAME, describe
 from launch.machine import MACHINE_NAME
+from launch.resume import flatten
 from launch.tools.stats import ALPHA, POWER, mde_paired, mde_two_groups, paired, pooled_sd, t_interval
 from shared.results import read_metrics, upgrade
 
@@ -69,13 +57,6 @@ def find_runs(paths: list[str]) -> list[str]:
             raise UsageError(f"{path!r} is not a run folder (no config.json) and holds none")
         runs.extend(found)
     return sorted(dict.fromkeys(runs))
-
-
-def flatten(d: dict, prefix: str = "") -> dict:
-    out: dict = {}
-    for key, value in d.items():
-        out.update(flatten(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
-    return out
 
 
 def _read_json(path: str) -> Any:
@@ -215,8 +196,7 @@ def _g(value: Any, fmt: str = "g") -> str:
 
 
 def further(data: dict | None) -> dict[str, tuple[str, dict]]:
-    """key -> (row name, summary) of the further evaluations a result holds (eval_final.json's ``late_window`` and
-    ``secondary``, a baseline's ``secondary``); those absent, null or without a summary are left out."""
+    """key -> (row name, summary) of the further evaluations a result or a baseline holds that have a summary."""
     data = data or {}
     secondary = data.get("secondary") or {}
     parts = {"late_window": data.get("late_window"), **{key: secondary.get(key) for key in ("low_epsilon", "noop_greedy")}}
@@ -239,15 +219,11 @@ def clusters(hazards: dict | None) -> list[dict]:
     return [c for c in hazards.get("clusters") or [] if isinstance(c, dict) and "name" in c]
 
 
-def hazard_name(cluster: dict) -> str:
-    x = cluster.get("x")
-    where = f" (x {score_text(x[0])}-{score_text(x[1])})" if isinstance(x, list) and len(x) == 2 else ""
-    return f"hazard {cluster['name']}{where}: pass rate"
-
-
 def _hazard_row(c: dict, counts: dict, mean: float | None, ci: list[float] | None, interval: str) -> dict:
     """A hazard's pass-rate row; ``counts``: the runs and their rates (a group) or the episodes (a baseline)."""
-    row = {"key": "hazard", "row": hazard_name(c), "name": c["name"], "x": c.get("x"), **counts}
+    x = c.get("x")
+    where = f" (x {score_text(x[0])}-{score_text(x[1])})" if isinstance(x, list) and len(x) == 2 else ""
+    row = {"key": "hazard", "row": f"hazard {c['name']}{where}: pass rate", "name": c["name"], "x": x, **counts}
     return {**row, "pass_rate_mean": mean, "pass_rate_ci": ci, "interval": interval}
 
 
@@ -258,9 +234,7 @@ def group_rows(done: list[dict]) -> list[dict]:
         parts = [further(r["final"]).get(key) for r in done]
         present = [p for p in parts if p]
         if present:
-            per_run = [
-                None if p is None else {"score_mean": p[1]["score_mean"], "success_rate": p[1]["success_rate"]} for p in parts
-            ]
+            per_run = [p and {k: p[1][k] for k in ("score_mean", "success_rate")} for p in parts]
             figures = _over_runs([p[1] for p in present])
             rows.append({"key": key, "row": present[0][0], "runs": len(present), "per_run": per_run, **figures})
     hazards = [clusters(r["final"]["last"].get("hazards")) for r in done]
@@ -601,8 +575,7 @@ def paired_report(paths: list[str], a_label: str, b_label: str) -> dict:
         {"group": g, "seed": s, "path": mine[s]["path"]} for g, mine, other, _ in sides for s in sorted(set(mine) - set(other))
     ]
     unmatched += [{"group": g, "seed": None, "path": r["path"]} for g, _, _, none in sides for r in none]
-    fa = {s: run_figures(a[s]) for s in seeds}
-    fb = {s: run_figures(b[s]) for s in seeds}
+    fa, fb = ({s: run_figures(side[s]) for s in seeds} for side in (a, b))
     kinds = {name: kind for figures in [*fa.values(), *fb.values()] for name, (kind, _) in figures.items()}
     return {
         "a": a_label,
@@ -623,8 +596,7 @@ def _value(kind: str, x: float | None) -> str:
 
 
 def _diff(kind: str, x: float | None, unit: bool = True) -> str:
-    """A difference (or a spread of differences) as the paired table prints it: rates in points ("pts" unless
-    ``unit`` is False: an interval's bounds)."""
+    """A difference as the paired table prints it: rates in points, "pts" unless ``unit`` is False (an interval's bounds)."""
     if x is None:
         return "-"
     sign = "+" if x > 0 else ""
@@ -670,9 +642,7 @@ class ReportArgs:
     baseline: Annotated[tuple[str, ...], tyro.conf.UseAppendAction, tyro.conf.arg(metavar="JSON")] = ()
     """A launch.evaluate result (--policy random or constant) to show as a row; repeat it for more."""
     paired: Annotated[tuple[str, str], tyro.conf.arg(metavar="A_LABEL B_LABEL")] = ("", "")
-    """Compare the groups A and B seed by seed (runs matched by config.json's seed) instead of the group tables:
-    per figure the per-seed A - B, their mean with its 95% t interval, the sign count, their SD and the minimum
-    detectable difference."""
+    """Compare the groups A and B seed by seed (runs matched by config.json's seed) instead of the group tables."""
     out: Annotated[str | None, tyro.conf.arg(metavar="PREFIX")] = None
     """Also write PREFIX.md and PREFIX.json."""
     json_path: Annotated[str | None, tyro.conf.arg(name="json", metavar="PATH")] = None
@@ -680,8 +650,7 @@ class ReportArgs:
     plot: Annotated[str | None, tyro.conf.arg(metavar="PNG")] = None
     """Draw the groups' evaluation curves with 95% t bands over runs."""
     end_window: float = END_WINDOW
-    """Width in score units of the window in which the per-run table finds where most unsuccessful episodes end
-    (on Mario 200 is about one hazard of 1-1)."""
+    """Width in score units of the window where the per-run table finds most unsuccessful episodes' ends (Mario: 200)."""
 
 
 def _write(args: ReportArgs, table: str, data: dict) -> None:
@@ -689,9 +658,7 @@ def _write(args: ReportArgs, table: str, data: dict) -> None:
     paths = [(args.out + ".md", table + "\n"), (args.out + ".json", None)] if args.out else []
     paths += [(args.json_path, None)] if args.json_path else []
     for path, text in paths:
-        folder = os.path.dirname(path)
-        if folder:
-            os.makedirs(folder, exist_ok=True)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text if text is not None else json.dumps(data, indent=2) + "\n")
 

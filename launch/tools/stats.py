@@ -1,9 +1,7 @@
 """Small-sample statistics over runs, for launch.tools.report: intervals that have the coverage they claim.
 
-A group of runs is 2-6 numbers (one per seed). A percentile bootstrap over 3 numbers is their range (about 75%
-coverage, not 95%); the Student t interval is exact for normal data and close for the run-to-run spread seen here.
-Paired differences (two treatments run on the same seeds) remove what the seed alone decides; the minimum
-detectable effects size a comparison before its runs are made.
+A group is 2-6 runs: a percentile bootstrap over 3 numbers is their range (about 75% coverage, not 95%), while the
+Student t interval is exact for normal data and close for the run-to-run spread seen here.
 """
 
 from __future__ import annotations
@@ -22,8 +20,7 @@ POWER = 0.8
 
 
 def t_interval(values: Sequence[float] | ArrayLike, confidence: float = CONFIDENCE) -> tuple[float, float | None, float | None]:
-    """(mean, lo, hi): the Student t interval of the mean of ``values`` (n - 1 degrees of freedom), the interval over
-    runs the report gives each group. One value: no interval (lo, hi None); values all alike: lo = hi = mean."""
+    """(mean, lo, hi): the Student t interval of the mean (n - 1 dof); one value: lo, hi None; all alike: lo = hi = mean."""
     x = np.asarray(values, dtype=np.float64)
     if len(x) == 0:
         raise ValueError("t_interval of no values")
@@ -64,8 +61,7 @@ def paired(a: Mapping[Hashable, float], b: Mapping[Hashable, float], confidence:
     """The paired comparison of two treatments run on the same seeds (``a``, ``b``: seed -> figure): the per-seed
     differences A - B, their mean with its t interval and SE, their SD, and the sign count (ties apart)."""
     common = sorted(set(a) & set(b), key=_order)
-    xa = [float(a[s]) for s in common]
-    xb = [float(b[s]) for s in common]
+    xa, xb = [float(a[s]) for s in common], [float(b[s]) for s in common]
     d = np.asarray(xa, dtype=np.float64) - np.asarray(xb, dtype=np.float64)
     mean = lo = hi = sd = se = None
     if len(d):
@@ -102,25 +98,22 @@ def _mde(se: float, df: int, alpha: float, power: float) -> float | None:
 
 
 def mde_paired(sd_diff: float, n: int, alpha: float = ALPHA, power: float = POWER) -> float | None:
-    """The smallest mean difference a paired comparison over ``n`` seeds detects with probability ``power`` in a
-    two-sided test at ``alpha``, given the SD of the per-seed differences: (t_{1-alpha/2,n-1} + t_{power,n-1}) x
-    sd / sqrt(n). None for fewer than two seeds."""
+    """The smallest mean difference a paired comparison over ``n`` seeds detects with probability ``power`` at
+    two-sided ``alpha``: (t_{1-alpha/2,n-1} + t_{power,n-1}) x sd_diff / sqrt(n). None for fewer than two seeds."""
     return _mde(sd_diff / math.sqrt(n), n - 1, alpha, power) if n >= 1 else None
 
 
 def mde_two_groups(sd: float, n1: int, n2: int, alpha: float = ALPHA, power: float = POWER) -> float | None:
-    """The smallest difference of two groups' means (``n1`` and ``n2`` runs, unpaired) detected with probability
-    ``power`` at two-sided ``alpha``, given the pooled SD of one run's figure: (t_{1-alpha/2,df} + t_{power,df}) x
-    sd x sqrt(1/n1 + 1/n2), df = n1 + n2 - 2. None without a degree of freedom."""
+    """The same for two unpaired groups of ``n1`` and ``n2`` runs and the pooled SD of one run's figure:
+    (t_{1-alpha/2,df} + t_{power,df}) x sd x sqrt(1/n1 + 1/n2), df = n1 + n2 - 2. None without a degree of freedom."""
     if n1 < 1 or n2 < 1:
         return None
     return _mde(sd * math.sqrt(1 / n1 + 1 / n2), n1 + n2 - 2, alpha, power)
 
 
 def pooled_sd(samples: Sequence[Sequence[float]]) -> float | None:
-    """The pooled standard deviation of several groups (each a sample of runs): sqrt(sum (n_i - 1) s_i^2 /
-    sum (n_i - 1)), the spread between runs of one treatment that a minimum detectable effect needs. Groups of
-    one run add nothing; None when no group has two."""
+    """The pooled SD of several groups of runs, sqrt(sum (n_i - 1) s_i^2 / sum (n_i - 1)): the spread between runs of
+    one treatment that a minimum detectable effect needs. None when no group has two runs."""
     dof = sum(len(s) - 1 for s in samples if len(s) > 1)
     if dof == 0:
         return None
