@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from shared.envs import EnvEntry, options, register
-from shared.errors import check, is_int
+from shared.errors import check, check_range, is_int
 from shared.spec import EnvSpec, checked_actions
 
 if TYPE_CHECKING:
@@ -265,9 +265,7 @@ class FuelbreakOptions:
 
     def validate(self) -> None:
         check(is_int(self.size) and 8 <= self.size <= 256, "env.fuelbreak.size", self.size, "must be an integer in [8, 256]")
-        check(
-            is_int(self.ignitions) and self.ignitions >= 1, "env.fuelbreak.ignitions", self.ignitions, "must be an integer >= 1"
-        )
+        check_range(self, "env.fuelbreak.ignitions", 1, math.inf, "must be an integer >= 1")
         cells = self.size**2
         room = cells - math.ceil(UNBURNABLE[1] * cells) - self.ignitions  # cells always free for breaks
         check(

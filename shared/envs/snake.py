@@ -5,6 +5,7 @@ The game, its state and the features are specified in docs/envs/snake.md.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from shared.envs import EnvEntry, options, register
-from shared.errors import check, is_int
+from shared.errors import check, check_range, is_int
 from shared.spec import EnvSpec, checked_actions
 
 if TYPE_CHECKING:
@@ -242,12 +243,7 @@ class SnakeOptions:
     def validate(self) -> None:
         check(is_int(self.size) and 4 <= self.size <= 256, "env.snake.size", self.size, "must be an integer in [4, 256]")
         check(self.obs in OBS_KINDS, "env.snake.obs", self.obs, "must be 'features' or 'grid'")
-        check(
-            is_int(self.hunger) and self.hunger >= 0,
-            "env.snake.hunger",
-            self.hunger,
-            "must be an integer >= 0 (0: the number of cells)",
-        )
+        check_range(self, "env.snake.hunger", 0, math.inf, "must be an integer >= 0 (0: the number of cells)")
 
 
 def _make(cfg: EnvConfig, seeds: Sequence[int]) -> SnakeVectorEnv:
