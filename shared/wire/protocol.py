@@ -340,27 +340,12 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     n_episodes = _int_field(header, "K", 0, n_env * n_steps)
     has_priorities = _int_field(header, "P", 0, 1)
     has_masks = _int_field(header, "M", 0, 1)
-    stats = _check_layout(header, limits, has_masks)
-    frames, actions, rewards, terminated, first = _decode_arrays(parts[1:6], limits, (n_env, n_steps, *header["shape"]))
-    masks = _decode_masks(parts[6], has_masks, n_env, n_steps, actions, limits.num_actions)
+    stats = {k: float(v) for k, v in _check_layout(header, limits, has_masks).items()}
+    arrays = _decode_arrays(parts[1:6], limits, (n_env, n_steps, *header["shape"]))  # frames, actions, rewards, flags
+    masks = _decode_masks(parts[6], has_masks, n_env, n_steps, arrays[1], limits.num_actions)
     episodes = _decode_episodes(parts[7], n_episodes)
     priorities = _decode_priorities(parts[8], has_priorities, n_env, n_steps)
-    return Batch(
-        actor,
-        incarnation,
-        seq,
-        weights_version,
-        frames,
-        actions,
-        rewards,
-        terminated,
-        first,
-        {k: float(v) for k, v in stats.items()},
-        episodes,
-        priorities,
-        masks,
-        run,
-    )
+    return Batch(actor, incarnation, seq, weights_version, *arrays, stats, episodes, priorities, masks, run)
 
 
 def _batch_header(parts: Sequence[Any], limits: Limits) -> dict:
@@ -381,8 +366,7 @@ def _batch_header(parts: Sequence[Any], limits: Limits) -> dict:
 
 
 def _check_layout(header: dict, limits: Limits, has_masks: int) -> dict:
-    """Check that the header's observation shape, dtypes and mask flag are this env's and its stats well formed;
-    returns the stats."""
+    """Check that the header's observation shape, dtypes and mask flag are this env's; returns its well-formed stats."""
     shape = header["shape"]
     if shape != limits.shape_list or not all(type(d) is int for d in shape):  # type: 1.0 == 1 and True == 1
         if not (
@@ -407,8 +391,7 @@ def _check_layout(header: dict, limits: Limits, has_masks: int) -> dict:
 
 
 def _decode_arrays(parts: Sequence[Any], limits: Limits, obs: tuple[int, ...]) -> list[np.ndarray]:
-    """Frames, actions, rewards, terminated and first, each of its exact size ([E, T, *shape] for frames, [E, T]
-    for the rest) and with values in range."""
+    """Frames, actions, rewards, terminated and first, each of its exact size ([E, T, *shape], [E, T]), values in range."""
     arrays = []
     for name, part, dtype, want in zip(ARRAY_NAMES, parts, limits.dtypes, (obs,) + (obs[:2],) * 4):
         buf = memoryview(part)
@@ -482,9 +465,8 @@ def _decode_masks(
 
 
 def encode_weights(weights_version: int, state: dict[str, np.ndarray], run: int, env_steps: int = 0) -> list:
-    """Frames of a WEIGHTS message of run ``run``; ``state`` maps names to C-contiguous float32/int64 arrays;
-    ``env_steps``: the run's env steps so far (actors anneal their exploration on it, so a resumed run's new actors
-    do not start from random play again)."""
+    """Frames of a WEIGHTS message of run ``run``; ``state`` maps names to C-contiguous float32/int64 arrays; ``env_steps``:
+    the run's so far (actors anneal their exploration on it, so a resumed run's new actors do not play randomly again)."""
     names = list(state)
     arrays = [np.require(state[n], requirements="C") for n in names]  # keeps 0-d arrays 0-d
     for name, arr in zip(names, arrays):
@@ -504,9 +486,8 @@ def encode_weights(weights_version: int, state: dict[str, np.ndarray], run: int,
 
 
 def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ...], str]]) -> tuple[int, int, dict, int]:
-    """Decode WEIGHTS against ``expected`` {name: (shape, dtype str)}; returns (run, weights_version, arrays, the
-    run's env steps: 0 from a learner that sends none). A
-    message of another protocol version is a ProtocolError of reason "version" naming both."""
+    """Decode WEIGHTS against ``expected`` {name: (shape, dtype str)}: (run, weights_version, arrays, the run's env steps,
+    0 when not sent). Another protocol version is a ProtocolError of reason "version" naming both."""
     if not parts:
         raise ProtocolError("frame_count", f"0 frames, expected {1 + len(expected)}")
     try:
@@ -562,13 +543,14 @@ def weights_endpoints(transport: Any) -> tuple[str, str]:
     return f"tcp://{host}:{base - 1}", f"tcp://{host}:{base - 2}"
 
 
+def _one_frame(header: dict) -> list:
+    return [msgpack.packb(header, use_bin_type=True)]
+
+
 def encode_weights_request(actor: int, incarnation: int, have: int) -> list:
-    return [
-        msgpack.packb(
-            {"v": VERSION, "kind": KIND_WEIGHTS_REQUEST, "actor": int(actor), "inc": int(incarnation), "have": int(have)},
-            use_bin_type=True,
-        )
-    ]
+    return _one_frame(
+        {"v": VERSION, "kind": KIND_WEIGHTS_REQUEST, "actor": int(actor), "inc": int(incarnation), "have": int(have)}
+    )
 
 
 _REQUEST_KEYS: dict[Any, tuple[str, ...]] = {  # Any: looked up with whatever "kind" the header holds
@@ -593,29 +575,12 @@ def decode_request(parts: Sequence[Any]) -> dict:
 
 
 def encode_slot_request(incarnation: int, want: int, envs: int) -> list:
-    return [
-        msgpack.packb(
-            {"v": VERSION, "kind": KIND_SLOT_REQUEST, "inc": int(incarnation), "want": int(want), "E": int(envs)},
-            use_bin_type=True,
-        )
-    ]
+    return _one_frame({"v": VERSION, "kind": KIND_SLOT_REQUEST, "inc": int(incarnation), "want": int(want), "E": int(envs)})
 
 
 def encode_slot(incarnation: int, slot: int, slots: int, lease: float, reason: str = "") -> list:
-    return [
-        msgpack.packb(
-            {
-                "v": VERSION,
-                "kind": KIND_SLOT,
-                "inc": int(incarnation),
-                "slot": int(slot),
-                "slots": int(slots),
-                "lease": float(lease),
-                "reason": str(reason)[:MAX_REASON_CHARS],
-            },
-            use_bin_type=True,
-        )
-    ]
+    header = {"v": VERSION, "kind": KIND_SLOT, "inc": int(incarnation), "slot": int(slot), "slots": int(slots)}
+    return _one_frame(header | {"lease": float(lease), "reason": str(reason)[:MAX_REASON_CHARS]})
 
 
 def decode_slot(parts: Sequence[Any]) -> dict:
