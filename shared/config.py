@@ -20,8 +20,7 @@ from shared.errors import check_range as _check_range
 from shared.errors import is_int as _is_int
 
 AUTO = -1
-"""A numeric option at -1 takes a value that depends on the env, the device or the run (its docstring says which);
-a string option says 'auto'."""
+"""A numeric option at -1 takes a value that depends on the env, device or run (its docstring says which); strings say 'auto'."""
 
 DEFAULT_BETA_STEPS = 500_000  # replay.priority_beta_steps' auto for a run without an env-step budget
 
@@ -84,8 +83,7 @@ class ActorConfig:
     eps_alpha: float = 7.0
     """Ape-X epsilon exponent spread over the N envs of the run."""
     eps_min: float = 0.05
-    """Lowest floor of any env: with few envs Ape-X's spread would leave some envs nearly greedy on a deterministic
-    game (4 envs: 0.40, 0.05, 0.05, 0.05)."""
+    """Lowest floor of any env: with few envs Ape-X's spread leaves some nearly greedy (4 envs: 0.40, 0.05, 0.05, 0.05)."""
     eps_anneal_steps: int = AUTO
     """Steps of each env over which its epsilon falls linearly from 1.0 to its floor; 0: start at the floor; -1: auto,
     25,000 (Mario's 4 envs: the run's first 100K transitions), 1,000 for fuelbreak (128 envs: the first 128K)."""
@@ -94,8 +92,7 @@ class ActorConfig:
     send_hwm: int = 4
     """ZeroMQ send high-water mark (messages queued in the socket before the actor stages locally)."""
     seed: int = -1
-    """Seed of the actors' envs and exploration (actor slot, env index and incarnation are mixed in); -1: the
-    run's --seed."""
+    """Seed of the actors' envs and exploration (actor slot, env index and incarnation are mixed in); -1: the run's --seed."""
     nice: int = 10
     """Niceness added to actor processes, so the learner wins the CPU when it trails its replay ratio and actors take
     what it leaves; 0 shares the CPU evenly."""
@@ -146,8 +143,7 @@ class ReplayConfig:
     """Proportional prioritized replay (Ape-X): slots are drawn in proportion to priority**alpha and the loss is
     weighted by importance-sampling weights; off: uniform draws."""
     initial_priority: Literal["actor", "max"] = "actor"
-    """Priority of a new slot: 'actor' (the actor's own n-step TD error, sent with the batch, as Ape-X) or 'max' (the
-    largest priority seen so far)."""
+    """A new slot's priority: 'actor' (the actor's n-step TD error, sent with its batch, as Ape-X) or 'max' (the largest yet)."""
     priority_alpha: float = 0.6
     """Exponent alpha of P(k) ~ p_k**alpha (0: uniform)."""
     priority_beta: float = 0.4
@@ -188,8 +184,7 @@ class TransportConfig:
     """Sockets between actors and learner."""
 
     host: str = "127.0.0.1"
-    """Address the learner binds and actors connect to. Anything but loopback requires CURVE keys (the curve_*
-    options)."""
+    """Address the learner binds and actors connect to. Anything but loopback requires CURVE keys (the curve_* options)."""
     base_port: int = 5600
     """Actor slot i sends experience to base_port + i (one socket per actor); weights go out on base_port - 1 (PUB) and
     are served on request on base_port - 2. Two runs on one machine need ranges that do not overlap (5600, 5700)."""
@@ -218,13 +213,11 @@ class TransportConfig:
     """Seconds a slot stays with its actor after that actor's last message; only then may another actor take it, unless the
     launcher restarted the slot's process. Others' messages meanwhile are rejected as ``slot_owned``."""
     curve_server_secret: str = ""
-    """Learner: its secret CURVE certificate (NAME.key_secret from python -m launch.keys); set with
-    curve_authorized_dir, it encrypts every learner socket."""
+    """Learner: its secret CURVE certificate (NAME.key_secret); with curve_authorized_dir it encrypts every learner socket."""
     curve_authorized_dir: str = ""
     """Learner: folder of the actors' public certificates (*.key) it admits; every other key is refused (ZAP allow-list)."""
     curve_client_secret: str = ""
-    """Actor: its own secret CURVE certificate (NAME.key_secret); its public half must be in the learner's
-    curve_authorized_dir."""
+    """Actor: its secret CURVE certificate (NAME.key_secret); its public half must be in the learner's curve_authorized_dir."""
     curve_server_public: str = ""
     """Actor: the learner's public certificate (learner.key), so the actor talks only to that learner."""
 
@@ -361,8 +354,7 @@ class LearnerConfig:
     seed: int = -1
     """Seed of network initialisation and sampling; -1: the run's --seed."""
     max_weights_lag: int = 8
-    """Batches played with weights more than this many versions old are dropped and counted (stale_weights); 0: no
-    limit. A healthy actor lags 1-2."""
+    """Batches played with weights more than this many versions old are dropped as stale_weights (0: no limit; healthy: 1-2)."""
 
     def validate(self) -> None:
         _check_range(self, "learner.micro_batch", 1, 65536, "must be in [1, 65536] (-1: auto)", integer=False, auto=AUTO)
@@ -454,8 +446,7 @@ class EvalConfig:
     """Best-scoring evaluated weights kept as snapshots/v*.pt; at the run's end they and the last weights play select_episodes
     each, and best.pt is the last unless a snapshot is better beyond chance (launch/final_eval.py). 0: the in-training best."""
     select_episodes: int = 30
-    """Episodes the last weights and each kept snapshot play at the end of the run to choose best.pt (not the ones
-    they are scored on)."""
+    """Episodes the last weights and each kept snapshot play at the run's end to choose best.pt (not those they are scored on)."""
     final_episodes: int = 50
     """Episodes the last weights and best.pt each play at the end of the run, at --eval.epsilon on seeds no
     in-training evaluation used, plus one greedy episode; eval_final.json (0: no final evaluation)."""
@@ -529,8 +520,7 @@ class RunConfig:
     """Run folder to resume (its config and last checkpoint); counters and weights_version continue. 'latest': the
     newest run under run_dir with a checkpoint, or a new run when there is none."""
     progress: bool = True
-    """Show a live progress bar with ETA toward the budget that is set: --total-env-steps, else --learner.steps, else
-    --duration."""
+    """Show a live progress bar with ETA toward the budget set: --total-env-steps, else --learner.steps, else --duration."""
     spawn_actors: bool = True
     """Start the N actor processes here; --no-spawn-actors (= python -m launch.learner) binds the N slots and waits for
     external actors (python -m launch.actor --learner HOST:PORT)."""

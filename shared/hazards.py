@@ -58,8 +58,7 @@ def hazard_table(
 
 
 def format_hazards(table: dict) -> str:
-    """The table in one line: ``name pass_rate (passed/reached)`` per cluster, or ``[lo, hi): count`` per bin that
-    holds any."""
+    """The table in one line: ``name pass_rate (passed/reached)`` per cluster, or ``[lo, hi): count`` per bin that holds any."""
     if table["kind"] == "clusters":
         return ", ".join(
             f"{c['name']} {'-' if c['pass_rate'] is None else format(c['pass_rate'], '.0%')} "

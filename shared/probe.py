@@ -153,8 +153,7 @@ def probe_set(env_cfg: EnvConfig, n: int = 256, seed: int = 0, every: int = EVER
 
 
 def probe_states(env_cfg: EnvConfig, n: int = 256, seed: int = 0) -> np.ndarray:
-    """The states of :func:`probe_set`: ``[n, *spec.input_shape]`` of the env's observation dtype; the same arguments
-    give the same array."""
+    """The states of :func:`probe_set`: ``[n, *spec.input_shape]`` of the env's observation dtype (deterministic)."""
     return probe_set(env_cfg, n, seed).states
 
 

@@ -34,8 +34,7 @@ def double_dqn(
     next_target_q: torch.Tensor,
     next_mask: torch.Tensor | None,
 ) -> torch.Tensor:
-    """Double DQN (van Hasselt et al. 2016): ``r + discount * Q_target(s', argmax_a' Q_online(s', a'))``, the argmax
-    over the valid actions of s'."""
+    """Double DQN (van Hasselt et al. 2016): ``r + discount * Q_target(s', argmax_a' Q_online(s', a'))``, over valid actions."""
     return reward + discount * double_q_bootstrap(next_online_q, next_target_q, next_mask)
 
 

@@ -153,8 +153,7 @@ def entry_for(cfg: EnvConfig | str) -> EnvEntry:
 
 
 def options_types() -> dict[str, type]:
-    """Env name -> its options dataclass, for every built-in env (in :data:`BUILTIN`'s order) and every plug-in
-    registered so far."""
+    """Env name -> its options dataclass, for every built-in env (:data:`BUILTIN`'s order) and plug-in registered so far."""
     for module in BUILTIN.values():
         importlib.import_module(module)
     entries = [_REGISTRY[name] for name in names()]  # BUILTIN's order, then plug-ins': the same on every import order

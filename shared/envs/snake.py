@@ -234,11 +234,9 @@ class SnakeOptions:
     """'features' (float32 (14,): danger, food direction, heading and three flood-fill region sizes; an MLP Q-network)
     or 'grid' (uint8 (3, H, W) planes body, head, food; a small conv net)."""
     hunger: int = 0
-    """Steps in a row without eating after which an episode is truncated; 0: the number of cells (a snake following a
-    Hamiltonian cycle never starves)."""
+    """Steps in a row without eating that truncate an episode; 0: the number of cells (a Hamiltonian cycle never starves)."""
     flood: bool = True
-    """The three flood-fill features (reachable free cells straight, left, right, over H*W) in the 'features'
-    observation."""
+    """The three flood-fill features (reachable free cells straight, left, right, over H*W) in the 'features' observation."""
 
     def validate(self) -> None:
         check(is_int(self.size) and 4 <= self.size <= 256, "env.snake.size", self.size, "must be an integer in [4, 256]")
