@@ -41,10 +41,8 @@ def _mix(z: np.ndarray) -> np.ndarray:
 
 
 def free_region_sizes(free: np.ndarray) -> np.ndarray:
-    """For a batch of masks ``free[E, H, W]``, each cell's 4-connected free-region size (0 if not free).
-
-    Label propagation with hooking and pointer jumping, then one bincount (docs/envs/snake.md).
-    """
+    """Each cell's 4-connected free-region size in masks ``free[E, H, W]`` (0 if not free): label propagation with
+    hooking and pointer jumping, then one bincount (docs/envs/snake.md)."""
     free = np.asarray(free, dtype=bool)
     e, h, w = free.shape
     n = e * (h + 2) * (w + 2)
