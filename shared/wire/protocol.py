@@ -1,14 +1,11 @@
 """The wire between actors and learner: one module, one version, strict decoding.
 
-Every message is a ZeroMQ multipart message: frame 0 is a msgpack map with
-str keys (the header); the arrays follow as raw C-ordered frames, never
-pickled and never msgpack'd element by element (pyzmq's "header frame plus
-raw array" pattern). Decoding never trusts the wire: it checks sizes before
-parsing, the version, the kind, each dtype against the expected one, every
-shape against the configured bounds, ``prod(shape) * itemsize == len(frame)``
-and the values of the small arrays; any failure raises :class:`ProtocolError`
-with a short ``reason`` that the learner counts. A batch is accepted whole or
-not at all.
+Every message is a ZeroMQ multipart message: frame 0 is a msgpack map with str keys (the header); the arrays follow as
+raw C-ordered frames, never pickled and never msgpack'd element by element (pyzmq's "header frame plus raw array"
+pattern). Decoding never trusts the wire: it checks sizes before parsing, the version, the kind, each dtype against
+the expected one, every shape against the configured bounds, ``prod(shape) * itemsize == len(frame)`` and the values
+of the small arrays; any failure raises :class:`ProtocolError` with a short ``reason`` that the learner counts. A
+batch is accepted whole or not at all.
 
 BATCH (actor -> learner), protocol version 6. E envs, T steps, observations of shape S (the env's
 ``EnvSpec.obs_shape``: (H, W) frames, (F,) features, (C, H, W) grids), A actions, K episodes::
@@ -34,16 +31,14 @@ BATCH (actor -> learner), protocol version 6. E envs, T steps, observations of s
     8      priorities   float32   [E, T] or [0]    initial replay priorities (|n-step TD error| of each slot by the
                                                    actor's network, finite, >= 0) when header P = 1; empty when P = 0
 
-Header map (all keys required, no others): ``v`` protocol version; ``kind``
-"batch"; ``actor`` slot id; ``inc`` incarnation (random per actor process
-start); ``seq`` message counter of this incarnation, from 0; ``wv`` weights
-version the batch's first step was played with (the oldest in the batch) and ``run`` the run those weights came
-from (0: none yet); ``E``, ``T`` the dimensions;
-``shape`` the observation shape S (a list of 1 to 4 ints); ``K`` the finished episodes (0 <= K <= E * T);
-``P`` 1 when frame 8 carries priorities, else 0; ``M`` 1 when frame 6 carries masks, else 0; ``dtypes``
-the five array dtypes of frames 1-5 in order (numpy ``dtype.str``); ``stats`` a map of
-numbers (see STAT_KEYS) describing the actor at the time of sending. The receiver checks shape,
-dtypes and M against the spec it expects (:class:`Limits`).
+Header map (all keys required, no others): ``v`` protocol version; ``kind`` "batch"; ``actor`` slot id; ``inc``
+incarnation (random per actor process start); ``seq`` message counter of this incarnation, from 0; ``wv`` weights
+version the batch's first step was played with (the oldest in the batch) and ``run`` the run those weights came from
+(0: none yet); ``E``, ``T`` the dimensions; ``shape`` the observation shape S (a list of 1 to 4 ints); ``K`` the
+finished episodes (0 <= K <= E * T); ``P`` 1 when frame 8 carries priorities, else 0; ``M`` 1 when frame 6 carries
+masks, else 0; ``dtypes`` the five array dtypes of frames 1-5 in order (numpy ``dtype.str``); ``stats`` a map of
+numbers (see STAT_KEYS) describing the actor at the time of sending. The receiver checks shape, dtypes and M against
+the spec it expects (:class:`Limits`).
 
 WEIGHTS (learner -> actors, PUB on base_port-1, and as the reply to a request)::
 
@@ -51,26 +46,24 @@ WEIGHTS (learner -> actors, PUB on base_port-1, and as the reply to a request)::
     0      header       msgpack  {v, kind: "weights", run, wv, es, names, dtypes, shapes}
     1..K   tensors      per header, one raw frame per state_dict entry, in ``names`` order
 
-``run`` identifies the learner's run (drawn when it starts, kept across its resumes) and ``wv`` counts the
-weights within it: an actor takes any weights of another run, and within one run only a higher ``wv``, so a
-learner that starts over at version 0 is followed at once. ``es`` is the run's env steps when the weights were
-sent (optional: 0 when absent), the clock of the actors' exploration schedule, so actors that join a run late (a
-resume, a restart) explore at the run's age.
+``run`` identifies the learner's run (drawn when it starts, kept across its resumes) and ``wv`` counts the weights
+within it: an actor takes any weights of another run, and within one run only a higher ``wv``, so a learner that
+starts over at version 0 is followed at once. ``es`` is the run's env steps when the weights were sent (optional: 0
+when absent), the clock of the actors' exploration schedule, so actors that join a run late (a resume, a restart)
+explore at the run's age.
 
 WEIGHTS_REQUEST (actor -> learner, DEALER to ROUTER on base_port-2): one frame,
-``{v, kind: "weights_request", actor, inc, have}``; the reply is a WEIGHTS message.
-The receiver checks names, shapes and dtypes against its own network.
+``{v, kind: "weights_request", actor, inc, have}``; the reply is a WEIGHTS message. The receiver checks names, shapes
+and dtypes against its own network.
 
-SLOT_REQUEST (actor -> learner, the same DEALER to ROUTER): one frame,
-``{v, kind: "slot_request", inc, want, E}``: the incarnation asks for slot ``want``
-(-1: any free slot) for ``E`` envs per message. The reply is one SLOT frame,
-``{v, kind: "slot", inc, slot, slots, lease, reason}``: ``slot`` the granted slot (its
-experience socket is base_port + slot) or -1 when refused, ``slots`` the learner's slot count,
-``lease`` its lease in seconds, ``reason`` an empty string or why it refused (learner/slots.py).
+SLOT_REQUEST (actor -> learner, the same DEALER to ROUTER): one frame, ``{v, kind: "slot_request", inc, want, E}``:
+the incarnation asks for slot ``want`` (-1: any free slot) for ``E`` envs per message. The reply is one SLOT frame,
+``{v, kind: "slot", inc, slot, slots, lease, reason}``: ``slot`` the granted slot (its experience socket is
+base_port + slot) or -1 when refused, ``slots`` the learner's slot count, ``lease`` its lease in seconds, ``reason`` an
+empty string or why it refused (learner/slots.py).
 
-A truncated episode (time limit, actor restart, a lost batch) is marked only
-by the next slot's ``first`` = 1 with ``terminated`` = 0 on the slot before;
-see learner/replay/frames.py for how stacks and n-step returns use these flags.
+A truncated episode (time limit, actor restart, a lost batch) is marked only by the next slot's ``first`` = 1 with
+``terminated`` = 0 on the slot before; see learner/replay/frames.py for how stacks and n-step returns use these flags.
 """
 
 from __future__ import annotations
