@@ -351,11 +351,8 @@ class _Fp32Output(nn.Module):
 
 
 def masked_argmax(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Index of the largest ``q`` [B, A] among the valid actions (``mask`` bool [B, A], None: all), long [B, 1].
-
-    Never an invalid action, however negative the valid Q (the first valid one when no valid Q is a maximum: -inf, NaN);
-    ties go to the lowest index. No data-dependent control flow, so it runs inside torch.compile and CUDA graphs.
-    """
+    """Index of the largest ``q`` [B, A] among the valid actions (``mask`` bool [B, A], None: all), long [B, 1]: never an
+    invalid one (with no valid maximum, -inf or NaN, the first valid), ties to the lowest; runs in torch.compile graphs."""
     if mask is None:
         return q.argmax(dim=1, keepdim=True)
     if mask.shape != q.shape:

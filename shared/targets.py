@@ -56,7 +56,6 @@ def munchausen_terms(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Munchausen-DQN's two terms (Vieillard et al. 2020), each [B]: the bonus ``clamp(tau * log pi(a|s), log_floor, 0)``
     and the soft value at s' (:func:`soft_value`), pi = softmax(Q_target / tau) over the valid actions."""
-
     bonus = (tau * log_policy(target_q, mask, tau).gather(1, action).squeeze(1)).clamp(min=log_floor, max=0.0)
     return bonus, soft_value(next_target_q, next_mask, tau)
 

@@ -214,11 +214,8 @@ def encode_batch(
     masks: np.ndarray | None = None,
     run: int = 0,
 ) -> list:
-    """Return the frames of a BATCH message (header bytes + the arrays themselves, not copied).
-
-    ``frames`` [E, T, *S] of an OBS_DTYPES dtype; ``actions`` uint8 or uint16 [E, T]. ``episodes`` is
-    float32 [K, 3] (see EPISODE_FIELDS); None sends K = 0. ``priorities`` is float32 [E, T] or None
-    (P = 0, an empty frame). ``masks`` is the packed uint8 [E, T, ceil(A/8)] or None (M = 0)."""
+    """Return the frames of a BATCH message (header bytes + the arrays themselves, not copied), laid out as the module
+    docstring says; ``episodes``, ``priorities`` and ``masks`` None send K = 0, P = 0 and M = 0."""
     arrays = (frames, actions, rewards, terminated, first)
     if frames.ndim < 3 or frames.ndim > 2 + MAX_OBS_DIMS:
         raise ValueError(f"frames must be [E, T, *obs_shape] with 1 to {MAX_OBS_DIMS} obs dims, got {frames.shape}")
