@@ -160,13 +160,9 @@ def cell_dilations(blocks: int, height: int, width: int, dilated: bool = True) -
 
 
 class CellQNetwork(nn.Module):
-    """One Q-value per cell: maps [B, C, H, W] to Q [B, H*W] (fp32), action = y * W + x.
-
-    Fully convolutional (any H, W; every cell scored by the same function of its neighbourhood): ``blocks`` 3x3 convs,
-    then a 1x1 conv to the advantage map (``head`` when not dueling); ``value`` is average pooling -> Linear. 16 channels
-    in 3 blocks see 7x7 cells at a fraction of the cost of wider nets on CPU; ``dilated`` widens the view at the same
-    MACs (:func:`cell_dilations`), but dilated convs ran about twice as slow on CPU.
-    """
+    """One Q-value per cell, [B, C, H, W] -> [B, H*W] (fp32), action = y * W + x: fully convolutional, ``blocks`` 3x3 convs
+    (3 x 16 see 7x7 cells, cheap on CPU) then a 1x1 conv to the advantage (or ``head``) map; ``value``: average pooling -> Linear.
+    ``dilated`` widens the view at the same MACs (:func:`cell_dilations`), though dilated convs ran 2x slower on CPU."""
 
     compute_dtype: torch.dtype = torch.float32
     """As :attr:`_DuelingHead.compute_dtype`."""

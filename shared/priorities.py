@@ -33,15 +33,9 @@ def n_step_priorities(
     masks: np.ndarray | None = None,
     rule: TDRule | None = None,
 ) -> np.ndarray:
-    """|n-step TD errors| float32 [E, T].
-
-    q           float [E, T+1, A]: Q of the observation at each slot, and of the observation after the last step
-    actions     int [E, T]; rewards float [E, T] (game units); terminated, first bool/0-1 [E, T]
-    next_first  bool/0-1 [E]: whether the observation after the batch starts a new episode
-    masks       bool [E, T+1, A] or None: the valid actions at each observation of ``q`` (masked envs);
-                the bootstrap's max is then over valid actions only
-    rule        the learner's TD rule (shared/targets.py ``build_rule``); None: Double DQN's, the max
-    """
+    """|n-step TD errors| float32 [E, T] from ``q`` [E, T+1, A] (each slot's observation, then the one after the batch),
+    actions, rewards (game units), terminated and first [E, T], ``next_first`` [E] (the observation after the batch starts
+    an episode), ``masks`` [E, T+1, A] or None (bootstrap over valid actions only) and ``rule`` (None: Double DQN's)."""
     E, T = rewards.shape
     n = int(n_step)
     term = terminated.astype(bool)
