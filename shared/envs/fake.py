@@ -35,9 +35,8 @@ class FakeOptions:
 
 
 class FakeEnv:
-    """Deterministic given the seed. Each frame's first 16 bytes hold, little-endian uint64, the count of frames since the
-    last seeding and the seed (mod 2**64), the rest a seed-derived pattern shifted by the count: frames are unique per
-    (seed, episode, step). Reward: 1.0 when the action is ``count % num_actions`` of the frame seen, else -0.1."""
+    """A frame's first 16 bytes: little-endian uint64 frame count since seeding and seed, then a seed-derived pattern shifted
+    by the count (unique per seed, episode, step). Reward: 1.0 when the action is ``count % num_actions``, else -0.1."""
 
     def __init__(self, cfg: EnvConfig, seed: int) -> None:
         _, cfg = check_env(cfg)

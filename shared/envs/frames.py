@@ -70,10 +70,8 @@ def _gray_source(frame: np.ndarray) -> tuple[np.ndarray, int] | None:
 
 
 class Preprocess:
-    """Frame skip, gray, max of the last two frames, resize and time limit around an inner env of uint8 RGB frames.
-
-    ``seed_fn(seed)`` seeds ``inner`` when its ``reset`` takes no ``seed``. The score is the inner info's ``score_key``, its
-    furthest or last value (``score_kind``); success its ``success_key``. ``raw``: the emulator, when the caller sets it."""
+    """Frame skip, gray, max of the last two, resize and time limit around an RGB env (module docstring); ``seed_fn`` seeds
+    an ``inner`` whose ``reset`` takes no seed; score and success come from its info (``score_key``, ``success_key``)."""
 
     raw: Any = None
 

@@ -98,9 +98,8 @@ def _import_mario() -> tuple[Any, Any]:
 
 
 class _JumpReleasePad:
-    """Action index -> NES button byte (stepping the raw emulator), releasing A for one frame when it would be held on the
-    ground: SMB jumps only when A goes down, and a frame stack cannot show that A is held, so a policy holding right+A
-    would never jump again. Holding A in the air still gives the full-height jump."""
+    """Action index -> NES button byte, releasing A for a frame when it would be held on the ground: SMB jumps only when A
+    goes down, which a frame stack cannot show. Holding A in the air still gives the full-height jump."""
 
     A = 0b00000001  # nes-py's JoypadSpace bit for the A button
     ON_GROUND_ADDR = 0x1D  # Player_FloatState: 0 on the ground

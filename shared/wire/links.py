@@ -43,9 +43,8 @@ def open_socket(
     subscribe: bytes | None = None,
     kernel_buffer: int | None = None,
 ) -> zmq.Socket:
-    """A ``kind`` socket with LINGER 0 (closing never blocks), the given high-water marks, maximum message size (bytes),
-    SUB prefix and TCP buffer (None: autotuned), and ``transport``'s link options and CURVE keys, server side when
-    ``server`` (the end that binds); ``transport`` None (a local benchmark sender): neither."""
+    """A ``kind`` socket with LINGER 0, the given limits (None: the defaults, TCP buffers autotuned) and ``transport``'s link
+    options and CURVE keys (server side when ``server``, the end that binds; ``transport`` None, a benchmark sender: neither)."""
     sock = ctx.socket(kind)
     try:
         sock.setsockopt(zmq.LINGER, 0)
