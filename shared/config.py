@@ -1,11 +1,7 @@
 """Configuration: plain dataclasses, one docstring per field, saved as JSON and read back in today's layout.
 
-The docstring under each field is what ``--help`` prints (tyro reads it) and
-what docs/configuration.md lists. Every bound that limits a
-queue, buffer or table lives here, so a user can see and change it.
-
-A run's whole configuration is a :class:`RunConfig`; it is saved as JSON in
-the run folder (``to_json``) and read back with shared/config_migration.py ``read_config`` (older layouts included).
+The docstring under each field is what ``--help`` prints and docs/configuration.md lists; every bound on a queue,
+buffer or table lives here. A run's :class:`RunConfig` is saved as JSON (``to_json``), read back by shared/config_migration.py.
 """
 
 from __future__ import annotations
@@ -13,30 +9,29 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from shared.errors import ConfigError
 from shared.errors import check as _check
+from shared.errors import check_range as _check_range
 from shared.errors import is_int as _is_int
 
 AUTO = -1
-"""A numeric option at -1 takes a value that depends on the env, the device or the run (its docstring says which);
-a string option says 'auto'."""
+"""A numeric option at -1 takes a value that depends on the env, device or run (its docstring says which); strings say 'auto'."""
 
 DEFAULT_BETA_STEPS = 500_000  # replay.priority_beta_steps' auto for a run without an env-step budget
 
 
 @dataclass
 class EnvConfig:
-    """The game and its preprocessing (identical in actors, benchmark and tests); each env's own options nest under its
-    name."""
+    """The game and its preprocessing (the same in actors, benchmark and tests); each env's own options nest under its name."""
 
     name: str = "mario"
-    """Environment (shared/envs/): 'mario' (nes-py Super Mario Bros), 'catch' (tiny pixel game DQN solves in minutes),
-    'fake' (synthetic frames for plumbing tests), 'snake' (numpy-vectorized Snake) or 'fuelbreak' (fuel-break
-    placement against a wildfire, with action masks), or one that env.module registers."""
+    """Env (shared/envs/): 'mario' (nes-py Super Mario Bros), 'catch' (tiny pixel game), 'fake' (synthetic frames for
+    plumbing tests), 'snake' (vectorized Snake), 'fuelbreak' (wildfire fuel breaks, masked) or one env.module registers."""
     module: str = ""
     """Python module every process imports before looking env.name up: an env outside warppipe registers itself there
     (shared/envs/__init__.py). Empty: a built-in env."""
@@ -63,19 +58,9 @@ class EnvConfig:
         """The options every env shares; an env's own are checked by its entry (shared/resolution.py)."""
         _check(isinstance(self.name, str) and bool(self.name), "env.name", self.name, "must name an env")
         _check(_is_int(self.frame_skip) and self.frame_skip >= 1, "env.frame_skip", self.frame_skip, "must be >= 1")
-        _check(
-            _is_int(self.frame_size) and 36 <= self.frame_size <= 256,
-            "env.frame_size",
-            self.frame_size,
-            "must be in [36, 256] (the conv stack)",
-        )
+        _check_range(self, "env.frame_size", 36, 256, "must be in [36, 256] (the conv stack)")
         _check(_is_int(self.stack) and 1 <= self.stack <= 16, "env.stack", self.stack, "must be in [1, 16]")
-        _check(
-            _is_int(self.max_episode_steps) and self.max_episode_steps >= 0,
-            "env.max_episode_steps",
-            self.max_episode_steps,
-            "must be >= 0",
-        )
+        _check_range(self, "env.max_episode_steps", 0, math.inf, "must be >= 0")
 
 
 @dataclass
@@ -83,9 +68,8 @@ class ActorConfig:
     """A collector process: its envs, exploration and how it batches and sends."""
 
     envs_per_actor: int = AUTO
-    """Envs stepped by one actor process as one vector env; their inference is batched into one forward pass. -1: auto,
-    set when the config is built: 32 for fuelbreak (its fire and its per-cell network run for all of an actor's envs
-    at once), 1 otherwise."""
+    """Envs one actor process steps as one vector env, their inference batched into one forward pass. -1: auto, 32 for
+    fuelbreak (its fire and per-cell network run for all of an actor's envs at once), 1 otherwise."""
     batch_steps: int = 64
     """T: steps per env gathered into one message (each new frame is sent once)."""
     precision: Literal["fp32", "bf16"] = "fp32"
@@ -99,19 +83,16 @@ class ActorConfig:
     eps_alpha: float = 7.0
     """Ape-X epsilon exponent spread over the N envs of the run."""
     eps_min: float = 0.05
-    """Lowest floor of any env: with few envs Ape-X's spread would leave some envs nearly greedy on a deterministic
-    game (4 envs: 0.40, 0.05, 0.05, 0.05)."""
+    """Lowest floor of any env: with few envs Ape-X's spread leaves some nearly greedy (4 envs: 0.40, 0.05, 0.05, 0.05)."""
     eps_anneal_steps: int = AUTO
-    """Steps of each env over which its epsilon falls linearly from 1.0 to its floor; 0: start at the floor; -1:
-    auto, set when the config is built: 25,000 (Mario's 4 envs: the run's first 100K transitions), 1,000 for
-    fuelbreak (its 128 envs: the first 128K transitions)."""
+    """Steps of each env over which its epsilon falls linearly from 1.0 to its floor; 0: start at the floor; -1: auto,
+    25,000 (Mario's 4 envs: the run's first 100K transitions), 1,000 for fuelbreak (128 envs: the first 128K)."""
     max_staged_batches: int = 16
     """Batches an actor holds when the learner does not take them; beyond it the oldest is dropped and counted."""
     send_hwm: int = 4
     """ZeroMQ send high-water mark (messages queued in the socket before the actor stages locally)."""
     seed: int = -1
-    """Seed of the actors' envs and exploration (actor slot, env index and incarnation are mixed in); -1: the
-    run's --seed."""
+    """Seed of the actors' envs and exploration (actor slot, env index and incarnation are mixed in); -1: the run's --seed."""
     nice: int = 10
     """Niceness added to actor processes, so the learner wins the CPU when it trails its replay ratio and actors take
     what it leaves; 0 shares the CPU evenly."""
@@ -162,8 +143,7 @@ class ReplayConfig:
     """Proportional prioritized replay (Ape-X): slots are drawn in proportion to priority**alpha and the loss is
     weighted by importance-sampling weights; off: uniform draws."""
     initial_priority: Literal["actor", "max"] = "actor"
-    """Priority of a new slot: 'actor' (the actor's own n-step TD error, sent with the batch, as Ape-X) or 'max' (the
-    largest priority seen so far)."""
+    """A new slot's priority: 'actor' (the actor's n-step TD error, sent with its batch, as Ape-X) or 'max' (the largest yet)."""
     priority_alpha: float = 0.6
     """Exponent alpha of P(k) ~ p_k**alpha (0: uniform)."""
     priority_beta: float = 0.4
@@ -193,11 +173,8 @@ class ReplayConfig:
         )
         _check(0.0 <= self.priority_alpha <= 1.0, "replay.priority_alpha", self.priority_alpha, "must be in [0, 1]")
         _check(0.0 <= self.priority_beta <= 1.0, "replay.priority_beta", self.priority_beta, "must be in [0, 1]")
-        _check(
-            _is_int(self.priority_beta_steps) and self.priority_beta_steps >= AUTO,
-            "replay.priority_beta_steps",
-            self.priority_beta_steps,
-            "must be an integer >= 0 (0: beta is 1 from the start; -1: auto)",
+        _check_range(
+            self, "replay.priority_beta_steps", AUTO, math.inf, "must be an integer >= 0 (0: beta is 1 from the start; -1: auto)"
         )
         _check(self.priority_eps > 0.0, "replay.priority_eps", self.priority_eps, "must be > 0")
 
@@ -207,8 +184,7 @@ class TransportConfig:
     """Sockets between actors and learner."""
 
     host: str = "127.0.0.1"
-    """Address the learner binds and actors connect to. Anything but loopback requires CURVE keys (the curve_*
-    options)."""
+    """Address the learner binds and actors connect to. Anything but loopback requires CURVE keys (the curve_* options)."""
     base_port: int = 5600
     """Actor slot i sends experience to base_port + i (one socket per actor); weights go out on base_port - 1 (PUB) and
     are served on request on base_port - 2. Two runs on one machine need ranges that do not overlap (5600, 5700)."""
@@ -217,16 +193,14 @@ class TransportConfig:
     recv_hwm: int = 8
     """ZeroMQ receive high-water mark per actor socket, in messages."""
     consolidated_queue: int = 32
-    """Decoded batches waiting to be written into replay; when full the consolidation thread stops reading
-    (back-pressure)."""
+    """Decoded batches waiting to be written into replay; when full the consolidation thread stops reading (back-pressure)."""
     max_env_per_message: int = 64
     """Largest envs-per-actor a message may claim (validation bound)."""
     max_steps_per_message: int = 4096
     """Largest steps-per-env a message may claim (validation bound)."""
     tcp_keepalive_idle: int = 60
-    """Seconds a TCP link may stay silent before the OS sends keepalive probes, on every socket (shared/wire/links.py); keep
-    it well under the 900 s after which Docker Swarm's routing mesh drops an idle connection. 0 turns keepalives
-    off."""
+    """Seconds a TCP link may stay silent before the OS sends keepalive probes (shared/wire/links.py); well under the 900 s
+    after which Docker Swarm's routing mesh drops an idle connection. 0 turns keepalives off."""
     tcp_keepalive_interval: int = 10
     """Seconds between TCP keepalive probes once a link is silent."""
     tcp_keepalive_count: int = 6
@@ -234,21 +208,16 @@ class TransportConfig:
     heartbeat_interval: float = 10.0
     """Seconds between ZeroMQ (ZMTP) heartbeats on every socket; 0 turns them off."""
     heartbeat_timeout: float = 30.0
-    """Seconds without any traffic or heartbeat reply after which a peer is disconnected (the actor side reconnects by
-    itself)."""
+    """Seconds without traffic or heartbeat reply after which a peer is disconnected (the actor side reconnects by itself)."""
     slot_lease: float = 30.0
-    """Seconds an actor slot stays with the actor holding it after that actor's last message: only then may another
-    actor (a new incarnation or a leasing replica) take it, unless the launcher restarted the slot's process.
-    Messages from anyone else meanwhile are rejected and counted as ``slot_owned``."""
+    """Seconds a slot stays with its actor after that actor's last message; only then may another actor take it, unless the
+    launcher restarted the slot's process. Others' messages meanwhile are rejected as ``slot_owned``."""
     curve_server_secret: str = ""
-    """Learner: its secret CURVE certificate (NAME.key_secret from python -m launch.keys); set with
-    curve_authorized_dir, it encrypts every learner socket."""
+    """Learner: its secret CURVE certificate (NAME.key_secret); with curve_authorized_dir it encrypts every learner socket."""
     curve_authorized_dir: str = ""
-    """Learner: folder of the actors' public certificates (*.key) it admits; every other key is refused (ZAP
-    allow-list)."""
+    """Learner: folder of the actors' public certificates (*.key) it admits; every other key is refused (ZAP allow-list)."""
     curve_client_secret: str = ""
-    """Actor: its own secret CURVE certificate (NAME.key_secret); its public half must be in the learner's
-    curve_authorized_dir."""
+    """Actor: its secret CURVE certificate (NAME.key_secret); its public half must be in the learner's curve_authorized_dir."""
     curve_server_public: str = ""
     """Actor: the learner's public certificate (learner.key), so the actor talks only to that learner."""
 
@@ -298,21 +267,9 @@ class TransportConfig:
         _check(self.max_message_bytes >= 1 << 16, "transport.max_message_bytes", self.max_message_bytes, "must be >= 65536")
         _check(self.recv_hwm >= 1, "transport.recv_hwm", self.recv_hwm, "must be >= 1")
         _check(self.consolidated_queue >= 1, "transport.consolidated_queue", self.consolidated_queue, "must be >= 1")
-        _check(
-            0 <= self.tcp_keepalive_idle <= 7200,
-            "transport.tcp_keepalive_idle",
-            self.tcp_keepalive_idle,
-            "must be in [0, 7200] seconds (0: off)",
-        )
-        _check(
-            1 <= self.tcp_keepalive_interval <= 600,
-            "transport.tcp_keepalive_interval",
-            self.tcp_keepalive_interval,
-            "must be in [1, 600] seconds",
-        )
-        _check(
-            1 <= self.tcp_keepalive_count <= 100, "transport.tcp_keepalive_count", self.tcp_keepalive_count, "must be in [1, 100]"
-        )
+        _check_range(self, "transport.tcp_keepalive_idle", 0, 7200, "must be in [0, 7200] seconds (0: off)", integer=False)
+        _check_range(self, "transport.tcp_keepalive_interval", 1, 600, "must be in [1, 600] seconds", integer=False)
+        _check_range(self, "transport.tcp_keepalive_count", 1, 100, "must be in [1, 100]", integer=False)
         _check(
             self.heartbeat_interval == 0 or 0.1 <= self.heartbeat_interval <= 3600,
             "transport.heartbeat_interval",
@@ -355,9 +312,8 @@ class LearnerConfig:
     munchausen_tau: float = 0.03
     """Munchausen-DQN's softmax temperature, in units of scaled Q (the paper's 0.03 for rewards in [-1, 1])."""
     munchausen_window: bool = False
-    """Munchausen's log-policy bonus and entropy term at every step of the n-step window (the soft backup unrolled on
-    the sampled actions), not only the first; costs n - 1 more target-net stacks per sample. With --replay.n-step 1
-    both are the published 1-step M-DQN."""
+    """Munchausen's bonus and entropy term at every step of the n-step window (the soft backup unrolled on the sampled
+    actions), not only the first; costs n - 1 more target-net stacks per sample (n-step 1: the published M-DQN)."""
     reset_env_steps: int = 0
     """Env steps between resets of the network (learner/resets.py: head re-initialized, the rest shrunk toward a fresh
     draw, BatchNorm statistics re-estimated); none within one period of --total-env-steps. 0: never."""
@@ -380,15 +336,13 @@ class LearnerConfig:
     """Hold the replay ratio from both sides (actors wait while the learner trails it), so a run trains the same
     samples per env step on any machine; --learner.no-exact-ratio makes it a cap only."""
     ratio_slack: int = 4096
-    """Transitions the learner may take in beyond samples_per_insert's share before it waits (exact_ratio); the run's
-    replay ratio stays between samples_per_insert * (1 - (ratio_slack + one batch) / env steps) and samples_per_insert
-    (at the defaults and 200K env steps: 3.9 to 4)."""
+    """Transitions the learner may take in beyond samples_per_insert's share before it waits (exact_ratio); the ratio stays
+    in [samples_per_insert * (1 - (ratio_slack + one batch) / env steps), samples_per_insert] (defaults, 200K: 3.9-4)."""
     min_replay: int = 5000
     """Transitions in replay before training starts."""
     amp: Literal["auto", "off", "bf16", "fp16"] = "auto"
-    """Mixed precision of the learner's convolutions (the head and every Q-value stay fp32). auto = off on every
-    device, so the learner trains the fp32 function the actors play; bf16 or fp16 (with a gradient scaler) trade
-    that for speed, and the actors' greedy actions then differ from the learner's in near-tie states."""
+    """Mixed precision of the learner's convolutions (head and Q-values stay fp32). auto = off, so the learner trains the
+    fp32 function the actors play; bf16 or fp16 (with a gradient scaler) trade that for speed and near-tie action flips."""
     compile: bool = True
     """torch.compile the network (mode reduce-overhead on CUDA; on a CPU under AMP, 256-bit vector code, see
     learner/trainer.py); compiled and warmed up before the first epoch."""
@@ -400,51 +354,20 @@ class LearnerConfig:
     seed: int = -1
     """Seed of network initialisation and sampling; -1: the run's --seed."""
     max_weights_lag: int = 8
-    """Batches played with weights more than this many versions old are dropped and counted (stale_weights); 0: no
-    limit. A healthy actor lags 1-2, so only one cut off from the weights loses data."""
+    """Batches played with weights more than this many versions old are dropped as stale_weights (0: no limit; healthy: 1-2)."""
 
     def validate(self) -> None:
-        _check(
-            self.micro_batch == AUTO or 1 <= self.micro_batch <= 65536,
-            "learner.micro_batch",
-            self.micro_batch,
-            "must be in [1, 65536] (-1: auto)",
-        )
-        _check(
-            self.accum_steps == AUTO or 1 <= self.accum_steps <= 1024,
-            "learner.accum_steps",
-            self.accum_steps,
-            "must be in [1, 1024] (-1: auto)",
-        )
+        _check_range(self, "learner.micro_batch", 1, 65536, "must be in [1, 65536] (-1: auto)", integer=False, auto=AUTO)
+        _check_range(self, "learner.accum_steps", 1, 1024, "must be in [1, 1024] (-1: auto)", integer=False, auto=AUTO)
         _check(0 < self.lr < 1, "learner.lr", self.lr, "must be in (0, 1)")
         _check(self.max_grad_norm >= 0, "learner.max_grad_norm", self.max_grad_norm, "must be >= 0")
-        _check(
-            _is_int(self.target_sync_env_steps) and (self.target_sync_env_steps == AUTO or self.target_sync_env_steps >= 1),
-            "learner.target_sync_env_steps",
-            self.target_sync_env_steps,
-            "must be an integer >= 1 (-1: auto)",
-        )
-        _check(
-            _is_int(self.reset_env_steps) and self.reset_env_steps >= 0,
-            "learner.reset_env_steps",
-            self.reset_env_steps,
-            "must be an integer >= 0 (0: never)",
-        )
+        _check_range(self, "learner.target_sync_env_steps", 1, math.inf, "must be an integer >= 1 (-1: auto)", auto=AUTO)
+        _check_range(self, "learner.reset_env_steps", 0, math.inf, "must be an integer >= 0 (0: never)")
         _check(0.0 <= self.reset_shrink <= 1.0, "learner.reset_shrink", self.reset_shrink, "must be in [0, 1]")
-        _check(
-            self.munchausen_alpha == AUTO or 0.0 <= self.munchausen_alpha <= 1.0,
-            "learner.munchausen_alpha",
-            self.munchausen_alpha,
-            "must be in [0, 1] (0: off, -1: auto)",
-        )
+        _check_range(self, "learner.munchausen_alpha", 0, 1, "must be in [0, 1] (0: off, -1: auto)", integer=False, auto=AUTO)
         _check(self.munchausen_tau > 0, "learner.munchausen_tau", self.munchausen_tau, "must be > 0")
         _check(self.updates_per_epoch >= 1, "learner.updates_per_epoch", self.updates_per_epoch, "must be >= 1")
-        _check(
-            _is_int(self.broadcast_env_steps) and (self.broadcast_env_steps == AUTO or self.broadcast_env_steps >= 1),
-            "learner.broadcast_env_steps",
-            self.broadcast_env_steps,
-            "must be an integer >= 1 (-1: auto)",
-        )
+        _check_range(self, "learner.broadcast_env_steps", 1, math.inf, "must be an integer >= 1 (-1: auto)", auto=AUTO)
         _check(self.checkpoint_every >= 0, "learner.checkpoint_every", self.checkpoint_every, "must be >= 0 (0: off)")
         _check(self.checkpoint_seconds >= 0, "learner.checkpoint_seconds", self.checkpoint_seconds, "must be >= 0 (0: off)")
         _check(
@@ -473,9 +396,8 @@ class LearnerConfig:
         return self.exact_ratio and self.samples_per_insert > 0
 
     def resolved(self, device_type: str) -> LearnerConfig:
-        """A copy with the device's auto (-1) settings made concrete: the batch (512 on CUDA, 64 on CPU) and
-        accumulation (1). The env's (reward scale, target sync, broadcast, Munchausen) are set by shared/envs
-        ``resolve``; one still auto here is an error naming it."""
+        """A copy with the device's auto (-1) settings made concrete: batch 512 on CUDA, 64 on CPU; accumulation 1. The env's
+        autos must be resolved already (shared/resolution.py): one still auto is an error naming it."""
         for key in ENV_AUTO_FIELDS["learner"]:
             _check(getattr(self, key) != AUTO, f"learner.{key}", AUTO, "is still auto: resolve the run's config first")
         cuda = device_type == "cuda"
@@ -521,12 +443,10 @@ class EvalConfig:
     stage: str = ""
     """Mario stage to evaluate on; empty: the training stage."""
     keep_snapshots: int = 3
-    """The best-scoring evaluated weights kept as snapshots/v*.pt; at the end of the run they and the last weights
-    play select_episodes fresh episodes each, and best.pt is the last weights unless a snapshot is better beyond
-    chance (launch/final_eval.py). 0: best.pt is the in-training best."""
+    """Best-scoring evaluated weights kept as snapshots/v*.pt; at the run's end they and the last weights play select_episodes
+    each, and best.pt is the last unless a snapshot is better beyond chance (launch/final_eval.py). 0: the in-training best."""
     select_episodes: int = 30
-    """Episodes the last weights and each kept snapshot play at the end of the run to choose best.pt (not the ones
-    they are scored on)."""
+    """Episodes the last weights and each kept snapshot play at the run's end to choose best.pt (not those they are scored on)."""
     final_episodes: int = 50
     """Episodes the last weights and best.pt each play at the end of the run, at --eval.epsilon on seeds no
     in-training evaluation used, plus one greedy episode; eval_final.json (0: no final evaluation)."""
@@ -550,56 +470,18 @@ class EvalConfig:
     """The most no-op steps before a no-op row's greedy episode takes over (uniform in [0, noop_max])."""
 
     def validate(self) -> None:
-        _check(
-            _is_int(self.every_env_steps) and self.every_env_steps >= 0,
-            "eval.every_env_steps",
-            self.every_env_steps,
-            "must be an integer >= 0 (0: off)",
-        )
+        _check_range(self, "eval.every_env_steps", 0, math.inf, "must be an integer >= 0 (0: off)")
         _check(1 <= self.episodes <= 1000, "eval.episodes", self.episodes, "must be in [1, 1000]")
         _check(0.0 <= self.epsilon <= 1.0, "eval.epsilon", self.epsilon, "must be in [0, 1]")
-        _check(
-            _is_int(self.keep_snapshots) and 0 <= self.keep_snapshots <= 20,
-            "eval.keep_snapshots",
-            self.keep_snapshots,
-            "must be an integer in [0, 20]",
-        )
-        _check(
-            _is_int(self.select_episodes) and 2 <= self.select_episodes <= 1000,
-            "eval.select_episodes",
-            self.select_episodes,
-            "must be an integer in [2, 1000] (the choice compares their spread)",
-        )
-        _check(
-            _is_int(self.final_episodes) and 0 <= self.final_episodes <= 1000,
-            "eval.final_episodes",
-            self.final_episodes,
-            "must be an integer in [0, 1000] (0: no final evaluation)",
-        )
-        _check(
-            _is_int(self.keep_weights) and 0 <= self.keep_weights <= 64,
-            "eval.keep_weights",
-            self.keep_weights,
-            "must be an integer in [0, 64] (0: none kept)",
-        )
-        _check(
-            _is_int(self.keep_weights_env_steps) and self.keep_weights_env_steps >= 1,
-            "eval.keep_weights_env_steps",
-            self.keep_weights_env_steps,
-            "must be an integer >= 1",
-        )
+        _check_range(self, "eval.keep_snapshots", 0, 20, "must be an integer in [0, 20]")
+        _check_range(self, "eval.select_episodes", 2, 1000, "must be an integer in [2, 1000] (the choice compares their spread)")
+        _check_range(self, "eval.final_episodes", 0, 1000, "must be an integer in [0, 1000] (0: no final evaluation)")
+        _check_range(self, "eval.keep_weights", 0, 64, "must be an integer in [0, 64] (0: none kept)")
+        _check_range(self, "eval.keep_weights_env_steps", 1, math.inf, "must be an integer >= 1")
         for name in ("late_episodes", "low_epsilon_episodes", "noop_episodes"):
-            value = getattr(self, name)
-            _check(
-                _is_int(value) and 0 <= value <= 1000, f"eval.{name}", value, "must be an integer in [0, 1000] (0: no such row)"
-            )
+            _check_range(self, f"eval.{name}", 0, 1000, "must be an integer in [0, 1000] (0: no such row)")
         _check(0.0 <= self.low_epsilon <= 1.0, "eval.low_epsilon", self.low_epsilon, "must be in [0, 1]")
-        _check(
-            _is_int(self.noop_max) and 0 <= self.noop_max <= 1000,
-            "eval.noop_max",
-            self.noop_max,
-            "must be an integer in [0, 1000]",
-        )
+        _check_range(self, "eval.noop_max", 0, 1000, "must be an integer in [0, 1000]")
 
 
 @dataclass
@@ -616,9 +498,8 @@ class RunConfig:
     label: str = ""
     """A name for the group of runs this one belongs to (e.g. 'lr1e-4'): launch.tools.report groups runs by it."""
     seed: int = -1
-    """The run's seed: the learner's initialisation, the actors' envs and exploration and the evaluations derive
-    theirs from it. -1: the launcher draws a fresh one, prints it in the run header and saves it in config.json;
-    --seed N repeats a run as far as process timing allows."""
+    """The run's seed, from which the learner, actors and evaluations derive theirs. -1: the launcher draws one, prints it in
+    the run header and saves it in config.json; --seed N repeats a run as far as process timing allows."""
     total_env_steps: int = AUTO
     """Stop once this many env steps (transitions) were inserted into replay over the whole run, resumes included;
     then the final checkpoint and evaluation, exit 0. -1: the env's budget (Mario 300,000; others none); 0: no limit."""
@@ -639,8 +520,7 @@ class RunConfig:
     """Run folder to resume (its config and last checkpoint); counters and weights_version continue. 'latest': the
     newest run under run_dir with a checkpoint, or a new run when there is none."""
     progress: bool = True
-    """Show a live progress bar with ETA toward the budget that is set: --total-env-steps, else --learner.steps, else
-    --duration."""
+    """Show a live progress bar with ETA toward the budget set: --total-env-steps, else --learner.steps, else --duration."""
     spawn_actors: bool = True
     """Start the N actor processes here; --no-spawn-actors (= python -m launch.learner) binds the N slots and waits for
     external actors (python -m launch.actor --learner HOST:PORT)."""
@@ -655,18 +535,10 @@ class RunConfig:
                 _check(value != AUTO, name, value, "is still auto: resolve the config with shared.resolution first")
         _check(1 <= self.actors <= 256, "actors", self.actors, "must be in [1, 256]")
         _check(self.duration >= 0, "duration", self.duration, "must be >= 0 (0: no time limit)")
-        _check(
-            _is_int(self.seed) and -1 <= self.seed < 2**31, "seed", self.seed, "must be an integer in [0, 2**31) (-1: draw one)"
-        )
+        _check_range(self, "seed", -1, 2**31 - 1, "must be an integer in [0, 2**31) (-1: draw one)")
         for section in SEEDED_SECTIONS:
-            value = getattr(self, section).seed
-            _check(_is_int(value) and 0 <= value < 2**31, f"{section}.seed", value, "must be an integer in [0, 2**31)")
-        _check(
-            _is_int(self.total_env_steps) and self.total_env_steps >= 0,
-            "total_env_steps",
-            self.total_env_steps,
-            "must be an integer >= 0 (0: no limit; -1: the env's budget)",
-        )
+            _check_range(getattr(self, section), f"{section}.seed", 0, 2**31 - 1, "must be an integer in [0, 2**31)")
+        _check_range(self, "total_env_steps", 0, math.inf, "must be an integer >= 0 (0: no limit; -1: the env's budget)")
         _check(self.log_every > 0, "log_every", self.log_every, "must be > 0")
         _check(
             self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"),
@@ -674,12 +546,8 @@ class RunConfig:
             self.device,
             "must be 'auto', 'cpu' or 'cuda[:i]'",
         )
-        self.env.validate()
-        self.actor.validate()
-        self.replay.validate()
-        self.transport.validate()
-        self.learner.validate()
-        self.eval.validate()
+        for section in (self.env, self.actor, self.replay, self.transport, self.learner, self.eval):
+            section.validate()
         _check(
             not (self.spawn_actors and self.transport.curve_server_secret and not self.transport.curve_client_secret),
             "transport.curve_client_secret",
@@ -717,8 +585,7 @@ class RunConfig:
         return self
 
     def to_json(self) -> str:
-        """The config as JSON, each env's options under its name in ``env`` (``env.mario.stage``), as on the command
-        line."""
+        """The config as JSON, each env's options under its name in ``env`` (``env.mario.stage``), as on the command line."""
         data = {**dataclasses.asdict(self), "env": self.env.to_dict()}
         return json.dumps(data, indent=2, sort_keys=True)
 
@@ -750,9 +617,8 @@ def from_dict(cls: type, data: dict) -> Any:
         raise ConfigError(f"unknown config key(s) for {cls.__name__}: {unknown}")
     kwargs = {}
     for key, value in data.items():
-        default = names[key].default_factory if names[key].default_factory is not dataclasses.MISSING else None
-        if default is not None and dataclasses.is_dataclass(default):
-            kwargs[key] = from_dict(default, value)
-        else:
-            kwargs[key] = value
+        factory = names[key].default_factory
+        if factory is not dataclasses.MISSING and dataclasses.is_dataclass(factory):
+            value = from_dict(factory, value)
+        kwargs[key] = value
     return cls(**kwargs)

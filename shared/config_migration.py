@@ -34,21 +34,11 @@ _LEGACY_MARIO = {"jump_release": False, "no_progress_steps": 0}
 
 
 def migrate(data: Any) -> Any:
-    """A saved configuration (parsed JSON) in today's layout, so runs and checkpoints of older versions resume and
-    evaluate as they were trained. The one place that knows old layouts; resume, ``launch.evaluate`` and the
-    final evaluation all read configs through :func:`read_config`.
-
-    - env options saved flat (``env.stage``, ``env.snake_size``) move under their env (``env.mario.stage``,
-      ``env.snake.size``); each env's options (``env.<name>``) go to ``env.options[name]``;
-    - a Mario field the run did not save takes the value its code used: no jump release, no stall truncation;
-    - a run saved without a ``net`` section had the Nature-DQN head (``net.dueling`` False);
-    - a run saved without ``learner.exact_ratio`` held its replay ratio only as a cap (``exact_ratio`` False), one
-      without ``learner.samples_per_insert`` capped it at 8, one without ``total_env_steps`` had no budget (0);
-    - a run saved without ``learner.munchausen_alpha`` bootstrapped on the Double-DQN max (0, not today's auto);
-    - an auto option saved as 0 (before -1 became the one numeric auto) is -1;
-    - a retired option (:data:`_RETIRED`) is dropped; one that shaped the network refuses a run that used it.
-    - periods saved in updates or epochs (``learner.target_sync``, ``learner.broadcast_every``, ``eval.every``) become
-      the env steps they spanned at the run's replay ratio (:func:`_periods_in_env_steps`).
+    """A saved configuration (parsed JSON) in today's layout, so older runs resume and evaluate as they were trained: the
+    one place that knows old layouts. Flat env options move under their env; an option a run did not save takes the
+    value its code used (Mario: no jump release or stall truncation; no ``net``: the Nature-DQN head; the ratio a cap at
+    8; Munchausen alpha 0; no budget); an auto saved as 0 is -1; retired options go (:data:`_RETIRED`); periods in
+    updates or epochs become env steps (:func:`_periods_in_env_steps`).
     """
     if not isinstance(data, dict):
         return data
@@ -85,9 +75,8 @@ def migrate(data: Any) -> Any:
 
 
 def _periods_in_env_steps(data: dict) -> dict:
-    """A config saved with its periods in updates or epochs, with each as the env steps it spanned: an update was
-    ``batch / samples_per_insert`` env steps (an auto batch counted as the CPU's 64). With no ratio (0) an update
-    had no fixed share of env steps: the period takes today's default (target sync: the env's)."""
+    """A config's periods saved in updates or epochs as the env steps they spanned, ``batch / samples_per_insert`` per update
+    (an auto batch as the CPU's 64); with no ratio (0) the period takes today's default (target sync: the env's)."""
     learner, ev = data.get("learner"), data.get("eval")
     if not isinstance(learner, dict) or not (
         {"target_sync", "broadcast_every"} & set(learner) or isinstance(ev, dict) and "every" in ev
@@ -147,7 +136,5 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
     ("learner", "n_step_start"): (0, ""),
     ("learner", "n_step_anneal_env_steps"): (5000, ""),
 }
-"""Options removed after their screens lost (docs/lab/experiments/mario.md, "Levers retired"): (section, key) -> (the
-value that meant off, why a run that set it otherwise cannot load). A saved run's key is dropped whatever it held
-when the option only shaped training (the trained weights evaluate and resume as they are); an option that changed
-the network refuses a run that used it, naming the commit to evaluate it with."""
+"""Options removed after their screens lost: (section, key) -> (the value that meant off, why a run that set it otherwise
+cannot load: set only for an option that changed the network; the others are dropped whatever they held)."""

@@ -1,19 +1,12 @@
 """Exploration: each env's epsilon, annealed from 1.0 down to its own floor.
 
-Contract. The envs of a run are numbered ``i = actor_id * envs_per_actor + e`` over all
-``N = actors * envs_per_actor`` envs. Env i explores with
+Env ``i = actor_id * envs_per_actor + e`` of N explores with (``t``: actors/collector.py's clock; ``actor.epsilon >= 0``: fixed)
 
     floor_i = max(eps_min, eps_base ** (1 + eps_alpha * i / (N - 1)))      (Ape-X, floored)
     eps_i(t) = floor_i + (1 - floor_i) * max(0, 1 - t / eps_anneal_steps)
 
-where ``t`` counts the steps that env has taken (this actor incarnation's own count, so a
-restarted actor anneals again from 1.0). ``actor.epsilon >= 0`` replaces the whole schedule by
-that fixed value.
-
-Why: Ape-X's spread was made for hundreds of actors; with 4 envs it gives 0.40, 0.047, 0.0056
-and 0.00066 from the first step, on a deterministic game with no random starts, so three of
-four envs replay nearly the same trajectory of an untrained network. Annealing from 1.0 fills
-replay with varied play first; the floor keeps every env's trajectory varied later.
+Ape-X's spread was made for hundreds of actors: with 4 envs three would replay nearly one greedy trajectory of an
+untrained network. Annealing from 1.0 fills replay with varied play first; the floor keeps it varied later.
 """
 
 from __future__ import annotations
@@ -24,8 +17,7 @@ from shared.config import ActorConfig, ConfigError
 
 
 def _require_resolved(name: str, value: int, lowest: int) -> None:
-    """An ActorConfig's auto fields (-1 envs per actor, -1 anneal steps) mean nothing until a RunConfig
-    resolves them for its env; used raw they would play no envs or skip the anneal without a word."""
+    """An ActorConfig's auto (-1) fields mean nothing until a RunConfig resolves them: refuse them, not play no envs."""
     if value < lowest:
         raise ConfigError(
             f"actor.{name}={value!r} is auto: build the ActorConfig inside a RunConfig, which resolves it for its env (or set it)"

@@ -1,11 +1,7 @@
 """Where evaluation episodes end: per-hazard pass rates, or a histogram of end scores.
 
-An env's registry entry may name hazard clusters for a level (``EnvEntry.hazards``: ``(name, lo, hi)`` score
-ranges; Mario 1-1: x_pos windows where episodes that miss the flag end). :func:`hazard_table` counts, for each
-cluster, the episodes that reached it (score >= lo, or a success) and those that ended in it (no success and
-lo <= score < hi); its pass rate is ``(reached - ended) / reached``. Without clusters it is a 10-bin histogram of the
-end scores of the episodes that did not succeed. The final evaluation (``eval_final.json``) and ``launch.evaluate``
-write one such table per row of episodes.
+A cluster (``EnvEntry.hazards``) is reached by episodes with score >= lo or a success, and ends those without success
+with lo <= score < hi; its pass rate is ``(reached - ended) / reached``.
 """
 
 from __future__ import annotations
@@ -34,13 +30,8 @@ def hazard_table(
     success_key: str = "success",
     score_key: str = "score",
 ) -> dict:
-    """Where the episodes ``records`` (dicts with ``score_key`` and ``success_key``) end.
-
-    With ``clusters``: ``{"kind": "clusters", "episodes", "successes", "clusters": [{"name", "x": [lo, hi],
-    "reached", "ended", "pass_rate"}]}``, pass_rate None where no episode reached the cluster. Without (None or
-    empty): ``{"kind": "histogram", "episodes", "successes", "edges", "counts"}``, ``HISTOGRAM_BINS`` equal bins over
-    the lowest to the highest end score of the episodes that did not succeed (``numpy.histogram``; empty lists when
-    every episode succeeded)."""
+    """Where the episodes ``records`` end: each cluster's ``reached``, ``ended`` and ``pass_rate`` (None: none reached it),
+    or without clusters a ``HISTOGRAM_BINS``-bin histogram of the unsuccessful episodes' end scores (empty if none)."""
     scores = [float(r[score_key]) for r in records]
     won = [bool(r[success_key]) for r in records]
     head = {"episodes": len(scores), "successes": int(sum(won))}
@@ -67,8 +58,7 @@ def hazard_table(
 
 
 def format_hazards(table: dict) -> str:
-    """The table in one line: ``name pass_rate (passed/reached)`` per cluster, or ``[lo, hi): count`` per bin that
-    holds any."""
+    """The table in one line: ``name pass_rate (passed/reached)`` per cluster, or ``[lo, hi): count`` per bin that holds any."""
     if table["kind"] == "clusters":
         return ", ".join(
             f"{c['name']} {'-' if c['pass_rate'] is None else format(c['pass_rate'], '.0%')} "

@@ -1,11 +1,8 @@
 """A liveness file for container health checks (the image's HEALTHCHECK runs ``python -m launch.health``).
 
-When the environment variable ``WARPPIPE_HEALTH_FILE`` names a file, the learner (every launcher
-tick) and each actor (every batch sent) rewrite it at most every ``EVERY`` seconds with
-``{"role", "pid", "time", "host", "ports"}``: the process that wrote it, when, and the TCP ports
-it has bound (the learner's weights, request and experience sockets; none for an actor). The
-check passes only if that process is alive, wrote within the allowed age, and every listed port
-accepts a TCP connection, so "healthy" means the loop runs and the sockets are bound.
+When ``WARPPIPE_HEALTH_FILE`` names a file, the learner and each actor rewrite it at most every ``EVERY`` seconds with
+``{"role", "pid", "time", "host", "ports"}``; the check passes if that process lives, wrote recently and every listed
+port accepts a connection: the loop runs and the sockets are bound.
 """
 
 from __future__ import annotations

@@ -1,30 +1,10 @@
 """The Q-networks: Nature-DQN convolutions with BatchNorm for frames, and the family an env spec calls for.
 
-Convolutions carry no bias (BatchNorm's shift replaces it), ReLUs are in
-place, weights use He (Kaiming) initialisation for ReLU. The input is the
-uint8 frame stack [B, stack, H, W]; scaling to [0, 1] happens inside the
-network so uint8 is what travels and what replay stores.
-
-Head: dueling by default (``value`` and ``advantage`` streams, Q = V + A - mean A, Wang et al.
-2016), or the Nature-DQN ``head`` with ``dueling=False``.
-
-BatchNorm modes: actors always run the network in ``eval()`` mode (running
-statistics, deterministic, works for a batch of one env).
-
-Precision: under mixed precision (autocast bf16/fp16) the convolutions run in
-the low precision, but the head (both linear layers) always runs in fp32 and
-the Q-values it returns are fp32. bf16 keeps 8 bits of mantissa: Q = 800 would
-be rounded to steps of 4, so near-equal action values would tie and argmax
-would favour the lowest index. The actors' copies (:func:`acting_copy`) fold BatchNorm into the
-layers and, with ``actor.precision bf16``, run everything in bf16 (``compute_dtype``) but each
-head stream's output layer, so their Q-values are fp32 sums, off by about 0.03, without bf16's ties.
-
-Other envs: :func:`build_q_network` picks the family from an env's
-:class:`shared.spec.EnvSpec` (:func:`network_family` names it): QNetwork for square frames,
-:class:`MLPQNetwork` for feature vectors, :class:`SmallConvQNetwork` for small grids and
-:class:`CellQNetwork` (fully convolutional, one Q per cell) when there is one action per cell.
-All share the conventions above. :func:`masked_argmax` is the argmax over valid actions of
-masked envs (the TD rules that use it: shared/targets.py).
+Every family: no bias before a BatchNorm (its shift replaces it), ReLUs in place, He initialisation; uint8 input is
+scaled to [0, 1] inside the network (uint8 is what travels and what replay stores), other dtypes are used as they are.
+Heads are dueling (``value``/``advantage``, Q = V + A - mean A) or a plain ``head``, and run in fp32 even under
+autocast: bf16 would round Q = 800 to steps of 4, so near-equal actions would tie and argmax favour the lowest index.
+Actors run ``eval()`` mode (BatchNorm's running statistics, fine for a batch of one).
 """
 
 from __future__ import annotations
@@ -39,25 +19,13 @@ def _conv_out(size: int, kernel: int, stride: int) -> int:
     return (size - kernel) // stride + 1
 
 
-# --- Building blocks shared by every family (QNetwork and the networks for other env specs) ---
-#
-# Every family below follows QNetwork's conventions: no bias before a BatchNorm, ReLUs in place,
-# He (Kaiming) initialisation for ReLU of every Conv2d/Linear (biases zero), streams named
-# ``value``/``advantage`` (dueling) or ``head``,
-# and the head plus the returned Q-values in fp32 even under autocast. Input dtype: uint8 is
-# scaled by 1/255 inside the network; any other dtype (float32, float16, int8) is converted to
-# float32 and used as it is. Run in ``eval()`` mode for batches of one (BatchNorm's running
-# statistics); train mode needs more than one value per channel, as BatchNorm always does.
-
-
 def _as_float(obs: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """uint8 -> ``dtype`` (the network's compute dtype) in [0, 1]; any other dtype -> ``dtype`` unchanged in value."""
     return obs.to(dtype) / 255.0 if obs.dtype == torch.uint8 else obs.to(dtype)
 
 
 def init_weights(net: nn.Module) -> None:
-    """He (Kaiming) normal initialisation for ReLU of every Conv2d/Linear of ``net``, biases zero (every family's
-    construction; a reset's fresh draw, learner/resets.py)."""
+    """He (Kaiming) normal initialisation for ReLU of every Conv2d/Linear of ``net``, biases zero (also a reset's draw)."""
     for module in net.modules():
         if isinstance(module, (nn.Conv2d, nn.Linear)):
             nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
@@ -75,8 +43,7 @@ class _DuelingHead(nn.Module):
     dueling: bool
     features: nn.Module
     compute_dtype: torch.dtype = torch.float32
-    """The dtype of every weight and activation: float32 (training, evaluation); bfloat16 only in
-    :func:`acting_copy`'s copies. Q-values are returned in float32 either way."""
+    """The dtype of weights and activations: bfloat16 only in :func:`acting_copy`'s copies; Q-values are float32."""
 
     def _make_head(self, in_features: int, hidden: int, num_actions: int, dueling: bool) -> None:
         self.dueling = dueling
@@ -92,6 +59,13 @@ class _DuelingHead(nn.Module):
                 return self.head(x).float()
             advantage = self.advantage(x)
             return (self.value(x) + advantage - advantage.mean(dim=1, keepdim=True)).float()
+
+    def trunk(self, obs: torch.Tensor) -> torch.Tensor:
+        """The features of ``obs``, before the head."""
+        return self.features(_as_float(obs, self.compute_dtype))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self._head(self.trunk(obs))
 
 
 class QNetwork(_DuelingHead):
@@ -121,19 +95,10 @@ class QNetwork(_DuelingHead):
             obs = obs.unsqueeze(1)
         return self.features(obs.to(self.compute_dtype) / 255.0)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self._head(self.trunk(obs))
-
 
 class MLPQNetwork(_DuelingHead):
-    """Maps feature vectors [B, in_features] to Q-values [B, num_actions] (fp32).
-
-    Trunk: ``Linear(no bias) -> BatchNorm1d -> ReLU`` per entry of ``hidden``; head: QNetwork's
-    (``value``/``advantage`` streams or ``head``, each ``Linear(hidden[-1], hidden[-1]) -> ReLU ->
-    Linear``), run in fp32. Input: float32 [B, F] is used as it is (any float or int8 dtype is
-    converted to float32 unscaled); uint8 is scaled by 1/255. Trailing axes are flattened, so
-    [B, *shape] with prod(shape) == in_features also works.
-    """
+    """Maps feature vectors [B, in_features] (trailing axes flattened) to Q-values [B, num_actions]: ``Linear -> BatchNorm1d
+    -> ReLU`` per entry of ``hidden``, then QNetwork's head with streams of ``hidden[-1]`` units."""
 
     def __init__(self, in_features: int, num_actions: int, hidden: tuple[int, ...] = (256, 256), dueling: bool = True):
         super().__init__()
@@ -146,13 +111,6 @@ class MLPQNetwork(_DuelingHead):
         self._make_head(width, hidden[-1] if hidden else max(in_features, num_actions), num_actions, dueling)
         init_weights(self)
 
-    def trunk(self, obs: torch.Tensor) -> torch.Tensor:
-        """The features of ``obs``, before the head."""
-        return self.features(_as_float(obs, self.compute_dtype))
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self._head(self.trunk(obs))
-
 
 def _conv_bn_relu(c_in: int, c_out: int, stride: int = 1, dilation: int = 1) -> list[nn.Module]:
     """3x3 conv that keeps the size at stride 1 (padding = dilation), no bias, BatchNorm, ReLU."""
@@ -164,16 +122,9 @@ def _conv_bn_relu(c_in: int, c_out: int, stride: int = 1, dilation: int = 1) -> 
 
 
 class SmallConvQNetwork(_DuelingHead):
-    """Maps small grids [B, C, H, W] (e.g. Snake's 3 x 10 x 10) to Q-values [B, num_actions] (fp32).
-
-    For inputs QNetwork cannot take (it needs square frames of at least 36 px) or where its 8x8
-    stride-4 first layer would blur a grid of one pixel per cell: 3x3 convs with padding 1 (no
-    bias) + BatchNorm2d + ReLU with ``channels`` filters, then flatten and QNetwork's head (fp32).
-    The first conv has stride 1; a later one has stride 2 while the map's longer side is above
-    ``max_side`` (10x10 and 12x12 stay at full resolution, 32x32 becomes 8x8), so the flattened
-    features, and the head's first layers, stay small on bigger grids. uint8 input is scaled by
-    1/255, float input used as it is.
-    """
+    """Maps small grids [B, C, H, W] (Snake's 3 x 10 x 10), which QNetwork's 8x8 stride-4 layer would blur, to Q-values:
+    3x3 convs (``channels``), stride 2 after the first while the map's longer side is above ``max_side`` (32x32 becomes
+    8x8, so the head stays small), then QNetwork's head."""
 
     def __init__(
         self,
@@ -198,18 +149,10 @@ class SmallConvQNetwork(_DuelingHead):
         self._make_head(c * h * w, hidden, num_actions, dueling)
         init_weights(self)
 
-    def trunk(self, obs: torch.Tensor) -> torch.Tensor:
-        """The features of ``obs``, before the head."""
-        return self.features(_as_float(obs, self.compute_dtype))
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self._head(self.trunk(obs))
-
 
 def cell_dilations(blocks: int, height: int, width: int, dilated: bool = True) -> tuple[int, ...]:
-    """Dilation of each 3x3 conv of :class:`CellQNetwork`: 1, 2, 4, 8, ... capped at the largest
-    power of two <= (max(H, W) - 1) // 2 (a wider tap would reach past the board from every cell);
-    all 1 when not ``dilated``."""
+    """Dilation of each 3x3 conv of :class:`CellQNetwork`: 1, 2, 4, ... capped at the largest power of two <= (max(H, W) - 1)
+    // 2 (a wider tap would reach past the board from every cell); all 1 when not ``dilated``."""
     cap = 1
     while dilated and cap * 2 <= (max(height, width) - 1) // 2:
         cap *= 2
@@ -217,28 +160,9 @@ def cell_dilations(blocks: int, height: int, width: int, dilated: bool = True) -
 
 
 class CellQNetwork(nn.Module):
-    """One Q-value per cell: maps [B, C, H, W] to Q [B, H*W] (fp32), action = y * W + x.
-
-    Fully convolutional, so the same weights work for any H, W, and every cell is scored by the
-    same function of its neighbourhood (translation equivariant away from the borders; the zero
-    padding lets cells near a border know it). ``blocks`` 3x3 convs (no bias) + BatchNorm2d + ReLU
-    with ``channels`` filters, then a 1x1 conv to one channel: the advantage map (``advantage``;
-    ``head`` when not dueling), row-major flattened.
-
-    Size: 16 channels, 3 undilated blocks by default, so a cell sees the 7x7 cells around it
-    (``receptive_field``): the burned map under the current breaks (an observation channel), the
-    ignitions and the fuel near it. Measured here on one CPU thread over 8x32x32 fuel-break
-    observations, 16-env actor batches: 64 channels with dilations 1, 2, 4, 8 cost 4.7 ms of actor
-    inference per env and 1.7 s per batch-64 update; 16 channels in 4 dilated blocks 0.59 ms and
-    256 ms; in another run, 4 undilated blocks 0.41 ms and 238 ms, 3 undilated 0.26 ms and 164 ms
-    (on CPU PyTorch's dilated convs ran about twice as slow as plain ones of the same MACs).
-    ``dilated``: the k-th conv is dilated 2**k (1, 2, 4, 8, capped for small boards,
-    :func:`cell_dilations`), a wider view at the same MACs; doubling dilations after a dilation-1
-    conv leave no holes in the receptive field (Yu & Koltun 2016).
-
-    Dueling: ``value`` is global average pooling -> Linear -> 1; Q = V + A - mean over cells of A
-    (both streams in fp32). uint8 input is scaled by 1/255, float input used as it is.
-    """
+    """One Q-value per cell, [B, C, H, W] -> [B, H*W] (fp32), action = y * W + x: fully convolutional, ``blocks`` 3x3 convs
+    (3 x 16 see 7x7 cells, cheap on CPU) then a 1x1 conv to the advantage (or ``head``) map; ``value``: average pooling -> Linear.
+    ``dilated`` widens the view at the same MACs (:func:`cell_dilations`), though dilated convs ran 2x slower on CPU."""
 
     compute_dtype: torch.dtype = torch.float32
     """As :attr:`_DuelingHead.compute_dtype`."""
@@ -338,18 +262,9 @@ def network_family(spec) -> str:
 
 
 def build_q_network(spec, dueling: bool = True, frame_size: int | None = None) -> nn.Module:
-    """The Q-network for an env's :class:`shared.spec.EnvSpec`; it takes [B, *spec.input_shape].
-
-    - 1-D ``obs_shape`` (F,), stack 1: :class:`MLPQNetwork` with F inputs ("mlp").
-    - 2-D (H, W), square, H >= 36: :class:`QNetwork` with ``stack`` channels ("nature"); with
-      stack 1 it takes [B, H, W].
-    - 3-D (C, H, W), stack 1, ``num_actions == H * W``: :class:`CellQNetwork` ("cell").
-    - 3-D (C, H, W), stack 1, otherwise: :class:`QNetwork` with C channels if square and >= 36 px,
-      else :class:`SmallConvQNetwork` ("small_conv").
-
-    ``frame_size``, when given, must equal the spec's frame side (a check for callers that still
-    carry it in their config). Anything else raises ValueError naming the spec field or the value.
-    """
+    """The Q-network for an env's :class:`shared.spec.EnvSpec`, taking [B, *spec.input_shape]: MLPQNetwork for (F,)
+    features, QNetwork for square frames of >= 36 px, CellQNetwork for (C, H, W) with one action per cell, else
+    SmallConvQNetwork. ``frame_size``, when given, must be the spec's frame side; anything else is a ValueError."""
     _, cls, kwargs = _plan(spec, dueling, frame_size)
     return cls(**kwargs)
 
@@ -380,10 +295,8 @@ def cpu_has_native_bf16() -> bool:
 
 
 def fold_batchnorm(net: nn.Module) -> nn.Module:
-    """``net`` (in eval mode) with every BatchNorm that directly follows a Conv2d or Linear inside an ``nn.Sequential``
-    folded into that layer (the layer gains the bias, the BatchNorm becomes ``nn.Identity``): in eval mode the same
-    function with one op fewer per layer. Changes ``net`` in place and returns it; raises ValueError in train mode,
-    where BatchNorm normalises by the batch and cannot be folded."""
+    """``net`` (eval mode) with each BatchNorm that follows a Conv2d or Linear in an ``nn.Sequential`` folded into that layer
+    (then ``nn.Identity``): the same function, one op fewer per layer. In place; ValueError in train mode."""
     if net.training:
         raise ValueError("fold_batchnorm needs a network in eval mode (train-mode BatchNorm uses batch statistics)")
     for seq in [m for m in net.modules() if isinstance(m, nn.Sequential)]:
@@ -400,11 +313,8 @@ def fold_batchnorm(net: nn.Module) -> nn.Module:
 
 
 def acting_copy(net: nn.Module, precision: str = "fp32") -> nn.Module:
-    """An eval-mode copy of ``net`` for acting (Q-values only, no gradients): BatchNorm folded (:func:`fold_batchnorm`;
-    Q equal to ``net.eval()``'s within float rounding), and with ``precision`` 'bf16' every weight and activation
-    in bfloat16 but each head stream's output layer (Q off by about 0.03 on Mario's network, computed in float32). Measured on one
-    CPU thread, Mario's network, per stack (docs/lab/experiments/mario.md, "Env steps per hour"): folding saves
-    5-7%; bf16 halves the cost of a batch of 8 stacks and costs more than fp32 at a batch of one."""
+    """An eval-mode copy of ``net`` for acting, no gradients, BatchNorm folded (5-7% faster on CPU); with ``precision``
+    'bf16' all in bfloat16 but each head stream's output layer (Q off by about 0.03; half the cost at a batch of 8)."""
     if precision not in ACTING_PRECISIONS:
         raise ValueError(f"precision {precision!r} must be one of {ACTING_PRECISIONS}")
     acting = fold_batchnorm(copy.deepcopy(net).eval())
@@ -422,9 +332,8 @@ def acting_copy(net: nn.Module, precision: str = "fp32") -> nn.Module:
 
 
 class _Fp32Output(nn.Module):
-    """A stream's last layer run in fp32 on bf16 features: the Q-values are then fp32 sums, not values on bf16's grid
-    (steps of 1/16 at Q = 16), where near-equal actions would tie and argmax would pick the lowest index. It costs a
-    [hidden x actions] product, against the [features x hidden] one that stays in bf16."""
+    """A stream's last layer run in fp32 on bf16 features, so Q-values are fp32 sums, not on bf16's grid where near-equal
+    actions would tie; it costs only the [hidden x actions] product."""
 
     def __init__(self, layer: nn.Module):
         super().__init__()
@@ -438,18 +347,8 @@ class _Fp32Output(nn.Module):
 
 
 def masked_argmax(q: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Index of the largest ``q`` [B, A] among the valid actions, long [B, 1] (None: plain argmax).
-
-    ``mask`` is bool [B, A], True = valid; every row has at least one valid action. An invalid
-    action is never returned, however negative the valid Q-values are: invalid entries are filled
-    with -inf (a large negative constant such as -1e9 would lose to valid Q-values below it), and
-    if even that leaves no valid maximum (valid Q all -inf or NaN) the first valid action is
-    returned. Ties go to the lowest index, as ``argmax`` does. No data-dependent control flow, so
-    it can run inside torch.compile and CUDA graphs.
-
-    Double DQN with masks: ``best = masked_argmax(online(s'), mask(s'))`` then
-    ``target(s').gather(1, best)`` (shared/targets.py ``double_q_bootstrap``).
-    """
+    """Index of the largest ``q`` [B, A] among the valid actions (``mask`` bool [B, A], None: all), long [B, 1]: never an
+    invalid one (with no valid maximum, -inf or NaN, the first valid), ties to the lowest; runs in torch.compile graphs."""
     if mask is None:
         return q.argmax(dim=1, keepdim=True)
     if mask.shape != q.shape:

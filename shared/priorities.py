@@ -1,20 +1,15 @@
 """Initial replay priorities an actor computes for its own batch (Ape-X), with the replay's n-step rule and the
 learner's TD rule (shared/targets.py).
 
-For slot t of env e the n-step return follows learner/replay/frames.py: add ``gamma**k * reward[t+k]`` for
-k = 0..n-1, stopping before a step with no successor frame (a truncation: ``terminated`` 0 and the
-next slot's ``first`` 1), after a terminating step, and, here only, at the end of the batch (the
-actor does not yet know later rewards; it bootstraps from the batch's last observation instead).
-With L steps added, the priority is
+The n-step return R follows learner/replay/frames.py, also stopping at the batch's end (later rewards are not known
+yet). With L steps added the priority is
 
     | reward_scale * R + first(t) + sum_{k=1}^{L-1} gamma**k later(t+k)
         + gamma**L * V(s_{t+L}) * (not terminated) - Q(s_t, a_t) |
 
-with the actor's own network for every Q, and the rule's numpy parts (:class:`shared.targets.TDRule`): V its
-bootstrap value (the max for Double DQN, the soft value for Munchausen), ``first``/``later`` its per-step terms at
-the window's first and later steps (Munchausen's bonus; along the window, the bonus and the entropy term; 0 for
-Double DQN). So the first replay of a transition does not meet a priority computed by another rule. L = 0 (a
-truncation slot, never sampled) gets priority 0. All of it is vectorized over [E, T]: no per-transition Python.
+with the actor's own Q and the rule's numpy parts (:class:`shared.targets.TDRule`): V its bootstrap value and
+``first``/``later`` its per-step terms, so a transition's first replay meets a priority of its own rule. L = 0 (a
+truncation slot, never sampled): 0. Vectorized over [E, T].
 """
 
 from __future__ import annotations
@@ -38,15 +33,9 @@ def n_step_priorities(
     masks: np.ndarray | None = None,
     rule: TDRule | None = None,
 ) -> np.ndarray:
-    """|n-step TD errors| float32 [E, T].
-
-    q           float [E, T+1, A]: Q of the observation at each slot, and of the observation after the last step
-    actions     int [E, T]; rewards float [E, T] (game units); terminated, first bool/0-1 [E, T]
-    next_first  bool/0-1 [E]: whether the observation after the batch starts a new episode
-    masks       bool [E, T+1, A] or None: the valid actions at each observation of ``q`` (masked envs);
-                the bootstrap's max is then over valid actions only
-    rule        the learner's TD rule (shared/targets.py ``build_rule``); None: Double DQN's, the max
-    """
+    """|n-step TD errors| float32 [E, T] from ``q`` [E, T+1, A] (each slot's observation, then the one after the batch),
+    actions, rewards (game units), terminated and first [E, T], ``next_first`` [E] (the observation after the batch starts
+    an episode), ``masks`` [E, T+1, A] or None (bootstrap over valid actions only) and ``rule`` (None: Double DQN's)."""
     E, T = rewards.shape
     n = int(n_step)
     term = terminated.astype(bool)

@@ -1,24 +1,10 @@
 """The probe set: fixed states of an env, made deterministically, to measure a network on (learner/probe.py).
 
-A scripted policy plays one env of the real game (``shared.envs.make_vector_env``, seeded with ``seed``) for
-``n * every`` steps, restarting on every episode's end, and every ``every``-th state it acts at is kept: ``n`` network
-inputs ``[n, *spec.input_shape]`` of the env's observation dtype (Mario: uint8 ``[n, 4, 84, 84]`` frame stacks, stacked
-as the actors stack them: after a reset every slot holds the reset frame).
-
-The policy: the action the env's entry names as its ``probe_action`` (Mario: right+A, with the env's jump release),
-and on a share ``explore`` of the steps a uniformly random valid action, all drawn from
-``np.random.default_rng(seed)``; an env with no ``probe_action`` is played by that random policy alone (valid actions
-on masked envs, whose masks at the kept states come with them). The emulator, the envs and the generator are
-deterministic, so the same arguments give the same array, on every machine with the same packages.
-
-Why ``explore`` 0.05 and ``every`` 4: on 1-1, right+A alone reaches the flag (x_pos about 3,161) in 483 steps; with
-a random action on 20% of the steps, 19 of 21 episodes (3 seeds, 1,500 steps each) ended before x_pos 1,420, so the
-states covered less than half the stage; at 5% each of 6 seeds reached x_pos 2,469 or the flag within 1,024 steps.
-256 states every 4 steps take 1,024 steps, two to four episodes (seeds 0, 1, 2: states up to x_pos 3,126, 2,469 and
-3,147; about 7 s on one core).
-
-A run keeps its probe set in its folder (:func:`probe_set_cached`, ``probe.npz``): fixed across resumes and readable
-afterwards.
+A seeded scripted policy plays one env for ``n * every`` steps and every ``every``-th state is kept, stacked as the
+actors stack them: the env's ``probe_action`` (Mario: right+A), a random valid action on a share ``explore`` of the
+steps (only random ones without a ``probe_action``). Deterministic: the same arguments give the same array. At 5%
+exploration every Mario seed reached x_pos 2,469 or the flag within 1,024 steps; at 20% most died before 1,420. A run
+keeps its set in ``probe.npz`` (:func:`probe_set_cached`), fixed across resumes.
 """
 
 from __future__ import annotations
@@ -56,10 +42,8 @@ EVERY = 4
 
 @dataclass(frozen=True)
 class Play:
-    """``T`` steps of the scripted policy, in the replay's slot layout (learner/replay/frames.py): slot t holds the
-    observation ``frames[t]`` at which ``actions[t]`` was chosen, that step's reward, whether it terminated, and
-    whether ``frames[t]`` is an episode's first (reset) observation. A truncated step t is ``terminated[t]`` False
-    with ``first[t + 1]`` True. One env, so no leading env axis."""
+    """``T`` steps of the scripted policy in the replay's slot layout (learner/replay/frames.py), one env: slot t holds
+    ``frames[t]``, the action chosen there, its reward and flags (a truncation: ``first[t + 1]`` without ``terminated[t]``)."""
 
     frames: np.ndarray
     """[T, *obs_shape] of the env's observation dtype."""
@@ -94,9 +78,8 @@ class ProbeSet:
 
 
 def stack_frames(frames: np.ndarray, first: np.ndarray, stack: int, index: np.ndarray | None = None) -> np.ndarray:
-    """``[len(index), stack, *obs_shape]`` (``[len(index), *obs_shape]`` for stack 1): at slot t the frames
-    ``t - stack + 1 .. t``, each one before the episode's first slot replaced by that first frame (the replay's stack
-    rule, and the actors': a reset fills every slot with the reset frame). Slot 0 counts as first."""
+    """``[len(index), stack, *obs_shape]`` (no stack axis for stack 1): at slot t the frames ``t - stack + 1 .. t``, those
+    before the episode's first slot (slot 0 counts) replaced by that first frame, as replay and actors stack."""
     t_all = np.arange(len(frames))
     idx = t_all if index is None else np.asarray(index, dtype=np.int64)
     starts = np.where(first | (t_all == 0), t_all, 0)
@@ -170,8 +153,7 @@ def probe_set(env_cfg: EnvConfig, n: int = 256, seed: int = 0, every: int = EVER
 
 
 def probe_states(env_cfg: EnvConfig, n: int = 256, seed: int = 0) -> np.ndarray:
-    """The states of :func:`probe_set`: ``[n, *spec.input_shape]`` of the env's observation dtype; the same arguments
-    give the same array."""
+    """The states of :func:`probe_set`: ``[n, *spec.input_shape]`` of the env's observation dtype (deterministic)."""
     return probe_set(env_cfg, n, seed).states
 
 
@@ -187,8 +169,8 @@ def _check_matches(path: str, got: ProbeSet, spec: EnvSpec, n: int) -> None:
 
 
 def probe_set_cached(run_dir: str, env_cfg: EnvConfig, n: int = 256, seed: int = 0) -> ProbeSet:
-    """The run's probe set: ``run_dir``'s ``probe.npz`` when it holds one, else :func:`probe_set` written there first
-    (atomically). A file of another size or shape (a run resumed with another env or ``n``) is a ValueError."""
+    """The run's probe set: ``run_dir``'s ``probe.npz``, else :func:`probe_set` written there atomically; a file of another
+    size or shape (a run resumed with another env or ``n``) is a ValueError."""
     path = os.path.join(run_dir, PROBE_NAME)
     spec = env_spec(env_cfg)
     if os.path.exists(path):

@@ -1,8 +1,6 @@
 """A run's configuration made ready once per process: the seed drawn, the env's and the device's autos filled, all checked.
 
-:func:`resolve_run` is the one step between a command line (or a saved ``config.json``) and a running process. What it
-returns (:class:`Resolved`) is handed down: the learner, its data plane and trainer, and the collector take the
-config, the env's entry and spec from it and never resolve again.
+What :func:`resolve_run` returns (:class:`Resolved`) is handed down; nothing resolves again.
 """
 
 from __future__ import annotations
@@ -39,10 +37,8 @@ def resolve_device(name: str) -> torch.device:
 
 
 def resolve_config(cfg: RunConfig, validate: bool = True) -> RunConfig:
-    """``cfg`` with each auto (-1) option that depends on the env (:data:`~shared.config.ENV_AUTO_FIELDS`) at the value
-    of the env's entry, each component's seed at -1 the run's, the env's options as their dataclass; then every field
-    checked (ConfigError names the first bad value). Resolving twice changes nothing. ``validate`` False checks only
-    the env (a saved run read for evaluation on another machine)."""
+    """``cfg`` with its env autos (:data:`~shared.config.ENV_AUTO_FIELDS`) at the env entry's values, component seeds at
+    -1 the run's, then every field checked (``validate`` False: only the env); resolving twice changes nothing."""
     entry, env = check_env(cfg.env)
     if cfg.eval.stage:
         with_stage(env, cfg.eval.stage)
@@ -59,10 +55,8 @@ def resolve_config(cfg: RunConfig, validate: bool = True) -> RunConfig:
 
 
 def resolve_run(cfg: RunConfig, device: str = "", fresh: bool = False) -> Resolved:
-    """``cfg`` made ready to run in this process (:func:`resolve_config`), with its env's entry and spec and the
-    learner's device settings. ``fresh``: a run being started draws its seed when ``--seed`` is -1 (saved in
-    config.json, so two runs never share one by accident). ``device``: where the learner would train, instead of
-    ``cfg.device`` (actors: 'cpu')."""
+    """``cfg`` made ready to run here (:func:`resolve_config`) with its env's entry, spec and learner device settings;
+    ``fresh`` draws the seed when it is -1; ``device`` overrides ``cfg.device`` (actors: 'cpu')."""
     if fresh and cfg.seed < 0:
         cfg = dataclasses.replace(cfg, seed=draw_seed())
     cfg = resolve_config(cfg)

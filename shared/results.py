@@ -1,10 +1,7 @@
 """The names evaluation results use, and the step that reads files written under the old ones.
 
-Every env is scored the same way: an episode has a *score* (a float: Mario's furthest x_pos, Snake's food,
-a game's return) and a *success* (Mario: the flag). Summaries, ``eval_final.json``, ``metrics.jsonl`` rows
-and checkpoints' ``eval`` use these keys. Runs written before the names were generic used Mario's words
-(``x_pos_mean``, ``flag_rate``, ``eval/x_pos``, ``actor/distance``); :func:`upgrade` renames them, so old run
-folders and baseline files still report, plot and rank.
+Every env's episode has a *score* and a *success*; runs written before the names were generic used Mario's words
+(``x_pos_mean``, ``flag_rate``, ``actor/distance``), which :func:`upgrade` renames so old runs still report and rank.
 """
 
 from __future__ import annotations
@@ -60,9 +57,8 @@ def upgrade(obj: Any) -> Any:
 
 
 def read_metrics(path: str) -> tuple[list[dict], str]:
-    """The rows of a ``metrics.jsonl`` (each through :func:`upgrade`), and a note naming a last line that a stopped
-    run left cut short, which is left out ('' when there is none). Any other line that is not a JSON object is a
-    ValueError naming its number; a missing or unreadable file is the OSError."""
+    """The rows of a ``metrics.jsonl`` (each through :func:`upgrade`) and a note naming a cut-short last line, left out
+    ('' when none); any other line that is not a JSON object is a ValueError naming its number."""
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
     lines = text.split("\n")  # a complete file ends with a newline: its last piece is empty

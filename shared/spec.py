@@ -1,31 +1,11 @@
 """What an environment declares about itself, and the vector-env contract.
 
-:class:`EnvSpec` is everything the wire, the replay and the network factory need to know about
-an environment: the shape and dtype of one observation, how many of them are stacked into the
-network's input (1: none), the number of discrete actions, and whether every step carries an
-action mask.
-
-Vector envs (:class:`VectorEnv`) follow Gymnasium's ``VectorEnv`` conventions with *same-step*
-auto-reset (``gymnasium.vector.AutoresetMode.SAME_STEP``):
-
-``reset(seed=None) -> obs``
-    Starts all E envs. ``obs`` has shape ``[E, *spec.obs_shape]`` and dtype ``spec.obs_dtype``.
-``step(actions) -> (obs, reward, terminated, truncated, info)``
-    ``actions`` is an integer array ``[E]``. ``reward`` float32 ``[E]``, ``terminated`` and
-    ``truncated`` bool ``[E]`` (never both True for one env). Where an env's episode ended in this
-    step, it has already been reset: its row of ``obs`` is the *first* observation of its next
-    episode (the final observation is not returned; a terminated step is not bootstrapped and a
-    truncated one is cut where it stands). ``info`` is a dict of arrays ``[E]``; it always holds
-    ``"score"`` (float64; the episode's game figure so far, e.g. food eaten, reset to 0 with the
-    env) and ``"success"`` (bool), both read for the envs that just finished *before* their reset.
-``action_mask() -> bool [E, num_actions]``
-    Only when ``spec.masked``: True marks the valid actions at the current observation of each
-    env (after an auto-reset, those of the new episode's first observation). Every env always
-    has at least one valid action.
-``close()``
-    Releases resources; idempotent.
-
-Arrays returned by ``reset``/``step``/``action_mask`` are fresh: the caller may keep them.
+Vector envs (:class:`VectorEnv`) follow Gymnasium's with *same-step* auto-reset: ``reset(seed=None)`` returns obs
+``[E, *spec.obs_shape]``; ``step(actions [E])`` returns obs, reward float32, terminated and truncated bool (never both)
+and ``info``, a dict of [E] arrays with ``"score"`` (float64, the episode's so far) and ``"success"`` (bool). An env
+whose episode ended is reset at once: its obs row is the next episode's first (the final one is not returned), its info
+read before the reset. ``action_mask()`` (masked specs) is bool [E, num_actions], at least one True per env.
+``close()`` is idempotent; returned arrays are fresh (the caller may keep them).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """TD targets: what Q(s, a) is regressed on, one rule object per TD rule (Acme's one loss per rule).
 
-A rule (:class:`TDRule`) names the forward passes it needs besides the online net at s (``needs``), and turns a
-sampled batch and those passes' fp32 Q-values into the target [B] (``target``). The learner runs the passes the
-rule names (learner/trainer.py) and never branches on which rule it holds; :func:`build_rule` makes the run's rule
-from its learner config, and the actors' initial priorities (shared/priorities.py) take the same config. Inputs:
-the n-step return ``reward`` [B] (already scaled), the ``discount`` [B] (gamma^L, 0 where the window ended in a
-terminal); masks are bool [B, A], True = valid, or None (every action valid).
+A rule (:class:`TDRule`) names the forward passes it needs besides the online net at s (``needs``) and turns a batch
+and their fp32 Q-values into the target [B], so the learner never branches on the rule. Inputs: the scaled n-step
+return ``reward`` [B], ``discount`` [B] (gamma^L, 0 after a terminal); masks bool [B, A] (True = valid) or None.
 """
 
 from __future__ import annotations
@@ -37,8 +34,7 @@ def double_dqn(
     next_target_q: torch.Tensor,
     next_mask: torch.Tensor | None,
 ) -> torch.Tensor:
-    """Double DQN (van Hasselt et al. 2016): ``r + discount * Q_target(s', argmax_a' Q_online(s', a'))``, the argmax
-    over the valid actions of s'."""
+    """Double DQN (van Hasselt et al. 2016): ``r + discount * Q_target(s', argmax_a' Q_online(s', a'))``, over valid actions."""
     return reward + discount * double_q_bootstrap(next_online_q, next_target_q, next_mask)
 
 
@@ -58,11 +54,8 @@ def munchausen_terms(
     tau: float,
     log_floor: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Munchausen-DQN's two terms (Vieillard et al. 2020), each [B]: the bonus ``clamp(tau * log pi(a|s),
-    log_floor, 0)`` and the soft value at s' ``sum_a' pi(a'|s') (Q(s', a') - tau * log pi(a'|s'))``, where
-    ``pi = softmax(Q_target / tau)`` over the valid actions. ``target_q``/``next_target_q`` are the target net's
-    Q [B, A] at s and s', ``action`` long [B, 1]."""
-
+    """Munchausen-DQN's two terms (Vieillard et al. 2020), each [B]: the bonus ``clamp(tau * log pi(a|s), log_floor, 0)``
+    and the soft value at s' (:func:`soft_value`), pi = softmax(Q_target / tau) over the valid actions."""
     bonus = (tau * log_policy(target_q, mask, tau).gather(1, action).squeeze(1)).clamp(min=log_floor, max=0.0)
     return bonus, soft_value(next_target_q, next_mask, tau)
 
@@ -112,10 +105,8 @@ def munchausen_window(
         r_n + sum_k w_k * (alpha * clamp(tau * log pi(a_k|s_k), l0, 0) - [k >= 1] tau * log pi(a_k|s_k))
             + discount * soft value at s'
 
-    where ``r_n`` is the n-step return, ``w_k`` = gamma**k for the steps the return adds (0 past its end), the
-    bonus is paid at every step and the entropy term at every step after the first (at s_k, k >= 1, the sampled
-    action stands in for the expectation of the soft value). With n = 1 it is :func:`munchausen`. ``window_*`` are
-    [B, n] (actions, weights) and [B, n, A] (the target net's Q at s_0..s_{n-1}, masks)."""
+    where ``w_k`` = gamma**k for the steps the return adds (0 past its end); at s_k, k >= 1, the sampled action stands in
+    for the soft value's expectation. With n = 1 it is :func:`munchausen`. ``window_*``: [B, n] or [B, n, A]."""
     log_pi = log_policy(window_target_q, window_mask, tau).gather(2, window_action.unsqueeze(2)).squeeze(2)
     per_step = alpha * (tau * log_pi).clamp(min=log_floor, max=0.0)
     per_step = torch.cat([per_step[:, :1], per_step[:, 1:] - tau * log_pi[:, 1:]], 1)
@@ -211,8 +202,7 @@ def _np_log_policy(q: np.ndarray, tau: float) -> np.ndarray:
 
 
 def build_rule(alpha: float, tau: float, window: bool) -> TDRule:
-    """The run's rule from its learner config's Munchausen settings (resolved: alpha is no longer auto): Munchausen's
-    where ``alpha`` is above 0, else Double DQN's."""
+    """The run's rule from its resolved Munchausen settings: Munchausen's where ``alpha`` is above 0, else Double DQN's."""
     if alpha > 0:
         needs = Munchausen.needs | ({TARGET_WINDOW} if window else frozenset())
         return Munchausen(needs=needs, window=window, alpha=alpha, tau=tau)

@@ -1,33 +1,12 @@
 """Environments as registered plug-ins: one module per env, one registry.
 
-Every env is an :class:`EnvEntry`: how to build the E envs of one actor as a
-:class:`~shared.spec.VectorEnv`, its :class:`~shared.spec.EnvSpec` (read without starting an env),
-its action names, what its score and success mean, and the values the ``auto`` settings take on it.
-Actors, learner and launchers ask this registry and speak of *score* and *success*; what they are
-is the env's business (Mario: the furthest x_pos and the flag; Snake: food eaten and a filled grid).
+Every env is an :class:`EnvEntry`: how to build one actor's envs, its spec, action names, what its *score* and
+*success* mean (the rest of warppipe speaks only of those) and the values the auto settings take on it.
 
-Built in (:data:`BUILTIN`, each module registers itself when first imported):
-
-========== ===================== ==========================================================
-name       module                what
-========== ===================== ==========================================================
-mario      shared/envs/mario.py  Super Mario Bros on nes-py, frames stacked 4 deep
-catch      shared/envs/catch.py  bsuite's Catch: a tiny pixel game DQN solves in minutes
-fake       shared/envs/fake.py   synthetic frames for plumbing tests (no emulator)
-snake      shared/envs/snake.py  numpy-vectorized Snake
-fuelbreak  shared/envs/fuelbreak.py  fuel-break placement against a wildfire, masked actions
-========== ===================== ==========================================================
-
-Adding an env: a module that builds an :class:`EnvEntry` and calls :func:`register`, plus one line
-in :data:`BUILTIN`. Its own options, if any, are a dataclass its entry names (``options_type``): they
-appear on the command line under its name (``--env.snake.size``), are saved in ``config.json`` as
-``env.snake`` and read with :func:`options`. An env that lives outside warppipe needs no line in
-BUILTIN: ``--env.module my_pkg.my_env --env.name my_env`` makes every process (the learner, spawned
-and remote actors, the evaluators) import ``my_pkg.my_env`` before looking the name up, and its
-options work the same way.
-
-:func:`shared.resolution.resolve_run` is the one step between a command line (or a saved ``config.json``) and a
-run: it sets every auto (-1) setting that depends on the env from its entry, and checks the whole configuration.
+Adding an env: a module that builds an :class:`EnvEntry` and calls :func:`register`, plus a line in :data:`BUILTIN`.
+Its own options are the dataclass its entry names (``options_type``): ``--env.snake.size``, ``env.snake`` in config.json,
+read with :func:`options`. An env outside warppipe needs no line: ``--env.module my_pkg.my_env --env.name my_env``
+makes every process import ``my_pkg.my_env`` before looking the name up.
 """
 
 from __future__ import annotations
@@ -69,8 +48,7 @@ BUILTIN: dict[str, str] = {
     "snake": "shared.envs.snake",
     "fuelbreak": "shared.envs.fuelbreak",
 }
-"""Env name -> the module that registers it (imported on first use, so no process pays for an emulator it
-does not run)."""
+"""Env name -> the module that registers it (imported on first use: no process pays for an emulator it does not run)."""
 
 
 @dataclass(frozen=True)
@@ -87,16 +65,13 @@ class EnvEntry:
     make_single: Callable[[EnvConfig, int], Any] | None = None
     """Frame envs only: one env (shared/envs/frames.py ``FrameEnv``), for the evaluator and the benchmark."""
     options_type: type | None = None
-    """The dataclass of the env's own options (``--env.<name>.<option>``, ``env.<name>`` in config.json); its
-    ``validate()``, if it has one, raises ConfigError naming a bad value. None: the env has none."""
+    """The dataclass of the env's own options (``--env.<name>.<option>``); its ``validate()``, if any, raises ConfigError."""
     stage: Callable[[EnvConfig, str], EnvConfig] | None = None
-    """A copy of the config playing another level of the game (``eval.stage``; Mario: '1-2'); None: the env has
-    one level."""
+    """A copy of the config playing another level of the game (``eval.stage``; Mario: '1-2'); None: one level."""
     label: Callable[[EnvConfig], str] | None = None
     """What a run played, in a word or two for headers and file names (Mario: its stage); default: the name."""
     options: Callable[[EnvConfig], str] | None = None
-    """The env's own options that change what the agent plays, in a few words for the run header (Mario: its button
-    set and jump release); default: none."""
+    """The env's own options that change what the agent plays, in a few words for the run header; default: none."""
     score: str = "score"
     """What ``info["score"]`` measures, for console lines (Mario: Distance, the episode's furthest x_pos)."""
     success: str = "success"
@@ -106,33 +81,25 @@ class EnvEntry:
     video: bool = False
     """An episode can be filmed from its actions (actors/evaluator.py ``record_video``: Mario's emulator screen)."""
     hazards: Callable[[EnvConfig], Sequence[tuple[str, float, float]]] | None = None
-    """Where episodes of this level end, as ``(name, lo, hi)`` score ranges in order (Mario 1-1: x_pos clusters):
-    evaluation files give each one's pass rate (shared/hazards.py). None, or an empty list for a level: none (a
-    histogram of where episodes end instead)."""
+    """Where episodes of this level end, as ``(name, lo, hi)`` score ranges in order (shared/hazards.py gives each one's
+    pass rate); None or empty: a histogram of end scores instead."""
     noop_action: Callable[[EnvConfig], int] | None = None
-    """The action that does nothing (Mario: NOOP in the run's button set), played at the start of a no-op-start
-    evaluation episode; None: action 0."""
+    """The action that does nothing, played at the start of a no-op-start evaluation episode; None: action 0."""
     probe_action: Callable[[EnvConfig], int] | None = None
-    """The action the scripted policy of the probe set holds (shared/probe.py; Mario: right+A), a seeded random one
-    on a share of steps; None: the probe set is played by a seeded random policy."""
+    """The action the probe set's scripted policy holds (shared/probe.py; Mario: right+A); None: a seeded random policy."""
+    # The values the options of the same name (ENV_AUTO_FIELDS) take at -1 (auto) on this env:
     reward_scale: float = 1.0
-    """learner.reward_scale -1 (auto) on this env."""
     gamma: float = 0.9
-    """replay.gamma -1 (auto) on this env: the discount."""
     max_episode_steps: int = 4500
-    """env.max_episode_steps -1 (auto) on this env: the episode cap in agent steps (0: none)."""
+    """The episode cap in agent steps (0: none)."""
     envs_per_actor: int = 1
-    """actor.envs_per_actor -1 (auto) on this env."""
     eps_anneal_steps: int = 25_000
-    """actor.eps_anneal_steps -1 (auto) on this env."""
     target_sync_env_steps: int = 2_000
-    """learner.target_sync_env_steps -1 (auto) on this env."""
     broadcast_env_steps: int = 1_600
-    """learner.broadcast_env_steps -1 (auto) on this env."""
     munchausen_alpha: float = 0.0
-    """learner.munchausen_alpha -1 (auto) on this env (0: the Double-DQN max)."""
+    """0: the Double-DQN max."""
     total_env_steps: int = 0
-    """total_env_steps -1 (auto) on this env: the budget a run on the defaults trains for (0: until stopped)."""
+    """The budget a run on the defaults trains for (0: until stopped)."""
 
     def label_of(self, cfg: EnvConfig) -> str:
         return self.label(cfg) if self.label is not None else self.name
@@ -186,8 +153,7 @@ def entry_for(cfg: EnvConfig | str) -> EnvEntry:
 
 
 def options_types() -> dict[str, type]:
-    """Env name -> its options dataclass, for every built-in env (in :data:`BUILTIN`'s order) and every plug-in
-    registered so far."""
+    """Env name -> its options dataclass, for every built-in env (:data:`BUILTIN`'s order) and plug-in registered so far."""
     for module in BUILTIN.values():
         importlib.import_module(module)
     entries = [_REGISTRY[name] for name in names()]  # BUILTIN's order, then plug-ins': the same on every import order
@@ -222,9 +188,8 @@ def with_stage(cfg: EnvConfig, stage: str) -> EnvConfig:
 
 
 def check_env(cfg: EnvConfig) -> tuple[EnvEntry, EnvConfig]:
-    """Check ``cfg``: the options every env shares, that its options name known envs, and the env's own options
-    (ConfigError names the first bad value). Returns the entry and ``cfg`` with the env's options as its dataclass
-    and its auto (-1) options (the episode cap) at the env's values."""
+    """Check ``cfg``'s shared options, that its options name known envs, and the env's own (ConfigError names the first bad
+    value); returns the entry and ``cfg`` with the env's options as its dataclass and its auto episode cap resolved."""
     entry = entry_for(cfg)
     autos = {key: getattr(entry, key) for key in ENV_AUTO_FIELDS["env"] if getattr(cfg, key) == AUTO}
     cfg = dataclasses.replace(cfg, **autos) if autos else cfg

@@ -1,11 +1,8 @@
 """Catch (bsuite): a tiny pixel game that DQN solves in minutes, to prove the whole pipeline learns.
 
-A ball falls one row per step from a random column of the top row of a 10x5 board; the agent
-moves a paddle on the bottom row (0: left, 1: stay, 2: right). When the ball reaches the bottom
-the episode terminates with reward +1 if the paddle is under it, else -1 (9 steps). A random
-policy scores about -0.6 on average; a solved one scores +1. Frames are the board scaled to
-``frame_size`` x ``frame_size`` uint8 (ball and paddle 255 on 0), a shared/envs/frames.py ``FrameEnv``.
-Registered as ``catch``; score: the episode's return (+1 or -1 at its end), success: the ball caught.
+A ball falls one row per step down a 10x5 board; the paddle on the bottom row moves (0: left, 1: stay, 2: right). The
+episode ends after 9 steps with +1 if the paddle is under the ball, else -1 (random play: about -0.6). Frames are the
+board scaled to ``frame_size`` (ball and paddle 255 on 0); score: the return, success: the ball caught.
 """
 
 from __future__ import annotations

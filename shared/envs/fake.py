@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from shared.envs import check_env, frame_entry, options, register
-from shared.errors import check, is_int
+from shared.errors import check_range
 from shared.spec import checked_action
 
 if TYPE_CHECKING:
@@ -31,22 +31,12 @@ class FakeOptions:
     """Number of actions (7: as many as Mario's simple button set)."""
 
     def validate(self) -> None:
-        check(
-            is_int(self.actions) and 1 <= self.actions <= 256, "env.fake.actions", self.actions, "must be an integer in [1, 256]"
-        )
+        check_range(self, "env.fake.actions", 1, 256, "must be an integer in [1, 256]")
 
 
 class FakeEnv:
-    """Fast synthetic env for plumbing tests: no emulator, deterministic given the seed.
-
-    Every frame (reset or step) carries, little-endian in its first 16 bytes, a uint64 counter of
-    frames this env produced since its last seeding and the seed (mod 2**64); the rest is a slice
-    of a seed-derived noise pattern shifted by the counter. So frames are unique per
-    (seed, episode, step). Episode lengths are drawn from :data:`FAKE_EPISODE_RANGE` and end in
-    termination, or in truncation when ``max_episode_steps`` comes first. Reward: 1.0 when the
-    action equals ``counter % num_actions`` of the frame the agent saw, else -0.1; ``info``
-    ``score`` = 3 * step in the episode, ``success`` True on ~1 in 4 terminations.
-    """
+    """A frame's first 16 bytes: little-endian uint64 frame count since seeding and seed, then a seed-derived pattern shifted
+    by the count (unique per seed, episode, step). Reward: 1.0 when the action is ``count % num_actions``, else -0.1."""
 
     def __init__(self, cfg: EnvConfig, seed: int) -> None:
         _, cfg = check_env(cfg)

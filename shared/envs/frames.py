@@ -1,47 +1,18 @@
 """Frame envs: the single-env interface, its preprocessing, the agent's frame stack, and E of them as one
 vector env.
 
-Contract (:class:`FrameEnv`)
-----------------------------
-``num_actions``   int, size of the discrete action set.
-``frame_shape``   ``(size, size)`` of one observation frame.
-``reset(seed=None) -> frame``
-    Starts an episode. ``frame`` is uint8 ``[size, size]`` and a *fresh* array: the caller may
-    keep it; the env never writes to it again. A seed given here replaces the constructor's
-    seed (which applies to the first reset).
-``step(action) -> (frame, reward, terminated, truncated, info)``
-    ``frame`` is fresh as above; ``reward`` a Python float; ``terminated`` means the episode
-    really ended (do not bootstrap); ``truncated`` means it was cut by a limit (bootstrap). The two
-    are never both True. ``info`` holds at least ``score`` (float: the episode's score so far, as the env
-    scores it) and ``success`` (bool: this step succeeded). Stepping after either end without a reset
-    raises ``RuntimeError``.
-``close()``       releases the env; idempotent.
+:class:`FrameEnv`: ``reset(seed=None) -> frame`` and ``step(action) -> (frame, reward, terminated, truncated, info)``,
+with ``num_actions`` and ``frame_shape`` (size, size). Frames are fresh uint8 arrays the caller may keep; a seed given to
+``reset`` replaces the constructor's. ``terminated`` (do not bootstrap) and ``truncated`` (cut by a limit: bootstrap) are
+never both True; ``info`` holds ``score`` (the episode's so far) and ``success`` (this step). Stepping after an end
+without a reset raises RuntimeError; ``close()`` is idempotent.
 
-Preprocessing (:class:`Preprocess`, around an emulator such as Mario's)
------------------------------------------------------------------------
-One agent step repeats the action for ``frame_skip`` emulator frames, summing the rewards and
-stopping early when the episode ends. Each emulator frame is converted to grayscale
-(OpenCV's RGB->GRAY weights) into one of two preallocated buffers; the observation is the
-elementwise max of the last two frames emulated in this step (a single frame when only one
-was), resized to ``frame_size`` x ``frame_size`` with ``INTER_AREA``, uint8. The reset frame is
-the gray, resized reset screen. The score is the inner info's ``score_key`` as the env says it adds up
-(``score_kind``): its furthest value over the episode's agent steps (Mario's ``x_pos``) or its last (a game's
-return); success the inner info's ``success_key`` (Mario: ``flag_get``).
-Episodes are truncated after ``max_episode_steps`` agent steps and, with ``no_progress_steps``, after that
-many steps without a new furthest score.
-
-The inner env may speak the old Gym API (``reset() -> obs``; ``step -> (obs, r, done, info)``,
-nes-py 8 / gym-super-mario-bros 7) or the Gymnasium API (``reset() -> (obs, info)``;
-``step -> (obs, r, terminated, truncated, info)``, gym-super-mario-bros 9); the shape of
-what it returns decides, call by call.
-
-:class:`FrameStacker` keeps the agent's ``[stack, H, W]`` observation, the reference the replay
-rebuilds from single frames. :class:`FrameVectorEnv` steps E frame envs side by side under the
-vector-env contract (shared/spec.py): each returned frame is copied into a fresh ``[E, H, W]``
-array (nes-py renders every frame into one reused buffer), an env that ends is reset at once and
-its row is the reset frame (same-step auto-reset), and its calls to the single envs are ``step``
-per tick and ``reset`` after an episode's end. ``info["score"]`` is the episode's score so far,
-``info["success"]`` whether any of its steps succeeded.
+:class:`Preprocess` repeats an action ``frame_skip`` emulator frames (rewards summed, stopping at an episode's end) and
+returns the gray max of the last two, resized with ``INTER_AREA``; it truncates after ``max_episode_steps`` and, with
+``no_progress_steps``, that many steps without a new furthest score. The inner env may speak the old Gym or the
+Gymnasium API; what it returns decides, call by call. :class:`FrameStacker` keeps the agent's ``[stack, H, W]``
+observation; :class:`FrameVectorEnv` steps E frame envs under the vector-env contract (shared/spec.py), copying each
+frame (nes-py reuses one buffer) and resetting an env that ends at once; its ``success``: any step of the episode.
 """
 
 from __future__ import annotations
@@ -77,12 +48,8 @@ class FrameEnv(Protocol):
 
 
 def _gray_source(frame: np.ndarray) -> tuple[np.ndarray, int] | None:
-    """A view of ``frame`` that cv2 reads without copying, and its gray conversion code.
-
-    None when there is none (then each call converts a contiguous copy). nes-py's screen is a
-    reversed view ``[:, :, ::-1][:, :, 1:]`` of a little-endian BGRx buffer: converting that view
-    makes cv2 copy it (~300 us); reading the same bytes as BGRA costs ~20 us.
-    """
+    """A view of ``frame`` that cv2 reads without copying, and its gray conversion code (None: convert a copy). nes-py's
+    screen is a reversed view of a BGRx buffer: converting it makes cv2 copy (~300 us); reading it as BGRA costs ~20 us."""
     if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
         raise ValueError(f"inner env frame must be uint8 [H, W, 3] RGB, got {frame.dtype} {frame.shape}")
     if frame.flags.c_contiguous:
@@ -103,16 +70,8 @@ def _gray_source(frame: np.ndarray) -> tuple[np.ndarray, int] | None:
 
 
 class Preprocess:
-    """Frame skip, gray, max of the last two frames, resize and time limit around an inner env.
-
-    ``inner`` has ``reset()`` and ``step(action)`` in the old Gym or the Gymnasium shape (see the
-    module docstring) returning uint8 RGB ``[H, W, 3]`` frames, which may be one buffer reused on
-    every call. ``seed_fn(seed)`` seeds it when its ``reset`` takes no ``seed`` keyword. ``score_key`` and
-    ``success_key`` name the inner info's entries the score and success come from; ``score_kind`` says how the
-    score adds up (:data:`SCORE_KINDS`: the furthest value so far, Mario's x_pos, or the last, a game's return).
-    ``raw`` is the
-    emulator underneath, when the caller sets it (Mario's RAM and screen, for tests and videos).
-    """
+    """Frame skip, gray, max of the last two, resize and time limit around an RGB env (module docstring); ``seed_fn`` seeds
+    an ``inner`` whose ``reset`` takes no seed; score and success come from its info (``score_key``, ``success_key``)."""
 
     raw: Any = None
 
@@ -249,12 +208,8 @@ class Preprocess:
 
 
 class FrameStacker:
-    """The agent's stacked observation, uint8 ``[stack, H, W]``, oldest first, in one array.
-
-    ``reset(frame)`` fills every slot with ``frame``; ``push(frame)`` shifts the stack one slot
-    towards the front (dropping the oldest) and writes ``frame`` last. ``array`` is the internal
-    array itself (not a copy): it changes on the next push, so copy it to keep it.
-    """
+    """The agent's stacked observation, uint8 ``[stack, H, W]``, oldest first: ``reset(frame)`` fills every slot, ``push``
+    drops the oldest and writes ``frame`` last. ``array`` is the internal array itself: copy it to keep it."""
 
     def __init__(self, stack: int, frame_shape: tuple[int, int]) -> None:
         if stack < 1:

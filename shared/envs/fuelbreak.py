@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from shared.envs import EnvEntry, options, register
-from shared.errors import check, is_int
+from shared.errors import check, check_range, is_int
 from shared.spec import EnvSpec, checked_actions
 
 if TYPE_CHECKING:
@@ -57,10 +57,7 @@ def spread_probability(veg, den, elevation, wind_dir, wind_speed) -> np.ndarray:
 
 def burn(open_edges: np.ndarray, passable: np.ndarray, ignition: np.ndarray) -> np.ndarray:
     """Run the CA to the end for n fires at once, bit-packed across fires; the burned map [n, H, W] (ignitions included).
-
-    ``open_edges`` [n, 8, H, W]: the edge from the neighbour at -DIRS[d] into (y, x) is open;
-    ``passable`` [n, H, W]: burnable and not a break; ``ignition`` [n, H, W]: burning at t = 0.
-    """
+    ``open_edges`` [n, 8, H, W] as :func:`spread_probability`'s edges; ``passable``: burnable, not a break."""
     n, h, w = passable.shape
     pack = lambda a: np.packbits(a, axis=0, bitorder="little")  # noqa: E731
     edges = [
@@ -179,11 +176,8 @@ class FuelBreakVectorEnv:
     def set_episode(
         self, i: int, burnable, ignition, *, veg=None, den=None, elevation=None, wind_dir=0.0, wind_speed=0.0, uniforms=None
     ) -> np.ndarray:
-        """Test and evaluation hook: restart env ``i`` on a given landscape; returns the obs of all envs.
-
-        ``burnable``/``ignition`` bool [H, W]; ``veg``/``den`` int [H, W] in 0..2 (default 1: shrubs,
-        normal); ``elevation`` m (default flat); ``uniforms`` [8, H, W] (default drawn from the env's RNG).
-        """
+        """Test and evaluation hook: restart env ``i`` on a given landscape (bool/int [H, W] maps; default 1 shrubs, normal
+        density, flat, uniforms from the env's RNG); returns the obs of all envs."""
         if not self._started:
             raise RuntimeError("set_episode() before reset()")
         h, w = self.height, self.width
@@ -265,9 +259,7 @@ class FuelbreakOptions:
 
     def validate(self) -> None:
         check(is_int(self.size) and 8 <= self.size <= 256, "env.fuelbreak.size", self.size, "must be an integer in [8, 256]")
-        check(
-            is_int(self.ignitions) and self.ignitions >= 1, "env.fuelbreak.ignitions", self.ignitions, "must be an integer >= 1"
-        )
+        check_range(self, "env.fuelbreak.ignitions", 1, math.inf, "must be an integer >= 1")
         cells = self.size**2
         room = cells - math.ceil(UNBURNABLE[1] * cells) - self.ignitions  # cells always free for breaks
         check(

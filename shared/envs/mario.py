@@ -1,18 +1,7 @@
 """Super Mario Bros (nes-py) as a warppipe env: its options, button sets, stages and the env itself.
 
-Registered as ``mario``. Score: the episode's furthest ``x_pos``; success: the flag. One agent step
-is ``env.frame_skip`` emulator frames, preprocessed by shared/envs/frames.py ``Preprocess`` (gray,
-max of the last two frames, resized to ``env.frame_size``). The emulator packages are imported only
-when an env is built, so the learner never loads them.
-
-Jump release (``env.mario.jump_release``, on by default): SMB starts a jump only on the frame A goes
-down, so an agent that keeps choosing a jump action while standing (against a pipe, after
-landing) would hold A and never jump again; the 84x84 frame stack cannot show that A is held.
-With jump release, a frame that asks for A while A was sent on each of the two frames before and
-Mario is on the ground (RAM 0x1D == 0) sends the same buttons without A: the next frame presses A
-again and jumps (two frames, not one: the game acts on a press one frame late, so Mario still reads
-as on the ground on the frame after A went down, and releasing then would cut the jump short).
-Holding A in the air still gives the full-height jump.
+Score: the episode's furthest ``x_pos``; success: the flag. Frames go through shared/envs/frames.py ``Preprocess``.
+The emulator packages are imported only when an env is built, so the learner never loads them.
 """
 
 from __future__ import annotations
@@ -20,13 +9,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import math
 import sys
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from shared.envs import check_env, frame_entry, options, register
-from shared.errors import ConfigError, check, is_int
+from shared.errors import ConfigError, check, check_range
 
 if TYPE_CHECKING:
     from shared.config import EnvConfig
@@ -36,22 +26,8 @@ __all__ = ["ACTION_SETS", "HAZARDS", "MarioOptions", "make_mario_env", "mario_op
 # Button lists, identical to gym_super_mario_bros.actions (a test checks it). Copied here so
 # importing this module (learner, fake env) does not import gym.
 ACTION_SETS: dict[str, list[list[str]]] = {
-    "right_only": [
-        ["NOOP"],
-        ["right"],
-        ["right", "A"],
-        ["right", "B"],
-        ["right", "A", "B"],
-    ],
-    "simple": [
-        ["NOOP"],
-        ["right"],
-        ["right", "A"],
-        ["right", "B"],
-        ["right", "A", "B"],
-        ["A"],
-        ["left"],
-    ],
+    "right_only": [["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"]],
+    "simple": [["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"], ["A"], ["left"]],
     "complex": [
         ["NOOP"],
         ["right"],
@@ -93,12 +69,7 @@ class MarioOptions:
         check(
             self.actions in ACTION_SETS, "env.mario.actions", self.actions, f"must be one of {', '.join(map(repr, ACTION_SETS))}"
         )
-        check(
-            is_int(self.no_progress_steps) and self.no_progress_steps >= 0,
-            "env.mario.no_progress_steps",
-            self.no_progress_steps,
-            "must be an integer >= 0 (0: never)",
-        )
+        check_range(self, "env.mario.no_progress_steps", 0, math.inf, "must be an integer >= 0 (0: never)")
 
 
 def parse_stage(stage: str) -> tuple[int, int] | None:
@@ -127,11 +98,8 @@ def _import_mario() -> tuple[Any, Any]:
 
 
 class _JumpReleasePad:
-    """Action index -> NES button byte, releasing A for one frame when it would be held on the ground.
-
-    Wraps a nes-py ``JoypadSpace`` and steps the raw emulator with the byte itself (module
-    docstring, "Jump release").
-    """
+    """Action index -> NES button byte, releasing A for a frame when it would be held on the ground: SMB jumps only when A
+    goes down, which a frame stack cannot show. Holding A in the air still gives the full-height jump."""
 
     A = 0b00000001  # nes-py's JoypadSpace bit for the A button
     ON_GROUND_ADDR = 0x1D  # Player_FloatState: 0 on the ground
@@ -149,8 +117,7 @@ class _JumpReleasePad:
 
     def step(self, action: int) -> Any:
         byte = self._bytes[action]
-        # The game acts on a press one frame late (Mario still reads as on the ground on the frame
-        # after A went down), so A must have been sent on both of the last two frames.
+        # the game acts on a press one frame late, so A must have been sent on both of the last two frames
         if byte & self._held & self._held_before & self.A and self._ram[self.ON_GROUND_ADDR] == 0:
             byte &= ~self.A
         self._held_before, self._held = self._held, byte
@@ -161,9 +128,8 @@ class _JumpReleasePad:
 
 
 def make_mario_env(cfg: EnvConfig, seed: int) -> Any:
-    """Super Mario Bros built in this process, preprocessed (a frames.py ``Preprocess`` whose ``raw`` is the
-    nes-py env). nes-py has no randomness of its own for SMB (the game is deterministic given the actions);
-    ``seed`` seeds the raw env's ``np_random`` (unused by the game) for interface uniformity."""
+    """Super Mario Bros built in this process: a frames.py ``Preprocess`` whose ``raw`` is the nes-py env. The game is
+    deterministic; ``seed`` seeds the raw env's unused ``np_random``, as every env takes one."""
     from shared.envs.frames import Preprocess
 
     _, cfg = check_env(cfg)  # the episode cap at Mario's when auto, the options checked
@@ -256,9 +222,5 @@ ENTRY = register(
         total_env_steps=300_000,
     )
 )
-"""Mario's reward (x progress, clock, death) is clipped to +-15 per frame by gym-super-mario-bros: scaled by 1/15.
-The target net syncs every 16,000 env steps (1,000 updates at 4 samples per transition, batch 64): at a quarter of
-that a run's last weights fell far below its own earlier snapshots.
-Munchausen's target (alpha 0.9): its 3-seed group at 300K env steps scored above the Double-DQN defaults' groups
-and the constant right+A policy on the last weights (docs/lab/experiments/mario.md). A run on the defaults trains
-300,000 env steps, the budget of every published 1-1 group."""
+"""Reward clipped to +-15 per frame: scaled by 1/15. Target sync 16,000 env steps (at 4,000 the last weights fell below
+earlier snapshots); Munchausen (alpha 0.9) beat Double DQN at 300K env steps, every 1-1 group's budget (docs/lab)."""

@@ -5,6 +5,7 @@ The game, its state and the features are specified in docs/envs/snake.md.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from shared.envs import EnvEntry, options, register
-from shared.errors import check, is_int
+from shared.errors import check, check_range, is_int
 from shared.spec import EnvSpec, checked_actions
 
 if TYPE_CHECKING:
@@ -40,10 +41,8 @@ def _mix(z: np.ndarray) -> np.ndarray:
 
 
 def free_region_sizes(free: np.ndarray) -> np.ndarray:
-    """For a batch of masks ``free[E, H, W]``, each cell's 4-connected free-region size (0 if not free).
-
-    Label propagation with hooking and pointer jumping, then one bincount (docs/envs/snake.md).
-    """
+    """Each cell's 4-connected free-region size in masks ``free[E, H, W]`` (0 if not free): label propagation with
+    hooking and pointer jumping, then one bincount (docs/envs/snake.md)."""
     free = np.asarray(free, dtype=bool)
     e, h, w = free.shape
     n = e * (h + 2) * (w + 2)
@@ -233,21 +232,14 @@ class SnakeOptions:
     """'features' (float32 (14,): danger, food direction, heading and three flood-fill region sizes; an MLP Q-network)
     or 'grid' (uint8 (3, H, W) planes body, head, food; a small conv net)."""
     hunger: int = 0
-    """Steps in a row without eating after which an episode is truncated; 0: the number of cells (a snake following a
-    Hamiltonian cycle never starves)."""
+    """Steps in a row without eating that truncate an episode; 0: the number of cells (a Hamiltonian cycle never starves)."""
     flood: bool = True
-    """The three flood-fill features (reachable free cells straight, left, right, over H*W) in the 'features'
-    observation."""
+    """The three flood-fill features (reachable free cells straight, left, right, over H*W) in the 'features' observation."""
 
     def validate(self) -> None:
         check(is_int(self.size) and 4 <= self.size <= 256, "env.snake.size", self.size, "must be an integer in [4, 256]")
         check(self.obs in OBS_KINDS, "env.snake.obs", self.obs, "must be 'features' or 'grid'")
-        check(
-            is_int(self.hunger) and self.hunger >= 0,
-            "env.snake.hunger",
-            self.hunger,
-            "must be an integer >= 0 (0: the number of cells)",
-        )
+        check_range(self, "env.snake.hunger", 0, math.inf, "must be an integer >= 0 (0: the number of cells)")
 
 
 def _make(cfg: EnvConfig, seeds: Sequence[int]) -> SnakeVectorEnv:

@@ -1,15 +1,8 @@
 """CURVE encryption and the learner's allow-list of actor keys (ZeroMQ's CurveZMQ + ZAP).
 
-Off by default: every socket binds to loopback. With ``transport.curve_server_secret`` and
-``transport.curve_authorized_dir`` set, every learner socket is a CURVE server and admits a peer
-only if the peer's public key is one of the ``*.key`` certificates in that folder; the check is
-done by pyzmq's ZAP handler (``ThreadAuthenticator``), one per ``zmq.Context``, started before the
-first server socket binds. Server sockets name a ZAP domain and set ZAP_ENFORCE_DOMAIN, so if that
-handler were missing ZeroMQ would refuse every peer instead of admitting all (libzmq consults ZAP
-for an enforced CURVE socket only when its domain is not empty, hence the name). Actors set
-``transport.curve_client_secret`` (their own key) and ``transport.curve_server_public`` (the
-learner's), so traffic is encrypted and they talk only to that learner. ``python -m launch.keys``
-makes the key files. The allow-list is read when the learner starts.
+Off by default (loopback only). With the learner's keys set, every learner socket is a CURVE server admitting only the
+public keys in ``transport.curve_authorized_dir``, checked by pyzmq's ZAP handler, one per ``zmq.Context``; server
+sockets name a ZAP domain and enforce it, so without that handler ZeroMQ refuses every peer rather than admitting all.
 """
 
 from __future__ import annotations
@@ -77,11 +70,8 @@ def client_socket_options(sock: zmq.Socket, transport: TransportConfig) -> None:
 
 
 def start_authenticator(transport: TransportConfig, context: zmq.Context | None = None) -> Callable[[], None]:
-    """Run the ZAP allow-list on ``context`` (shared by every user of it); returns the function that releases it.
-
-    Does nothing (and returns a no-op) when the learner has no CURVE key. Call it before binding
-    server sockets; the handler stops when its last user releases it.
-    """
+    """Run the ZAP allow-list on ``context`` (shared by its users; a no-op without CURVE) before binding server sockets;
+    returns the function that releases it (the handler stops with its last user)."""
     if not transport.curve_server_secret:
         return lambda: None
     ctx = context or zmq.Context.instance()

@@ -1,24 +1,9 @@
 """Every warppipe socket, made in one place: :func:`open_socket`, and what keeps a long-lived link alive.
 
-:func:`open_socket` sets what every socket carries (LINGER 0: closing never blocks on unsent messages), the
-high-water marks and maximum message size its role asks for, the link options below, and CURVE (server side
-on bound sockets, client side on connecting ones) when the run has keys (shared/wire/curve.py).
-
-A NAT, a firewall or Docker Swarm's routing mesh (IPVS, which forgets a TCP connection idle for
-900 s) can drop a quiet link without telling either end: an actor whose learner is busy, or a
-weights channel between broadcasts, would then wait forever. Two layers keep links alive and
-detect dead ones:
-
-- **TCP keepalives** (``transport.tcp_keepalive_idle`` seconds of silence, then a probe every
-  ``transport.tcp_keepalive_interval`` s, ``transport.tcp_keepalive_count`` unanswered probes
-  drop the connection): the kernel's own traffic, enough to keep middleboxes' state fresh.
-- **ZMTP heartbeats** (``transport.heartbeat_interval`` seconds; a peer silent for
-  ``transport.heartbeat_timeout`` s is disconnected): ZeroMQ's PING/PONG, answered by its I/O
-  threads (a learner busy in Python still answers), so a dead peer is noticed in seconds and the
-  connecting side reconnects by itself (ZeroMQ's ``RECONNECT_IVL``), while a bound socket frees
-  what it held for that peer.
-
-:func:`open_socket` applies :func:`link_options` before the caller binds (:func:`bind`) or connects.
+A NAT, a firewall or Docker Swarm's routing mesh (which forgets a TCP connection idle for 900 s) can drop a quiet link
+without telling either end, so every link carries TCP keepalives (the kernel's traffic keeps middleboxes' state fresh)
+and ZMTP heartbeats (answered by ZeroMQ's I/O threads even while Python is busy, so a dead peer is noticed in seconds
+and the connecting side reconnects by itself).
 """
 
 from __future__ import annotations
@@ -33,18 +18,13 @@ from shared.wire import curve
 from shared.wire.protocol import Limits, batch_dtypes
 
 HELD_KERNEL_BUFFER = 1 << 17
-"""Largest kernel send/receive buffer (bytes) of the experience sockets while the learner holds its replay ratio
-(``learner.exact_ratio``): under a slower learner every buffer between an actor and replay stays full, and
-loopback TCP's autotuned buffers (megabytes: a dozen 64-step Mario batches per direction) held batches 13
-weight broadcasts behind the learner, past ``learner.max_weights_lag``. 128 KiB holds less than one Mario batch."""
+"""Largest kernel send/receive buffer (bytes) of the experience sockets while the learner holds its replay ratio: under a
+slower learner every buffer stays full, and autotuned megabytes held batches past ``learner.max_weights_lag``."""
 
 
 def held_kernel_buffer(spec: EnvSpec | Limits, envs: int, steps: int) -> int:
-    """The kernel buffer of a held experience socket: about one batch of ``envs`` x ``steps`` steps of ``spec``
-    (an env spec, or the receiver's limits, which carry the same observation and action fields),
-    at most :data:`HELD_KERNEL_BUFFER`. A fixed 128 KiB holds dozens of small-observation batches (a corridor
-    batch is 2.5 KB): their actors' batches then arrived up to 16 broadcasts late and up to half were dropped as
-    stale_weights, so how much of a run's data was trained on depended on the machine's timing."""
+    """The kernel buffer of a held experience socket: about one batch of ``envs`` x ``steps`` steps of ``spec`` (or the
+    receiver's limits), at most :data:`HELD_KERNEL_BUFFER`, so small-observation batches do not queue up stale either."""
     step_bytes = int(np.prod(spec.obs_shape)) * np.dtype(spec.obs_dtype).itemsize + sum(
         d.itemsize for d in batch_dtypes(spec.obs_dtype, spec.num_actions)[1:]
     )
@@ -63,11 +43,8 @@ def open_socket(
     subscribe: bytes | None = None,
     kernel_buffer: int | None = None,
 ) -> zmq.Socket:
-    """A ``kind`` socket (zmq.PUSH, PULL, PUB, SUB, DEALER, ROUTER) with LINGER 0, the given high-water marks
-    (messages queued per peer) and maximum message size in bytes (a larger frame disconnects the sender), the
-    link options of ``transport`` and its CURVE keys, server side when ``server`` (the end that binds).
-    ``transport`` None (a local benchmark sender): no link options, no CURVE. ``subscribe``: a SUB's prefix.
-    ``kernel_buffer``: the TCP send and receive buffer in bytes (None: the kernel's autotuning)."""
+    """A ``kind`` socket with LINGER 0, the given limits (None: the defaults, TCP buffers autotuned) and ``transport``'s link
+    options and CURVE keys (server side when ``server``, the end that binds; ``transport`` None, a benchmark sender: neither)."""
     sock = ctx.socket(kind)
     try:
         sock.setsockopt(zmq.LINGER, 0)
@@ -92,9 +69,8 @@ def open_socket(
 
 
 def bind(sock: zmq.Socket, address: str, transport: TransportConfig, what: str) -> None:
-    """Bind ``sock`` to ``address``, one of the ports ``transport.base_port`` sets. A port another process holds
-    (most often another run on this machine, whose learner binds the same base_port - 2 ... base_port + actors - 1)
-    raises ConfigError naming ``transport.base_port``, the address and ``what`` it was for."""
+    """Bind ``sock`` to ``address``; a port another process holds (most often another run's learner) raises ConfigError
+    naming ``transport.base_port``, the address and ``what`` it was for."""
     try:
         sock.bind(address)
     except zmq.ZMQError as exc:

@@ -1,14 +1,11 @@
 """The wire between actors and learner: one module, one version, strict decoding.
 
-Every message is a ZeroMQ multipart message: frame 0 is a msgpack map with
-str keys (the header); the arrays follow as raw C-ordered frames, never
-pickled and never msgpack'd element by element (pyzmq's "header frame plus
-raw array" pattern). Decoding never trusts the wire: it checks sizes before
-parsing, the version, the kind, each dtype against the expected one, every
-shape against the configured bounds, ``prod(shape) * itemsize == len(frame)``
-and the values of the small arrays; any failure raises :class:`ProtocolError`
-with a short ``reason`` that the learner counts. A batch is accepted whole or
-not at all.
+Every message is a ZeroMQ multipart message: frame 0 is a msgpack map with str keys (the header); the arrays follow as
+raw C-ordered frames, never pickled and never msgpack'd element by element (pyzmq's "header frame plus raw array"
+pattern). Decoding never trusts the wire: it checks sizes before parsing, the version, the kind, each dtype against
+the expected one, every shape against the configured bounds, ``prod(shape) * itemsize == len(frame)`` and the values
+of the small arrays; any failure raises :class:`ProtocolError` with a short ``reason`` that the learner counts. A
+batch is accepted whole or not at all.
 
 BATCH (actor -> learner), protocol version 6. E envs, T steps, observations of shape S (the env's
 ``EnvSpec.obs_shape``: (H, W) frames, (F,) features, (C, H, W) grids), A actions, K episodes::
@@ -34,16 +31,14 @@ BATCH (actor -> learner), protocol version 6. E envs, T steps, observations of s
     8      priorities   float32   [E, T] or [0]    initial replay priorities (|n-step TD error| of each slot by the
                                                    actor's network, finite, >= 0) when header P = 1; empty when P = 0
 
-Header map (all keys required, no others): ``v`` protocol version; ``kind``
-"batch"; ``actor`` slot id; ``inc`` incarnation (random per actor process
-start); ``seq`` message counter of this incarnation, from 0; ``wv`` weights
-version the batch's first step was played with (the oldest in the batch) and ``run`` the run those weights came
-from (0: none yet); ``E``, ``T`` the dimensions;
-``shape`` the observation shape S (a list of 1 to 4 ints); ``K`` the finished episodes (0 <= K <= E * T);
-``P`` 1 when frame 8 carries priorities, else 0; ``M`` 1 when frame 6 carries masks, else 0; ``dtypes``
-the five array dtypes of frames 1-5 in order (numpy ``dtype.str``); ``stats`` a map of
-numbers (see STAT_KEYS) describing the actor at the time of sending. The receiver checks shape,
-dtypes and M against the spec it expects (:class:`Limits`).
+Header map (all keys required, no others): ``v`` protocol version; ``kind`` "batch"; ``actor`` slot id; ``inc``
+incarnation (random per actor process start); ``seq`` message counter of this incarnation, from 0; ``wv`` weights
+version the batch's first step was played with (the oldest in the batch) and ``run`` the run those weights came from
+(0: none yet); ``E``, ``T`` the dimensions; ``shape`` the observation shape S (a list of 1 to 4 ints); ``K`` the
+finished episodes (0 <= K <= E * T); ``P`` 1 when frame 8 carries priorities, else 0; ``M`` 1 when frame 6 carries
+masks, else 0; ``dtypes`` the five array dtypes of frames 1-5 in order (numpy ``dtype.str``); ``stats`` a map of
+numbers (see STAT_KEYS) describing the actor at the time of sending. The receiver checks shape, dtypes and M against
+the spec it expects (:class:`Limits`).
 
 WEIGHTS (learner -> actors, PUB on base_port-1, and as the reply to a request)::
 
@@ -51,26 +46,24 @@ WEIGHTS (learner -> actors, PUB on base_port-1, and as the reply to a request)::
     0      header       msgpack  {v, kind: "weights", run, wv, es, names, dtypes, shapes}
     1..K   tensors      per header, one raw frame per state_dict entry, in ``names`` order
 
-``run`` identifies the learner's run (drawn when it starts, kept across its resumes) and ``wv`` counts the
-weights within it: an actor takes any weights of another run, and within one run only a higher ``wv``, so a
-learner that starts over at version 0 is followed at once. ``es`` is the run's env steps when the weights were
-sent (optional: 0 when absent), the clock of the actors' exploration schedule, so actors that join a run late (a
-resume, a restart) explore at the run's age.
+``run`` identifies the learner's run (drawn when it starts, kept across its resumes) and ``wv`` counts the weights
+within it: an actor takes any weights of another run, and within one run only a higher ``wv``, so a learner that
+starts over at version 0 is followed at once. ``es`` is the run's env steps when the weights were sent (optional: 0
+when absent), the clock of the actors' exploration schedule, so actors that join a run late (a resume, a restart)
+explore at the run's age.
 
 WEIGHTS_REQUEST (actor -> learner, DEALER to ROUTER on base_port-2): one frame,
-``{v, kind: "weights_request", actor, inc, have}``; the reply is a WEIGHTS message.
-The receiver checks names, shapes and dtypes against its own network.
+``{v, kind: "weights_request", actor, inc, have}``; the reply is a WEIGHTS message. The receiver checks names, shapes
+and dtypes against its own network.
 
-SLOT_REQUEST (actor -> learner, the same DEALER to ROUTER): one frame,
-``{v, kind: "slot_request", inc, want, E}``: the incarnation asks for slot ``want``
-(-1: any free slot) for ``E`` envs per message. The reply is one SLOT frame,
-``{v, kind: "slot", inc, slot, slots, lease, reason}``: ``slot`` the granted slot (its
-experience socket is base_port + slot) or -1 when refused, ``slots`` the learner's slot count,
-``lease`` its lease in seconds, ``reason`` an empty string or why it refused (learner/slots.py).
+SLOT_REQUEST (actor -> learner, the same DEALER to ROUTER): one frame, ``{v, kind: "slot_request", inc, want, E}``:
+the incarnation asks for slot ``want`` (-1: any free slot) for ``E`` envs per message. The reply is one SLOT frame,
+``{v, kind: "slot", inc, slot, slots, lease, reason}``: ``slot`` the granted slot (its experience socket is
+base_port + slot) or -1 when refused, ``slots`` the learner's slot count, ``lease`` its lease in seconds, ``reason`` an
+empty string or why it refused (learner/slots.py).
 
-A truncated episode (time limit, actor restart, a lost batch) is marked only
-by the next slot's ``first`` = 1 with ``terminated`` = 0 on the slot before;
-see learner/replay/frames.py for how stacks and n-step returns use these flags.
+A truncated episode (time limit, actor restart, a lost batch) is marked only by the next slot's ``first`` = 1 with
+``terminated`` = 0 on the slot before; see learner/replay/frames.py for how stacks and n-step returns use these flags.
 """
 
 from __future__ import annotations
@@ -221,11 +214,8 @@ def encode_batch(
     masks: np.ndarray | None = None,
     run: int = 0,
 ) -> list:
-    """Return the frames of a BATCH message (header bytes + the arrays themselves, not copied).
-
-    ``frames`` [E, T, *S] of an OBS_DTYPES dtype; ``actions`` uint8 or uint16 [E, T]. ``episodes`` is
-    float32 [K, 3] (see EPISODE_FIELDS); None sends K = 0. ``priorities`` is float32 [E, T] or None
-    (P = 0, an empty frame). ``masks`` is the packed uint8 [E, T, ceil(A/8)] or None (M = 0)."""
+    """Return the frames of a BATCH message (header bytes + the arrays themselves, not copied), laid out as the module
+    docstring says; ``episodes``, ``priorities`` and ``masks`` None send K = 0, P = 0 and M = 0."""
     arrays = (frames, actions, rewards, terminated, first)
     if frames.ndim < 3 or frames.ndim > 2 + MAX_OBS_DIMS:
         raise ValueError(f"frames must be [E, T, *obs_shape] with 1 to {MAX_OBS_DIMS} obs dims, got {frames.shape}")
@@ -340,27 +330,12 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     n_episodes = _int_field(header, "K", 0, n_env * n_steps)
     has_priorities = _int_field(header, "P", 0, 1)
     has_masks = _int_field(header, "M", 0, 1)
-    stats = _check_layout(header, limits, has_masks)
-    frames, actions, rewards, terminated, first = _decode_arrays(parts[1:6], limits, (n_env, n_steps, *header["shape"]))
-    masks = _decode_masks(parts[6], has_masks, n_env, n_steps, actions, limits.num_actions)
+    stats = {k: float(v) for k, v in _check_layout(header, limits, has_masks).items()}
+    arrays = _decode_arrays(parts[1:6], limits, (n_env, n_steps, *header["shape"]))  # frames, actions, rewards, flags
+    masks = _decode_masks(parts[6], has_masks, n_env, n_steps, arrays[1], limits.num_actions)
     episodes = _decode_episodes(parts[7], n_episodes)
     priorities = _decode_priorities(parts[8], has_priorities, n_env, n_steps)
-    return Batch(
-        actor,
-        incarnation,
-        seq,
-        weights_version,
-        frames,
-        actions,
-        rewards,
-        terminated,
-        first,
-        {k: float(v) for k, v in stats.items()},
-        episodes,
-        priorities,
-        masks,
-        run,
-    )
+    return Batch(actor, incarnation, seq, weights_version, *arrays, stats, episodes, priorities, masks, run)
 
 
 def _batch_header(parts: Sequence[Any], limits: Limits) -> dict:
@@ -381,8 +356,7 @@ def _batch_header(parts: Sequence[Any], limits: Limits) -> dict:
 
 
 def _check_layout(header: dict, limits: Limits, has_masks: int) -> dict:
-    """Check that the header's observation shape, dtypes and mask flag are this env's and its stats well formed;
-    returns the stats."""
+    """Check that the header's observation shape, dtypes and mask flag are this env's; returns its well-formed stats."""
     shape = header["shape"]
     if shape != limits.shape_list or not all(type(d) is int for d in shape):  # type: 1.0 == 1 and True == 1
         if not (
@@ -407,8 +381,7 @@ def _check_layout(header: dict, limits: Limits, has_masks: int) -> dict:
 
 
 def _decode_arrays(parts: Sequence[Any], limits: Limits, obs: tuple[int, ...]) -> list[np.ndarray]:
-    """Frames, actions, rewards, terminated and first, each of its exact size ([E, T, *shape] for frames, [E, T]
-    for the rest) and with values in range."""
+    """Frames, actions, rewards, terminated and first, each of its exact size ([E, T, *shape], [E, T]), values in range."""
     arrays = []
     for name, part, dtype, want in zip(ARRAY_NAMES, parts, limits.dtypes, (obs,) + (obs[:2],) * 4):
         buf = memoryview(part)
@@ -482,9 +455,8 @@ def _decode_masks(
 
 
 def encode_weights(weights_version: int, state: dict[str, np.ndarray], run: int, env_steps: int = 0) -> list:
-    """Frames of a WEIGHTS message of run ``run``; ``state`` maps names to C-contiguous float32/int64 arrays;
-    ``env_steps``: the run's env steps so far (actors anneal their exploration on it, so a resumed run's new actors
-    do not start from random play again)."""
+    """Frames of a WEIGHTS message of run ``run``; ``state`` maps names to C-contiguous float32/int64 arrays; ``env_steps``:
+    the run's so far (actors anneal their exploration on it, so a resumed run's new actors do not play randomly again)."""
     names = list(state)
     arrays = [np.require(state[n], requirements="C") for n in names]  # keeps 0-d arrays 0-d
     for name, arr in zip(names, arrays):
@@ -504,9 +476,8 @@ def encode_weights(weights_version: int, state: dict[str, np.ndarray], run: int,
 
 
 def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ...], str]]) -> tuple[int, int, dict, int]:
-    """Decode WEIGHTS against ``expected`` {name: (shape, dtype str)}; returns (run, weights_version, arrays, the
-    run's env steps: 0 from a learner that sends none). A
-    message of another protocol version is a ProtocolError of reason "version" naming both."""
+    """Decode WEIGHTS against ``expected`` {name: (shape, dtype str)}: (run, weights_version, arrays, the run's env steps,
+    0 when not sent). Another protocol version is a ProtocolError of reason "version" naming both."""
     if not parts:
         raise ProtocolError("frame_count", f"0 frames, expected {1 + len(expected)}")
     try:
@@ -562,13 +533,14 @@ def weights_endpoints(transport: Any) -> tuple[str, str]:
     return f"tcp://{host}:{base - 1}", f"tcp://{host}:{base - 2}"
 
 
+def _one_frame(header: dict) -> list:
+    return [msgpack.packb(header, use_bin_type=True)]
+
+
 def encode_weights_request(actor: int, incarnation: int, have: int) -> list:
-    return [
-        msgpack.packb(
-            {"v": VERSION, "kind": KIND_WEIGHTS_REQUEST, "actor": int(actor), "inc": int(incarnation), "have": int(have)},
-            use_bin_type=True,
-        )
-    ]
+    return _one_frame(
+        {"v": VERSION, "kind": KIND_WEIGHTS_REQUEST, "actor": int(actor), "inc": int(incarnation), "have": int(have)}
+    )
 
 
 _REQUEST_KEYS: dict[Any, tuple[str, ...]] = {  # Any: looked up with whatever "kind" the header holds
@@ -593,29 +565,12 @@ def decode_request(parts: Sequence[Any]) -> dict:
 
 
 def encode_slot_request(incarnation: int, want: int, envs: int) -> list:
-    return [
-        msgpack.packb(
-            {"v": VERSION, "kind": KIND_SLOT_REQUEST, "inc": int(incarnation), "want": int(want), "E": int(envs)},
-            use_bin_type=True,
-        )
-    ]
+    return _one_frame({"v": VERSION, "kind": KIND_SLOT_REQUEST, "inc": int(incarnation), "want": int(want), "E": int(envs)})
 
 
 def encode_slot(incarnation: int, slot: int, slots: int, lease: float, reason: str = "") -> list:
-    return [
-        msgpack.packb(
-            {
-                "v": VERSION,
-                "kind": KIND_SLOT,
-                "inc": int(incarnation),
-                "slot": int(slot),
-                "slots": int(slots),
-                "lease": float(lease),
-                "reason": str(reason)[:MAX_REASON_CHARS],
-            },
-            use_bin_type=True,
-        )
-    ]
+    header = {"v": VERSION, "kind": KIND_SLOT, "inc": int(incarnation), "slot": int(slot), "slots": int(slots)}
+    return _one_frame(header | {"lease": float(lease), "reason": str(reason)[:MAX_REASON_CHARS]})
 
 
 def decode_slot(parts: Sequence[Any]) -> dict:
