@@ -1,23 +1,11 @@
 """A collector process: plays its envs epsilon-greedily and streams batches to the learner.
 
-Runs inside its own process (``actor_main``): the envs are built there, never
-pickled; torch uses one thread; the network (built from the env's spec,
-shared/network.py ``build_q_network``) is a local CPU copy in eval mode under
-``torch.inference_mode``. The E envs are one vector env (shared/envs/):
-each tick is one ``step(actions[E])`` (Snake and fuel breaks: one numpy call;
-Mario, Catch, fake: the single envs side by side), with same-step auto-reset.
-The forward pass is batched over the envs and skipped when every env explores; it runs on
-``acting_net``, a copy of the received weights with BatchNorm folded into the layers, in bf16 with
-``actor.precision bf16`` (shared/network.py ``acting_copy``).
-With actor-computed replay priorities (shared/priorities.py) every tick needs
-Q: a tick that acted greedily keeps the Q it acted on, and the stacks of ticks
-where every env explored wait for the end of the batch, where they are scored
-with the bootstrap stacks after its last step in forward passes of one fixed
-size (a forward of one stack costs about what 2-3 stacks cost per stack in a
-larger pass on a CPU: the head's weights are read once per call). Masked envs (fuel breaks): an exploring env
-draws a uniformly random *valid* action, a greedy one the argmax over valid actions, and
-each slot's mask travels with the batch. Every T ticks the batch (each new
-observation once, see shared/wire/protocol.py) goes to the learner over this
+Runs in its own process (``actor_main``): the envs are built there, torch uses one thread, and the network (built from
+the env's spec) is a local CPU copy in eval mode. The E envs are one vector env (shared/envs/) stepped once per tick
+with same-step auto-reset. The forward pass is batched over the envs, skipped when every env explores, and runs on
+``acting_net`` (BatchNorm folded in; bf16 with ``actor.precision bf16``). With actor-computed replay priorities
+(shared/priorities.py) the ticks where every env explored are scored at the batch's end, in passes of one fixed size.
+Masked envs explore and act greedily over valid actions only. Every T ticks the batch goes to the learner over this
 actor's own socket, ``tcp://HOST:BASE_PORT+actor_id``.
 """
 
@@ -70,9 +58,8 @@ class Collector:
     """Steps E envs, batches T ticks, hands batches to a BatchSender."""
 
     def __init__(self, run: Resolved, actor_id: int, incarnation: int, generation: int = -1):
-        """``run``: the resolved run (shared/resolution.py); ``generation``: which start of this slot this is (0
-        first), the key of its exploration stream; -1 (an actor started on its own, which does not know) keys it by
-        the random incarnation instead."""
+        """``run``: the resolved run; ``generation``: which start of this slot this is (0 first), the key of its
+        exploration stream (-1, an actor started on its own: keyed by the random incarnation)."""
         self.cfg = cfg = run.cfg
         self.actor_id = actor_id
         self.incarnation = incarnation
@@ -112,9 +99,8 @@ class Collector:
         self.mask = self.env.action_mask() if self.masked else None
 
     def load_weights(self, version: int, arrays: dict[str, np.ndarray], run: int = 0, env_steps: int = 0) -> None:
-        """Act with ``arrays``, weights ``version`` of run ``run`` (shared/wire/protocol.py) from now on; ``env_steps``:
-        the run's when they were sent, so exploration anneals on the run's age (a resumed run's actors do not play at
-        random again), each env counted as its share of them."""
+        """Act with ``arrays``, weights ``version`` of run ``run``, from now on; ``env_steps`` (the run's when they were
+        sent) anneals exploration on the run's age, so a resumed run's actors do not play at random again."""
         self.net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
         self.acting_net = acting_copy(self.net, self.cfg.actor.precision)
         self.weights_version, self.weights_run = version, run
@@ -126,11 +112,8 @@ class Collector:
             return self.acting_net(torch.from_numpy(self.stacks)).numpy()
 
     def _late_q_values(self, ticks: list[np.ndarray]) -> np.ndarray:
-        """Q of the stacks of several ticks ([E, *input] each), float32 [len(ticks), E, A].
-
-        Every forward pass takes the same number of ticks (``_LATE_CHUNK`` stacks or more, a whole number of ticks;
-        the last pass padded with copies of the last tick): oneDNN keeps kernels and buffers for every input shape
-        it has seen, and one pass per distinct count of ticks grew an actor by hundreds of MB."""
+        """Q of the stacks of several ticks, float32 [len(ticks), E, A], in passes of one size (the last padded):
+        oneDNN keeps buffers for every input shape it sees, and one shape per count of ticks grew an actor by 100s of MB."""
         n_env = self.env.num_envs
         per_pass = -(-_LATE_CHUNK // n_env)  # ticks
         padded = ticks + [ticks[-1]] * (-len(ticks) % per_pass)
@@ -163,10 +146,7 @@ class Collector:
         return np.where(explore, actions, greedy), q
 
     def collect(self, n_steps: int, seq: int, refresh: Callable[[int], Any] | None = None) -> StagedBatch:
-        """Play ``n_steps`` ticks of every env and return them as one batch.
-
-        ``refresh(have)`` is asked between ticks for newer weights (version, arrays[, run]) or None.
-        """
+        """Play ``n_steps`` ticks of every env as one batch; ``refresh(have)`` gives newer weights between ticks, or None."""
         n_env, spec = self.env.num_envs, self.spec
         frames = np.empty((n_env, n_steps, *spec.obs_shape), dtype=spec.obs_dtype)
         actions = np.empty((n_env, n_steps), dtype=action_dtype(self.num_actions))
@@ -269,21 +249,12 @@ def actor_main(
     generation: int = -1,
     ack: Any = None,
 ) -> dict:
-    """Process entry: collect and send until ``stop_event`` is set (or ``max_batches`` sent, if > 0).
-
-    ``actor_id`` < 0: ask the learner for a free slot first (actors/slot_client.py); the slot count
-    (the exploration schedule's N) then comes from the learner. A refusal after ``actor.slot_wait``
-    seconds returns a report with ``refused`` set to the learner's reason. A leased actor asks again every half
-    lease whether the slot is still its own: another actor's data can take a slot granted but not yet sent on, and
-    then this one leases another instead of sending where it is refused.
-
-    Spawned by a launcher (``standalone`` False) it ignores SIGINT and stops when its parent dies, so a
-    SIGKILLed launcher leaves no orphans. Standalone (launch/actor.py) it outlives any learner and stops
-    on SIGINT or SIGTERM. ``generation``: the slot's restarts so far, from the launcher (see ``Collector``);
-    ``ack``: an event set once the stop is seen, so the launcher waits for the last batches instead of a timeout.
-    ``cfg``: the run's config, resolved here (a spawned actor), or the launcher's resolved run.
-    Returns the report it also puts on ``report_queue``.
-    """
+    """Process entry: collect and send until ``stop_event`` is set (or ``max_batches`` sent, if > 0); returns the report
+    it also puts on ``report_queue``. ``actor_id`` < 0: lease a slot (and the slot count) from the learner, re-checked
+    every half lease and leased anew once another actor's data took it; a refusal after ``actor.slot_wait`` s reports
+    ``refused``. Spawned (``standalone`` False) it ignores SIGINT and stops when its parent dies; standalone
+    (launch/actor.py) it stops on SIGINT or SIGTERM. ``generation``: see ``Collector``; ``ack``: set once the stop is
+    seen, so the launcher waits for the last batches. ``cfg``: a config (resolved here) or the launcher's resolved run."""
     run = cfg if isinstance(cfg, Resolved) else resolve_run(cfg, device="cpu")
     terminate = []
     signal.signal(signal.SIGINT, (lambda *_: terminate.append(True)) if standalone else signal.SIG_IGN)

@@ -1,8 +1,7 @@
 """The evaluation role: play whole episodes with a fixed policy, summarise them, film one.
 
-Used by ``python -m launch.evaluate``, launch/final_eval.py and the evaluation during training (actors/eval_actor.py);
-nothing here touches the data plane. All randomness of an evaluation comes from its ``seed``, and Mario is
-deterministic given the actions, so a pure-greedy Mario episode is the same every time.
+Used by ``python -m launch.evaluate``, launch/final_eval.py and actors/eval_actor.py; no data plane. All randomness
+comes from the ``seed`` and Mario is deterministic given the actions, so a pure-greedy Mario episode always repeats.
 """
 
 from __future__ import annotations
@@ -88,12 +87,10 @@ def play_episodes(
     action: int | None = None,
     noop_max: int = 0,
 ) -> list[Episode]:
-    """Play ``episodes`` whole episodes on one env built with ``seed`` (Snake, fuel breaks: one vector env, an episode
-    per env), random draws from ``np.random.default_rng(seed)``. ``policy="greedy"``: epsilon-greedy on ``net`` (argmax
-    ties to the lowest action; ``net`` is left in eval() mode); ``"random"``: uniform, ``net`` unused; ``"constant"``:
-    ``action`` but a random one with probability ``epsilon`` (Mario only). ``noop_max`` > 0: episode i first plays
-    ``noop_counts(seed, episodes, noop_max)[i]`` no-op steps (DQN Zoo's no-op starts; fewer when it ends sooner),
-    counted in its length, return and score."""
+    """Play ``episodes`` whole episodes on one env built with ``seed`` (vector envs: an episode per env), drawing from
+    ``np.random.default_rng(seed)``. ``policy``: "greedy" (epsilon-greedy on ``net``, left in eval mode; ties to the
+    lowest action), "random" (uniform) or "constant" (``action``, random with probability ``epsilon``; single envs only).
+    ``noop_max`` > 0: episode i first plays ``noop_counts(...)[i]`` no-op steps (DQN Zoo's no-op starts), counted in it."""
     if policy not in POLICIES:
         raise ValueError(f"policy={policy!r} must be one of {POLICIES}")
     if episodes < 1:
@@ -160,9 +157,8 @@ def play_episodes(
 def _play_vector(
     net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int, eps: float, seed: int, noops: list[int] | None, noop: int
 ) -> list[Episode]:
-    """One episode in each of ``episodes`` envs of one vector env, stepped together; env i's episode is the first it
-    finishes. Exploring steps (all when ``net`` is None) take a uniformly random valid action; env i's first
-    ``noops[i]`` steps take ``noop`` (a random valid action where a mask forbids it)."""
+    """One episode (its first) in each of ``episodes`` envs of one vector env; exploring steps (all, when ``net`` is
+    None) take a random valid action, env i's first ``noops[i]`` steps ``noop`` (where the mask allows it)."""
     spec = env_spec(env_cfg)
     env = make_vector_env(env_cfg, [seed] * episodes)
     rng = np.random.default_rng(seed)
@@ -247,10 +243,8 @@ def episode_record(e: Episode) -> dict:
 
 
 def _emulator_frames(env_cfg: EnvConfig, actions: np.ndarray, track: dict) -> Generator[np.ndarray, None, None]:
-    """Replay ``actions`` on a fresh Mario env, yielding the reset screen and then every emulator frame: each action
-    ``frame_skip`` times straight to ``env.inner`` until the episode ends, as the preprocessing plays it. A frame is
-    nes-py's one screen buffer, rewritten every frame: use or copy it before the next. ``track`` receives the score
-    (the max of the inner info's ``score_key``) and the steps replayed."""
+    """Replay ``actions`` (each ``frame_skip`` times) on a fresh Mario env's ``inner``, yielding the reset screen and
+    every emulator frame: nes-py's one screen buffer, so use or copy it before the next. ``track`` gets the score and steps."""
     env = make_env(dataclasses.replace(env_cfg, max_episode_steps=0), 0)
     try:
         inner, skip, key = env.inner, env_cfg.frame_skip, env.score_key
@@ -288,11 +282,9 @@ def _gif_durations_ms(fps: float, every: int) -> Iterator[int]:
 def record_video(
     env_cfg: EnvConfig, actions: Iterable[int], path: str, fps: float = 60, expected_score: float | None = None
 ) -> VideoInfo:
-    """Replay ``actions`` on a fresh Mario env and write the emulator's frames to ``path`` at ``fps`` (NES: 60): ``.mp4``
-    every frame, 256x240 RGB, H.264 yuv420p streamed to ffmpeg; ``.gif`` every 4th frame through Pillow (in memory,
-    about 61 KB a frame), looping at game speed. RuntimeError when the replay ends before the actions do or, given
-    ``expected_score``, reaches another score (the file is written anyway); ValueError for an env that does not film
-    or another extension."""
+    """Replay ``actions`` on a fresh Mario env and film it to ``path`` at ``fps``: ``.mp4`` every frame (H.264 through
+    ffmpeg), ``.gif`` every 4th (Pillow, at game speed). RuntimeError (the file still written) when the replay ends early
+    or misses ``expected_score``; ValueError for an env that does not film or another extension."""
     if not entry_for(env_cfg).video:
         raise ValueError(f"record_video needs an env that films (Mario), got env.name={env_cfg.name!r}")
     ext = os.path.splitext(path)[1].lower()

@@ -1,27 +1,12 @@
 """An actor's outbound link: one PUSH socket with a bounded local staging queue.
 
-``submit`` stages a finished batch and tries non-blocking sends. Then one of
-two things happens:
-
-- ``wait_when_full`` False: when the socket's high-water mark is reached the
-  batch waits in staging, and when staging is full the oldest batch is
-  dropped and counted. Its ``seq`` is then never sent, so the learner sees
-  the gap and reports it. The collector never blocks on the learner.
-- ``wait_when_full`` True (the learner holds the replay ratio,
-  ``learner.exact_ratio``): the collector waits until the socket has taken
-  the batch (nothing stays staged), so a learner that stops reading to catch
-  up on training pauses the actor's env steps instead of wasting them. The
-  socket then queues one message in a small kernel buffer, which keeps the
-  batches on their way close to the learner's current weights. It waits in
-  0.1 s polls, calling ``on_wait`` (a heartbeat), and gives up once
-  ``should_stop`` (then staging and dropping apply as above).
-
-The header is encoded at send time so its ``sent`` counter covers exactly the
-transitions handed to the socket. The arrays go to ZeroMQ uncopied, so ``close``
-waits until ZeroMQ has let go of every one it was given: a process that exits
-while ZeroMQ still writes a batch frees the arrays under it (pyzmq drops its
-references at interpreter exit), and the learner would read freed heap in the
-batch, or lose it.
+``submit`` stages a finished batch and sends what the socket takes without blocking. ``wait_when_full`` False: a full
+socket leaves batches staged and a full staging drops the oldest (counted; the learner sees the seq gap), so the
+collector never blocks. ``wait_when_full`` True (``learner.exact_ratio``): the collector waits in 0.1 s polls, beating
+``on_wait``, until the socket took the batch or ``should_stop``, so a learner catching up pauses env steps instead of
+wasting them; one queued message and a small kernel buffer keep batches near the current weights. The header is encoded
+at send time, so its ``sent`` counts exactly what the socket took. The arrays go to ZeroMQ uncopied, so ``close`` waits
+until ZeroMQ let go of them: a process exiting earlier frees the arrays under a batch in flight.
 """
 
 from __future__ import annotations
@@ -120,14 +105,13 @@ class BatchSender:
         self.submit_seconds += time.perf_counter() - start
 
     def _wait_for_room(self, stats: dict[str, float], start: float) -> None:
-        """Flush until the socket has taken every staged batch or ``should_stop`` says to give up. Waiting at the
-        socket rather than at a full staging keeps the batches between an actor and replay (and so their weights
-        lag) to the sockets' high-water marks."""
+        """Flush until the socket has taken every staged batch or ``should_stop``: waiting at the socket, not at a full
+        staging, bounds the batches between actor and replay (and their weights' lag) to the high-water marks."""
         self.flush(stats)
         said = start
         while self._staged and not self._should_stop():
-            if time.perf_counter() - said >= DROP_LINE_EVERY_S:  # a stall (learner down, this actor refused), not
-                said = time.perf_counter()  # the ratio's short waits: said every 10 s
+            if time.perf_counter() - said >= DROP_LINE_EVERY_S:  # a stall (learner down, actor refused): said every 10 s
+                said = time.perf_counter()
                 print(f"[ACTOR {self.actor_id}] the learner has not read for {said - start:.0f}s: waiting", flush=True)
             self._on_wait()
             if self._socket.poll(WAIT_POLL_MS, zmq.POLLOUT):
@@ -163,10 +147,6 @@ class BatchSender:
             self._staged.popleft()
             self.sent_batches += 1
             self.sent_transitions += transitions
-
-    @property
-    def staged(self) -> int:
-        return len(self._staged)
 
     def close(self, stats: dict[str, float], timeout: float) -> None:
         """Try to deliver what is staged for up to ``timeout`` seconds, close the socket, and return once ZeroMQ

@@ -1,12 +1,9 @@
 """Ask the learner for an actor slot (SLOT_REQUEST, shared/wire/protocol.py), for actors without a fixed one.
 
-N identical replicas (``docker compose up --scale actor=N``, a Swarm service, the same command on
-several hosts) each call :func:`lease_slot` once at start: the learner grants the lowest free slot
-(learner/slots.py), so no replica needs its own configuration. The actor keeps the slot by
-sending (a grant is only a claim until its first batch lands, which must come within the learner's
-grace, 10 s at most); a restarted replica is a new incarnation and asks again. While every slot is held the
-learner refuses with the reason, printed here; the actor asks again every second (a spare),
-for at most ``wait`` seconds when ``wait`` > 0.
+N identical replicas (``docker compose up --scale actor=N``, a Swarm service) each call :func:`lease_slot` at start and
+get the lowest free slot (learner/slots.py), so none needs its own configuration. A grant is a claim until the actor's
+first batch lands (within the learner's grace, 10 s at most); a restarted replica asks again. While every slot is held
+the learner refuses with the reason, printed here, and the actor asks every second (a spare), at most ``wait`` s if > 0.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """An actor's weight client (Acme's "variable client"): ask once at start, then take broadcasts.
 
-``fetch`` sends a WEIGHTS_REQUEST and waits for the reply, re-asking every second, so the actor
-has the learner's current weights before its first action. ``poll`` is non-blocking: it drains
-the broadcast socket and returns the newest weights newer than what the actor has, or None: a higher
-version of the run it follows, or any weights of another run (a learner that started over at version 0;
-``run`` is then the new run's). Malformed weight messages are counted and ignored; the actor keeps its
-current weights.
+``fetch`` sends a WEIGHTS_REQUEST and waits for the reply, asking every second, so the actor has the current weights
+before its first action. ``poll`` drains the broadcasts without blocking and returns the newest weights to take (a
+higher version of the run it follows, or any of another run: a learner that started over), or None. Malformed weight
+messages are counted and ignored.
 """
 
 from __future__ import annotations
