@@ -1,9 +1,7 @@
 """The learner's data plane: sockets -> consolidation thread -> consolidated queue -> replay.
 
-``DataPlane`` owns the three pieces. ``drain()`` moves queued batches into
-replay, one vectorized copy per array per batch; whoever owns the replay's
-writes calls it (the collect-only loop here, the trainer between updates
-later), so inserts happen on the thread that also samples from the device.
+``DataPlane`` owns the three pieces; ``drain()`` moves queued batches into replay (one vectorized copy per array per
+batch) on the thread that also samples, the learner's loop.
 """
 
 from __future__ import annotations
@@ -116,12 +114,9 @@ class DataPlane:
         return self
 
     def drain(self, timeout: float = 0.0, max_batches: int = 1 << 30, max_transitions: int = 1 << 62) -> int:
-        """Write the batches queued when it is called into replay (at most ``max_batches``, and none after the
-        one that brings the transitions written to ``max_transitions``), waiting up to ``timeout`` s for a first
-        one when none is; returns batches written. Batches that arrive meanwhile wait
-        for the next call: when they come as fast as replay takes them (synthetic senders against a prioritized
-        insert), an open-ended drain ran far past its caller's clock (the benchmark's transport stage took 60 s
-        of wall-clock for a 2 s window)."""
+        """Write the batches queued when called into replay (at most ``max_batches``, none after the one that brings the
+        transitions written to ``max_transitions``), waiting up to ``timeout`` s for a first; returns batches written.
+        Later arrivals wait for the next call, so a drain never runs far past its caller's clock."""
         written, limit, transitions = 0, min(max_batches, max(1, self.queue.qsize())), 0
         while written < limit and transitions < max_transitions:
             try:

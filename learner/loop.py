@@ -1,22 +1,13 @@
 """The learner's main loop: drain experience, train within the replay ratio, publish, checkpoint.
 
-One thread does it all, in this order, every iteration: move queued batches into replay; if replay holds
-``min_replay`` transitions and the replay-ratio limiter allows it (never more than ``samples_per_insert`` samples
-trained per transition inserted), do one update; every ``updates_per_epoch`` updates close an epoch (console line,
-metrics.jsonl, TensorBoard, learner/epoch.py) and start a checkpoint when one is due (learner/checkpoint.py
-``Checkpointer``: by time and by epochs, written by its own thread). The target sync, the weight broadcast (a new
-``weights_version``, learner/broadcasts.py) and the network's resets follow periods in env steps
-(learner/schedule.py), so the replay ratio and the batch never move them within the run. ``run`` returns why it
-ended (``STOP_REASONS``): ``stop()`` was called, the deadline passed, ``learner.steps`` updates were made, or
-``total_env_steps`` transitions were inserted (no drain writes a batch past the one that reaches that budget, so a
-run ends within one batch of it). Holding the ratio (``learner.exact_ratio``, the default), the loop also stops
-moving batches into replay while training trails the ratio by more than ``ratio_slack`` transitions; the queue and
-the sockets fill and the actors wait at their socket (actors/sender.py), so a slow learner slows collection instead
-of training less per env step. When no experience has arrived for ``IDLE_NOTICE_EVERY`` seconds (every actor dead
-or restarting) the loop keeps waiting and says so, at most once per ``IDLE_NOTICE_EVERY`` seconds.
-
-Counters (learner/epoch.py ``Counters``) are checkpointed and continue across ``--resume``; every published
-``weights_version`` is also recorded in the run folder, and a resume starts one above the larger of the two, so it
+One thread, every iteration: move queued batches into replay; once replay holds ``min_replay`` transitions and the
+replay-ratio limiter allows it (at most ``samples_per_insert`` samples trained per transition inserted), one update;
+every ``updates_per_epoch`` updates an epoch ends (console line, metrics, learner/epoch.py) and a checkpoint starts when
+due (learner/checkpoint.py). Target sync, weight broadcast (learner/broadcasts.py) and resets follow periods in env
+steps (learner/schedule.py). ``run`` returns why it ended (``STOP_REASONS``); no drain writes past the batch that
+reaches ``total_env_steps``. Holding the ratio (``learner.exact_ratio``), intake stops while training trails it by more
+than ``ratio_slack`` transitions, so the actors wait at their sockets instead of the learner training less per env
+step. Counters continue across ``--resume``, which starts ``weights_version`` above every version published, so it
 stays strictly increasing for actors that never stopped.
 """
 
@@ -58,9 +49,8 @@ class Learner:
     def __init__(
         self, run: Resolved, run_dir: str, resume_state: dict | None = None, stop_requested: threading.Event | None = None
     ):
-        """``run``: the resolved run (shared/resolution.py); ``stop_requested``: an event the caller may set before or
-        during ``run`` (a launcher's signal handler, installed before the learner exists, so a Ctrl-C during start-up
-        is not lost); ``stop()`` sets it."""
+        """``run``: the resolved run; ``stop_requested``: an event the caller may set before or during ``run`` (a signal
+        handler installed before the learner exists, so a Ctrl-C during start-up is not lost); ``stop()`` sets it."""
         self.cfg, self.run_dir, self.device, self.spec = run.cfg, run_dir, run.device, run.spec
         self.entry, self.train = run.entry, not run.cfg.collect_only
         learner_cfg = compile_setting(run.learner, self.train, run.device.type)

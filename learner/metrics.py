@@ -1,16 +1,10 @@
 """Metrics sinks: ``metrics.jsonl`` (one JSON object per epoch) and TensorBoard scalars.
 
-Scalar names are namespaced (``learner/``, ``actor/``, ``replay/``, ``eval/``); the JSON file
-holds the same figures under the same names, so either can be plotted (``python -m launch.tools.plot``).
-
-Every row carries ``step`` (learner updates so far), ``env_steps`` (environment steps that reached
-replay over the whole run) and ``wall_seconds`` (seconds since the run started, resumes included).
-TensorBoard scalars are plotted against ``env_steps``. An epoch row holds ``learner/``, ``actor/``
-and ``replay/`` figures; an evaluation row holds ``eval/`` figures.
-
-A resumed run goes on from its checkpoint, so rows written after it (by a learner that died before its next
-checkpoint) describe training that was lost: they move to ``metrics.rolled_back.jsonl`` and TensorBoard purges
-its events past that point, so neither record goes back in ``env_steps``.
+Names are namespaced (``learner/``, ``actor/``, ``replay/`` in epoch rows, ``eval/`` in evaluation rows), the same in
+both (``python -m launch.tools.plot``). Every row carries ``step`` (updates), ``env_steps`` (transitions that reached
+replay over the whole run; TensorBoard's x axis) and ``wall_seconds`` (since the run started, resumes included). A resume
+moves the rows past its checkpoint (training that was lost) to ``metrics.rolled_back.jsonl`` and purges TensorBoard's
+events past it, so neither record goes back in ``env_steps``.
 """
 
 from __future__ import annotations
@@ -54,9 +48,8 @@ def roll_back(run_dir: str, env_steps: int) -> int:
 
 
 class MetricsLog:
-    """Appends rows to metrics.jsonl and scalars to TensorBoard. A write the disk refuses is said and counted
-    (shared/writes.py) and its row is left out whole: a partly written line is cut back, so the file stays one
-    JSON object per line; TensorBoard, whose writer a failure stops, is opened again after ``TB_RETRY_S``."""
+    """Appends rows to metrics.jsonl and scalars to TensorBoard. A refused write is said and counted (shared/writes.py)
+    and its row left out whole (a partial line is cut back); TensorBoard, stopped by a failure, reopens after ``TB_RETRY_S``."""
 
     TB_RETRY_S = 60.0
 

@@ -1,20 +1,11 @@
 """Figures of the learner's network on a fixed probe set (shared/probe.py): how often its greedy policy flips, and by
 how much its best action leads.
 
-``ProbeMonitor(states, device, masks=None)`` keeps the states on ``device``; ``observe(net)`` runs ``net`` (the
-learner's online network) on all of them, in eval mode (BatchNorm's running statistics, the function the actors
-play; the net's mode is restored afterwards), under ``torch.no_grad`` with autocast off (fp32), in chunks of
-``chunk`` states (one forward for the default 256 states), and returns:
-
-``probe/churn``         share of states whose greedy action differs from the previous ``observe`` (0.0 on the first)
-``probe/gap``           median over states of best minus second-best Q (the action gap)
-``probe/gap_relative``  median over states of that gap / max(|best Q|, 1e-6)
-``probe/q_mean``        mean over states of the best Q
-
-Medians are numpy's (the mean of the two middle values for an even count). Masked envs: the greedy action, the best
-and the second-best Q are over the valid actions given as ``masks`` (bool [n, A]; shared/probe.py gives them with the
-states); without masks every action counts as valid. A state with fewer than two valid actions has no gap and is left
-out of both gap medians (NaN when no state has one). The figures cost one forward pass and one device-to-host copy.
+``ProbeMonitor.observe(net)`` runs the online network on every probe state in eval mode (the function the actors play),
+in fp32 without grad, and returns ``probe/churn`` (share of states whose greedy action changed since the last call; 0.0
+on the first), ``probe/gap`` (median of best minus second-best Q), ``probe/gap_relative`` (median of that gap over
+max(|best Q|, 1e-6)) and ``probe/q_mean`` (mean best Q). Masked envs count only the valid actions (``masks``); a state
+with fewer than two has no gap and is left out of the medians (NaN when none has one).
 """
 
 from __future__ import annotations
