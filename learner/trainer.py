@@ -1,42 +1,24 @@
 """The DQN update: an n-step TD rule (shared/targets.py; Munchausen-DQN's on Mario), Huber loss, Adam, clipping.
 
-One ``update()`` = ``accum_steps`` micro-batches of ``micro_batch`` samples drawn from the replay on the learner's
-device, each micro-loss divided by ``accum_steps`` (the summed gradient is that of the mean loss over the
-concatenated batch), then one optimizer step.
+One ``update()`` = ``accum_steps`` micro-batches of ``micro_batch`` samples, each loss divided by ``accum_steps`` (the
+gradient of the mean loss over the concatenated batch), then one optimizer step. The run's rule object (``build_rule``)
+names the forward passes it needs and computes the target from their Q-values; this module runs the passes and never
+branches on the rule. ``R_n`` is in game units times ``reward_scale``. Target sync and resets are the loop's to call.
 
-Target: the run's rule object (``self.rule``, built once from the config by ``build_rule``) names the forward passes
-it needs (the target net at s' and, for Munchausen, at s and along the window; the online net at s' for Double
-DQN's argmax) and computes the target from their Q-values; this module runs those passes and never branches on the
-rule. ``R_n``, the n-step return, is in game units times ``reward_scale`` (auto 1/15 on Mario, keeping Q near unit
-size; logged returns stay in game units). The network is built from the env's spec (``build_q_network``). The
-target sync and resets (``sync_target``, ``reset``: learner/resets.py) are the loop's to call, on its periods in env
-steps.
+BatchNorm: every forward of the update uses running statistics (eval mode: the function the actors play); a no-grad
+train-mode pass of the trunk over each micro-batch's obs moves them (``batchnorm_batch_stats=False`` skips it, so k
+micro-batches equal one k times larger). Target syncs copy the BatchNorm buffers too.
 
-BatchNorm: every forward of the update (Q(s, a), the argmax at s', the target net) uses running statistics, the
-function the actors play (eval mode: one env is a batch of one); a no-grad train-mode pass of the trunk (where every
-BatchNorm lies; the head is skipped) over each micro-batch's obs moves the running statistics. Target syncs copy
-the BatchNorm buffers too. ``batchnorm_batch_stats=False`` skips that pass, so micro_loss has no side effects and k
-micro-batches equal one k times larger (the accumulation tests).
+Precision (``amp``): full precision by default ('auto' = off, and no TF32), so the learner trains the fp32 function the
+actors play; bf16 or fp16 (with a GradScaler) are opt-in and cover the convolutions only (shared/network.py). A compiled
+low-precision learner on a CPU gets 256-bit vector code (``pin_cpu_vectors_to_256_bits``): 512-bit code wrote
+non-finite head gradients on an Intel Xeon with AMX.
 
-Precision (``amp``): full precision by default on every device ('auto' = off), so the learner trains the fp32
-function the actors and the evaluator play (a test holds their greedy actions together on real 1-1 states); on CUDA
-TF32 is then off too. bf16 or fp16 (with a GradScaler) are opt-in: only the convolutions run in low precision, the
-head, every Q-value, the argmax, the target and the loss stay fp32 (shared/network.py). A compiled low-precision
-learner on a CPU whose inductor code would use 512-bit vectors gets 256-bit code (``pin_cpu_vectors_to_256_bits``):
-the 512-bit code wrote non-finite head gradients on an Intel Xeon with AMX (docs/lab/testing-log.md).
-
-``torch.compile`` wraps both networks (mode ``reduce-overhead``, CUDA graphs, on CUDA). A graph replay may reuse the
-memory of the previous call's outputs, so each micro-step marks a new step, runs the target net first and clones
-what it keeps, then the online net, whose output feeds the loss and backward with no compiled call in between.
-Gradients live in buffers allocated once, outside any graph, and zeroed in place: were ``.grad`` None, autograd
-would keep the compiled backward's output (graph memory) as ``.grad`` and the next replay would overwrite it
-(pytorch/pytorch#169545, #184003); into an existing buffer it adds in place. One code path on CPU and CUDA.
-
-Adam is fused (one kernel; on CUDA its step and a fp16 scaler's ``found_inf`` stay on the device). On CUDA the
-learner also sets ``cudnn.benchmark`` (fixed shapes). A non-finite loss, TD error or gradient stops the run before the
-optimizer step (``NonFiniteUpdate``), except under fp16's GradScaler, which skips the step and lowers its scale.
-``warm_up()`` runs full updates before the first timed epoch and then restores all state, so warm-up changes nothing
-a checkpoint holds.
+``torch.compile`` (``reduce-overhead``: CUDA graphs, on CUDA) may reuse a call's output memory at the next replay, so
+each micro-step marks a new step, runs the target net first and clones what it keeps, then the online net. Gradients
+live in buffers allocated once and zeroed in place: a None ``.grad`` would keep graph memory (pytorch/pytorch#169545).
+Adam is fused. A non-finite loss, TD error or gradient stops the run before the step (``NonFiniteUpdate``), except
+under fp16's GradScaler, which skips it. ``warm_up()`` runs full updates, then restores all state a checkpoint holds.
 """
 
 from __future__ import annotations
@@ -62,22 +44,17 @@ from shared.targets import ONLINE_NEXT, TARGET_HERE, TARGET_NEXT, TARGET_WINDOW,
 
 
 def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for ``mode`` on ``device`` (None: full precision). 'auto' is full precision on every
-    device: the actors and the evaluator play an fp32 copy, so the learner trains the function they play (under
-    bf16 the greedy action differed in 6-43% of visited Mario states, more than the action gaps)."""
-    if mode in ("off", "auto"):
-        return None
-    if mode == "bf16":
-        return torch.bfloat16
-    if mode == "fp16":
-        return torch.float16
-    raise ValueError(f"learner.amp={mode!r} must be auto, off, bf16 or fp16")
+    """The autocast dtype for ``mode`` (None: full precision). 'auto' is full precision on every device: the actors play
+    an fp32 copy (under bf16 the greedy action differed in 6-43% of visited Mario states)."""
+    dtypes = {"off": None, "auto": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+    if mode not in dtypes:
+        raise ValueError(f"learner.amp={mode!r} must be auto, off, bf16 or fp16")
+    return dtypes[mode]
 
 
 def pin_cpu_vectors_to_256_bits() -> bool:
-    """Have inductor generate 256-bit vector code on this CPU where it would pick wider; returns whether it changed
-    anything (not where the user set ``torch._inductor.config.cpp.simdlen``). Process-wide; see the module docstring
-    for why a low-precision compiled learner on CPU needs it."""
+    """Have inductor generate 256-bit vector code where it would pick wider (module docstring), unless the user set
+    ``torch._inductor.config.cpp.simdlen``; returns whether it changed anything. Process-wide."""
     import torch._inductor.config as inductor_config
     from torch._inductor.cpu_vec_isa import pick_vec_isa
 
@@ -88,8 +65,7 @@ def pin_cpu_vectors_to_256_bits() -> bool:
 
 
 def _host_array(x: torch.Tensor) -> np.ndarray:
-    """A sampled index tensor on the host as numpy: the replay's host copy (no device copy); a device tensor only
-    where a replay gave none."""
+    """A sampled index tensor as host numpy (the replay's host copy; a device tensor only where a replay gave none)."""
     return x.numpy() if x.device.type == "cpu" else x.cpu().numpy()
 
 
@@ -98,9 +74,8 @@ class NonFiniteUpdate(RuntimeError):
 
 
 def configure_cuda_backends(tf32: bool) -> None:
-    """cuDNN autotuning, which pays off because every call has the same shapes (micro_batch, the env spec), and TF32
-    for fp32 matmuls and convolutions only where the learner already trains in low precision (``tf32``): in full
-    precision it would round to 10 mantissa bits what the actors compute in fp32. Process-wide settings."""
+    """cuDNN autotuning (every call has the same shapes) and, only where the learner already trains in low precision
+    (``tf32``), TF32 for fp32 matmuls and convolutions, which would round what the actors compute in fp32. Process-wide."""
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True
@@ -123,10 +98,8 @@ class DQNLearner:
         dueling: bool = True,
         batchnorm_batch_stats: bool = True,
     ):
-        """``cfg``: a resolved learner config (shared/resolution.py: no auto left); ``spec``: the env's shared/spec.py
-        EnvSpec, whose network family the learner trains (Mario: QNetwork); ``dueling``: the run's ``net.dueling``;
-        ``batchnorm_batch_stats`` False skips the no-grad pass that moves BatchNorm's running statistics (what the
-        accumulation tests compare exactly)."""
+        """``cfg``: a resolved learner config (no auto left); ``spec``: the env's EnvSpec, whose network the learner
+        trains; ``batchnorm_batch_stats`` False skips the pass that moves BatchNorm's statistics (module docstring)."""
         for key in ("micro_batch", "accum_steps", *ENV_AUTO_FIELDS["learner"]):
             check(getattr(cfg, key) != AUTO, f"learner.{key}", AUTO, "is still auto: build the config with shared.resolution")
         self.cfg = cfg
@@ -202,16 +175,14 @@ class DQNLearner:
         return loss, (q_sa - target).detach().abs(), q_sa.detach()
 
     def target_values(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The target net's fp32 Q at s' and, where the rule needs them, at s and at the window's states, by pass name
-        (shared/targets.py): one forward over all of them (BatchNorm in eval mode, so each row is computed on its
-        own); cloned, as a later CUDA-graph replay may reuse the output's memory."""
+        """The target net's fp32 Q at s' and, where the rule needs them, at s and the window's states, by pass name: one
+        forward over all (eval mode: each row on its own), cloned, as a later CUDA-graph replay may reuse its memory."""
         needs, next_obs = self.rule.needs, batch["next_obs"]
         parts = [(TARGET_NEXT, next_obs)]
         if TARGET_HERE in needs:
             parts.append((TARGET_HERE, batch["obs"]))
         if TARGET_WINDOW in needs:
-            window = batch["window_obs"]
-            parts.append((TARGET_WINDOW, window.flatten(0, 1)))
+            parts.append((TARGET_WINDOW, batch["window_obs"].flatten(0, 1)))
         with torch.no_grad(), self._autocast():
             self.target.eval()
             both = self.target_fn(torch.cat([x for _, x in parts]) if len(parts) > 1 else next_obs).float().clone()
@@ -227,16 +198,11 @@ class DQNLearner:
         """One optimizer step over ``accum_steps`` micro-batches (sampled from replay unless given)."""
         steps = self.cfg.accum_steps if batches is None else len(batches)
         self.optimizer.zero_grad(set_to_none=False)  # in place: .grad never becomes a CUDA-graph output
-        loss_total = torch.zeros((), device=self.device)
-        td_total = torch.zeros((), device=self.device)
-        q_total = torch.zeros((), device=self.device)
+        loss_total, td_total, q_total = (torch.zeros((), device=self.device) for _ in range(3))
         prioritized = getattr(replay, "update_priorities", None)
         sampled = []
         for i in range(steps):
-            if batches is not None:
-                batch = batches[i]
-            else:  # a prioritized replay draws with its own annealed beta
-                batch = replay.sample(self.cfg.micro_batch)
+            batch = batches[i] if batches is not None else replay.sample(self.cfg.micro_batch)  # prioritized: its own beta
             loss, td, q = self.micro_loss(batch)
             self.scaler.scale(loss / steps).backward()
             loss_total += loss.detach()
@@ -250,9 +216,8 @@ class DQNLearner:
         else:
             # every .grad is a tensor: allocated in __init__, never set to None (zero_grad(set_to_none=False))
             grad_norm = torch.nn.utils.get_total_norm(cast("list[torch.Tensor]", [p.grad for p in self.params]))
-        # The update's one device-to-host copy (and, on a GPU, its one sync), before the step so that a non-finite
-        # gradient never reaches the weights: the figures the loop logs and, for prioritized replay, the TD errors
-        # its host-side sum tree needs; the (stream, slot) they belong to are the replay's host copy of its draw.
+        # The update's one device-to-host copy (and GPU sync), before the step so a non-finite gradient never reaches the
+        # weights: the figures the loop logs and, for prioritized replay, the TD errors its host-side sum tree needs.
         stats = torch.stack([loss_total, td_total, q_total, grad_norm.float()]).double()
         td_all = None
         if sampled:
@@ -290,18 +255,16 @@ class DQNLearner:
         self.target.load_state_dict(self.online.state_dict())
 
     def reset(self, replay, batches: int = 8) -> dict[str, int]:
-        """Reset the online net (learner/resets.py; BatchNorm statistics re-estimated on ``batches`` batches of
-        ``replay``'s frames), zero the head's Adam state, and sync the target net to the result. Returns the counts of
-        re-initialized and shrunk tensors and of the frames used."""
+        """Reset the online net (learner/resets.py; BatchNorm statistics re-estimated on ``batches`` batches of replay
+        frames) and sync the target net to it; returns the counts of re-initialized and shrunk tensors and of frames."""
         frames = [replay.sample(self.cfg.micro_batch)["obs"] for _ in range(batches)]
         counts = reset_network(self.online, self.optimizer, self.cfg.reset_shrink, frames)
         self.sync_target()
         return counts | {"frames": batches * self.cfg.micro_batch}
 
     def warm_up(self, replay, updates: int = 2) -> float:
-        """Compile and run ``updates`` full updates on samples of ``replay``, then restore every piece of
-        state (nets, BN buffers, optimizer, scaler, counter): warm-up leaves nothing behind but compiled
-        graphs and warm allocators. Returns the seconds it took (compile time, reported apart)."""
+        """Compile and run ``updates`` full updates on ``replay``'s samples, then restore all state (nets, BN buffers,
+        optimizer, scaler, counter), leaving only compiled graphs and warm allocators; returns the seconds it took."""
         start = time.perf_counter()
         saved = copy.deepcopy(self.state_dict())
         for _ in range(updates):
@@ -325,9 +288,8 @@ class DQNLearner:
         """Load what :meth:`state_dict` saved; other keys (``ema``, the retired moving average) are ignored."""
         self.online.load_state_dict(state["online"])
         self.target.load_state_dict(state["target"])
-        # The saved groups' settings replace ours on load, "fused" included, and decide where Adam's step goes
-        # (torch Optimizer.load_state_dict): keep this learner's choice, so a checkpoint saved with another setting
-        # (an older CPU run's multi-tensor Adam) resumes fused, and a CUDA one resumed on the CPU runs as a CPU learner does.
+        # The saved groups' settings, "fused" included, replace ours on load and decide where Adam's step goes: keep this
+        # learner's choice, so a checkpoint saved with another setting (or on another device) resumes as this one runs.
         saved = state["optimizer"]
         groups = [dict(g, fused=own["fused"]) for g, own in zip(saved["param_groups"], self.optimizer.param_groups)]
         self.optimizer.load_state_dict(dict(saved, param_groups=groups))

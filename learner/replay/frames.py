@@ -1,57 +1,30 @@
 """FrameReplay: a pre-allocated observation ring on a torch device.
 
-Slot contract. Experience arrives as streams, one per (actor slot, env index); a stream is a
-sequence of slots, and slot k holds:
-  frame[k]       [*obs_shape] of the env spec's dtype (Mario: uint8 [H, W]; Snake's features:
-                 float32 [14]; fuel breaks: uint8 [8, H, W]): the observation at which action[k]
-                 was chosen (stored once)
-  action[k]      int in [0, num_actions): stored as uint8 up to 256 actions, else int16/int32
-  mask[k]        only for masked envs: the action mask at frame k, stored packed (ceil(A/8) bytes,
-                 np.packbits little bit order, as it travels)
-  reward[k]      float32: reward of the step from frame k
-  terminated[k]  bool: the step from frame k ended the episode by termination (no bootstrap)
-  first[k]       bool: frame k is an episode's first (reset) frame
-No terminal frame is stored: the slot after a termination is the next episode's reset frame
-(first=1). A truncation (time limit, actor restart) is a slot k with terminated[k]=0 followed by
-first[k+1]=1: the step from k has no successor frame, so it never starts a sample and n-step
-returns stop before it. Absolute slot 0 of a stream counts as first whatever its flag.
+Slots. Experience arrives as streams, one per (actor slot, env index); slot k of a stream holds frame[k] (the
+observation action[k] was chosen at, [*obs_shape] of the spec's dtype: Mario uint8 [H, W], Snake float32 [14], fuel
+breaks uint8 [8, H, W]), action[k] (uint8 up to 256 actions, else int16/int32), mask[k] (masked envs only: packed,
+ceil(A/8) bytes, as it travels), reward[k] (float32), terminated[k] (the step from k ended the episode by termination)
+and first[k] (an episode's reset frame; absolute slot 0 counts as first whatever its flag). No terminal frame is stored.
+A truncation is terminated[k]=0 followed by first[k+1]=1: the step from k has no successor, so it never starts a sample.
 
-Stack rule. The stack of slot k is [f(k-s+1), ..., f(k)] (s = stack), where every slot before the
-episode's first slot is replaced by that first slot's frame (gym FrameStack after reset). Walk
-back: cur = k; for each older position, cur stays if first[cur] else becomes cur - 1. With
-stack 1 there is no stacking: the network's input is f(k) itself, [*obs_shape].
+Stacks. The stack of slot k is [f(k-s+1), ..., f(k)], every slot before the episode's first replaced by that first
+frame (gym FrameStack after reset); at stack 1 the network's input is f(k) itself.
 
-n-step rule. For a sample at slot i, for k = 0..n-1 and j = i + k: stop if the step from j has no
-successor (terminated[j] = 0 and first[j+1] = 1); else add gamma**k * reward[j], and stop after it
-if terminated[j]. L = steps added; L = 0 makes the draw invalid (it is redrawn).
-reward = the sum, discount = 0 if it stopped on a termination else gamma**L, next_obs = stack of
-slot i + L (meaningless, and masked by discount 0, after a termination); for masked envs
-mask = bool [A] mask of slot i and next_mask = bool [A] mask of slot i + L (the valid actions of the
-bootstrap's argmax).
+n-step rule. For a sample at slot i and j = i + k, k = 0..n-1: stop if the step from j has no successor, else add
+gamma**k * reward[j] and stop after it if terminated[j]. L steps added (L = 0: the draw is redrawn); discount = 0 after a
+termination, else gamma**L; next_obs = the stack of slot i + L; masked envs also get mask (slot i) and next_mask (slot
+i + L: the valid actions of the bootstrap's argmax).
 
-Ring. Per-stream capacity C = capacity // num_streams (S * C slots in all); a stream's head h
-counts the slots ever written to it, and absolute slot a lives at a % C. Slot i is sampleable iff
-lo <= i <= h - 1 - n, with lo = h - C + s - 1 when h > C, else 0. sample() draws uniformly over
-the sampleable slots of all streams (redrawing invalid ones); learner/replay/prioritized.py
-draws over the same slots in proportion to their priorities. Draws, their validity (from host
-mirrors of the terminated and first flags) and redraws are made on the host; the draw then goes to
-the device in one copy, so a sample never waits for a GPU. A sample carries the draw on the host too
-(``host_stream``, ``host_slot``) for the priority write-back.
+Ring. Each stream holds C = capacity // num_streams slots; absolute slot a lives at a % C, and slot i is sampleable iff
+lo <= i <= h - 1 - n (h: slots ever written to the stream, lo = h - C + s - 1 once h > C, else 0). Draws (uniform here,
+by priority in prioritized.py), their validity and redraws are made on the host, from mirrors of the episode flags, and
+go to the device in one copy, so a sample never waits for a GPU; it carries ``host_stream`` and ``host_slot`` for the
+priority write-back. A stream expires (is not sampled until written again) once more than ``capacity`` transitions were
+written to the others since its last write: a dead actor's play would otherwise be sampled forever.
 
-Dead streams. A stream whose actor never connected holds nothing (its C slots stay unused: the
-replay then holds (S - dead) * C transitions). A stream whose actor died keeps its last C slots;
-they would be sampled forever, an ever older policy's play. So a stream expires once more than
-``capacity`` transitions have been written to the other streams since its last write (data older
-than a single FIFO of the same capacity would still hold): it is no longer sampled until its
-actor (or a restarted one on the same slot) writes again. ``live_streams()`` counts the others.
-
-Memory per transition: H*W + 7 bytes (frame, action u8, reward f32, terminated, first):
-7063 bytes at 84x84. Frame stacks are rebuilt by index, never stored. Other specs: the
-observation's bytes + 6 + the action's bytes (+ ceil(A/8) when masked): Snake's features
-63 bytes, fuel breaks on 32x32 8,328 (8,192 observation + 128 mask + 2 action).
-
-Threads: one writer (add) and one sampler (sample) may share an instance; a lock serialises their
-reads and writes of the ring. All device work is enqueued on the current CUDA stream.
+Memory per transition: the observation's bytes + 6 + the action's bytes (+ ceil(A/8) masked): 7063 bytes at 84x84.
+Stacks are rebuilt by index, never stored. One writer (add) and one sampler may share an instance; a lock serialises
+their access to the ring. All device work is enqueued on the current CUDA stream.
 """
 
 from __future__ import annotations
@@ -70,7 +43,7 @@ MAX_OBS_DIMS = 4
 
 
 def action_storage(num_actions: int) -> torch.dtype:
-    """uint8 up to 256 actions (Mario: 1 byte, as before), int16 up to 32,768, else int32."""
+    """uint8 up to 256 actions, int16 up to 32,768, else int32."""
     return torch.uint8 if num_actions <= 256 else torch.int16 if num_actions <= 1 << 15 else torch.int32
 
 
@@ -101,10 +74,8 @@ def _as_tensor(name: str, x: Any) -> torch.Tensor:
 
 
 class FrameReplay:
-    """Uniform n-step replay over per-stream observation rings; see the module docstring.
-
-    ``frame_shape`` is the spec's ``obs_shape`` (1 to 4 dims), ``obs_dtype`` its dtype name;
-    ``num_actions`` sets the action storage; ``masked``: every slot carries an action mask."""
+    """Uniform n-step replay over per-stream observation rings (module docstring); ``frame_shape``: the spec's
+    ``obs_shape`` (1 to 4 dims), ``obs_dtype`` its dtype name; ``masked``: every slot carries an action mask."""
 
     def __init__(
         self,
@@ -187,11 +158,9 @@ class FrameReplay:
         priorities: Any = None,
         masks: Any = None,
     ) -> None:
-        """Append T slots to streams stream0..stream0+E-1 (frames [E, T, *obs_shape] of the obs dtype, the
-        rest [E, T]; masked replay: ``masks`` packed uint8 [E, T, ceil(A/8)] or bool [E, T, A]).
-
-        ``priorities`` (float [E, T], finite, >= 0) are initial priorities for :class:`PrioritizedReplay`;
-        uniform replay ignores them."""
+        """Append T slots to streams stream0..stream0+E-1: frames [E, T, *obs_shape] of the obs dtype, the rest [E, T];
+        masked replay: ``masks`` packed uint8 [E, T, ceil(A/8)] or bool [E, T, A]. ``priorities`` (float [E, T], finite,
+        >= 0): initial priorities for :class:`PrioritizedReplay` (uniform replay ignores them)."""
         S, C = self.num_streams, self.stream_capacity
         frames = _as_tensor("frames", frames)
         if isinstance(actions, np.ndarray) and actions.dtype == np.uint16:  # torch has few uint16 kernels
@@ -248,19 +217,16 @@ class FrameReplay:
         # Host-to-device transfers and casts happen outside the lock (no-ops on a CPU replay; on a GPU from pinned
         # memory, not waited for: the ring's later reads are ordered after them on the same stream).
         dev = self.device
-        fields: tuple[tuple[torch.Tensor, torch.Tensor], ...] = (
+        fields: list[tuple[Any, Any]] = [  # (ring, what goes into it): device tensors, then the host mirrors
             (self._frames, to_device(frames, dev)),
             (self._actions, to_device(actions, dev, self._actions.dtype)),
             (self._rewards, to_device(rewards, dev, torch.float32)),
             (self._terminated, to_device(terminated, dev)),
             (self._first, to_device(first, dev)),
-        )
+        ]
         if self.masked:
-            fields += ((cast("torch.Tensor", self._masks), to_device(masks, dev)),)  # masked: _masks is allocated
-        fields_host: tuple[tuple[np.ndarray, np.ndarray], ...] = (
-            (self._terminated_host, _host(terminated)),
-            (self._first_host, _host(first)),
-        )
+            fields.append((self._masks, to_device(masks, dev)))
+        fields += [(self._terminated_host, _host(terminated)), (self._first_host, _host(first))]
         rows = slice(stream0, stream0 + E)
         with self._lock:
             heads = self._head[rows]
@@ -275,10 +241,6 @@ class FrameReplay:
                 dst[rows, pos : pos + n1] = src[:, :n1]
                 if n1 < T:
                     dst[rows, : T - n1] = src[:, n1:]
-            for dst_h, src_h in fields_host:
-                dst_h[rows, pos : pos + n1] = src_h[:, :n1]
-                if n1 < T:
-                    dst_h[rows, : T - n1] = src_h[:, n1:]
             self._written_hook(stream0, E, int(heads[0]), T, priorities)
             self._head[rows] += T
             self._written += E * T
@@ -292,10 +254,8 @@ class FrameReplay:
     def sample(
         self, batch_size: int, generator: torch.Generator | None = None, beta: float | None = None
     ) -> dict[str, torch.Tensor]:
-        """Draw batch_size valid n-step transitions uniformly; generator, if given, is a CPU torch.Generator.
-
-        ``beta`` is the importance-sampling exponent of :class:`PrioritizedReplay` (None: its annealed ``beta``);
-        uniform draws ignore it."""
+        """Draw batch_size valid n-step transitions uniformly (``generator``: a CPU torch.Generator, if given); ``beta``:
+        :class:`PrioritizedReplay`'s importance-sampling exponent (None: its annealed one), which uniform draws ignore."""
         _check(_is_int(batch_size) and batch_size >= 1, f"batch_size={batch_size!r} must be an int >= 1")
         B, C, shape = int(batch_size), self.stream_capacity, self.frame_shape
         with self._lock:
@@ -468,7 +428,7 @@ class FrameReplay:
         return int(self._ranges(self.heads)[1].sum())
 
     def live_streams(self) -> int:
-        """Streams that hold data and have not expired (see "Dead streams" above)."""
+        """Streams that hold data and have not expired (see "Ring" above)."""
         with self._lock:
             return int(((self._head > 0) & ~self._expired()).sum())
 

@@ -1,25 +1,12 @@
 """PrioritizedReplay: FrameReplay with proportional prioritization (Schaul et al. 2016; Ape-X).
 
-Contract, on top of FrameReplay's slots, n-step rule and ring (learner/replay/frames.py):
-- every written slot k holds a priority p_k > 0; it is drawn with probability
-  ``P(k) = p_k**alpha / sum_j p_j**alpha`` over the *sampleable* slots j, the same set uniform
-  replay draws from (sampleable ranges of live streams; a draw whose n-step return is empty, a
-  truncation slot, is redrawn, as in uniform replay). Not-sampleable slots are drawn from the tree
-  and rejected, which leaves exactly the distribution above; expired streams are zeroed in the tree
-  so their mass costs no redraws, and restored when their actor writes again;
-- a new slot's priority is ``|initial| + eps`` when ``add`` is given ``priorities`` (Ape-X: the
-  actor's own n-step TD errors), else the largest priority seen so far (max-priority insertion;
-  1.0 before any update);
-- ``update_priorities(stream, slot, td)`` sets ``p = |td| + eps`` for the sampled slots, one
-  vectorized call per update; slots overwritten since they were sampled are skipped;
-- a sample carries ``weight`` [B] float32 = ``(N * P(k))**-beta`` normalised by the batch's
-  largest (so weights are in (0, 1]); N is the number of sampleable slots.
-
-Storage: p**alpha per slot (float64, 8 bytes) plus a sum tree over the S*C slots (another 8-16 bytes
-per slot), in host numpy, whatever the learner's device; frames stay on the device. The priority
-stage of launch/benchmark/ measured the draw plus the update under 2 ms per batch of 512 or 2048
-at 100K and at 1M slots on a 2-core CPU; a tree in torch on a GPU was not built (no GPU to measure
-it on).
+On top of FrameReplay's slots, n-step rule and ring (learner/replay/frames.py), every written slot k holds a priority
+p_k > 0 and is drawn with probability ``p_k**alpha / sum_j p_j**alpha`` over the sampleable slots j, the set uniform
+replay draws from (other draws, and empty n-step returns, are redrawn; expired streams are zeroed in the tree until
+written again). A new slot's priority is ``|initial| + eps`` given ``priorities`` (Ape-X: the actor's n-step TD errors),
+else the largest seen so far (1.0 before any update); ``update_priorities(stream, slot, td)`` sets ``p = |td| + eps``
+for sampled slots not overwritten since. A sample carries ``weight`` [B] = ``(N * P(k))**-beta`` over the batch's
+largest, in (0, 1], N the sampleable slots. p**alpha (float64) and the sum tree are host numpy whatever the device.
 """
 
 from __future__ import annotations
