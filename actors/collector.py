@@ -1,12 +1,8 @@
 """A collector process: plays its envs epsilon-greedily and streams batches to the learner.
 
-Runs in its own process (``actor_main``): the envs are built there, torch uses one thread, and the network (built from
-the env's spec) is a local CPU copy in eval mode. The E envs are one vector env (shared/envs/) stepped once per tick
-with same-step auto-reset. The forward pass is batched over the envs, skipped when every env explores, and runs on
-``acting_net`` (BatchNorm folded in; bf16 with ``actor.precision bf16``). With actor-computed replay priorities
-(shared/priorities.py) the ticks where every env explored are scored at the batch's end, in passes of one fixed size.
-Masked envs explore and act greedily over valid actions only. Every T ticks the batch goes to the learner over this
-actor's own socket, ``tcp://HOST:BASE_PORT+actor_id``.
+Runs in its own process (``actor_main``): its E envs are one vector env (shared/envs/), and a local CPU copy of the
+network acts for all of them in one forward pass, skipped when every env explores. Every T ticks the batch goes to the
+learner over this actor's own socket, ``tcp://HOST:BASE_PORT+actor_id``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The evaluation actor (Ape-X's evaluator): plays the learner's current weights while training goes on.
 
-Runs in its own process (``eval_process_main``) beside the collectors. Each request on ``requests`` (the ``updates``,
-``env_steps`` and ``wall_seconds`` it was asked at, and ``weights``: the learner's last published (version, arrays))
-is played for ``eval.episodes`` episodes at ``eval.epsilon`` on ``eval.stage`` and put back on ``results`` with
-``weights_version``, ``epsilon``, ``stage``, ``seconds``, ``env``, the ``summary`` (actors/evaluator.py), ``random``
-(envs with a random reference: a random valid policy on the same seeds, else None) and ``state`` (the weights played,
-numpy arrays by name, for best.pt). Nothing waits for it. The weights come with the request, so it needs no socket
-(nor a CURVE client key). It ignores SIGINT and stops on ``stop_event``, SIGTERM or the launcher's death.
+Runs in its own process beside the collectors: each request on ``requests`` (its counters and the learner's last
+published weights) is played for ``eval.episodes`` episodes and put back on ``results`` with the summary, a random
+policy's on the same seeds, and the weights played. The weights come with the request, so it needs no socket.
 """
 
 from __future__ import annotations

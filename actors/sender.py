@@ -1,12 +1,8 @@
 """An actor's outbound link: one PUSH socket with a bounded local staging queue.
 
-``submit`` stages a finished batch and sends what the socket takes without blocking. ``wait_when_full`` False: a full
-socket leaves batches staged and a full staging drops the oldest (counted; the learner sees the seq gap), so the
-collector never blocks. ``wait_when_full`` True (``learner.exact_ratio``): the collector waits in 0.1 s polls, beating
-``on_wait``, until the socket took the batch or ``should_stop``, so a learner catching up pauses env steps instead of
-wasting them; one queued message and a small kernel buffer keep batches near the current weights. The header is encoded
-at send time, so its ``sent`` counts exactly what the socket took. The arrays go to ZeroMQ uncopied, so ``close`` waits
-until ZeroMQ let go of them: a process exiting earlier frees the arrays under a batch in flight.
+``submit`` stages a batch and sends what the socket takes without blocking; past ``max_staged`` the oldest is dropped
+and counted. With ``wait_when_full`` (``learner.exact_ratio``) it waits for the socket instead, so a learner catching up
+pauses env steps rather than wasting them. ``close`` waits until ZeroMQ has let go of the uncopied arrays.
 """
 
 from __future__ import annotations

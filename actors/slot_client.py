@@ -1,9 +1,7 @@
 """Ask the learner for an actor slot (SLOT_REQUEST, shared/wire/protocol.py), for actors without a fixed one.
 
-N identical replicas (``docker compose up --scale actor=N``, a Swarm service) each call :func:`lease_slot` at start and
-get the lowest free slot (learner/slots.py), so none needs its own configuration. A grant is a claim until the actor's
-first batch lands (within the learner's grace, 10 s at most); a restarted replica asks again. While every slot is held
-the learner refuses with the reason, printed here, and the actor asks every second (a spare), at most ``wait`` s if > 0.
+Replicas (``docker compose up --scale actor=N``) each lease the lowest free slot at start (learner/slots.py), so none
+needs its own configuration; while every slot is held the actor asks every second (a spare), at most ``wait`` s if > 0.
 """
 
 from __future__ import annotations

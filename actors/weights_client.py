@@ -1,9 +1,7 @@
 """An actor's weight client (Acme's "variable client"): ask once at start, then take broadcasts.
 
-``fetch`` sends a WEIGHTS_REQUEST and waits for the reply, asking every second, so the actor has the current weights
-before its first action. ``poll`` drains the broadcasts without blocking and returns the newest weights to take (a
-higher version of the run it follows, or any of another run: a learner that started over), or None. Malformed weight
-messages are counted and ignored.
+``fetch`` asks until the reply comes, so the actor has the current weights before its first action; ``poll`` drains
+the broadcasts without blocking and returns the newest to take, or None. Malformed messages are counted and ignored.
 """
 
 from __future__ import annotations

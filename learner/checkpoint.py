@@ -1,13 +1,9 @@
 """Checkpoints: written atomically, loadable with ``torch.load(..., weights_only=True)``.
 
-``checkpoint.pt`` holds the learner's state (nets, optimizer, grad scaler, update count), the run's counters and the
-config as JSON. Each file is written to a temporary beside it, fsync'd and renamed into place (the folder fsync'd), so a
-crash leaves the previous one whole; a resume removes leftover temporaries (``discard_partial``). The replaced
-checkpoint stays as ``checkpoint.prev.pt``, which ``load_checkpoint`` falls back to, and says so, when ``checkpoint.pt``
-is damaged. ``weights_version`` records every published version, so a resume goes above any version actors hold.
-``best.pt`` (the checkpoint's layout: ``launch.evaluate --net best`` plays it) holds the best-scoring evaluated weights,
-their ``counters`` and ``eval`` summary (ranked by success rate, then mean score); ``snapshots/v{weights_version}.pt``
-keep the ``eval.keep_snapshots`` best, which the final evaluation (launch/final_eval.py) plays afresh to pick ``best.pt``.
+Each file is written to a temporary beside it, fsync'd and renamed into place, so a crash leaves the previous one whole.
+The replaced checkpoint stays as ``checkpoint.prev.pt``, which ``load_checkpoint`` falls back to when ``checkpoint.pt``
+is damaged; ``weights_version`` records every published version; ``best.pt`` and ``snapshots/`` (the checkpoint's
+layout) hold the best-scoring evaluated weights, among which the final evaluation (launch/final_eval.py) chooses.
 """
 
 from __future__ import annotations
@@ -78,7 +74,7 @@ def save_checkpoint(run_dir: str, state: dict) -> str:
 
 
 def save_best(run_dir: str, state: dict) -> str:
-    """Write ``best.pt`` (layout in the module docstring)."""
+    """Write ``best.pt``: ``learner.online``, ``counters`` (updates, inserted, weights_version), ``eval`` and ``config``."""
     return _save_atomic(os.path.join(run_dir, BEST_NAME), state)
 
 

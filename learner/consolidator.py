@@ -1,15 +1,9 @@
 """The consolidation thread: polls one PULL socket per actor slot, validates, queues whole batches.
 
-Every message is decoded by shared/wire/protocol.py and must fit the run (its slot, envs per actor); rejects are counted
-by reason. Per slot, a replayed or older seq is rejected, a gap counts as lost batches and marks the next batch's first
-step an episode start (replay never stitches frames across it), and a new incarnation starts a new track (older ones'
-messages: ``stale_incarnation``). A batch played more than ``max_weights_lag`` versions behind ``weights_version`` is
-rejected as ``stale_weights``; one played with another run's weights is accepted, counted (``other_run_batches``) and
-left out of lag checks. Only the slot's holder (learner/slots.py; with CURVE, bound to its key) is sequenced; others
-are rejected as ``slot_owned``, so an intruder cannot make the live actor stale. A ledger per (slot, incarnation), the
-last ``LEDGER_INCARNATIONS_KEPT`` of each slot, accounts for what arrived against the ``sent`` and ``dropped`` counters
-of the actor's headers. Accepted batches go to a bounded queue; while it is full the thread stops reading, so
-back-pressure reaches the actors, which drop and count.
+Rejects (malformed, wrong slot or env count, replayed seq, stale incarnation or weights, a slot another actor holds)
+are counted by reason; a seq gap counts lost batches and starts an episode, so replay never stitches frames across it.
+A ledger per (slot, incarnation) accounts for what arrived against the actor's own ``sent`` and ``dropped`` counters.
+While the queue is full the thread stops reading, so back-pressure reaches the actors, which drop and count.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The learner's main loop: drain experience, train within the replay ratio, publish, checkpoint.
 
-One thread, every iteration: move queued batches into replay; once replay holds ``min_replay`` transitions and the
-replay-ratio limiter allows it (at most ``samples_per_insert`` samples trained per transition inserted), one update;
-every ``updates_per_epoch`` updates an epoch ends (console line, metrics, learner/epoch.py) and a checkpoint starts when
-due (learner/checkpoint.py). Target sync, weight broadcast (learner/broadcasts.py) and resets follow periods in env
-steps (learner/schedule.py). ``run`` returns why it ended (``STOP_REASONS``); no drain writes past the batch that
-reaches ``total_env_steps``. Holding the ratio (``learner.exact_ratio``), intake stops while training trails it by more
-than ``ratio_slack`` transitions, so the actors wait at their sockets instead of the learner training less per env
-step. Counters continue across ``--resume``, which starts ``weights_version`` above every version published, so it
-stays strictly increasing for actors that never stopped.
+Every iteration: move queued batches into replay; when replay is ready and the replay-ratio limiter allows, one update;
+every ``updates_per_epoch`` updates an epoch ends (learner/epoch.py) and a checkpoint starts when due. Target sync,
+broadcasts and resets follow periods in env steps (learner/schedule.py). Holding the ratio (``learner.exact_ratio``),
+intake waits for training, so a slow learner slows the actors instead of training less per env step.
 """
 
 from __future__ import annotations

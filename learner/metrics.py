@@ -1,10 +1,8 @@
 """Metrics sinks: ``metrics.jsonl`` (one JSON object per epoch) and TensorBoard scalars.
 
-Names are namespaced (``learner/``, ``actor/``, ``replay/`` in epoch rows, ``eval/`` in evaluation rows), the same in
-both (``python -m launch.tools.plot``). Every row carries ``step`` (updates), ``env_steps`` (transitions that reached
-replay over the whole run; TensorBoard's x axis) and ``wall_seconds`` (since the run started, resumes included). A resume
-moves the rows past its checkpoint (training that was lost) to ``metrics.rolled_back.jsonl`` and purges TensorBoard's
-events past it, so neither record goes back in ``env_steps``.
+Rows carry ``step`` (updates), ``env_steps`` (TensorBoard's x axis) and ``wall_seconds`` (resumes included) besides the
+namespaced figures (``learner/``, ``actor/``, ``replay/``, ``eval/``). A resume moves rows past its checkpoint to
+``metrics.rolled_back.jsonl`` and purges TensorBoard past it, so neither goes back in ``env_steps``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Figures of the learner's network on a fixed probe set (shared/probe.py): how often its greedy policy flips, and by
 how much its best action leads.
 
-``ProbeMonitor.observe(net)`` runs the online network on every probe state in eval mode (the function the actors play),
-in fp32 without grad, and returns ``probe/churn`` (share of states whose greedy action changed since the last call; 0.0
-on the first), ``probe/gap`` (median of best minus second-best Q), ``probe/gap_relative`` (median of that gap over
-max(|best Q|, 1e-6)) and ``probe/q_mean`` (mean best Q). Masked envs count only the valid actions (``masks``); a state
-with fewer than two has no gap and is left out of the medians (NaN when none has one).
+``ProbeMonitor.observe(net)`` runs the network in eval mode and fp32 over the probe states and returns ``FIGURES``:
+churn (share of greedy actions changed since the last call), the median action gap (best minus second-best Q, over
+valid actions), that gap relative to |best Q|, and the mean best Q.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """The DQN update: an n-step TD rule (shared/targets.py; Munchausen-DQN's on Mario), Huber loss, Adam, clipping.
 
-One ``update()`` = ``accum_steps`` micro-batches of ``micro_batch`` samples, each loss divided by ``accum_steps`` (the
-gradient of the mean loss over the concatenated batch), then one optimizer step. The run's rule object (``build_rule``)
-names the forward passes it needs and computes the target from their Q-values; this module runs the passes and never
-branches on the rule. ``R_n`` is in game units times ``reward_scale``. Target sync and resets are the loop's to call.
-
-BatchNorm: every forward of the update uses running statistics (eval mode: the function the actors play); a no-grad
-train-mode pass of the trunk over each micro-batch's obs moves them (``batchnorm_batch_stats=False`` skips it, so k
-micro-batches equal one k times larger). Target syncs copy the BatchNorm buffers too.
-
-Precision (``amp``): full precision by default ('auto' = off, and no TF32), so the learner trains the fp32 function the
-actors play; bf16 or fp16 (with a GradScaler) are opt-in and cover the convolutions only (shared/network.py). A compiled
-low-precision learner on a CPU gets 256-bit vector code (``pin_cpu_vectors_to_256_bits``): 512-bit code wrote
-non-finite head gradients on an Intel Xeon with AMX.
-
-``torch.compile`` (``reduce-overhead``: CUDA graphs, on CUDA) may reuse a call's output memory at the next replay, so
-each micro-step marks a new step, runs the target net first and clones what it keeps, then the online net. Gradients
-live in buffers allocated once and zeroed in place: a None ``.grad`` would keep graph memory (pytorch/pytorch#169545).
-Adam is fused. A non-finite loss, TD error or gradient stops the run before the step (``NonFiniteUpdate``), except
-under fp16's GradScaler, which skips it. ``warm_up()`` runs full updates, then restores all state a checkpoint holds.
+One ``update()``: ``accum_steps`` micro-batches of ``micro_batch`` samples, each loss divided by ``accum_steps``, then one
+optimizer step; the rule (``build_rule``) names the forward passes it needs and this module runs them. Every forward
+uses BatchNorm's running statistics (the function the actors play), moved by a no-grad train-mode pass of the trunk.
+Full precision by default; bf16/fp16 cover the convolutions only, and a compiled low-precision CPU learner gets 256-bit
+vector code (512-bit code wrote non-finite gradients on a Xeon with AMX). Under ``torch.compile``'s CUDA graphs each
+micro-step clones what it keeps, and gradients live in buffers zeroed in place (pytorch/pytorch#169545). A non-finite
+update stops the run before the step (``NonFiniteUpdate``), except under fp16's GradScaler, which skips it.
 """
 
 from __future__ import annotations

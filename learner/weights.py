@@ -1,11 +1,7 @@
 """The learner's weight channel: PUB for broadcasts, ROUTER for "give me the current weights" (and a slot).
 
-``WeightServer`` is a thread that owns both sockets. The trainer calls ``publish(version, net)``
-every N epochs: the weights are copied to CPU numpy arrays once, encoded (shared/wire/protocol.py
-WEIGHTS) and handed to the thread, which broadcasts them and, from then on, answers every
-request with them. So an actor that starts or restarts at any time asks once and has the
-current weights before its first action, without waiting for the next broadcast. The same ROUTER answers SLOT_REQUESTs from actors
-without a fixed slot from the learner's :class:`~learner.slots.SlotTable` (when given one).
+``publish`` encodes the weights once; the server thread broadcasts them and answers every request with them, so an actor
+has the current weights before its first action. The ROUTER also answers SLOT_REQUESTs (learner/slots.py).
 """
 
 from __future__ import annotations

@@ -1,30 +1,19 @@
 """FrameReplay: a pre-allocated observation ring on a torch device.
 
-Slots. Experience arrives as streams, one per (actor slot, env index); slot k of a stream holds frame[k] (the
-observation action[k] was chosen at, [*obs_shape] of the spec's dtype: Mario uint8 [H, W], Snake float32 [14], fuel
-breaks uint8 [8, H, W]), action[k] (uint8 up to 256 actions, else int16/int32), mask[k] (masked envs only: packed,
-ceil(A/8) bytes, as it travels), reward[k] (float32), terminated[k] (the step from k ended the episode by termination)
-and first[k] (an episode's reset frame; absolute slot 0 counts as first whatever its flag). No terminal frame is stored.
-A truncation is terminated[k]=0 followed by first[k+1]=1: the step from k has no successor, so it never starts a sample.
+Slot k of a stream (one per actor slot and env) holds frame[k], the observation action[k] was chosen at; action[k]
+(uint8 up to 256 actions); mask[k] (masked envs, packed); reward[k]; terminated[k] (the step ended the episode by
+termination); first[k] (an episode's reset frame; absolute slot 0 always counts). No terminal frame is stored: a
+truncation is terminated[k]=0 then first[k+1]=1, and the step from k never starts a sample.
 
-Stacks. The stack of slot k is [f(k-s+1), ..., f(k)], every slot before the episode's first replaced by that first
-frame (gym FrameStack after reset); at stack 1 the network's input is f(k) itself.
+The stack of slot k is [f(k-s+1), ..., f(k)], slots before the episode's first replaced by it (gym FrameStack). An
+n-step sample at slot i adds gamma**k * reward[i+k] until a step with no successor or after a termination (L steps; L =
+0 is redrawn); discount = 0 after a termination, else gamma**L; next_obs = the stack of slot i + L.
 
-n-step rule. For a sample at slot i and j = i + k, k = 0..n-1: stop if the step from j has no successor, else add
-gamma**k * reward[j] and stop after it if terminated[j]. L steps added (L = 0: the draw is redrawn); discount = 0 after a
-termination, else gamma**L; next_obs = the stack of slot i + L; masked envs also get mask (slot i) and next_mask (slot
-i + L: the valid actions of the bootstrap's argmax).
-
-Ring. Each stream holds C = capacity // num_streams slots; absolute slot a lives at a % C, and slot i is sampleable iff
-lo <= i <= h - 1 - n (h: slots ever written to the stream, lo = h - C + s - 1 once h > C, else 0). Draws (uniform here,
-by priority in prioritized.py), their validity and redraws are made on the host, from mirrors of the episode flags, and
-go to the device in one copy, so a sample never waits for a GPU; it carries ``host_stream`` and ``host_slot`` for the
-priority write-back. A stream expires (is not sampled until written again) once more than ``capacity`` transitions were
-written to the others since its last write: a dead actor's play would otherwise be sampled forever.
-
-Memory per transition: the observation's bytes + 6 + the action's bytes (+ ceil(A/8) masked): 7063 bytes at 84x84.
-Stacks are rebuilt by index, never stored. One writer (add) and one sampler may share an instance; a lock serialises
-their access to the ring. All device work is enqueued on the current CUDA stream.
+Each stream holds C = capacity // num_streams slots, absolute slot a at a % C; with h slots written, slot i is
+sampleable iff lo <= i <= h - 1 - n (lo = h - C + s - 1 once h > C, else 0). Draws and redraws are made on the host,
+from mirrors of the episode flags, and go to the device in one copy. A stream not written while ``capacity``
+transitions went to the others expires, so a dead actor's play is not sampled forever. One writer and one sampler may
+share an instance (a lock serialises them).
 """
 
 from __future__ import annotations
@@ -428,7 +417,7 @@ class FrameReplay:
         return int(self._ranges(self.heads)[1].sum())
 
     def live_streams(self) -> int:
-        """Streams that hold data and have not expired (see "Ring" above)."""
+        """Streams that hold data and have not expired (module docstring)."""
         with self._lock:
             return int(((self._head > 0) & ~self._expired()).sum())
 

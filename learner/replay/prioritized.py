@@ -1,12 +1,9 @@
 """PrioritizedReplay: FrameReplay with proportional prioritization (Schaul et al. 2016; Ape-X).
 
-On top of FrameReplay's slots, n-step rule and ring (learner/replay/frames.py), every written slot k holds a priority
-p_k > 0 and is drawn with probability ``p_k**alpha / sum_j p_j**alpha`` over the sampleable slots j, the set uniform
-replay draws from (other draws, and empty n-step returns, are redrawn; expired streams are zeroed in the tree until
-written again). A new slot's priority is ``|initial| + eps`` given ``priorities`` (Ape-X: the actor's n-step TD errors),
-else the largest seen so far (1.0 before any update); ``update_priorities(stream, slot, td)`` sets ``p = |td| + eps``
-for sampled slots not overwritten since. A sample carries ``weight`` [B] = ``(N * P(k))**-beta`` over the batch's
-largest, in (0, 1], N the sampleable slots. p**alpha (float64) and the sum tree are host numpy whatever the device.
+Slot k is drawn with probability ``p_k**alpha / sum_j p_j**alpha`` over the sampleable slots (frames.py); a new slot
+gets ``|initial| + eps`` (Ape-X: the actor's n-step TD errors) or the largest priority so far, ``update_priorities`` sets
+``|td| + eps``, and a sample's ``weight`` is ``(N * P(k))**-beta`` over the batch's largest. The priorities and their
+sum tree are host numpy whatever the device.
 """
 
 from __future__ import annotations

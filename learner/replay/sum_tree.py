@@ -1,8 +1,7 @@
 """SumTree: a flat-array sum tree over a fixed number of leaves, every operation vectorized.
 
-``tree`` is float64 of length 2L, L the smallest power of two >= ``size``: leaf i at ``tree[L + i]`` (0 past ``size``),
-node k holding ``tree[2k] + tree[2k + 1]``, ``tree[1]`` the total. Parents are recomputed from their children, never
-adjusted by deltas, so rounding errors do not accumulate. ``update`` and ``find`` of B entries cost log2(L) numpy steps.
+Leaf i lives at ``tree[L + i]`` (L a power of two), node k holds ``tree[2k] + tree[2k + 1]``, ``tree[1]`` the total;
+parents are recomputed from their children, never adjusted by deltas, so rounding errors do not accumulate.
 """
 
 from __future__ import annotations
