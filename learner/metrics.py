@@ -52,11 +52,7 @@ class MetricsLog:
     TB_RETRY_S = 60.0
 
     def __init__(
-        self,
-        run_dir: str,
-        tensorboard: bool = True,
-        resumed_at: int | None = None,
-        refused: RefusedWrites | None = None,
+        self, run_dir: str, tensorboard: bool = True, resumed_at: int | None = None, refused: RefusedWrites | None = None
     ):
         """``resumed_at``: the env steps of the checkpoint a resumed run continues from (rows past it roll back)."""
         self.run_dir, self.tensorboard, self._resumed_at = run_dir, tensorboard, resumed_at

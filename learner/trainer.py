@@ -79,12 +79,7 @@ class UpdateStats:
 
 class DQNLearner:
     def __init__(
-        self,
-        cfg: LearnerConfig,
-        spec: EnvSpec,
-        device: torch.device,
-        dueling: bool = True,
-        batchnorm_batch_stats: bool = True,
+        self, cfg: LearnerConfig, spec: EnvSpec, device: torch.device, dueling: bool = True, batchnorm_batch_stats: bool = True
     ):
         """``cfg``: a resolved learner config (no auto left); ``spec``: the env's EnvSpec, whose network the learner
         trains; ``batchnorm_batch_stats`` False skips the pass that moves BatchNorm's statistics (module docstring)."""

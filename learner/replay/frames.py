@@ -134,8 +134,6 @@ class FrameReplay:
         self._offsets = torch.arange(self.n_step + 1, device=dev)
         self._powers = (self.gamma ** torch.arange(self.n_step + 1, dtype=torch.float64)).to(dev, torch.float32)
 
-    # ------------------------------------------------------------------ writing
-
     def add(
         self,
         stream0: int,
@@ -234,8 +232,6 @@ class FrameReplay:
             self._head[rows] += T
             self._written += E * T
             self._last_write[rows] = self._written
-
-    # ------------------------------------------------------------------ sampling
 
     def anneal(self, env_steps: int) -> None:
         """Set what depends on the run's env steps: nothing for uniform draws (PrioritizedReplay: its beta)."""
@@ -364,8 +360,6 @@ class FrameReplay:
                 out["mask"] = unpack_masks(cast("torch.Tensor", self._masks)[stream, k], self.num_actions).clone()
             return out
 
-    # ------------------------------------------------------------------ sizes
-
     def __len__(self) -> int:
         return int(np.minimum(self.heads, self.stream_capacity).sum())
 
@@ -436,8 +430,6 @@ class FrameReplay:
     @property
     def bytes_per_transition(self) -> int:
         return self.nbytes // self.capacity
-
-    # ------------------------------------------------------------------ internals
 
     def _draw(self, lo: np.ndarray, counts: np.ndarray, generator: torch.Generator | None):
         return _Draw(lo, counts, generator)

@@ -64,8 +64,6 @@ class PrioritizedReplay(FrameReplay):
         if self.beta_schedule is not None:
             self.beta = float(self.beta_schedule(env_steps))
 
-    # ------------------------------------------------------------------ priorities
-
     def update_priorities(self, stream: Any, slot: Any, td: Any) -> int:
         """Set p = |td| + eps for sampled (stream, absolute slot) pairs; returns how many were still retained."""
         stream = _numpy(stream).astype(np.int64).reshape(-1)
@@ -105,8 +103,6 @@ class PrioritizedReplay(FrameReplay):
             "priority_max": float(p.max()),
             "weight_min": float(weight_min) if np.isfinite(weight_min) else 1.0,
         }
-
-    # ------------------------------------------------------------------ writing, and FrameReplay's hooks
 
     def add(
         self,
@@ -172,13 +168,7 @@ class _PriorityDraw:
     sampleable ranges; the first call is stratified (one draw per equal segment of the total mass)."""
 
     def __init__(
-        self,
-        tree: SumTree,
-        heads: np.ndarray,
-        lo: np.ndarray,
-        counts: np.ndarray,
-        C: int,
-        generator: torch.Generator | None,
+        self, tree: SumTree, heads: np.ndarray, lo: np.ndarray, counts: np.ndarray, C: int, generator: torch.Generator | None
     ):
         self.tree, self.heads, self.lo, self.hi, self.C = tree, heads, lo, lo + counts, C
         self.generator = generator
