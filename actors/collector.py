@@ -54,8 +54,7 @@ class Collector:
     """Steps E envs, batches T ticks, hands batches to a BatchSender."""
 
     def __init__(self, run: Resolved, actor_id: int, incarnation: int, generation: int = -1):
-        """``run``: the resolved run; ``generation``: which start of this slot this is (0 first), the key of its
-        exploration stream (-1, an actor started on its own: keyed by the random incarnation)."""
+        """``generation``: this slot's start count (0 first), keying the exploration stream (-1: keyed by the incarnation)."""
         self.cfg = cfg = run.cfg
         self.actor_id = actor_id
         self.incarnation = incarnation
@@ -95,8 +94,7 @@ class Collector:
         self.mask = self.env.action_mask() if self.masked else None
 
     def load_weights(self, version: int, arrays: dict[str, np.ndarray], run: int = 0, env_steps: int = 0) -> None:
-        """Act with ``arrays``, weights ``version`` of run ``run``, from now on; ``env_steps`` (the run's when they were
-        sent) anneals exploration on the run's age, so a resumed run's actors do not play at random again."""
+        """Act with weights ``version`` of run ``run`` from now on; ``env_steps`` (the run's) sets the exploration clock."""
         self.net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
         self.acting_net = acting_copy(self.net, self.cfg.actor.precision)
         self.weights_version, self.weights_run = version, run
@@ -121,8 +119,7 @@ class Collector:
         return np.concatenate(q)[: len(ticks) * n_env].reshape(len(ticks), n_env, -1)
 
     def act(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """Epsilon-greedy actions of every env (each env's epsilon: shared/exploration.py), and the Q-values [E, A]
-        they were chosen with, or None when every env explored (no forward pass)."""
+        """Epsilon-greedy actions of every env and the Q [E, A] they were chosen with (None: every env explored)."""
         if self.first_action_weights_version < 0:
             self.first_action_weights_version = self.weights_version
         explore = self.rng.random(self.epsilon.shape) < self.epsilon
@@ -245,12 +242,9 @@ def actor_main(
     generation: int = -1,
     ack: Any = None,
 ) -> dict:
-    """Process entry: collect and send until ``stop_event`` is set (or ``max_batches`` sent, if > 0); returns the report
-    it also puts on ``report_queue``. ``actor_id`` < 0: lease a slot (and the slot count) from the learner, re-checked
-    every half lease and leased anew once another actor's data took it; a refusal after ``actor.slot_wait`` s reports
-    ``refused``. Spawned (``standalone`` False) it ignores SIGINT and stops when its parent dies; standalone
-    (launch/actor.py) it stops on SIGINT or SIGTERM. ``generation``: see ``Collector``; ``ack``: set once the stop is
-    seen, so the launcher waits for the last batches. ``cfg``: a config (resolved here) or the launcher's resolved run."""
+    """Process entry: collect and send until ``stop_event`` (or ``max_batches`` sent, if > 0); returns the report, also put
+    on ``report_queue``. ``actor_id`` < 0: lease a slot, checked every half lease; ``ack`` is set once the stop is seen.
+    Spawned, it ignores SIGINT and stops with its parent; ``standalone`` (launch/actor.py), it stops on SIGINT or SIGTERM."""
     run = cfg if isinstance(cfg, Resolved) else resolve_run(cfg, device="cpu")
     terminate = []
     signal.signal(signal.SIGINT, (lambda *_: terminate.append(True)) if standalone else signal.SIG_IGN)

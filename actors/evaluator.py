@@ -31,8 +31,7 @@ NOOP_STREAM = 0x6E6F6F70  # "noop": the key that separates the no-op counts' str
 
 @dataclass
 class Episode:
-    """One evaluation episode, scored as its env scores it (``info["score"]`` of its last step, ``info["success"]``
-    of any step; Mario: the furthest x_pos and the flag)."""
+    """One evaluation episode, scored as its env scores it (Mario: the furthest x_pos and the flag)."""
 
     score: float
     success: bool
@@ -55,8 +54,7 @@ class VideoInfo:
 
 
 def build_network(env_cfg: EnvConfig, state_dict: dict | None = None, dueling: bool = True) -> torch.nn.Module:
-    """A CPU Q-network for ``env_cfg``'s spec in eval() mode, loaded with ``state_dict`` if given (keys of a
-    ``torch.compile``-wrapped module, ``_orig_mod.`` prefix, accepted); ``dueling`` is the run's ``net.dueling``."""
+    """A CPU Q-network for ``env_cfg`` in eval mode, loaded with ``state_dict`` if given (``_orig_mod.`` prefixes accepted)."""
     net = build_q_network(env_spec(env_cfg), dueling=dueling)
     if state_dict is not None:
         net.load_state_dict({k.removeprefix("_orig_mod."): v for k, v in state_dict.items()})
@@ -69,8 +67,7 @@ def action_names_for(env_cfg: EnvConfig) -> list[str]:
 
 
 def noop_counts(seed: int, episodes: int, noop_max: int) -> list[int]:
-    """The no-op steps each of ``episodes`` episodes played with ``seed`` starts with: uniform in [0, noop_max], from
-    a stream of their own (``seed``, :data:`NOOP_STREAM`), so every policy and epsilon on one seed gets the same."""
+    """Each episode's no-op start, uniform in [0, noop_max] from a stream of its own: the same for every policy on ``seed``."""
     if noop_max <= 0:
         return [0] * episodes
     rng = np.random.default_rng([int(seed) & 0xFFFF_FFFF_FFFF_FFFF, NOOP_STREAM])
@@ -87,10 +84,9 @@ def play_episodes(
     action: int | None = None,
     noop_max: int = 0,
 ) -> list[Episode]:
-    """Play ``episodes`` whole episodes on one env built with ``seed`` (vector envs: an episode per env), drawing from
-    ``np.random.default_rng(seed)``. ``policy``: "greedy" (epsilon-greedy on ``net``, left in eval mode; ties to the
-    lowest action), "random" (uniform) or "constant" (``action``, random with probability ``epsilon``; single envs only).
-    ``noop_max`` > 0: episode i first plays ``noop_counts(...)[i]`` no-op steps (DQN Zoo's no-op starts), counted in it."""
+    """Play ``episodes`` whole episodes on one env built with ``seed`` (vector envs: one per env). ``policy``: "greedy"
+    (epsilon-greedy on ``net``), "random", or "constant" (``action``, random with probability ``epsilon``; single envs).
+    ``noop_max`` > 0: episode i starts with ``noop_counts(...)[i]`` no-op steps (DQN Zoo's no-op starts)."""
     if policy not in POLICIES:
         raise ValueError(f"policy={policy!r} must be one of {POLICIES}")
     if episodes < 1:
@@ -201,8 +197,7 @@ def _play_vector(
 
 
 def ranked_episode(episodes: list[Episode], which: str = "best") -> int:
-    """Index of the 'best' episode (highest score, ties broken by the higher return) or the 'worst' (lowest
-    score, then lower return); the earlier one on a full tie."""
+    """Index of the 'best' (highest score, then return) or the 'worst' episode (lowest); the earlier one on a full tie."""
     if which not in ("best", "worst"):
         raise ValueError(f"which={which!r} must be 'best' or 'worst'")
 
@@ -213,8 +208,7 @@ def ranked_episode(episodes: list[Episode], which: str = "best") -> int:
 
 
 def summarize(episodes: list[Episode], num_actions: int, action_names: list[str]) -> dict:
-    """A JSON-ready summary of ``episodes``: episodes, steps, score mean/median/max/min, successes, success_rate,
-    return mean/min/max, length_mean, and action_counts and action_fractions ({name: value} in action order)."""
+    """A JSON-ready summary: counts, score, return and length statistics, and action counts and fractions by name."""
     if not episodes:
         raise ValueError("summarize() needs at least one episode")
     if len(action_names) != num_actions:
@@ -274,17 +268,15 @@ def _padded(frame: np.ndarray, block: int) -> np.ndarray:
 
 
 def _gif_durations_ms(fps: float, every: int) -> Iterator[int]:
-    """Per-frame GIF delays in ms (multiples of 10: GIF stores centiseconds) whose running sum tracks the true
-    timeline, so the GIF plays at game speed (4 frames at 60 fps: 70, 70, 60, ...)."""
+    """GIF frame delays in ms (GIF stores centiseconds) whose running sum tracks the true timeline: game speed."""
     return (10 * (round((k + 1) * every * 100 / fps) - round(k * every * 100 / fps)) for k in itertools.count())
 
 
 def record_video(
     env_cfg: EnvConfig, actions: Iterable[int], path: str, fps: float = 60, expected_score: float | None = None
 ) -> VideoInfo:
-    """Replay ``actions`` on a fresh Mario env and film it to ``path`` at ``fps``: ``.mp4`` every frame (H.264 through
-    ffmpeg), ``.gif`` every 4th (Pillow, at game speed). RuntimeError (the file still written) when the replay ends early
-    or misses ``expected_score``; ValueError for an env that does not film or another extension."""
+    """Replay ``actions`` on a fresh Mario env and film them to ``path`` (``.mp4`` every frame, ``.gif`` every 4th); raises
+    RuntimeError (the file written) when the replay ends early or misses ``expected_score``, ValueError for bad input."""
     if not entry_for(env_cfg).video:
         raise ValueError(f"record_video needs an env that films (Mario), got env.name={env_cfg.name!r}")
     ext = os.path.splitext(path)[1].lower()

@@ -50,8 +50,7 @@ class BatchSender:
         on_wait: Callable[[], None] = lambda: None,
         kernel_buffer: int = HELD_KERNEL_BUFFER,
     ):
-        """``kernel_buffer``: the socket's kernel buffer while it waits (``wait_when_full``), about one batch
-        (shared/links.held_kernel_buffer)."""
+        """``kernel_buffer``: the socket's kernel buffer while it waits (``wait_when_full``): about one batch."""
         self.actor_id = actor_id
         self.wait_when_full = wait_when_full
         self._should_stop = should_stop
@@ -81,8 +80,7 @@ class BatchSender:
         self.wait_seconds = 0.0  # of which waiting for the socket to take a batch (wait_when_full)
 
     def submit(self, batch: StagedBatch, stats: dict[str, float]) -> None:
-        """Stage ``batch`` and send what the socket takes; then wait for the socket, or drop the oldest past the
-        staging bound (see above)."""
+        """Stage ``batch`` and send what the socket takes; then wait for the socket, or drop the oldest past the bound."""
         start = time.perf_counter()
         self._staged.append(batch)
         if self.wait_when_full:

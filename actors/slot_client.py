@@ -29,8 +29,7 @@ def lease_slot(
     echo: Callable[[str], None] = print,
     context: zmq.Context | None = None,
 ) -> dict | None:
-    """The learner's SLOT reply once granted (``slot`` >= 0), a refusal (``slot`` -1, ``reason``) after ``wait`` s, or
-    None if stopped."""
+    """The learner's grant (``slot`` >= 0), its refusal (``slot`` -1, ``reason``) after ``wait`` s, or None if stopped."""
     ctx = context or zmq.Context.instance()
     _, router_addr = weights_endpoints(transport)
     # a SLOT reply is a few hundred bytes; weights replies are not for us

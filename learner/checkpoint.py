@@ -108,8 +108,7 @@ def kept_path(run_dir: str, weights_version: int) -> str:
 
 
 def save_kept(run_dir: str, state: dict, keep: int) -> str:
-    """Write broadcast weights (``{"learner": {"online": ...}, "counters": {weights_version, inserted, updates}}``) to
-    kept/, then delete all but the ``keep`` newest by weights_version. Returns the path written."""
+    """Write broadcast weights to kept/ and delete all but the ``keep`` newest; returns the path written."""
     os.makedirs(os.path.join(run_dir, KEPT_DIR), exist_ok=True)
     path = _save_atomic(kept_path(run_dir, state["counters"]["weights_version"]), state)
     for old in kept_versions(run_dir)[:-keep]:
@@ -143,8 +142,7 @@ def _readable(paths: list[str], key: str) -> list[tuple[str, dict]]:
 
 
 def best_score(summary: dict) -> tuple[float, float]:
-    """How evaluation summaries rank for ``best.pt``: success rate first, then mean score (old runs' summaries are
-    read under their old names)."""
+    """How evaluation summaries rank for ``best.pt``: success rate first, then mean score (old names upgraded)."""
     s = upgrade(summary)
     return float(s["success_rate"]), float(s["score_mean"])
 
@@ -242,17 +240,15 @@ def read_published(run_dir: str) -> int:
 
 
 def load_resume_state(run_dir: str) -> dict:
-    """The run folder's last readable checkpoint (else the previous one, said), after removing a crashed save's temporary
-    files. On the CPU whatever the device: loaded onto a GPU, a non-fused Adam keeps ``step`` there as a CUDA tensor and
-    reads it back with ``.item()`` per parameter every update (the nets and moments are copied to their device anyway)."""
+    """The run's last readable checkpoint (else the previous one, said), crashed saves' temporaries removed; on the CPU, as
+    onto a GPU a non-fused Adam's ``step`` would be a CUDA tensor read back with ``.item()`` per parameter each update."""
     for path in discard_partial(run_dir):
         print(f"[MAIN] removed {path}, left by a save that did not finish", flush=True)
     return load_checkpoint(run_dir, map_location="cpu", say=lambda line: print(line, flush=True), set_aside=True)
 
 
 def cpu_copy(state: Any) -> Any:
-    """``state`` with every tensor copied to the CPU: what a save written by another thread may hold while training
-    goes on changing the originals."""
+    """``state`` with every tensor copied to the CPU, for a save by another thread while training changes the originals."""
     if isinstance(state, torch.Tensor):
         return state.detach().to("cpu", copy=True)
     if isinstance(state, dict):
@@ -263,9 +259,8 @@ def cpu_copy(state: Any) -> Any:
 
 
 class Checkpointer:
-    """Writes checkpoints of ``state()`` every ``every_seconds`` and every ``every_epochs`` epochs (0: not by that), at
-    epoch ends, by a thread of its own on a CPU copy, so training does not wait for the disk. A failed write is said and
-    retried at the next epoch end (``failed``); the run goes on."""
+    """Writes checkpoints of ``state()`` every ``every_seconds`` and ``every_epochs`` (0: not by that) at epoch ends, by a
+    thread of its own on a CPU copy; a failed write is said and retried at the next epoch end (``failed``)."""
 
     def __init__(
         self,
@@ -349,8 +344,7 @@ class Checkpointer:
 
 
 def checkpoint_mismatch(state: dict, net: torch.nn.Module) -> str:
-    """Why ``state``'s online network does not load into ``net`` ('' when it does): a checkpoint of another release's
-    or another env's network."""
+    """Why ``state``'s online network does not load into ``net`` ('' when it does): another release's or env's network."""
     try:
         net.load_state_dict(state["learner"]["online"])
     except (RuntimeError, KeyError, TypeError) as exc:

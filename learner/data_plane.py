@@ -47,8 +47,7 @@ class DataPlaneStats:
 
 
 def make_replay(cfg: RunConfig, spec: EnvSpec, device: torch.device, windows: bool = False) -> FrameReplay:
-    """The run's replay: one stream per actor env; PrioritizedReplay when ``replay.prioritized``; ``windows``: samples
-    carry the n-step window (the run's TD rule needs it)."""
+    """The run's replay: a stream per actor env, prioritized or not; ``windows``: samples carry the n-step window."""
     r = cfg.replay
     kwargs: dict[str, Any] = dict(
         num_streams=cfg.actors * cfg.actor.envs_per_actor,
@@ -71,8 +70,7 @@ def make_replay(cfg: RunConfig, spec: EnvSpec, device: torch.device, windows: bo
 
 class DataPlane:
     def __init__(self, cfg: RunConfig, spec: EnvSpec, device: torch.device, windows: bool = False):
-        """``cfg``: the resolved run, ``spec`` its env's (shared/resolution.py); ``windows``: the replay's samples carry
-        the n-step window (the learner's TD rule needs it)."""
+        """``cfg``: the resolved run, ``spec`` its env's; ``windows``: the replay's samples carry the n-step window."""
         self.cfg = cfg
         self.envs_per_actor = cfg.actor.envs_per_actor
         self.replay = make_replay(cfg, spec, device, windows)
@@ -114,9 +112,8 @@ class DataPlane:
         return self
 
     def drain(self, timeout: float = 0.0, max_batches: int = 1 << 30, max_transitions: int = 1 << 62) -> int:
-        """Write the batches queued when called into replay (at most ``max_batches``, none after the one that brings the
-        transitions written to ``max_transitions``), waiting up to ``timeout`` s for a first; returns batches written.
-        Later arrivals wait for the next call, so a drain never runs far past its caller's clock."""
+        """Write the batches queued now into replay (at most ``max_batches``, none past the one reaching ``max_transitions``),
+        waiting up to ``timeout`` s for a first; returns how many. Later ones wait: a drain keeps to its caller's clock."""
         written, limit, transitions = 0, min(max_batches, max(1, self.queue.qsize())), 0
         while written < limit and transitions < max_transitions:
             try:

@@ -129,8 +129,7 @@ class Learner:
         return ""
 
     def run(self, deadline: float = 0.0, on_tick: Callable[[], None] | None = None) -> str:
-        """Loop until ``stop()``, the monotonic ``deadline`` (if > 0), ``learner.steps`` updates or
-        ``total_env_steps`` transitions inserted; returns which (``STOP_REASONS``)."""
+        """Loop until a stop, the monotonic ``deadline`` (if > 0), ``learner.steps`` updates or the budget; returns which."""
         cfg, c, total, replay = self.cfg.learner, self.counters, self.cfg.total_env_steps, self.plane.replay
         epoch = EpochAccumulator()
         last_tick = heard = said = time.monotonic()  # heard: when experience last arrived; said: the last wait notice
@@ -225,8 +224,7 @@ class Learner:
         return self._elapsed_at_start + time.monotonic() - self._started
 
     def record_eval(self, result: dict) -> None:
-        """Log an evaluation result (actors/evaluator.py ``eval_process_main``) against the env steps it was asked at;
-        its weights may become a snapshot or best.pt (learner/snapshots.py)."""
+        """Log an evaluation result against the env steps it was asked at; its weights may become a snapshot or best.pt."""
         state = result.pop("state", None)  # the evaluated weights, as numpy arrays
         if self.metrics is not None:
             self.metrics.write(result["updates"], result["env_steps"], result["wall_seconds"], eval_figures(result))

@@ -21,8 +21,7 @@ ROLLED_BACK_NAME = "metrics.rolled_back.jsonl"
 
 
 def roll_back(run_dir: str, env_steps: int) -> int:
-    """Move the rows of ``metrics.jsonl`` past ``env_steps`` to ``metrics.rolled_back.jsonl`` (appended; the
-    metrics file is rewritten whole, then renamed into place); returns how many moved."""
+    """Move ``metrics.jsonl``'s rows past ``env_steps`` to ``metrics.rolled_back.jsonl`` (the rest rewritten); how many."""
     path = os.path.join(run_dir, METRICS_NAME)
     if not os.path.isfile(path):
         return 0

@@ -24,8 +24,7 @@ FIGURES = ("probe/churn", "probe/gap", "probe/gap_relative", "probe/q_mean")
 def probe_figures(
     q: torch.Tensor, masks: torch.Tensor | None = None, previous: torch.Tensor | None = None
 ) -> tuple[dict[str, float], torch.Tensor]:
-    """The figures of Q-values ``q`` (fp32 [n, A]) against the greedy actions ``previous`` (long [n]; None: churn 0),
-    and the greedy actions of ``q`` (long [n]), for the next call. See the module docstring."""
+    """The figures of Q-values ``q`` against the greedy actions ``previous`` (None: churn 0), and ``q``'s greedy actions."""
     q = q.float()
     greedy = masked_argmax(q, masks).squeeze(1)
     filled = q if masks is None else q.masked_fill(~masks.bool(), float("-inf"))

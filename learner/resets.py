@@ -28,8 +28,7 @@ def head_parameter_names(net: nn.Module) -> set[str]:
 
 
 def fresh_copy(net: nn.Module) -> nn.Module:
-    """A copy of ``net`` with every parameter drawn anew as at construction (``init_weights``; BatchNorm scale 1 and
-    shift 0), drawn from torch's global generator."""
+    """A copy of ``net`` with every parameter drawn anew as at construction (BatchNorm: scale 1, shift 0)."""
     fresh = copy.deepcopy(net)
     init_weights(fresh)
     for module in fresh.modules():

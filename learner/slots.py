@@ -36,8 +36,7 @@ class SlotTable:
         clock: Callable[[], float] = time.monotonic,
         grace: float = 0.0,
     ):
-        """``grace``: seconds a granted slot stays claimed without a message (0: the smaller of ``lease`` and
-        ``CLAIM_GRACE``)."""
+        """``grace``: seconds a granted slot stays claimed without a message (0: the smaller of ``lease``, CLAIM_GRACE)."""
         self.num_slots = num_slots
         self.envs_per_actor = envs_per_actor  # > 0: a request for another env count is refused
         self.lease = float(lease)

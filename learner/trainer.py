@@ -123,7 +123,6 @@ class DQNLearner:
         for p in self.params:  # allocated here, outside any CUDA graph; see the module docstring
             p.grad = torch.zeros_like(p)
         self.updates = 0
-        self.compile_seconds = 0.0
 
     @property
     def effective_batch(self) -> int:
@@ -133,8 +132,7 @@ class DQNLearner:
         return torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None)
 
     def micro_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Huber loss of one micro-batch (not yet divided), its |TD errors| and Q(s, a), all fp32; every forward on
-        BatchNorm's running statistics (module docstring). The rule (shared/targets.py) names the passes it needs."""
+        """Huber loss of one micro-batch (not yet divided), its |TD errors| and Q(s, a), all fp32 (module docstring)."""
         obs, action = batch["obs"], batch["action"].unsqueeze(1)
         if self.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()
@@ -238,8 +236,7 @@ class DQNLearner:
         self.target.load_state_dict(self.online.state_dict())
 
     def reset(self, replay, batches: int = 8) -> dict[str, int]:
-        """Reset the online net (learner/resets.py; BatchNorm statistics re-estimated on ``batches`` batches of replay
-        frames) and sync the target net to it; returns the counts of re-initialized and shrunk tensors and of frames."""
+        """Reset the online net (learner/resets.py) on ``batches`` replay batches and sync the target to it; its counts."""
         frames = [replay.sample(self.cfg.micro_batch)["obs"] for _ in range(batches)]
         counts = reset_network(self.online, self.optimizer, self.cfg.reset_shrink, frames)
         self.sync_target()
@@ -255,8 +252,7 @@ class DQNLearner:
         self.load_state_dict(saved)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        self.compile_seconds = time.perf_counter() - start
-        return self.compile_seconds
+        return time.perf_counter() - start
 
     def state_dict(self) -> dict:
         return {

@@ -59,8 +59,6 @@ class WeightServer(SupervisedThread):
         self._unsent = False
         self._stop_event = threading.Event()
         self.version = -1
-        self.broadcasts = 0
-        self.requests_served = 0
         self.bad_requests = 0
         self.slot_requests = 0
 
@@ -91,7 +89,6 @@ class WeightServer(SupervisedThread):
                     frames, unsent, self._unsent = self._frames, self._unsent, False
                 if unsent:  # set only once _frames holds a publish
                     self._pub.send_multipart(cast(list, frames), copy=False)
-                    self.broadcasts += 1
                 if poller.poll(timeout=20):
                     self._answer(frames)
         finally:
@@ -114,7 +111,6 @@ class WeightServer(SupervisedThread):
                 self._answer_slot(identity, request, cast(str, parts[0].get("User-Id")) if self._curve else "")
             elif frames is not None:  # before the first publish there is nothing to give; the actor asks again
                 self._router.send_multipart([identity, *frames], copy=False)
-                self.requests_served += 1
 
     def _answer_slot(self, identity, request: dict, key: str) -> None:
         assert self._router is not None  # bound in __init__

@@ -80,8 +80,7 @@ class FrameReplay:
         masked: bool = False,
         windows: bool = False,
     ):
-        """``windows``: samples also carry the n-step window's states, actions and steps (``window_*``: the TD rules
-        that need every step of the return, shared/targets.py)."""
+        """``windows``: samples also carry the n-step window's states, actions and weights (``window_*``, shared/targets.py)."""
         _check(_is_int(num_streams) and num_streams >= 1, f"num_streams={num_streams!r} must be an int >= 1")
         _check(_is_int(capacity) and capacity >= 1, f"capacity={capacity!r} must be an int >= 1")
         _check(_is_int(stack) and stack >= 1, f"stack={stack!r} must be an int >= 1")
@@ -317,8 +316,7 @@ class FrameReplay:
         return out
 
     def stack_at(self, stream: int, abs_slot: int) -> torch.Tensor:
-        """The network input of a retained slot, [stack, *obs_shape] ([*obs_shape] at stack 1); ValueError if it
-        needs an overwritten slot."""
+        """The network input of a retained slot ([stack, *obs_shape]; [*obs_shape] at stack 1); ValueError if overwritten."""
         _check(
             _is_int(stream) and 0 <= stream < self.num_streams,
             f"stream={stream!r} is out of range for num_streams={self.num_streams}",
@@ -471,8 +469,7 @@ class FrameReplay:
 
 
 def _include(first_w: np.ndarray, term_w: np.ndarray) -> np.ndarray:
-    """[B, n] mask of the steps the n-step return adds (a prefix of the window), from first [B, n+1] and
-    terminated [B, n]."""
+    """[B, n] mask of the steps the n-step return adds (a prefix of the window), from first [B, n+1], terminated [B, n]."""
     ok = term_w | ~first_w[:, 1:]  # the step has a successor frame or terminates
     go_on = ok & ~term_w  # the return continues after the step
     before = np.concatenate([np.ones_like(go_on[:, :1]), go_on[:, :-1]], 1)
@@ -492,8 +489,7 @@ def to_device(x: torch.Tensor, device: torch.device, dtype: torch.dtype | None =
 
 
 class _Draw:
-    """Uniform draws over the sampleable slots: a flat index, mapped to (stream, slot) by searchsorted, on the
-    host."""
+    """Uniform draws over the sampleable slots: flat indices mapped to (stream, slot) by searchsorted, on the host."""
 
     def __init__(self, lo: np.ndarray, counts: np.ndarray, generator: torch.Generator | None):
         self.lo, self.counts = lo.astype(np.int64), counts.astype(np.int64)
