@@ -51,15 +51,10 @@ class BatchSender:
         kernel_buffer: int = HELD_KERNEL_BUFFER,
     ):
         """``kernel_buffer``: the socket's kernel buffer while it waits (``wait_when_full``): about one batch."""
-        self.actor_id = actor_id
-        self.wait_when_full = wait_when_full
-        self._should_stop = should_stop
-        self._on_wait = on_wait
-        self.incarnation = incarnation
-        self.max_staged = max_staged
+        self.actor_id, self.incarnation, self.max_staged, self.wait_when_full = actor_id, incarnation, max_staged, wait_when_full
+        self._should_stop, self._on_wait = should_stop, on_wait
         self._context = context or zmq.Context.instance()
-        # waiting, the sender keeps one message queued (two under CURVE, as the learner's side: a high-water mark
-        # of 1 aborted libzmq there) and a small kernel buffer (``kernel_buffer``), so batches stay near the weights
+        # waiting: one message queued (two under CURVE, where 1 aborted libzmq) and a small kernel buffer, near the weights
         curve = transport is not None and bool(transport.curve_client_secret)
         self._socket = open_socket(
             self._context,
@@ -72,9 +67,7 @@ class BatchSender:
         self._socket.connect(endpoint)
         self._staged: collections.deque[StagedBatch] = collections.deque()
         self._in_flight: collections.deque[zmq.MessageTracker] = collections.deque()  # sent, ZeroMQ still holds them
-        self.sent_batches = 0
-        self.sent_transitions = 0
-        self.dropped_batches = 0
+        self.sent_batches = self.sent_transitions = self.dropped_batches = 0
         self._said_full_at = float("-inf")  # when the last "staging full" line was printed
         self.submit_seconds = 0.0  # time the collector spent handing batches over (the benchmark's "blocked" time)
         self.wait_seconds = 0.0  # of which waiting for the socket to take a batch (wait_when_full)

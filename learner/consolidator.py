@@ -95,30 +95,20 @@ class Consolidator(SupervisedThread):
         """``held``: the learner holds its replay ratio, so each socket queues one message in a kernel buffer of about one
         batch (sized from ``limits``, ``envs_per_actor`` and ``batch_steps``), bounding how far behind its batches are."""
         super().__init__(name="consolidator", daemon=True)
-        self.limits = limits
-        self.envs_per_actor = envs_per_actor
-        self.out = out
+        self.limits, self.envs_per_actor, self.out = limits, envs_per_actor, out
         self._stop_event = threading.Event()
         self._context = context or zmq.Context.instance()
         self.sockets: list[zmq.Socket] = []
         self.per_round = HELD_PER_SOCKET_PER_ROUND if held else MAX_PER_SOCKET_PER_ROUND
         self._rotate = held  # not held, slot 0 is read first in every round
-        # small buffers while holding the ratio, so batches stay near the weights; under CURVE a receive high-water
-        # mark of 2: with 1 libzmq aborted the learner process (SIGABRT in tests/reliability/test_security.py)
-        held_hwm = 2 if transport.curve_server_secret else 1
-        buffer = held_kernel_buffer(limits, envs_per_actor, batch_steps)
+        # held: small buffers keep batches near the weights; under CURVE a high-water mark of 2 (1 aborted libzmq)
+        hwm = (2 if transport.curve_server_secret else 1) if held else transport.recv_hwm
+        buffer = held_kernel_buffer(limits, envs_per_actor, batch_steps) if held else None
+        bound = limits.max_message_bytes  # ZeroMQ's is per frame; the decoder rejects (and counts) larger messages
         try:
             for slot in range(num_actors):
-                # ZeroMQ's own bound applies per frame: a peer sending one frame above it is disconnected.
-                # Whole messages above the run's bound (data_plane.py) are rejected (and counted) by the decoder.
                 sock = open_socket(
-                    self._context,
-                    zmq.PULL,
-                    transport,
-                    server=True,
-                    recv_hwm=held_hwm if held else transport.recv_hwm,
-                    max_message=limits.max_message_bytes,
-                    kernel_buffer=buffer if held else None,
+                    self._context, zmq.PULL, transport, server=True, recv_hwm=hwm, max_message=bound, kernel_buffer=buffer
                 )
                 self.sockets.append(sock)
                 bind(sock, f"tcp://{transport.host}:{transport.base_port + slot}", transport, f"actor slot {slot}'s experience")
@@ -131,10 +121,7 @@ class Consolidator(SupervisedThread):
         self._curve = bool(transport.curve_server_secret)  # messages then carry the sender's key (ZAP User-Id)
         self.rejects: collections.Counter[str] = collections.Counter()
         self.version_said: set[int] = set()  # slots named for speaking another protocol version
-        self.received = 0
-        self.accepted_batches = 0
-        self.accepted_transitions = 0
-        self.lost_batches = 0
+        self.received = self.accepted_batches = self.accepted_transitions = self.lost_batches = 0
         self.weights_version = 0  # the learner's current published version (an int: set atomically by the learner)
         self.run_id = 0  # the learner's run identity (shared/wire/protocol.py), set by the learner
         self.max_weights_lag = 0  # 0: no limit
