@@ -56,15 +56,13 @@ class Collector:
     def __init__(self, run: Resolved, actor_id: int, incarnation: int, generation: int = -1):
         """``generation``: this slot's start count (0 first), keying the exploration stream (-1: keyed by the incarnation)."""
         self.cfg = cfg = run.cfg
-        self.actor_id = actor_id
-        self.incarnation = incarnation
+        self.actor_id, self.incarnation = actor_id, incarnation
         n_env = cfg.actor.envs_per_actor
         self.spec = spec = run.spec
         stream = generation if generation >= 0 else (incarnation & 0xFFFFFFFF) | (1 << 32)  # never a generation
         self.rng = np.random.default_rng([cfg.actor.seed, actor_id, stream])
         self.env = run.entry.make(cfg.env, [env_seed(cfg.actor.seed, actor_id, e) for e in range(n_env)])
-        self.num_actions = spec.num_actions
-        self.masked = spec.masked
+        self.num_actions, self.masked = spec.num_actions, spec.masked
         self.env_steps = 0  # steps of each env (they advance in lockstep)
         self.run_env_steps = 0  # each env's share of the run's env steps, from the weights (see load_weights)
         self.epsilon = epsilons(cfg.actor, cfg.actors, actor_id, 0)
@@ -79,8 +77,7 @@ class Collector:
         self.weights_run = 0  # the run those weights came from (0: none yet)
         self.first_action_weights_version = -1  # the weights the very first action used (tests check it)
         self.env_seconds = 0.0  # wall time inside the envs' step: the share of the actor's time its envs get
-        self.first = np.ones(n_env, dtype=np.uint8)
-        self.episode_return = np.zeros(n_env)
+        self.first, self.episode_return = np.ones(n_env, dtype=np.uint8), np.zeros(n_env)
         self.finished: list[np.ndarray] = []  # float32 [k, 3] (return, score, success) since the last batch
         self.stats: dict[str, float] = dict(
             steps=0, episodes=0, last_return=0.0, last_score=0, successes=0, fps=0.0, epsilon=float(self.epsilon.mean())

@@ -74,12 +74,10 @@ class DataPlane:
         self.cfg = cfg
         self.envs_per_actor = cfg.actor.envs_per_actor
         self.replay = make_replay(cfg, spec, device, windows)
-        # holding the replay ratio, the learner-bound pipeline stays full: a queue of one batch per actor (and small
-        # socket buffers, see Consolidator) keeps the batches it delivers near the learner's current weights
+        # holding the ratio the pipeline stays full: a queue of one batch per actor keeps batches near the current weights
         held = min(cfg.transport.consolidated_queue, cfg.actors) if cfg.learner.holds_ratio else 0
         self.queue: queue.Queue = queue.Queue(maxsize=held or cfg.transport.consolidated_queue)
-        # a batch longer than the run's actors send, or than one replay stream holds, is refused at validation and
-        # counted (reason "field"): written, it would raise on the training thread
+        # longer batches are refused at validation (reason "field"): written, they would raise on the training thread
         max_steps = min(cfg.transport.max_steps_per_message, cfg.actor.batch_steps, self.replay.stream_capacity)
         limits = protocol.Limits.for_spec(spec, max_envs=cfg.transport.max_env_per_message, max_steps=max_steps)
         # the largest message this run's actors send, so ZeroMQ holds at most recv_hwm of them per peer
@@ -100,12 +98,9 @@ class DataPlane:
             self._release_auth()
             raise
         self.consolidator.max_weights_lag = cfg.learner.max_weights_lag
-        self.processed = 0
-        self.batches = 0
+        self.processed = self.batches = self.episodes_total = self.successes_total = 0
         # behaviour-policy episodes (return, score, success), newest last, across all actors
         self.episodes: collections.deque[list[float]] = collections.deque(maxlen=EPISODE_WINDOW)
-        self.episodes_total = 0
-        self.successes_total = 0
 
     def start(self) -> DataPlane:
         self.consolidator.start()

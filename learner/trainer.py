@@ -85,8 +85,7 @@ class DQNLearner:
         trains; ``batchnorm_batch_stats`` False skips the pass that moves BatchNorm's statistics (module docstring)."""
         for key in ("micro_batch", "accum_steps", *ENV_AUTO_FIELDS["learner"]):
             check(getattr(cfg, key) != AUTO, f"learner.{key}", AUTO, "is still auto: build the config with shared.resolution")
-        self.cfg = cfg
-        self.device = device
+        self.cfg, self.device = cfg, device
         torch.manual_seed(cfg.seed)
         self.online = build_q_network(spec, dueling=dueling).to(device)
         self.target = copy.deepcopy(self.online).eval()
@@ -97,8 +96,7 @@ class DQNLearner:
         if cuda:
             configure_cuda_backends(tf32=self.amp_dtype is not None)
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp_dtype == torch.float16)
-        # fused: one kernel over every parameter, its step kept on the device; on a CPU about 8x faster than the
-        # multi-tensor step (docs/lab/benchmark-log.md), but left to the default beside a CPU fp16 scaler
+        # fused: one kernel over every parameter (on a CPU about 8x the multi-tensor step), but not beside a CPU fp16 scaler
         fused = cuda or not self.scaler.is_enabled()
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None)
         self.batchnorm_batch_stats = batchnorm_batch_stats
@@ -106,8 +104,7 @@ class DQNLearner:
         self.online_fn: Callable[..., torch.Tensor]  # the nets, or their torch.compile wrappers
         self.target_fn: Callable[..., torch.Tensor]
         self.online_fn, self.target_fn = self.online, self.target
-        # the pass that moves BatchNorm's running statistics stops before the head where every BatchNorm lies in the
-        # trunk: the same statistics, without the head's two largest matrix products
+        # the statistics pass skips the head where every BatchNorm lies in the trunk: the same statistics, less work
         trunk = batchnorm_trunk(self.online)
         self.statistics_fn = cast("Callable[..., torch.Tensor]", self.online if trunk is None else self.online.trunk)
         self.cuda_graphs = cfg.compile and device.type == "cuda"
@@ -267,8 +264,7 @@ class DQNLearner:
         """Load what :meth:`state_dict` saved; other keys (``ema``, the retired moving average) are ignored."""
         self.online.load_state_dict(state["online"])
         self.target.load_state_dict(state["target"])
-        # The saved groups' settings, "fused" included, replace ours on load and decide where Adam's step goes: keep this
-        # learner's choice, so a checkpoint saved with another setting (or on another device) resumes as this one runs.
+        # the saved groups' "fused" would replace ours and decide where Adam's step goes: keep this learner's own choice
         saved = state["optimizer"]
         groups = [dict(g, fused=own["fused"]) for g, own in zip(saved["param_groups"], self.optimizer.param_groups)]
         self.optimizer.load_state_dict(dict(saved, param_groups=groups))

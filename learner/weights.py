@@ -59,8 +59,7 @@ class WeightServer(SupervisedThread):
         self._unsent = False
         self._stop_event = threading.Event()
         self.version = -1
-        self.bad_requests = 0
-        self.slot_requests = 0
+        self.bad_requests = self.slot_requests = 0
 
     def publish(self, version: int, net: torch.nn.Module, env_steps: int = 0) -> None:
         """Broadcast ``net``'s weights as ``version``, with the run's ``env_steps`` so far (the actors' exploration)."""

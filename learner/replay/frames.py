@@ -109,9 +109,7 @@ class FrameReplay:
         self.num_actions = int(num_actions)
         self.masked = bool(masked)
         self.mask_bytes = (self.num_actions + 7) // 8 if self.masked else 0
-        self.stack = int(stack)
-        self.n_step = int(n_step)
-        self.gamma = float(gamma)
+        self.stack, self.n_step, self.gamma = int(stack), int(n_step), float(gamma)
         self.device = torch.device(device)
         self.windows = bool(windows)
 
@@ -122,8 +120,7 @@ class FrameReplay:
         self._rewards = torch.zeros((S, C), dtype=torch.float32, device=dev)
         self._terminated = torch.zeros((S, C), dtype=torch.bool, device=dev)
         self._first = torch.zeros((S, C), dtype=torch.bool, device=dev)
-        # host mirrors of the episode flags: which draws have a successor step is decided on the host, so sampling
-        # never waits for the device (on a GPU, a nonzero() over device flags is a sync per draw)
+        # host mirrors of the episode flags: draws are checked on the host, so sampling never waits for the device
         self._terminated_host = np.zeros((S, C), dtype=bool)
         self._first_host = np.zeros((S, C), dtype=bool)
         self._head = np.zeros(S, dtype=np.int64)
@@ -200,8 +197,7 @@ class FrameReplay:
         else:
             _check(masks is None, "masks given, but this replay's env is not masked")
 
-        # Host-to-device transfers and casts happen outside the lock (no-ops on a CPU replay; on a GPU from pinned
-        # memory, not waited for: the ring's later reads are ordered after them on the same stream).
+        # transfers and casts outside the lock (on a GPU from pinned memory, ordered before the ring's later reads)
         dev = self.device
         fields: list[tuple[Any, Any]] = [  # (ring, what goes into it): device tensors, then the host mirrors
             (self._frames, to_device(frames, dev)),

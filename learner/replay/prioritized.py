@@ -36,8 +36,7 @@ class PrioritizedReplay(FrameReplay):
             raise ValueError(f"alpha={alpha!r} must be in [0, 1]")
         if not (isinstance(eps, (int, float)) and eps > 0.0):
             raise ValueError(f"eps={eps!r} must be > 0")
-        self.alpha = float(alpha)
-        self.eps = float(eps)
+        self.alpha, self.eps = float(alpha), float(eps)
         self._prio = np.zeros(self.capacity, dtype=np.float64)  # p**alpha of every slot, also while expired
         self._tree = SumTree(self.capacity)  # p**alpha of slots of live streams, else 0
         self._zeroed = np.zeros(self.num_streams, dtype=bool)  # streams whose leaves are zero in the tree
