@@ -33,10 +33,7 @@ def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: A
     names = action_names_for(env_cfg)
     rounds = 0
     results.cancel_join_thread()  # a result (with its weights) the launcher never read must not hold up our exit
-
-    def stopping() -> bool:
-        return stop_event.is_set() or bool(terminate) or orphaned()
-
+    stopping = lambda: stop_event.is_set() or bool(terminate) or orphaned()  # noqa: E731
     while not stopping():
         try:
             request = requests.get(timeout=0.5)

@@ -6,6 +6,7 @@ needs its own configuration; while every slot is held the actor asks every secon
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -39,10 +40,8 @@ def lease_slot(
     noticed, refusal = -NOTICE_EVERY, None
     try:
         while not should_stop():
-            try:
+            with contextlib.suppress(zmq.Again):  # no link yet: ask again in a second
                 sock.send_multipart(protocol.encode_slot_request(incarnation, want, envs), flags=zmq.NOBLOCK)
-            except zmq.Again:
-                pass  # no link yet: ask again in a second
             reply = _await_reply(sock, incarnation, timeout=1.0)
             now = time.monotonic()
             if reply is not None and reply["slot"] >= 0:

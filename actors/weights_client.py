@@ -6,6 +6,7 @@ the broadcasts without blocking and returns the newest to take, or None. Malform
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
@@ -49,12 +50,9 @@ class WeightClient:
         """Ask for the current weights; None if none came within ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not should_stop():
-            try:  # never block: with no usable link (learner down, or refusing this actor's key) DEALER sends block
-                self._dealer.send_multipart(
-                    protocol.encode_weights_request(self.actor_id, self.incarnation, have), flags=zmq.NOBLOCK
-                )
-            except zmq.Again:
-                pass  # ask again in a second
+            request = protocol.encode_weights_request(self.actor_id, self.incarnation, have)
+            with contextlib.suppress(zmq.Again):  # never block (no usable link: DEALER sends block); ask again in a second
+                self._dealer.send_multipart(request, flags=zmq.NOBLOCK)
             ask_until = min(deadline, time.monotonic() + 1.0)
             while time.monotonic() < ask_until:
                 if not self._dealer.poll(timeout=50):

@@ -9,6 +9,7 @@ While the queue is full the thread stops reading, so back-pressure reaches the a
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import queue
 import threading
@@ -246,11 +247,9 @@ class Consolidator(SupervisedThread):
 
     def _enqueue(self, batch: protocol.Batch) -> None:
         while not self._stop_event.is_set():
-            try:
+            with contextlib.suppress(queue.Full):
                 self.out.put(batch, timeout=0.1)
                 return
-            except queue.Full:
-                continue
 
 
 def _note_new_seq(ledger: IncarnationLedger, batch: protocol.Batch) -> None:
