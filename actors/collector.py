@@ -239,9 +239,8 @@ def actor_main(
     generation: int = -1,
     ack: Any = None,
 ) -> dict:
-    """Process entry: collect and send until ``stop_event`` (or ``max_batches`` sent, if > 0); returns the report, also put
-    on ``report_queue``. ``actor_id`` < 0: lease a slot, checked every half lease; ``ack`` is set once the stop is seen.
-    Spawned, it ignores SIGINT and stops with its parent; ``standalone`` (launch/actor.py), it stops on SIGINT or SIGTERM."""
+    """Process entry: collect and send until ``stop_event`` (or ``max_batches`` sent); returns the report (also queued).
+    ``actor_id`` < 0 leases a slot; ``ack`` is set once the stop is seen; ``standalone`` (launch/actor.py) stops on SIGINT."""
     run = cfg if isinstance(cfg, Resolved) else resolve_run(cfg, device="cpu")
     terminate = []
     signal.signal(signal.SIGINT, (lambda *_: terminate.append(True)) if standalone else signal.SIG_IGN)
@@ -311,8 +310,7 @@ def _play(
     ack: Any,
     check_every: float,
 ) -> dict:
-    """Collect on slot ``actor_id`` until a stop, ``max_batches``, a learner of another protocol, or (``check_every``
-    > 0: a leased slot, asked about that often) the slot taken by another; the report (``overtaken`` when taken)."""
+    """Collect on slot ``actor_id`` until a stop, ``max_batches``, another protocol, or the leased slot taken (``overtaken``)."""
     cfg = run.cfg
     collector = Collector(run, actor_id, incarnation, generation)
     heartbeat = Heartbeat("actor")

@@ -84,9 +84,8 @@ def play_episodes(
     action: int | None = None,
     noop_max: int = 0,
 ) -> list[Episode]:
-    """Play ``episodes`` whole episodes on one env built with ``seed`` (vector envs: one per env). ``policy``: "greedy"
-    (epsilon-greedy on ``net``), "random", or "constant" (``action``, random with probability ``epsilon``; single envs).
-    ``noop_max`` > 0: episode i starts with ``noop_counts(...)[i]`` no-op steps (DQN Zoo's no-op starts)."""
+    """Play ``episodes`` whole episodes on one env built with ``seed`` (vector envs: one per env) with ``policy`` "greedy"
+    (epsilon-greedy on ``net``), "random" or "constant" (``action``); ``noop_max`` > 0: DQN Zoo's no-op starts."""
     if policy not in POLICIES:
         raise ValueError(f"policy={policy!r} must be one of {POLICIES}")
     if episodes < 1:
@@ -153,8 +152,7 @@ def play_episodes(
 def _play_vector(
     net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int, eps: float, seed: int, noops: list[int] | None, noop: int
 ) -> list[Episode]:
-    """One episode (its first) in each of ``episodes`` envs of one vector env; exploring steps (all, when ``net`` is
-    None) take a random valid action, env i's first ``noops[i]`` steps ``noop`` (where the mask allows it)."""
+    """One episode (its first) in each of ``episodes`` envs of one vector env, stepped together."""
     spec = env_spec(env_cfg)
     env = make_vector_env(env_cfg, [seed] * episodes)
     rng = np.random.default_rng(seed)

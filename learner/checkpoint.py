@@ -175,9 +175,8 @@ def _read_checkpoint(path: str, map_location: str | torch.device) -> dict:
 def load_checkpoint(
     run_dir: str, map_location: str | torch.device = "cpu", say: Callable[[str], None] | None = None, set_aside: bool = False
 ) -> dict:
-    """``checkpoint.pt`` of ``run_dir``, else ``checkpoint.prev.pt`` (``say`` is told why); FileNotFoundError when neither
-    exists, ValueError naming both faults when neither reads. ``set_aside`` (a resume): a damaged ``checkpoint.pt`` is
-    renamed ``checkpoint.pt.damaged``, so the next save does not rotate it over the previous checkpoint."""
+    """``checkpoint.pt``, else ``checkpoint.prev.pt`` (``say`` is told why); FileNotFoundError when neither exists, ValueError
+    when neither reads. ``set_aside``: a damaged ``checkpoint.pt`` is kept as ``.damaged``, out of the next save's rotation."""
     if not has_checkpoint(run_dir):
         raise FileNotFoundError(f"no {CHECKPOINT_NAME} in run folder {run_dir!r}")
     faults = []

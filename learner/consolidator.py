@@ -93,8 +93,7 @@ class Consolidator(SupervisedThread):
         held: bool = False,
         batch_steps: int = 64,
     ):
-        """``held``: the learner holds its replay ratio, so each socket queues one message in a kernel buffer of about one
-        batch (sized from ``limits``, ``envs_per_actor`` and ``batch_steps``), bounding how far behind its batches are."""
+        """``held``: the learner holds its replay ratio: one queued message and a one-batch kernel buffer per socket."""
         super().__init__(name="consolidator", daemon=True)
         self.limits, self.envs_per_actor, self.out = limits, envs_per_actor, out
         self._stop_event = threading.Event()

@@ -44,8 +44,7 @@ class Learner:
     def __init__(
         self, run: Resolved, run_dir: str, resume_state: dict | None = None, stop_requested: threading.Event | None = None
     ):
-        """``run``: the resolved run; ``stop_requested``: an event the caller may set before or during ``run`` (a signal
-        handler installed before the learner exists, so a Ctrl-C during start-up is not lost); ``stop()`` sets it."""
+        """``stop_requested``: an event the caller may set before or during ``run`` (a signal handler); ``stop()`` sets it."""
         self.cfg, self.run_dir, self.device, self.spec = run.cfg, run_dir, run.device, run.spec
         self.entry, self.train = run.entry, not run.cfg.collect_only
         learner_cfg = compile_setting(run.learner, self.train, run.device.type)

@@ -81,8 +81,7 @@ class DQNLearner:
     def __init__(
         self, cfg: LearnerConfig, spec: EnvSpec, device: torch.device, dueling: bool = True, batchnorm_batch_stats: bool = True
     ):
-        """``cfg``: a resolved learner config (no auto left); ``spec``: the env's EnvSpec, whose network the learner
-        trains; ``batchnorm_batch_stats`` False skips the pass that moves BatchNorm's statistics (module docstring)."""
+        """``cfg``: a resolved learner config (no auto left); ``batchnorm_batch_stats`` False skips the statistics pass."""
         for key in ("micro_batch", "accum_steps", *ENV_AUTO_FIELDS["learner"]):
             check(getattr(cfg, key) != AUTO, f"learner.{key}", AUTO, "is still auto: build the config with shared.resolution")
         self.cfg, self.device = cfg, device
@@ -194,20 +193,17 @@ class DQNLearner:
         else:
             # every .grad is a tensor: allocated in __init__, never set to None (zero_grad(set_to_none=False))
             grad_norm = torch.nn.utils.get_total_norm(cast("list[torch.Tensor]", [p.grad for p in self.params]))
-        # The update's one device-to-host copy (and GPU sync), before the step so a non-finite gradient never reaches the
-        # weights: the figures the loop logs and, for prioritized replay, the TD errors its host-side sum tree needs.
         stats = torch.stack([loss_total, td_total, q_total, grad_norm.float()]).double()
         td_all = None
         if sampled:
             stream, slot, td_all = (torch.cat(parts) for parts in zip(*sampled))
             stats = torch.cat([stats, td_all.double()])
-        host = stats.cpu().numpy()  # the update's one device-to-host copy
+        host = stats.cpu().numpy()  # the update's one device-to-host copy: before the step, so bad gradients never land
         mean_loss, mean_td, mean_q, norm = (float(x) / d for x, d in zip(host[:4], (steps, steps, steps, 1)))
         # a non-finite TD error makes the TD figure non-finite too
         if not self.scaler.is_enabled() and not all(map(math.isfinite, (mean_loss, mean_td, mean_q, norm))):
             raise NonFiniteUpdate(self._non_finite_message(mean_loss, mean_td, mean_q, norm, host[4:]))
-        if td_all is not None:
-            # td_all is set only when sampled holds TD errors, which it collects only for a prioritized replay
+        if td_all is not None:  # only for a prioritized replay
             cast("Callable[..., None]", prioritized)(_host_array(stream), _host_array(slot), host[4:])  # one call
         self.scaler.step(self.optimizer)
         self.scaler.update()
@@ -240,8 +236,7 @@ class DQNLearner:
         return counts | {"frames": batches * self.cfg.micro_batch}
 
     def warm_up(self, replay, updates: int = 2) -> float:
-        """Compile and run ``updates`` full updates on ``replay``'s samples, then restore all state (nets, BN buffers,
-        optimizer, scaler, counter), leaving only compiled graphs and warm allocators; returns the seconds it took."""
+        """Compile and run ``updates`` full updates on ``replay``'s samples, then restore all state; the seconds it took."""
         start = time.perf_counter()
         saved = copy.deepcopy(self.state_dict())
         for _ in range(updates):

@@ -1,19 +1,12 @@
 """FrameReplay: a pre-allocated observation ring on a torch device.
 
-Slot k of a stream (one per actor slot and env) holds frame[k], the observation action[k] was chosen at; action[k]
-(uint8 up to 256 actions); mask[k] (masked envs, packed); reward[k]; terminated[k] (the step ended the episode by
-termination); first[k] (an episode's reset frame; absolute slot 0 always counts). No terminal frame is stored: a
-truncation is terminated[k]=0 then first[k+1]=1, and the step from k never starts a sample.
-
-The stack of slot k is [f(k-s+1), ..., f(k)], slots before the episode's first replaced by it (gym FrameStack). An
-n-step sample at slot i adds gamma**k * reward[i+k] until a step with no successor or after a termination (L steps; L =
-0 is redrawn); discount = 0 after a termination, else gamma**L; next_obs = the stack of slot i + L.
-
-Each stream holds C = capacity // num_streams slots, absolute slot a at a % C; with h slots written, slot i is
-sampleable iff lo <= i <= h - 1 - n (lo = h - C + s - 1 once h > C, else 0). Draws and redraws are made on the host,
-from mirrors of the episode flags, and go to the device in one copy. A stream not written while ``capacity``
-transitions went to the others expires, so a dead actor's play is not sampled forever. One writer and one sampler may
-share an instance (a lock serialises them).
+Slot k of a stream (one per actor env) holds frame[k], the observation action[k] was chosen at, reward[k], terminated[k],
+first[k] (a reset frame) and, masked, mask[k]; no terminal frame is stored, so a truncation is terminated[k]=0 followed
+by first[k+1]=1. A stack repeats the episode's first frame before it (gym FrameStack). An n-step sample at slot i adds
+gamma**k * reward[i+k] until a step with no successor or after a termination (L steps); discount = 0 after a
+termination, else gamma**L; next_obs = the stack of slot i + L. Each stream is a ring of capacity // num_streams slots;
+draws are made on the host from mirrors of the episode flags, and a stream not written while ``capacity`` transitions
+went to the others expires, so a dead actor's play is not sampled forever.
 """
 
 from __future__ import annotations
@@ -63,8 +56,7 @@ def _as_tensor(name: str, x: Any) -> torch.Tensor:
 
 
 class FrameReplay:
-    """Uniform n-step replay over per-stream observation rings (module docstring); ``frame_shape``: the spec's
-    ``obs_shape`` (1 to 4 dims), ``obs_dtype`` its dtype name; ``masked``: every slot carries an action mask."""
+    """Uniform n-step replay over per-stream observation rings (module docstring); ``frame_shape``: the spec's ``obs_shape``."""
 
     def __init__(
         self,
@@ -141,9 +133,8 @@ class FrameReplay:
         priorities: Any = None,
         masks: Any = None,
     ) -> None:
-        """Append T slots to streams stream0..stream0+E-1: frames [E, T, *obs_shape] of the obs dtype, the rest [E, T];
-        masked replay: ``masks`` packed uint8 [E, T, ceil(A/8)] or bool [E, T, A]. ``priorities`` (float [E, T], finite,
-        >= 0): initial priorities for :class:`PrioritizedReplay` (uniform replay ignores them)."""
+        """Append T slots to streams stream0..stream0+E-1: frames [E, T, *obs_shape], the rest [E, T]; ``masks`` packed uint8
+        [E, T, ceil(A/8)] or bool [E, T, A]; ``priorities`` (float [E, T], >= 0) for :class:`PrioritizedReplay` only."""
         S, C = self.num_streams, self.stream_capacity
         frames = _as_tensor("frames", frames)
         if isinstance(actions, np.ndarray) and actions.dtype == np.uint16:  # torch has few uint16 kernels
