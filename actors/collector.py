@@ -46,10 +46,6 @@ def env_seed(base_seed: int, actor_id: int, env_index: int) -> int:
     return int(np.random.SeedSequence([base_seed, actor_id, env_index]).generate_state(1)[0])
 
 
-def experience_endpoint(cfg: RunConfig, actor_id: int) -> str:
-    return f"tcp://{cfg.transport.host}:{cfg.transport.base_port + actor_id}"
-
-
 class Collector:
     """Steps E envs, batches T ticks, hands batches to a BatchSender."""
 
@@ -288,14 +284,9 @@ def actor_main(
 
 def _holds(run: Resolved, incarnation: int, slot: int, should_stop: Callable[[], bool]) -> bool:
     """Whether the learner still gives ``slot`` to this incarnation (no answer in 2 s: taken as yes, keep sending)."""
+    cfg = run.cfg
     reply = lease_slot(
-        run.cfg.transport,
-        incarnation,
-        run.cfg.actor.envs_per_actor,
-        want=slot,
-        wait=2.0,
-        should_stop=should_stop,
-        echo=lambda _: None,
+        cfg.transport, incarnation, cfg.actor.envs_per_actor, want=slot, wait=2.0, should_stop=should_stop, echo=lambda _: None
     )
     return reply is None or reply["slot"] == slot or reply["reason"].startswith("no answer")
 
@@ -315,7 +306,7 @@ def _play(
     collector = Collector(run, actor_id, incarnation, generation)
     heartbeat = Heartbeat("actor")
     sender = BatchSender(
-        experience_endpoint(cfg, actor_id),
+        f"tcp://{cfg.transport.host}:{cfg.transport.base_port + actor_id}",  # this slot's experience socket
         actor_id,
         incarnation,
         cfg.actor.max_staged_batches,

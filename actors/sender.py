@@ -130,8 +130,7 @@ class BatchSender:
             self.sent_transitions += transitions
 
     def close(self, stats: dict[str, float], timeout: float) -> None:
-        """Try to deliver what is staged for up to ``timeout`` seconds, close the socket, and return once ZeroMQ
-        holds none of the sent arrays (written to the kernel, or dropped when the linger ran out)."""
+        """Deliver what is staged for up to ``timeout`` s, close the socket, and wait until ZeroMQ holds none of the arrays."""
         deadline = time.monotonic() + timeout
         while self._staged and time.monotonic() < deadline:
             self.flush(stats)

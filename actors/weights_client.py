@@ -64,8 +64,7 @@ class WeightClient:
         return None
 
     def poll(self, have: int) -> tuple[int, dict] | None:
-        """The newest broadcast (version, arrays) to take over version ``have`` of ``self.run``, or None (never
-        blocks): a higher version of that run, else the highest of another run (which ``self.run`` becomes)."""
+        """The newest broadcast (version, arrays) to take over version ``have`` of ``self.run`` (or another run's), or None."""
         newest = None
         while True:
             try:

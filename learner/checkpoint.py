@@ -62,8 +62,7 @@ def _save_atomic(path: str, state: dict) -> str:
 
 
 def save_checkpoint(run_dir: str, state: dict) -> str:
-    """Write ``checkpoint.pt``, keeping the one it replaces as ``checkpoint.prev.pt``. Raises OSError (or torch's
-    RuntimeError) when the disk refuses the write; both files on disk are then as they were."""
+    """Write ``checkpoint.pt``, the replaced one kept as ``checkpoint.prev.pt``; OSError or RuntimeError leave both unchanged."""
     path, previous = os.path.join(run_dir, CHECKPOINT_NAME), os.path.join(run_dir, PREVIOUS_NAME)
     tmp = _write_temporary(path, state)
     if os.path.exists(path):  # a crash between the two renames leaves the newest checkpoint as the previous one

@@ -34,8 +34,7 @@ from shared.writes import RefusedWrites
 IDLE_NOTICE_EVERY = 10.0  # seconds without new experience before the loop says it waits, and between such lines
 REBROADCAST_EVERY = 1.0  # seconds between repeats of the current weights while an actor is on another run's
 
-STOP_REASONS = ("stopped", "duration", "updates", "env_steps")
-"""What ``Learner.run`` returns: ``stop()`` (a signal), the deadline, ``learner.steps``, ``total_env_steps``."""
+STOP_REASONS = ("stopped", "duration", "updates", "env_steps")  # Learner.run's: a stop, the deadline, steps, env steps
 
 
 class Learner:
@@ -208,8 +207,7 @@ class Learner:
             self.checkpoints.start(c.epoch)
 
     def _publish(self, version: int) -> bool:
-        """Broadcast the weights as ``version``, once it is on disk (a resume goes above it, so versions stay
-        monotonic for actors that never stopped); a record the disk refuses skips the broadcast until the next."""
+        """Broadcast the weights as ``version`` once it is on disk (a resume goes above it); a refused record skips it."""
         if not self.refused.attempt("the weights version record", record_published, self.run_dir, version):
             return False
         self.server.publish(version, self.dqn.online, self.counters.inserted)

@@ -17,8 +17,7 @@ from shared.network import masked_argmax
 
 __all__ = ["FIGURES", "ProbeMonitor", "probe_figures"]
 
-FIGURES = ("probe/churn", "probe/gap", "probe/gap_relative", "probe/q_mean")
-"""The keys of :meth:`ProbeMonitor.observe`'s dict, in order."""
+FIGURES = ("probe/churn", "probe/gap", "probe/gap_relative", "probe/q_mean")  # ProbeMonitor.observe's keys, in order
 
 
 def probe_figures(

@@ -15,8 +15,7 @@ from torch.optim.swa_utils import update_bn
 
 from shared.network import init_weights
 
-HEAD_STREAMS = ("value", "advantage", "head")
-"""The attributes of a Q-network that hold its head (shared/network.py): fully re-initialized by a reset."""
+HEAD_STREAMS = ("value", "advantage", "head")  # a Q-network's head attributes (shared/network.py): re-initialized
 
 
 def head_parameter_names(net: nn.Module) -> set[str]:
@@ -46,8 +45,7 @@ def reset_network(
     frames: Iterable[torch.Tensor] = (),
     fresh: nn.Module | None = None,
 ) -> dict[str, int]:
-    """Reset ``net`` in place (module docstring): ``shrink`` is alpha, ``frames`` batches for BatchNorm's statistics (none:
-    kept), ``fresh`` theta0 (default ``fresh_copy``). Returns how many parameter tensors were re-initialized and shrunk."""
+    """Reset ``net`` in place (module docstring; ``shrink``: alpha, ``frames``: for BatchNorm); the tensors' counts."""
     if not 0.0 <= shrink <= 1.0:
         raise ValueError(f"shrink {shrink!r} must be in [0, 1]")
     fresh = fresh_copy(net) if fresh is None else fresh

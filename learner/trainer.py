@@ -41,8 +41,7 @@ def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
 
 
 def pin_cpu_vectors_to_256_bits() -> bool:
-    """Have inductor generate 256-bit vector code where it would pick wider (module docstring), unless the user set
-    ``torch._inductor.config.cpp.simdlen``; returns whether it changed anything. Process-wide."""
+    """Have inductor write 256-bit vector code where it would pick wider, unless ``cpp.simdlen`` is set; whether it did."""
     import torch._inductor.config as inductor_config
     from torch._inductor.cpu_vec_isa import pick_vec_isa
 
@@ -62,8 +61,7 @@ class NonFiniteUpdate(RuntimeError):
 
 
 def configure_cuda_backends(tf32: bool) -> None:
-    """cuDNN autotuning (every call has the same shapes) and, only where the learner already trains in low precision
-    (``tf32``), TF32 for fp32 matmuls and convolutions, which would round what the actors compute in fp32. Process-wide."""
+    """cuDNN autotuning (fixed shapes), and TF32 only where the learner already trains in low precision (``tf32``)."""
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True

@@ -225,8 +225,7 @@ class FrameReplay:
     def sample(
         self, batch_size: int, generator: torch.Generator | None = None, beta: float | None = None
     ) -> dict[str, torch.Tensor]:
-        """Draw batch_size valid n-step transitions uniformly (``generator``: a CPU torch.Generator, if given); ``beta``:
-        :class:`PrioritizedReplay`'s importance-sampling exponent (None: its annealed one), which uniform draws ignore."""
+        """Draw batch_size valid n-step transitions uniformly (``generator``: a CPU one); ``beta``: PrioritizedReplay's."""
         _check(_is_int(batch_size) and batch_size >= 1, f"batch_size={batch_size!r} must be an int >= 1")
         B, C, shape = int(batch_size), self.stream_capacity, self.frame_shape
         with self._lock:

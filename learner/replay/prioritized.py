@@ -163,8 +163,7 @@ class PrioritizedReplay(FrameReplay):
 
 
 class _PriorityDraw:
-    """Draws (stream, absolute slot) in proportion to the tree's leaves, rejecting slots outside the
-    sampleable ranges; the first call is stratified (one draw per equal segment of the total mass)."""
+    """Draws in proportion to the tree's leaves, rejecting unsampleable slots; the first call is stratified."""
 
     def __init__(
         self, tree: SumTree, heads: np.ndarray, lo: np.ndarray, counts: np.ndarray, C: int, generator: torch.Generator | None
