@@ -98,12 +98,10 @@ class FrameReplay:
         self.capacity = self.num_streams * self.stream_capacity
         self.frame_shape = tuple(int(v) for v in frame_shape)
         self.obs_dtype = OBS_DTYPES[obs_dtype]
-        self.num_actions = int(num_actions)
-        self.masked = bool(masked)
+        self.num_actions, self.masked = int(num_actions), bool(masked)
         self.mask_bytes = (self.num_actions + 7) // 8 if self.masked else 0
         self.stack, self.n_step, self.gamma = int(stack), int(n_step), float(gamma)
-        self.device = torch.device(device)
-        self.windows = bool(windows)
+        self.device, self.windows = torch.device(device), bool(windows)
 
         S, C, dev = self.num_streams, self.stream_capacity, self.device
         self._frames = torch.zeros((S, C, *self.frame_shape), dtype=self.obs_dtype, device=dev)
@@ -113,8 +111,7 @@ class FrameReplay:
         self._terminated = torch.zeros((S, C), dtype=torch.bool, device=dev)
         self._first = torch.zeros((S, C), dtype=torch.bool, device=dev)
         # host mirrors of the episode flags: draws are checked on the host, so sampling never waits for the device
-        self._terminated_host = np.zeros((S, C), dtype=bool)
-        self._first_host = np.zeros((S, C), dtype=bool)
+        self._terminated_host, self._first_host = np.zeros((S, C), dtype=bool), np.zeros((S, C), dtype=bool)
         self._head = np.zeros(S, dtype=np.int64)
         self._written = 0  # slots written to all streams, ever
         self._last_write = np.zeros(S, dtype=np.int64)  # _written after each stream's latest add
