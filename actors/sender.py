@@ -86,8 +86,7 @@ class BatchSender:
         self.submit_seconds += time.perf_counter() - start
 
     def _wait_for_room(self, stats: dict[str, float], start: float) -> None:
-        """Flush until the socket has taken every staged batch or ``should_stop``: waiting at the socket, not at a full
-        staging, bounds the batches between actor and replay (and their weights' lag) to the high-water marks."""
+        """Flush until the socket took every staged batch or ``should_stop``: the high-water marks then bound the lag."""
         self.flush(stats)
         said = start
         while self._staged and not self._should_stop():

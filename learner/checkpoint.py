@@ -257,8 +257,7 @@ def cpu_copy(state: Any) -> Any:
 
 
 class Checkpointer:
-    """Writes checkpoints of ``state()`` every ``every_seconds`` and ``every_epochs`` (0: not by that) at epoch ends, by a
-    thread of its own on a CPU copy; a failed write is said and retried at the next epoch end (``failed``)."""
+    """Writes checkpoints of ``state()`` by time and by epochs at epoch ends, on a thread of its own; failures are retried."""
 
     def __init__(
         self,

@@ -45,8 +45,7 @@ def roll_back(run_dir: str, env_steps: int) -> int:
 
 
 class MetricsLog:
-    """Appends rows to metrics.jsonl and scalars to TensorBoard. A refused write is said and counted (shared/writes.py)
-    and its row left out whole (a partial line is cut back); TensorBoard, stopped by a failure, reopens after ``TB_RETRY_S``."""
+    """Appends rows to metrics.jsonl and scalars to TensorBoard; a refused write is said and its row left out whole."""
 
     TB_RETRY_S = 60.0
 
