@@ -1,24 +1,8 @@
 """A collector process: plays its envs epsilon-greedily and streams batches to the learner.
 
-Runs inside its own process (``actor_main``): the envs are built there, never
-pickled; torch uses one thread; the network (built from the env's spec,
-shared/network.py ``build_q_network``) is a local CPU copy in eval mode under
-``torch.inference_mode``. The E envs are one vector env (shared/envs/):
-each tick is one ``step(actions[E])`` (Snake and fuel breaks: one numpy call;
-Mario, Catch, fake: the single envs side by side), with same-step auto-reset.
-The forward pass is batched over the envs and skipped when every env explores; it runs on
-``acting_net``, a copy of the received weights with BatchNorm folded into the layers, in bf16 with
-``actor.precision bf16`` (shared/network.py ``acting_copy``).
-With actor-computed replay priorities (shared/priorities.py) every tick needs
-Q: a tick that acted greedily keeps the Q it acted on, and the stacks of ticks
-where every env explored wait for the end of the batch, where they are scored
-with the bootstrap stacks after its last step in forward passes of one fixed
-size (a forward of one stack costs about what 2-3 stacks cost per stack in a
-larger pass on a CPU: the head's weights are read once per call). Masked envs (fuel breaks): an exploring env
-draws a uniformly random *valid* action, a greedy one the argmax over valid actions, and
-each slot's mask travels with the batch. Every T ticks the batch (each new
-observation once, see shared/wire/protocol.py) goes to the learner over this
-actor's own socket, ``tcp://HOST:BASE_PORT+actor_id``.
+Runs in its own process (``actor_main``): its E envs are one vector env (shared/envs/), and a local CPU copy of the
+network acts for all of them in one forward pass, skipped when every env explores. Every T ticks the batch goes to the
+learner over this actor's own socket, ``tcp://HOST:BASE_PORT+actor_id``.
 """
 
 from __future__ import annotations
@@ -62,27 +46,19 @@ def env_seed(base_seed: int, actor_id: int, env_index: int) -> int:
     return int(np.random.SeedSequence([base_seed, actor_id, env_index]).generate_state(1)[0])
 
 
-def experience_endpoint(cfg: RunConfig, actor_id: int) -> str:
-    return f"tcp://{cfg.transport.host}:{cfg.transport.base_port + actor_id}"
-
-
 class Collector:
     """Steps E envs, batches T ticks, hands batches to a BatchSender."""
 
     def __init__(self, run: Resolved, actor_id: int, incarnation: int, generation: int = -1):
-        """``run``: the resolved run (shared/resolution.py); ``generation``: which start of this slot this is (0
-        first), the key of its exploration stream; -1 (an actor started on its own, which does not know) keys it by
-        the random incarnation instead."""
+        """``generation``: this slot's start count (0 first), keying the exploration stream (-1: keyed by the incarnation)."""
         self.cfg = cfg = run.cfg
-        self.actor_id = actor_id
-        self.incarnation = incarnation
+        self.actor_id, self.incarnation = actor_id, incarnation
         n_env = cfg.actor.envs_per_actor
         self.spec = spec = run.spec
         stream = generation if generation >= 0 else (incarnation & 0xFFFFFFFF) | (1 << 32)  # never a generation
         self.rng = np.random.default_rng([cfg.actor.seed, actor_id, stream])
         self.env = run.entry.make(cfg.env, [env_seed(cfg.actor.seed, actor_id, e) for e in range(n_env)])
-        self.num_actions = spec.num_actions
-        self.masked = spec.masked
+        self.num_actions, self.masked = spec.num_actions, spec.masked
         self.env_steps = 0  # steps of each env (they advance in lockstep)
         self.run_env_steps = 0  # each env's share of the run's env steps, from the weights (see load_weights)
         self.epsilon = epsilons(cfg.actor, cfg.actors, actor_id, 0)
@@ -97,8 +73,7 @@ class Collector:
         self.weights_run = 0  # the run those weights came from (0: none yet)
         self.first_action_weights_version = -1  # the weights the very first action used (tests check it)
         self.env_seconds = 0.0  # wall time inside the envs' step: the share of the actor's time its envs get
-        self.first = np.ones(n_env, dtype=np.uint8)
-        self.episode_return = np.zeros(n_env)
+        self.first, self.episode_return = np.ones(n_env, dtype=np.uint8), np.zeros(n_env)
         self.finished: list[np.ndarray] = []  # float32 [k, 3] (return, score, success) since the last batch
         self.stats: dict[str, float] = dict(
             steps=0, episodes=0, last_return=0.0, last_score=0, successes=0, fps=0.0, epsilon=float(self.epsilon.mean())
@@ -112,9 +87,7 @@ class Collector:
         self.mask = self.env.action_mask() if self.masked else None
 
     def load_weights(self, version: int, arrays: dict[str, np.ndarray], run: int = 0, env_steps: int = 0) -> None:
-        """Act with ``arrays``, weights ``version`` of run ``run`` (shared/wire/protocol.py) from now on; ``env_steps``:
-        the run's when they were sent, so exploration anneals on the run's age (a resumed run's actors do not play at
-        random again), each env counted as its share of them."""
+        """Act with weights ``version`` of run ``run`` from now on; ``env_steps`` (the run's) sets the exploration clock."""
         self.net.load_state_dict({name: torch.from_numpy(a) for name, a in arrays.items()})
         self.acting_net = acting_copy(self.net, self.cfg.actor.precision)
         self.weights_version, self.weights_run = version, run
@@ -126,11 +99,8 @@ class Collector:
             return self.acting_net(torch.from_numpy(self.stacks)).numpy()
 
     def _late_q_values(self, ticks: list[np.ndarray]) -> np.ndarray:
-        """Q of the stacks of several ticks ([E, *input] each), float32 [len(ticks), E, A].
-
-        Every forward pass takes the same number of ticks (``_LATE_CHUNK`` stacks or more, a whole number of ticks;
-        the last pass padded with copies of the last tick): oneDNN keeps kernels and buffers for every input shape
-        it has seen, and one pass per distinct count of ticks grew an actor by hundreds of MB."""
+        """Q of the stacks of several ticks, float32 [len(ticks), E, A], in passes of one size (the last padded):
+        oneDNN keeps buffers for every input shape it sees, and one shape per count of ticks grew an actor by 100s of MB."""
         n_env = self.env.num_envs
         per_pass = -(-_LATE_CHUNK // n_env)  # ticks
         padded = ticks + [ticks[-1]] * (-len(ticks) % per_pass)
@@ -142,8 +112,7 @@ class Collector:
         return np.concatenate(q)[: len(ticks) * n_env].reshape(len(ticks), n_env, -1)
 
     def act(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """Epsilon-greedy actions of every env (each env's epsilon: shared/exploration.py), and the Q-values [E, A]
-        they were chosen with, or None when every env explored (no forward pass)."""
+        """Epsilon-greedy actions of every env and the Q [E, A] they were chosen with (None: every env explored)."""
         if self.first_action_weights_version < 0:
             self.first_action_weights_version = self.weights_version
         explore = self.rng.random(self.epsilon.shape) < self.epsilon
@@ -163,10 +132,7 @@ class Collector:
         return np.where(explore, actions, greedy), q
 
     def collect(self, n_steps: int, seq: int, refresh: Callable[[int], Any] | None = None) -> StagedBatch:
-        """Play ``n_steps`` ticks of every env and return them as one batch.
-
-        ``refresh(have)`` is asked between ticks for newer weights (version, arrays[, run]) or None.
-        """
+        """Play ``n_steps`` ticks of every env as one batch; ``refresh(have)`` gives newer weights between ticks, or None."""
         n_env, spec = self.env.num_envs, self.spec
         frames = np.empty((n_env, n_steps, *spec.obs_shape), dtype=spec.obs_dtype)
         actions = np.empty((n_env, n_steps), dtype=action_dtype(self.num_actions))
@@ -269,21 +235,8 @@ def actor_main(
     generation: int = -1,
     ack: Any = None,
 ) -> dict:
-    """Process entry: collect and send until ``stop_event`` is set (or ``max_batches`` sent, if > 0).
-
-    ``actor_id`` < 0: ask the learner for a free slot first (actors/slot_client.py); the slot count
-    (the exploration schedule's N) then comes from the learner. A refusal after ``actor.slot_wait``
-    seconds returns a report with ``refused`` set to the learner's reason. A leased actor asks again every half
-    lease whether the slot is still its own: another actor's data can take a slot granted but not yet sent on, and
-    then this one leases another instead of sending where it is refused.
-
-    Spawned by a launcher (``standalone`` False) it ignores SIGINT and stops when its parent dies, so a
-    SIGKILLed launcher leaves no orphans. Standalone (launch/actor.py) it outlives any learner and stops
-    on SIGINT or SIGTERM. ``generation``: the slot's restarts so far, from the launcher (see ``Collector``);
-    ``ack``: an event set once the stop is seen, so the launcher waits for the last batches instead of a timeout.
-    ``cfg``: the run's config, resolved here (a spawned actor), or the launcher's resolved run.
-    Returns the report it also puts on ``report_queue``.
-    """
+    """Process entry: collect and send until ``stop_event`` (or ``max_batches`` sent); returns the report (also queued).
+    ``actor_id`` < 0 leases a slot; ``ack`` is set once the stop is seen; ``standalone`` (launch/actor.py) stops on SIGINT."""
     run = cfg if isinstance(cfg, Resolved) else resolve_run(cfg, device="cpu")
     terminate = []
     signal.signal(signal.SIGINT, (lambda *_: terminate.append(True)) if standalone else signal.SIG_IGN)
@@ -331,14 +284,9 @@ def actor_main(
 
 def _holds(run: Resolved, incarnation: int, slot: int, should_stop: Callable[[], bool]) -> bool:
     """Whether the learner still gives ``slot`` to this incarnation (no answer in 2 s: taken as yes, keep sending)."""
+    cfg = run.cfg
     reply = lease_slot(
-        run.cfg.transport,
-        incarnation,
-        run.cfg.actor.envs_per_actor,
-        want=slot,
-        wait=2.0,
-        should_stop=should_stop,
-        echo=lambda _: None,
+        cfg.transport, incarnation, cfg.actor.envs_per_actor, want=slot, wait=2.0, should_stop=should_stop, echo=lambda _: None
     )
     return reply is None or reply["slot"] == slot or reply["reason"].startswith("no answer")
 
@@ -353,13 +301,12 @@ def _play(
     ack: Any,
     check_every: float,
 ) -> dict:
-    """Collect on slot ``actor_id`` until a stop, ``max_batches``, a learner of another protocol, or (``check_every``
-    > 0: a leased slot, asked about that often) the slot taken by another; the report (``overtaken`` when taken)."""
+    """Collect on slot ``actor_id`` until a stop, ``max_batches``, another protocol, or the leased slot taken (``overtaken``)."""
     cfg = run.cfg
     collector = Collector(run, actor_id, incarnation, generation)
     heartbeat = Heartbeat("actor")
     sender = BatchSender(
-        experience_endpoint(cfg, actor_id),
+        f"tcp://{cfg.transport.host}:{cfg.transport.base_port + actor_id}",  # this slot's experience socket
         actor_id,
         incarnation,
         cfg.actor.max_staged_batches,

@@ -1,18 +1,8 @@
 """The evaluation actor (Ape-X's evaluator): plays the learner's current weights while training goes on.
 
-Runs in its own process (``eval_process_main``), started by the launcher beside the collectors. It
-waits for a request on ``requests`` (a dict with the ``updates``, ``env_steps`` and ``wall_seconds``
-at which the launcher asked, and ``weights``: the learner's last published (version, arrays)), plays
-``eval.episodes`` episodes at ``eval.epsilon`` on ``eval.stage`` (default: the training stage) and
-puts the request back on ``results`` with ``weights_version``, ``epsilon``, ``seconds``, the
-``summary`` of actors/evaluator.py, ``env``, ``random`` (Snake and fuel breaks: the summary of a uniformly
-random (valid) policy on the same seeds, else None) and ``state``, the weights it played (numpy arrays by name; the
-learner keeps the best-scoring ones as ``best.pt``). Training and collection never wait for it:
-the launcher skips a request while the previous one still runs. It ignores SIGINT and stops on
-``stop_event``, SIGTERM or the launcher's death.
-
-The weights come with the request, not over the weight channel: the evaluator needs no socket, so
-it works the same when the learner binds 0.0.0.0 with CURVE (it would need a client key there).
+Runs in its own process beside the collectors: each request on ``requests`` (its counters and the learner's last
+published weights) is played for ``eval.episodes`` episodes and put back on ``results`` with the summary, a random
+policy's on the same seeds, and the weights played. The weights come with the request, so it needs no socket.
 """
 
 from __future__ import annotations
@@ -43,10 +33,7 @@ def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: A
     names = action_names_for(env_cfg)
     rounds = 0
     results.cancel_join_thread()  # a result (with its weights) the launcher never read must not hold up our exit
-
-    def stopping() -> bool:
-        return stop_event.is_set() or bool(terminate) or orphaned()
-
+    stopping = lambda: stop_event.is_set() or bool(terminate) or orphaned()  # noqa: E731
     while not stopping():
         try:
             request = requests.get(timeout=0.5)

@@ -1,8 +1,7 @@
 """The evaluation role: play whole episodes with a fixed policy, summarise them, film one.
 
-Used by ``python -m launch.evaluate``, launch/final_eval.py and the evaluation during training (actors/eval_actor.py);
-nothing here touches the data plane. All randomness of an evaluation comes from its ``seed``, and Mario is
-deterministic given the actions, so a pure-greedy Mario episode is the same every time.
+Used by ``python -m launch.evaluate``, launch/final_eval.py and actors/eval_actor.py; no data plane. All randomness
+comes from the ``seed`` and Mario is deterministic given the actions, so a pure-greedy Mario episode always repeats.
 """
 
 from __future__ import annotations
@@ -32,8 +31,7 @@ NOOP_STREAM = 0x6E6F6F70  # "noop": the key that separates the no-op counts' str
 
 @dataclass
 class Episode:
-    """One evaluation episode, scored as its env scores it (``info["score"]`` of its last step, ``info["success"]``
-    of any step; Mario: the furthest x_pos and the flag)."""
+    """One evaluation episode, scored as its env scores it (Mario: the furthest x_pos and the flag)."""
 
     score: float
     success: bool
@@ -56,8 +54,7 @@ class VideoInfo:
 
 
 def build_network(env_cfg: EnvConfig, state_dict: dict | None = None, dueling: bool = True) -> torch.nn.Module:
-    """A CPU Q-network for ``env_cfg``'s spec in eval() mode, loaded with ``state_dict`` if given (keys of a
-    ``torch.compile``-wrapped module, ``_orig_mod.`` prefix, accepted); ``dueling`` is the run's ``net.dueling``."""
+    """A CPU Q-network for ``env_cfg`` in eval mode, loaded with ``state_dict`` if given (``_orig_mod.`` prefixes accepted)."""
     net = build_q_network(env_spec(env_cfg), dueling=dueling)
     if state_dict is not None:
         net.load_state_dict({k.removeprefix("_orig_mod."): v for k, v in state_dict.items()})
@@ -70,8 +67,7 @@ def action_names_for(env_cfg: EnvConfig) -> list[str]:
 
 
 def noop_counts(seed: int, episodes: int, noop_max: int) -> list[int]:
-    """The no-op steps each of ``episodes`` episodes played with ``seed`` starts with: uniform in [0, noop_max], from
-    a stream of their own (``seed``, :data:`NOOP_STREAM`), so every policy and epsilon on one seed gets the same."""
+    """Each episode's no-op start, uniform in [0, noop_max] from a stream of its own: the same for every policy on ``seed``."""
     if noop_max <= 0:
         return [0] * episodes
     rng = np.random.default_rng([int(seed) & 0xFFFF_FFFF_FFFF_FFFF, NOOP_STREAM])
@@ -88,12 +84,8 @@ def play_episodes(
     action: int | None = None,
     noop_max: int = 0,
 ) -> list[Episode]:
-    """Play ``episodes`` whole episodes on one env built with ``seed`` (Snake, fuel breaks: one vector env, an episode
-    per env), random draws from ``np.random.default_rng(seed)``. ``policy="greedy"``: epsilon-greedy on ``net`` (argmax
-    ties to the lowest action; ``net`` is left in eval() mode); ``"random"``: uniform, ``net`` unused; ``"constant"``:
-    ``action`` but a random one with probability ``epsilon`` (Mario only). ``noop_max`` > 0: episode i first plays
-    ``noop_counts(seed, episodes, noop_max)[i]`` no-op steps (DQN Zoo's no-op starts; fewer when it ends sooner),
-    counted in its length, return and score."""
+    """Play ``episodes`` whole episodes on one env built with ``seed`` (vector envs: one per env) with ``policy`` "greedy"
+    (epsilon-greedy on ``net``), "random" or "constant" (``action``); ``noop_max`` > 0: DQN Zoo's no-op starts."""
     if policy not in POLICIES:
         raise ValueError(f"policy={policy!r} must be one of {POLICIES}")
     if episodes < 1:
@@ -160,9 +152,7 @@ def play_episodes(
 def _play_vector(
     net: torch.nn.Module | None, env_cfg: EnvConfig, episodes: int, eps: float, seed: int, noops: list[int] | None, noop: int
 ) -> list[Episode]:
-    """One episode in each of ``episodes`` envs of one vector env, stepped together; env i's episode is the first it
-    finishes. Exploring steps (all when ``net`` is None) take a uniformly random valid action; env i's first
-    ``noops[i]`` steps take ``noop`` (a random valid action where a mask forbids it)."""
+    """One episode (its first) in each of ``episodes`` envs of one vector env, stepped together."""
     spec = env_spec(env_cfg)
     env = make_vector_env(env_cfg, [seed] * episodes)
     rng = np.random.default_rng(seed)
@@ -205,8 +195,7 @@ def _play_vector(
 
 
 def ranked_episode(episodes: list[Episode], which: str = "best") -> int:
-    """Index of the 'best' episode (highest score, ties broken by the higher return) or the 'worst' (lowest
-    score, then lower return); the earlier one on a full tie."""
+    """Index of the 'best' (highest score, then return) or the 'worst' episode (lowest); the earlier one on a full tie."""
     if which not in ("best", "worst"):
         raise ValueError(f"which={which!r} must be 'best' or 'worst'")
 
@@ -217,8 +206,7 @@ def ranked_episode(episodes: list[Episode], which: str = "best") -> int:
 
 
 def summarize(episodes: list[Episode], num_actions: int, action_names: list[str]) -> dict:
-    """A JSON-ready summary of ``episodes``: episodes, steps, score mean/median/max/min, successes, success_rate,
-    return mean/min/max, length_mean, and action_counts and action_fractions ({name: value} in action order)."""
+    """A JSON-ready summary: counts, score, return and length statistics, and action counts and fractions by name."""
     if not episodes:
         raise ValueError("summarize() needs at least one episode")
     if len(action_names) != num_actions:
@@ -247,10 +235,8 @@ def episode_record(e: Episode) -> dict:
 
 
 def _emulator_frames(env_cfg: EnvConfig, actions: np.ndarray, track: dict) -> Generator[np.ndarray, None, None]:
-    """Replay ``actions`` on a fresh Mario env, yielding the reset screen and then every emulator frame: each action
-    ``frame_skip`` times straight to ``env.inner`` until the episode ends, as the preprocessing plays it. A frame is
-    nes-py's one screen buffer, rewritten every frame: use or copy it before the next. ``track`` receives the score
-    (the max of the inner info's ``score_key``) and the steps replayed."""
+    """Replay ``actions`` (each ``frame_skip`` times) on a fresh Mario env's ``inner``, yielding the reset screen and
+    every emulator frame: nes-py's one screen buffer, so use or copy it before the next. ``track`` gets the score and steps."""
     env = make_env(dataclasses.replace(env_cfg, max_episode_steps=0), 0)
     try:
         inner, skip, key = env.inner, env_cfg.frame_skip, env.score_key
@@ -280,19 +266,15 @@ def _padded(frame: np.ndarray, block: int) -> np.ndarray:
 
 
 def _gif_durations_ms(fps: float, every: int) -> Iterator[int]:
-    """Per-frame GIF delays in ms (multiples of 10: GIF stores centiseconds) whose running sum tracks the true
-    timeline, so the GIF plays at game speed (4 frames at 60 fps: 70, 70, 60, ...)."""
+    """GIF frame delays in ms (GIF stores centiseconds) whose running sum tracks the true timeline: game speed."""
     return (10 * (round((k + 1) * every * 100 / fps) - round(k * every * 100 / fps)) for k in itertools.count())
 
 
 def record_video(
     env_cfg: EnvConfig, actions: Iterable[int], path: str, fps: float = 60, expected_score: float | None = None
 ) -> VideoInfo:
-    """Replay ``actions`` on a fresh Mario env and write the emulator's frames to ``path`` at ``fps`` (NES: 60): ``.mp4``
-    every frame, 256x240 RGB, H.264 yuv420p streamed to ffmpeg; ``.gif`` every 4th frame through Pillow (in memory,
-    about 61 KB a frame), looping at game speed. RuntimeError when the replay ends before the actions do or, given
-    ``expected_score``, reaches another score (the file is written anyway); ValueError for an env that does not film
-    or another extension."""
+    """Replay ``actions`` on a fresh Mario env and film them to ``path`` (``.mp4`` every frame, ``.gif`` every 4th); raises
+    RuntimeError (the file written) when the replay ends early or misses ``expected_score``, ValueError for bad input."""
     if not entry_for(env_cfg).video:
         raise ValueError(f"record_video needs an env that films (Mario), got env.name={env_cfg.name!r}")
     ext = os.path.splitext(path)[1].lower()

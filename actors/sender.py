@@ -1,27 +1,8 @@
 """An actor's outbound link: one PUSH socket with a bounded local staging queue.
 
-``submit`` stages a finished batch and tries non-blocking sends. Then one of
-two things happens:
-
-- ``wait_when_full`` False: when the socket's high-water mark is reached the
-  batch waits in staging, and when staging is full the oldest batch is
-  dropped and counted. Its ``seq`` is then never sent, so the learner sees
-  the gap and reports it. The collector never blocks on the learner.
-- ``wait_when_full`` True (the learner holds the replay ratio,
-  ``learner.exact_ratio``): the collector waits until the socket has taken
-  the batch (nothing stays staged), so a learner that stops reading to catch
-  up on training pauses the actor's env steps instead of wasting them. The
-  socket then queues one message in a small kernel buffer, which keeps the
-  batches on their way close to the learner's current weights. It waits in
-  0.1 s polls, calling ``on_wait`` (a heartbeat), and gives up once
-  ``should_stop`` (then staging and dropping apply as above).
-
-The header is encoded at send time so its ``sent`` counter covers exactly the
-transitions handed to the socket. The arrays go to ZeroMQ uncopied, so ``close``
-waits until ZeroMQ has let go of every one it was given: a process that exits
-while ZeroMQ still writes a batch frees the arrays under it (pyzmq drops its
-references at interpreter exit), and the learner would read freed heap in the
-batch, or lose it.
+``submit`` stages a batch and sends what the socket takes without blocking; past ``max_staged`` the oldest is dropped
+and counted. With ``wait_when_full`` (``learner.exact_ratio``) it waits for the socket instead, so a learner catching up
+pauses env steps rather than wasting them. ``close`` waits until ZeroMQ has let go of the uncopied arrays.
 """
 
 from __future__ import annotations
@@ -69,39 +50,24 @@ class BatchSender:
         on_wait: Callable[[], None] = lambda: None,
         kernel_buffer: int = HELD_KERNEL_BUFFER,
     ):
-        """``kernel_buffer``: the socket's kernel buffer while it waits (``wait_when_full``), about one batch
-        (shared/links.held_kernel_buffer)."""
-        self.actor_id = actor_id
-        self.wait_when_full = wait_when_full
-        self._should_stop = should_stop
-        self._on_wait = on_wait
-        self.incarnation = incarnation
-        self.max_staged = max_staged
+        """``kernel_buffer``: the socket's kernel buffer while it waits (``wait_when_full``): about one batch."""
+        self.actor_id, self.incarnation, self.max_staged, self.wait_when_full = actor_id, incarnation, max_staged, wait_when_full
+        self._should_stop, self._on_wait = should_stop, on_wait
         self._context = context or zmq.Context.instance()
-        # waiting, the sender keeps one message queued (two under CURVE, as the learner's side: a high-water mark
-        # of 1 aborted libzmq there) and a small kernel buffer (``kernel_buffer``), so batches stay near the weights
+        # waiting: one message queued (two under CURVE, where 1 aborted libzmq) and a small kernel buffer, near the weights
         curve = transport is not None and bool(transport.curve_client_secret)
-        self._socket = open_socket(
-            self._context,
-            zmq.PUSH,
-            transport,
-            server=False,
-            send_hwm=(2 if curve else 1) if wait_when_full else send_hwm,
-            kernel_buffer=kernel_buffer if wait_when_full else None,
-        )
+        hwm, buffer = (2 if curve else 1, kernel_buffer) if wait_when_full else (send_hwm, None)
+        self._socket = open_socket(self._context, zmq.PUSH, transport, server=False, send_hwm=hwm, kernel_buffer=buffer)
         self._socket.connect(endpoint)
         self._staged: collections.deque[StagedBatch] = collections.deque()
         self._in_flight: collections.deque[zmq.MessageTracker] = collections.deque()  # sent, ZeroMQ still holds them
-        self.sent_batches = 0
-        self.sent_transitions = 0
-        self.dropped_batches = 0
+        self.sent_batches = self.sent_transitions = self.dropped_batches = 0
         self._said_full_at = float("-inf")  # when the last "staging full" line was printed
         self.submit_seconds = 0.0  # time the collector spent handing batches over (the benchmark's "blocked" time)
         self.wait_seconds = 0.0  # of which waiting for the socket to take a batch (wait_when_full)
 
     def submit(self, batch: StagedBatch, stats: dict[str, float]) -> None:
-        """Stage ``batch`` and send what the socket takes; then wait for the socket, or drop the oldest past the
-        staging bound (see above)."""
+        """Stage ``batch`` and send what the socket takes; then wait for the socket, or drop the oldest past the bound."""
         start = time.perf_counter()
         self._staged.append(batch)
         if self.wait_when_full:
@@ -120,14 +86,12 @@ class BatchSender:
         self.submit_seconds += time.perf_counter() - start
 
     def _wait_for_room(self, stats: dict[str, float], start: float) -> None:
-        """Flush until the socket has taken every staged batch or ``should_stop`` says to give up. Waiting at the
-        socket rather than at a full staging keeps the batches between an actor and replay (and so their weights
-        lag) to the sockets' high-water marks."""
+        """Flush until the socket took every staged batch or ``should_stop``: the high-water marks then bound the lag."""
         self.flush(stats)
         said = start
         while self._staged and not self._should_stop():
-            if time.perf_counter() - said >= DROP_LINE_EVERY_S:  # a stall (learner down, this actor refused), not
-                said = time.perf_counter()  # the ratio's short waits: said every 10 s
+            if time.perf_counter() - said >= DROP_LINE_EVERY_S:  # a stall (learner down, actor refused): said every 10 s
+                said = time.perf_counter()
                 print(f"[ACTOR {self.actor_id}] the learner has not read for {said - start:.0f}s: waiting", flush=True)
             self._on_wait()
             if self._socket.poll(WAIT_POLL_MS, zmq.POLLOUT):
@@ -164,13 +128,8 @@ class BatchSender:
             self.sent_batches += 1
             self.sent_transitions += transitions
 
-    @property
-    def staged(self) -> int:
-        return len(self._staged)
-
     def close(self, stats: dict[str, float], timeout: float) -> None:
-        """Try to deliver what is staged for up to ``timeout`` seconds, close the socket, and return once ZeroMQ
-        holds none of the sent arrays (written to the kernel, or dropped when the linger ran out)."""
+        """Deliver what is staged for up to ``timeout`` s, close the socket, and wait until ZeroMQ holds none of the arrays."""
         deadline = time.monotonic() + timeout
         while self._staged and time.monotonic() < deadline:
             self.flush(stats)

@@ -1,16 +1,12 @@
 """Ask the learner for an actor slot (SLOT_REQUEST, shared/wire/protocol.py), for actors without a fixed one.
 
-N identical replicas (``docker compose up --scale actor=N``, a Swarm service, the same command on
-several hosts) each call :func:`lease_slot` once at start: the learner grants the lowest free slot
-(learner/slots.py), so no replica needs its own configuration. The actor keeps the slot by
-sending (a grant is only a claim until its first batch lands, which must come within the learner's
-grace, 10 s at most); a restarted replica is a new incarnation and asks again. While every slot is held the
-learner refuses with the reason, printed here; the actor asks again every second (a spare),
-for at most ``wait`` seconds when ``wait`` > 0.
+Replicas (``docker compose up --scale actor=N``) each lease the lowest free slot at start (learner/slots.py), so none
+needs its own configuration; while every slot is held the actor asks every second (a spare), at most ``wait`` s if > 0.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -34,8 +30,7 @@ def lease_slot(
     echo: Callable[[str], None] = print,
     context: zmq.Context | None = None,
 ) -> dict | None:
-    """The learner's SLOT reply once granted (``slot`` >= 0), a refusal (``slot`` -1, ``reason``) after ``wait`` s, or
-    None if stopped."""
+    """The learner's grant (``slot`` >= 0), its refusal (``slot`` -1, ``reason``) after ``wait`` s, or None if stopped."""
     ctx = context or zmq.Context.instance()
     _, router_addr = weights_endpoints(transport)
     # a SLOT reply is a few hundred bytes; weights replies are not for us
@@ -45,10 +40,8 @@ def lease_slot(
     noticed, refusal = -NOTICE_EVERY, None
     try:
         while not should_stop():
-            try:
+            with contextlib.suppress(zmq.Again):  # no link yet: ask again in a second
                 sock.send_multipart(protocol.encode_slot_request(incarnation, want, envs), flags=zmq.NOBLOCK)
-            except zmq.Again:
-                pass  # no link yet: ask again in a second
             reply = _await_reply(sock, incarnation, timeout=1.0)
             now = time.monotonic()
             if reply is not None and reply["slot"] >= 0:

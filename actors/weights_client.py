@@ -1,15 +1,12 @@
 """An actor's weight client (Acme's "variable client"): ask once at start, then take broadcasts.
 
-``fetch`` sends a WEIGHTS_REQUEST and waits for the reply, re-asking every second, so the actor
-has the learner's current weights before its first action. ``poll`` is non-blocking: it drains
-the broadcast socket and returns the newest weights newer than what the actor has, or None: a higher
-version of the run it follows, or any weights of another run (a learner that started over at version 0;
-``run`` is then the new run's). Malformed weight messages are counted and ignored; the actor keeps its
-current weights.
+``fetch`` asks until the reply comes, so the actor has the current weights before its first action; ``poll`` drains
+the broadcasts without blocking and returns the newest to take, or None. Malformed messages are counted and ignored.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
@@ -53,12 +50,9 @@ class WeightClient:
         """Ask for the current weights; None if none came within ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not should_stop():
-            try:  # never block: with no usable link (learner down, or refusing this actor's key) DEALER sends block
-                self._dealer.send_multipart(
-                    protocol.encode_weights_request(self.actor_id, self.incarnation, have), flags=zmq.NOBLOCK
-                )
-            except zmq.Again:
-                pass  # ask again in a second
+            request = protocol.encode_weights_request(self.actor_id, self.incarnation, have)
+            with contextlib.suppress(zmq.Again):  # never block (no usable link: DEALER sends block); ask again in a second
+                self._dealer.send_multipart(request, flags=zmq.NOBLOCK)
             ask_until = min(deadline, time.monotonic() + 1.0)
             while time.monotonic() < ask_until:
                 if not self._dealer.poll(timeout=50):
@@ -70,8 +64,7 @@ class WeightClient:
         return None
 
     def poll(self, have: int) -> tuple[int, dict] | None:
-        """The newest broadcast (version, arrays) to take over version ``have`` of ``self.run``, or None (never
-        blocks): a higher version of that run, else the highest of another run (which ``self.run`` becomes)."""
+        """The newest broadcast (version, arrays) to take over version ``have`` of ``self.run`` (or another run's), or None."""
         newest = None
         while True:
             try:

@@ -17,8 +17,7 @@ from shared.probe import probe_set_cached
 
 
 def probe_monitor(run_dir: str, cfg: RunConfig, device: torch.device) -> ProbeMonitor | None:
-    """The probe set's monitor (learner/probe.py), its states made once per run folder (probe.npz); None, said,
-    where the env cannot be built here (a learner host without the emulator): training does not need it."""
+    """The probe set's monitor (learner/probe.py), or None, said, where the env cannot be built here (training goes on)."""
     try:
         probe = probe_set_cached(run_dir, cfg.env)
     except Exception as exc:  # noqa: BLE001 - an instrument, never a reason to stop training

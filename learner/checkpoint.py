@@ -1,28 +1,9 @@
 """Checkpoints: written atomically, loadable with ``torch.load(..., weights_only=True)``.
 
-A checkpoint is a dict of tensors and plain values: the learner's state (online and target
-nets, optimizer, grad scaler, update count), the run's counters (epoch, weights_version,
-inserted and trained sample counts) and the run config as JSON text. It is written to a
-temporary file in the same folder, flushed and fsync'd, then renamed over ``checkpoint.pt``
-with ``os.replace`` and the folder fsync'd, so a crash at any moment leaves the previous checkpoint whole; a
-leftover temporary file is never read, and a resume removes it (``discard_partial``). The checkpoint it replaces
-is kept as ``checkpoint.prev.pt``: when ``checkpoint.pt`` is missing, truncated or not a checkpoint,
-``load_checkpoint`` falls back to it and says so, so one damaged file costs one checkpoint period, not the run.
-
-Every published weights version is also recorded in ``weights_version`` (same atomic write), so a
-learner killed after publishing but before its next checkpoint resumes above every version its
-actors may hold.
-
-``best.pt`` (same atomic write) holds the weights that scored highest so far in the evaluation
-during training: ``learner.online`` (the evaluated state dict, BatchNorm statistics included),
-``counters`` (updates, inserted = env steps, weights_version, wall_seconds at the request),
-``eval`` (the summary it scored, ranked by success rate, then mean score) and ``config``. It has the
-checkpoint's layout, so ``launch.evaluate`` plays it like one (``--net best``).
-
-``snapshots/v{weights_version}.pt`` (same layout and atomic write) hold the ``eval.keep_snapshots``
-best-scoring evaluated weights of the run. An in-training score is the best of many noisy estimates, so
-at the end of a run (launch/final_eval.py) they play fresh episodes and the best of those becomes
-``best.pt``, with the fresh score in its ``eval``.
+Each file is written to a temporary beside it, fsync'd and renamed into place, so a crash leaves the previous one whole.
+The replaced checkpoint stays as ``checkpoint.prev.pt``, which ``load_checkpoint`` falls back to when ``checkpoint.pt``
+is damaged; ``weights_version`` records every published version; ``best.pt`` and ``snapshots/`` (the checkpoint's
+layout) hold the best-scoring evaluated weights, among which the final evaluation (launch/final_eval.py) chooses.
 """
 
 from __future__ import annotations
@@ -81,8 +62,7 @@ def _save_atomic(path: str, state: dict) -> str:
 
 
 def save_checkpoint(run_dir: str, state: dict) -> str:
-    """Write ``checkpoint.pt``, keeping the one it replaces as ``checkpoint.prev.pt``. Raises OSError (or torch's
-    RuntimeError) when the disk refuses the write; both files on disk are then as they were."""
+    """Write ``checkpoint.pt``, the replaced one kept as ``checkpoint.prev.pt``; OSError or RuntimeError leave both unchanged."""
     path, previous = os.path.join(run_dir, CHECKPOINT_NAME), os.path.join(run_dir, PREVIOUS_NAME)
     tmp = _write_temporary(path, state)
     if os.path.exists(path):  # a crash between the two renames leaves the newest checkpoint as the previous one
@@ -93,7 +73,7 @@ def save_checkpoint(run_dir: str, state: dict) -> str:
 
 
 def save_best(run_dir: str, state: dict) -> str:
-    """Write ``best.pt`` (layout in the module docstring)."""
+    """Write ``best.pt``: ``learner.online``, ``counters`` (updates, inserted, weights_version), ``eval`` and ``config``."""
     return _save_atomic(os.path.join(run_dir, BEST_NAME), state)
 
 
@@ -118,15 +98,8 @@ def save_snapshot(run_dir: str, state: dict) -> str:
 
 def load_snapshots(run_dir: str) -> list[dict]:
     """Every readable snapshot of ``run_dir``, best in-training score first (``best_score`` of its ``eval``)."""
-    found = []
-    for path in glob.glob(os.path.join(glob.escape(run_dir), SNAPSHOT_DIR, "v*.pt")):
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception:  # a foreign or damaged file is not a candidate
-            continue
-        if isinstance(state, dict) and "eval" in state:
-            found.append(state | {"path": path})
-    return sorted(found, key=lambda st: best_score(st["eval"]), reverse=True)
+    found = _readable(glob.glob(os.path.join(glob.escape(run_dir), SNAPSHOT_DIR, "v*.pt")), "eval")
+    return sorted((state | {"path": path} for path, state in found), key=lambda st: best_score(st["eval"]), reverse=True)
 
 
 def kept_path(run_dir: str, weights_version: int) -> str:
@@ -134,8 +107,7 @@ def kept_path(run_dir: str, weights_version: int) -> str:
 
 
 def save_kept(run_dir: str, state: dict, keep: int) -> str:
-    """Write broadcast weights (``{"learner": {"online": ...}, "counters": {weights_version, inserted, updates}}``) to
-    kept/, then delete all but the ``keep`` newest by weights_version. Returns the path written."""
+    """Write broadcast weights to kept/ and delete all but the ``keep`` newest; returns the path written."""
     os.makedirs(os.path.join(run_dir, KEPT_DIR), exist_ok=True)
     path = _save_atomic(kept_path(run_dir, state["counters"]["weights_version"]), state)
     for old in kept_versions(run_dir)[:-keep]:
@@ -152,20 +124,24 @@ def kept_versions(run_dir: str) -> list[int]:
 
 def load_kept(run_dir: str) -> list[dict]:
     """Every readable kept weights of ``run_dir``, oldest first (a damaged file is skipped)."""
+    return [state for _, state in _readable([kept_path(run_dir, v) for v in kept_versions(run_dir)], "learner")]
+
+
+def _readable(paths: list[str], key: str) -> list[tuple[str, dict]]:
+    """(path, state) of each of ``paths`` that loads on the CPU as a dict holding ``key``; other files are skipped."""
     found = []
-    for version in kept_versions(run_dir):
+    for path in paths:
         try:
-            state = torch.load(kept_path(run_dir, version), map_location="cpu", weights_only=True)
-        except Exception:  # noqa: BLE001 - a damaged file is not part of the window
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception:  # noqa: BLE001 - a foreign or damaged file is not a candidate
             continue
-        if isinstance(state, dict) and "learner" in state:
-            found.append(state)
+        if isinstance(state, dict) and key in state:
+            found.append((path, state))
     return found
 
 
 def best_score(summary: dict) -> tuple[float, float]:
-    """How evaluation summaries rank for ``best.pt``: success rate first, then mean score (old runs' summaries are
-    read under their old names)."""
+    """How evaluation summaries rank for ``best.pt``: success rate first, then mean score (old names upgraded)."""
     s = upgrade(summary)
     return float(s["success_rate"]), float(s["score_mean"])
 
@@ -198,10 +174,8 @@ def _read_checkpoint(path: str, map_location: str | torch.device) -> dict:
 def load_checkpoint(
     run_dir: str, map_location: str | torch.device = "cpu", say: Callable[[str], None] | None = None, set_aside: bool = False
 ) -> dict:
-    """``checkpoint.pt`` of ``run_dir``, else ``checkpoint.prev.pt`` (``say`` is told why and what is lost);
-    FileNotFoundError when neither exists, ValueError naming both files' faults when neither can be read.
-    ``set_aside`` (a resume, which saves again): a damaged ``checkpoint.pt`` is renamed ``checkpoint.pt.damaged``
-    (kept, never read), so the next save does not rotate it over the previous checkpoint."""
+    """``checkpoint.pt``, else ``checkpoint.prev.pt`` (``say`` is told why); FileNotFoundError when neither exists, ValueError
+    when neither reads. ``set_aside``: a damaged ``checkpoint.pt`` is kept as ``.damaged``, out of the next save's rotation."""
     if not has_checkpoint(run_dir):
         raise FileNotFoundError(f"no {CHECKPOINT_NAME} in run folder {run_dir!r}")
     faults = []
@@ -264,22 +238,15 @@ def read_published(run_dir: str) -> int:
 
 
 def load_resume_state(run_dir: str) -> dict:
-    """The run folder's last readable checkpoint (else the previous one, said), on the CPU; temporary files of a
-    crashed save are removed.
-
-    Loaded to the CPU whatever the learner's device: ``DQNLearner.load_state_dict`` copies the nets' tensors onto their
-    parameters' device, and ``Optimizer.load_state_dict`` moves Adam's moments there too but keeps ``step`` where
-    it was loaded unless the optimizer is fused or capturable (torch/optim/optimizer.py
-    ``_process_value_according_to_param_policy``). Loaded onto a GPU, a non-fused Adam's ``step`` would be a CUDA
-    tensor, and every update would read it back with ``.item()`` once per parameter."""
+    """The run's last readable checkpoint (else the previous one, said), crashed saves' temporaries removed; on the CPU, as
+    onto a GPU a non-fused Adam's ``step`` would be a CUDA tensor read back with ``.item()`` per parameter each update."""
     for path in discard_partial(run_dir):
         print(f"[MAIN] removed {path}, left by a save that did not finish", flush=True)
     return load_checkpoint(run_dir, map_location="cpu", say=lambda line: print(line, flush=True), set_aside=True)
 
 
 def cpu_copy(state: Any) -> Any:
-    """``state`` with every tensor copied to the CPU: what a save written by another thread may hold while training
-    goes on changing the originals."""
+    """``state`` with every tensor copied to the CPU, for a save by another thread while training changes the originals."""
     if isinstance(state, torch.Tensor):
         return state.detach().to("cpu", copy=True)
     if isinstance(state, dict):
@@ -290,10 +257,7 @@ def cpu_copy(state: Any) -> Any:
 
 
 class Checkpointer:
-    """Writes the run's checkpoints from ``state`` (a function giving the dict to save): every ``every_seconds`` of
-    wall-clock and every ``every_epochs`` epochs (0: not by that), at an epoch end (``due``), by a thread of its own
-    on a CPU copy taken at that epoch end (``start``), so training does not wait for the disk. A full or failing
-    disk does not end the run: the error is said, training goes on and the next epoch tries again (``failed``)."""
+    """Writes checkpoints of ``state()`` by time and by epochs at epoch ends, on a thread of its own; failures are retried."""
 
     def __init__(
         self,
@@ -368,8 +332,7 @@ class Checkpointer:
         return True
 
     def save_or_say(self, epoch: int, last: bool = False) -> bool:
-        """Save now, or say why not (the files on disk stay as they were); ``last``: the one at exit. Whether it was
-        written."""
+        """Save now, or say why not (the files on disk stay as they were); ``last``: the one at exit. Whether written."""
         try:
             self.save()
         except (OSError, RuntimeError) as exc:  # torch.save reports a failed write as RuntimeError
@@ -378,8 +341,7 @@ class Checkpointer:
 
 
 def checkpoint_mismatch(state: dict, net: torch.nn.Module) -> str:
-    """Why ``state``'s online network does not load into ``net`` ('' when it does): a checkpoint of another release's
-    or another env's network."""
+    """Why ``state``'s online network does not load into ``net`` ('' when it does): another release's or env's network."""
     try:
         net.load_state_dict(state["learner"]["online"])
     except (RuntimeError, KeyError, TypeError) as exc:

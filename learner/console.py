@@ -23,11 +23,8 @@ def format_eval_line(result: dict) -> str:
 
 
 def format_epoch_line(epoch: int, f: dict[str, float], env: EnvEntry) -> str:
-    """The seed's [MAIN] line, plus throughput, what set the pace and the learner's resident memory. Learner waiting:
-    the share of the epoch's time the learner could not train for want of experience (the actors set the pace);
-    Actors held: the share it held intake back to keep the replay ratio (the learner set it). Reward, score and success are
-    the behaviour policy's means over the last 100 finished episodes (all actors), named as the env names them
-    (Mario: Distance, the episode's max x_pos, and Flags; Snake: Score, food eaten, and Success)."""
+    """The seed's [MAIN] line plus throughput, what set the pace (Learner waiting: no experience to train on; Actors held:
+    intake held back for the ratio) and RSS; reward, score and success: means over the last 100 episodes, named by the env."""
     score, success = env.score.capitalize(), env.success.capitalize()
     return (
         f"[MAIN] Epoch {epoch} - Loss: {f['learner/loss']:.4f}, TD Error: {f['learner/td_error']:.4f}, "

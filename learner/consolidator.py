@@ -1,39 +1,15 @@
 """The consolidation thread: polls one PULL socket per actor slot, validates, queues whole batches.
 
-Every message is decoded by shared/wire/protocol.py and must also fit the run:
-the right slot, envs-per-actor, and a fresh ``(incarnation, seq)``. Rejects
-are counted by reason and never stop the thread. Sequence tracking per slot:
-a replayed or older seq is rejected; a gap is counted as lost batches and
-the next batch's first slot is marked as an episode start, so replay never
-stitches frames across the hole; a new incarnation starts a new track and
-messages from older incarnations of the slot are rejected as stale. A batch
-whose first step used weights more than ``max_weights_lag`` versions behind
-``weights_version`` (set by the learner when it publishes) is rejected as
-``stale_weights``. A batch played with another run's weights (the actor has not yet
-taken those of a learner that started over) is accepted, counted on its track
-(``other_run_batches``) and left out of lag checks and figures.
-
-Slot ownership (learner/slots.py): a message is sequenced only if its incarnation holds the
-slot (or takes a free or lapsed one); anyone else's message is rejected as ``slot_owned`` and
-counted on the slot's track (``refused_batches``), so an intruder cannot make the live actor
-"stale". With CURVE the holder is also bound to the public key it connected with.
-
-Accounting: a ledger per (slot, incarnation), the last
-``LEDGER_INCARNATIONS_KEPT`` incarnations of each slot, holds what arrived
-(accepted, rejected after decoding, duplicates), the seq gaps and the
-transitions lost in flight, computed from the ``sent`` and ``dropped``
-counters the actor puts in every header: for an incarnation heard from seq 0,
-accepted + rejected + lost transitions == the actor's ``sent``, and
-accepted + rejected + gap batches == seq numbers it used.
-
-Accepted batches go to a bounded queue (the "consolidated queue"). When it
-is full the thread stops reading: back-pressure goes to the actors' sockets
-and staging, which drop and count, so the learner never grows without bound.
+Rejects (malformed, wrong slot or env count, replayed seq, stale incarnation or weights, a slot another actor holds)
+are counted by reason; a seq gap counts lost batches and starts an episode, so replay never stitches frames across it.
+A ledger per (slot, incarnation) accounts for what arrived against the actor's own ``sent`` and ``dropped`` counters.
+While the queue is full the thread stops reading, so back-pressure reaches the actors, which drop and count.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import queue
 import threading
@@ -50,11 +26,8 @@ from shared.wire import protocol
 from shared.wire.links import bind, held_kernel_buffer, open_socket
 
 MAX_PER_SOCKET_PER_ROUND = 8  # fairness: drain at most this many messages from one actor before the next
-# While the learner holds its replay ratio every batch waits for room in a full queue, so a round of 8 from one
-# actor kept the others waiting for 8 of the learner's intakes: one actor took most of the intake, and in one
-# fresh-clone test run an actor left waiting over 20 s lost 2 sent batches in flight (likely its connection timed
-# out: ZeroMQ stops reading a connection whose pipe is full, heartbeats included). Held, each round takes one
-# message from every ready socket, starting one slot further each round.
+# Held, every batch waits for room in a full queue: a round takes one message per ready socket, starting one slot
+# further each round (8 from one actor left the others waiting long enough to lose batches in flight).
 HELD_PER_SOCKET_PER_ROUND = 1
 STALE_INCARNATIONS_KEPT = 16
 LEDGER_INCARNATIONS_KEPT = 16  # ledgers kept per slot; the oldest incarnation's is forgotten first
@@ -120,35 +93,22 @@ class Consolidator(SupervisedThread):
         held: bool = False,
         batch_steps: int = 64,
     ):
-        """``held``: the learner holds its replay ratio (``learner.exact_ratio``), so under a slower learner the
-        sockets stay full: each then queues one message and a small kernel buffer (without CURVE), which bounds how
-        far behind the learner's weights the batches it delivers are. ``batch_steps``: the actors' steps per batch,
-        which with ``limits`` and ``envs_per_actor`` sizes that kernel buffer to about one batch."""
+        """``held``: the learner holds its replay ratio: one queued message and a one-batch kernel buffer per socket."""
         super().__init__(name="consolidator", daemon=True)
-        self.limits = limits
-        self.envs_per_actor = envs_per_actor
-        self.out = out
+        self.limits, self.envs_per_actor, self.out = limits, envs_per_actor, out
         self._stop_event = threading.Event()
         self._context = context or zmq.Context.instance()
         self.sockets: list[zmq.Socket] = []
         self.per_round = HELD_PER_SOCKET_PER_ROUND if held else MAX_PER_SOCKET_PER_ROUND
-        self._rotate = held  # not held, slot 0 is read first in every round, as before
-        # small buffers while holding the ratio, so batches stay near the weights; under CURVE a receive high-water
-        # mark of 2: with 1 libzmq aborted the learner process (SIGABRT in tests/reliability/test_security.py)
-        held_hwm = 2 if transport.curve_server_secret else 1
-        buffer = held_kernel_buffer(limits, envs_per_actor, batch_steps)
+        self._rotate = held  # not held, slot 0 is read first in every round
+        # held: small buffers keep batches near the weights; under CURVE a high-water mark of 2 (1 aborted libzmq)
+        hwm = (2 if transport.curve_server_secret else 1) if held else transport.recv_hwm
+        buffer = held_kernel_buffer(limits, envs_per_actor, batch_steps) if held else None
+        bound = limits.max_message_bytes  # ZeroMQ's is per frame; the decoder rejects (and counts) larger messages
         try:
             for slot in range(num_actors):
-                # ZeroMQ's own bound applies per frame: a peer sending one frame above it is disconnected.
-                # Whole messages above the run's bound (data_plane.py) are rejected (and counted) by the decoder.
                 sock = open_socket(
-                    self._context,
-                    zmq.PULL,
-                    transport,
-                    server=True,
-                    recv_hwm=held_hwm if held else transport.recv_hwm,
-                    max_message=limits.max_message_bytes,
-                    kernel_buffer=buffer if held else None,
+                    self._context, zmq.PULL, transport, server=True, recv_hwm=hwm, max_message=bound, kernel_buffer=buffer
                 )
                 self.sockets.append(sock)
                 bind(sock, f"tcp://{transport.host}:{transport.base_port + slot}", transport, f"actor slot {slot}'s experience")
@@ -161,10 +121,7 @@ class Consolidator(SupervisedThread):
         self._curve = bool(transport.curve_server_secret)  # messages then carry the sender's key (ZAP User-Id)
         self.rejects: collections.Counter[str] = collections.Counter()
         self.version_said: set[int] = set()  # slots named for speaking another protocol version
-        self.received = 0
-        self.accepted_batches = 0
-        self.accepted_transitions = 0
-        self.lost_batches = 0
+        self.received = self.accepted_batches = self.accepted_transitions = self.lost_batches = 0
         self.weights_version = 0  # the learner's current published version (an int: set atomically by the learner)
         self.run_id = 0  # the learner's run identity (shared/wire/protocol.py), set by the learner
         self.max_weights_lag = 0  # 0: no limit
@@ -289,11 +246,9 @@ class Consolidator(SupervisedThread):
 
     def _enqueue(self, batch: protocol.Batch) -> None:
         while not self._stop_event.is_set():
-            try:
+            with contextlib.suppress(queue.Full):
                 self.out.put(batch, timeout=0.1)
                 return
-            except queue.Full:
-                continue
 
 
 def _note_new_seq(ledger: IncarnationLedger, batch: protocol.Batch) -> None:

@@ -1,9 +1,7 @@
 """The learner's data plane: sockets -> consolidation thread -> consolidated queue -> replay.
 
-``DataPlane`` owns the three pieces. ``drain()`` moves queued batches into
-replay, one vectorized copy per array per batch; whoever owns the replay's
-writes calls it (the collect-only loop here, the trainer between updates
-later), so inserts happen on the thread that also samples from the device.
+``DataPlane`` owns the three pieces; ``drain()`` moves queued batches into replay (one vectorized copy per array per
+batch) on the thread that also samples, the learner's loop.
 """
 
 from __future__ import annotations
@@ -49,8 +47,7 @@ class DataPlaneStats:
 
 
 def make_replay(cfg: RunConfig, spec: EnvSpec, device: torch.device, windows: bool = False) -> FrameReplay:
-    """The run's replay: one stream per actor env; PrioritizedReplay when ``replay.prioritized``; ``windows``: samples
-    carry the n-step window (the run's TD rule needs it)."""
+    """The run's replay: a stream per actor env, prioritized or not; ``windows``: samples carry the n-step window."""
     r = cfg.replay
     kwargs: dict[str, Any] = dict(
         num_streams=cfg.actors * cfg.actor.envs_per_actor,
@@ -73,17 +70,14 @@ def make_replay(cfg: RunConfig, spec: EnvSpec, device: torch.device, windows: bo
 
 class DataPlane:
     def __init__(self, cfg: RunConfig, spec: EnvSpec, device: torch.device, windows: bool = False):
-        """``cfg``: the resolved run, ``spec`` its env's (shared/resolution.py); ``windows``: the replay's samples carry
-        the n-step window (the learner's TD rule needs it)."""
+        """``cfg``: the resolved run, ``spec`` its env's; ``windows``: the replay's samples carry the n-step window."""
         self.cfg = cfg
         self.envs_per_actor = cfg.actor.envs_per_actor
         self.replay = make_replay(cfg, spec, device, windows)
-        # holding the replay ratio, the learner-bound pipeline stays full: a queue of one batch per actor (and small
-        # socket buffers, see Consolidator) keeps the batches it delivers near the learner's current weights
+        # holding the ratio the pipeline stays full: a queue of one batch per actor keeps batches near the current weights
         held = min(cfg.transport.consolidated_queue, cfg.actors) if cfg.learner.holds_ratio else 0
         self.queue: queue.Queue = queue.Queue(maxsize=held or cfg.transport.consolidated_queue)
-        # a batch longer than the run's actors send, or than one replay stream holds, is refused at validation and
-        # counted (reason "field"): written, it would raise on the training thread
+        # longer batches are refused at validation (reason "field"): written, they would raise on the training thread
         max_steps = min(cfg.transport.max_steps_per_message, cfg.actor.batch_steps, self.replay.stream_capacity)
         limits = protocol.Limits.for_spec(spec, max_envs=cfg.transport.max_env_per_message, max_steps=max_steps)
         # the largest message this run's actors send, so ZeroMQ holds at most recv_hwm of them per peer
@@ -104,24 +98,17 @@ class DataPlane:
             self._release_auth()
             raise
         self.consolidator.max_weights_lag = cfg.learner.max_weights_lag
-        self.processed = 0
-        self.batches = 0
+        self.processed = self.batches = self.episodes_total = self.successes_total = 0
         # behaviour-policy episodes (return, score, success), newest last, across all actors
         self.episodes: collections.deque[list[float]] = collections.deque(maxlen=EPISODE_WINDOW)
-        self.episodes_total = 0
-        self.successes_total = 0
 
     def start(self) -> DataPlane:
         self.consolidator.start()
         return self
 
     def drain(self, timeout: float = 0.0, max_batches: int = 1 << 30, max_transitions: int = 1 << 62) -> int:
-        """Write the batches queued when it is called into replay (at most ``max_batches``, and none after the
-        one that brings the transitions written to ``max_transitions``), waiting up to ``timeout`` s for a first
-        one when none is; returns batches written. Batches that arrive meanwhile wait
-        for the next call: when they come as fast as replay takes them (synthetic senders against a prioritized
-        insert), an open-ended drain ran far past its caller's clock (the benchmark's transport stage took 60 s
-        of wall-clock for a 2 s window)."""
+        """Write the batches queued now into replay (at most ``max_batches``, none past the one reaching ``max_transitions``),
+        waiting up to ``timeout`` s for a first; returns how many. Later ones wait: a drain keeps to its caller's clock."""
         written, limit, transitions = 0, min(max_batches, max(1, self.queue.qsize())), 0
         while written < limit and transitions < max_transitions:
             try:

@@ -69,8 +69,7 @@ class EpochClock:
         return self.first_rate / statistics.mean(self.rates)
 
     def budget_phrase(self, total: int, done: int) -> str:
-        """``, Budget: N of M env steps, ETA 1h02m`` under --total-env-steps (the ETA at this start's env-step rate
-        since its first epoch); empty without a budget."""
+        """``, Budget: N of M env steps, ETA 1h02m`` at this start's env-step rate (empty without a budget)."""
         if not total:
             return ""
         now = time.monotonic()

@@ -1,23 +1,9 @@
 """The learner's main loop: drain experience, train within the replay ratio, publish, checkpoint.
 
-One thread does it all, in this order, every iteration: move queued batches into replay; if replay holds
-``min_replay`` transitions and the replay-ratio limiter allows it (never more than ``samples_per_insert`` samples
-trained per transition inserted), do one update; every ``updates_per_epoch`` updates close an epoch (console line,
-metrics.jsonl, TensorBoard, learner/epoch.py) and start a checkpoint when one is due (learner/checkpoint.py
-``Checkpointer``: by time and by epochs, written by its own thread). The target sync, the weight broadcast (a new
-``weights_version``, learner/broadcasts.py) and the network's resets follow periods in env steps
-(learner/schedule.py), so the replay ratio and the batch never move them within the run. ``run`` returns why it
-ended (``STOP_REASONS``): ``stop()`` was called, the deadline passed, ``learner.steps`` updates were made, or
-``total_env_steps`` transitions were inserted (no drain writes a batch past the one that reaches that budget, so a
-run ends within one batch of it). Holding the ratio (``learner.exact_ratio``, the default), the loop also stops
-moving batches into replay while training trails the ratio by more than ``ratio_slack`` transitions; the queue and
-the sockets fill and the actors wait at their socket (actors/sender.py), so a slow learner slows collection instead
-of training less per env step. When no experience has arrived for ``IDLE_NOTICE_EVERY`` seconds (every actor dead
-or restarting) the loop keeps waiting and says so, at most once per ``IDLE_NOTICE_EVERY`` seconds.
-
-Counters (learner/epoch.py ``Counters``) are checkpointed and continue across ``--resume``; every published
-``weights_version`` is also recorded in the run folder, and a resume starts one above the larger of the two, so it
-stays strictly increasing for actors that never stopped.
+Every iteration: move queued batches into replay; when replay is ready and the replay-ratio limiter allows, one update;
+every ``updates_per_epoch`` updates an epoch ends (learner/epoch.py) and a checkpoint starts when due. Target sync,
+broadcasts and resets follow periods in env steps (learner/schedule.py). Holding the ratio (``learner.exact_ratio``),
+intake waits for training, so a slow learner slows the actors instead of training less per env step.
 """
 
 from __future__ import annotations
@@ -48,8 +34,7 @@ from shared.writes import RefusedWrites
 IDLE_NOTICE_EVERY = 10.0  # seconds without new experience before the loop says it waits, and between such lines
 REBROADCAST_EVERY = 1.0  # seconds between repeats of the current weights while an actor is on another run's
 
-STOP_REASONS = ("stopped", "duration", "updates", "env_steps")
-"""What ``Learner.run`` returns: ``stop()`` (a signal), the deadline, ``learner.steps``, ``total_env_steps``."""
+STOP_REASONS = ("stopped", "duration", "updates", "env_steps")  # Learner.run's: a stop, the deadline, steps, env steps
 
 
 class Learner:
@@ -58,9 +43,7 @@ class Learner:
     def __init__(
         self, run: Resolved, run_dir: str, resume_state: dict | None = None, stop_requested: threading.Event | None = None
     ):
-        """``run``: the resolved run (shared/resolution.py); ``stop_requested``: an event the caller may set before or
-        during ``run`` (a launcher's signal handler, installed before the learner exists, so a Ctrl-C during start-up
-        is not lost); ``stop()`` sets it."""
+        """``stop_requested``: an event the caller may set before or during ``run`` (a signal handler); ``stop()`` sets it."""
         self.cfg, self.run_dir, self.device, self.spec = run.cfg, run_dir, run.device, run.spec
         self.entry, self.train = run.entry, not run.cfg.collect_only
         learner_cfg = compile_setting(run.learner, self.train, run.device.type)
@@ -144,8 +127,7 @@ class Learner:
         return ""
 
     def run(self, deadline: float = 0.0, on_tick: Callable[[], None] | None = None) -> str:
-        """Loop until ``stop()``, the monotonic ``deadline`` (if > 0), ``learner.steps`` updates or
-        ``total_env_steps`` transitions inserted; returns which (``STOP_REASONS``)."""
+        """Loop until a stop, the monotonic ``deadline`` (if > 0), ``learner.steps`` updates or the budget; returns which."""
         cfg, c, total, replay = self.cfg.learner, self.counters, self.cfg.total_env_steps, self.plane.replay
         epoch = EpochAccumulator()
         last_tick = heard = said = time.monotonic()  # heard: when experience last arrived; said: the last wait notice
@@ -225,8 +207,7 @@ class Learner:
             self.checkpoints.start(c.epoch)
 
     def _publish(self, version: int) -> bool:
-        """Broadcast the weights as ``version``, once it is on disk (a resume goes above it, so versions stay
-        monotonic for actors that never stopped); a record the disk refuses skips the broadcast until the next."""
+        """Broadcast the weights as ``version`` once it is on disk (a resume goes above it); a refused record skips it."""
         if not self.refused.attempt("the weights version record", record_published, self.run_dir, version):
             return False
         self.server.publish(version, self.dqn.online, self.counters.inserted)
@@ -240,8 +221,7 @@ class Learner:
         return self._elapsed_at_start + time.monotonic() - self._started
 
     def record_eval(self, result: dict) -> None:
-        """Log an evaluation result (actors/evaluator.py ``eval_process_main``) against the env steps it was asked at;
-        its weights may become a snapshot or best.pt (learner/snapshots.py)."""
+        """Log an evaluation result against the env steps it was asked at; its weights may become a snapshot or best.pt."""
         state = result.pop("state", None)  # the evaluated weights, as numpy arrays
         if self.metrics is not None:
             self.metrics.write(result["updates"], result["env_steps"], result["wall_seconds"], eval_figures(result))

@@ -1,16 +1,8 @@
 """Metrics sinks: ``metrics.jsonl`` (one JSON object per epoch) and TensorBoard scalars.
 
-Scalar names are namespaced (``learner/``, ``actor/``, ``replay/``, ``eval/``); the JSON file
-holds the same figures under the same names, so either can be plotted (``python -m launch.tools.plot``).
-
-Every row carries ``step`` (learner updates so far), ``env_steps`` (environment steps that reached
-replay over the whole run) and ``wall_seconds`` (seconds since the run started, resumes included).
-TensorBoard scalars are plotted against ``env_steps``. An epoch row holds ``learner/``, ``actor/``
-and ``replay/`` figures; an evaluation row holds ``eval/`` figures.
-
-A resumed run goes on from its checkpoint, so rows written after it (by a learner that died before its next
-checkpoint) describe training that was lost: they move to ``metrics.rolled_back.jsonl`` and TensorBoard purges
-its events past that point, so neither record goes back in ``env_steps``.
+Rows carry ``step`` (updates), ``env_steps`` (TensorBoard's x axis) and ``wall_seconds`` (resumes included) besides the
+namespaced figures (``learner/``, ``actor/``, ``replay/``, ``eval/``). A resume moves rows past its checkpoint to
+``metrics.rolled_back.jsonl`` and purges TensorBoard past it, so neither goes back in ``env_steps``.
 """
 
 from __future__ import annotations
@@ -29,8 +21,7 @@ ROLLED_BACK_NAME = "metrics.rolled_back.jsonl"
 
 
 def roll_back(run_dir: str, env_steps: int) -> int:
-    """Move the rows of ``metrics.jsonl`` past ``env_steps`` to ``metrics.rolled_back.jsonl`` (appended; the
-    metrics file is rewritten whole, then renamed into place); returns how many moved."""
+    """Move ``metrics.jsonl``'s rows past ``env_steps`` to ``metrics.rolled_back.jsonl`` (the rest rewritten); how many."""
     path = os.path.join(run_dir, METRICS_NAME)
     if not os.path.isfile(path):
         return 0
@@ -54,18 +45,12 @@ def roll_back(run_dir: str, env_steps: int) -> int:
 
 
 class MetricsLog:
-    """Appends rows to metrics.jsonl and scalars to TensorBoard. A write the disk refuses is said and counted
-    (shared/writes.py) and its row is left out whole: a partly written line is cut back, so the file stays one
-    JSON object per line; TensorBoard, whose writer a failure stops, is opened again after ``TB_RETRY_S``."""
+    """Appends rows to metrics.jsonl and scalars to TensorBoard; a refused write is said and its row left out whole."""
 
     TB_RETRY_S = 60.0
 
     def __init__(
-        self,
-        run_dir: str,
-        tensorboard: bool = True,
-        resumed_at: int | None = None,
-        refused: RefusedWrites | None = None,
+        self, run_dir: str, tensorboard: bool = True, resumed_at: int | None = None, refused: RefusedWrites | None = None
     ):
         """``resumed_at``: the env steps of the checkpoint a resumed run continues from (rows past it roll back)."""
         self.run_dir, self.tensorboard, self._resumed_at = run_dir, tensorboard, resumed_at

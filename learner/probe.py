@@ -1,20 +1,9 @@
 """Figures of the learner's network on a fixed probe set (shared/probe.py): how often its greedy policy flips, and by
 how much its best action leads.
 
-``ProbeMonitor(states, device, masks=None)`` keeps the states on ``device``; ``observe(net)`` runs ``net`` (the
-learner's online network) on all of them, in eval mode (BatchNorm's running statistics, the function the actors
-play; the net's mode is restored afterwards), under ``torch.no_grad`` with autocast off (fp32), in chunks of
-``chunk`` states (one forward for the default 256 states), and returns:
-
-``probe/churn``         share of states whose greedy action differs from the previous ``observe`` (0.0 on the first)
-``probe/gap``           median over states of best minus second-best Q (the action gap)
-``probe/gap_relative``  median over states of that gap / max(|best Q|, 1e-6)
-``probe/q_mean``        mean over states of the best Q
-
-Medians are numpy's (the mean of the two middle values for an even count). Masked envs: the greedy action, the best
-and the second-best Q are over the valid actions given as ``masks`` (bool [n, A]; shared/probe.py gives them with the
-states); without masks every action counts as valid. A state with fewer than two valid actions has no gap and is left
-out of both gap medians (NaN when no state has one). The figures cost one forward pass and one device-to-host copy.
+``ProbeMonitor.observe(net)`` runs the network in eval mode and fp32 over the probe states and returns ``FIGURES``:
+churn (share of greedy actions changed since the last call), the median action gap (best minus second-best Q, over
+valid actions), that gap relative to |best Q|, and the mean best Q.
 """
 
 from __future__ import annotations
@@ -28,15 +17,13 @@ from shared.network import masked_argmax
 
 __all__ = ["FIGURES", "ProbeMonitor", "probe_figures"]
 
-FIGURES = ("probe/churn", "probe/gap", "probe/gap_relative", "probe/q_mean")
-"""The keys of :meth:`ProbeMonitor.observe`'s dict, in order."""
+FIGURES = ("probe/churn", "probe/gap", "probe/gap_relative", "probe/q_mean")  # ProbeMonitor.observe's keys, in order
 
 
 def probe_figures(
     q: torch.Tensor, masks: torch.Tensor | None = None, previous: torch.Tensor | None = None
 ) -> tuple[dict[str, float], torch.Tensor]:
-    """The figures of Q-values ``q`` (fp32 [n, A]) against the greedy actions ``previous`` (long [n]; None: churn 0),
-    and the greedy actions of ``q`` (long [n]), for the next call. See the module docstring."""
+    """The figures of Q-values ``q`` against the greedy actions ``previous`` (None: churn 0), and ``q``'s greedy actions."""
     q = q.float()
     greedy = masked_argmax(q, masks).squeeze(1)
     filled = q if masks is None else q.masked_fill(~masks.bool(), float("-inf"))

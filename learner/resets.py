@@ -1,13 +1,7 @@
 """Periodic resets of the Q-network (Nikishin et al. 2022; SR-SPR, D'Oro et al. 2023; BBF, Schwarzer et al. 2023).
 
-A reset re-initializes the head (every parameter of the ``value`` and ``advantage`` streams, or of ``head``) and
-shrinks-and-perturbs the rest, the convolutions and their BatchNorm's scale and shift: theta <- alpha * theta +
-(1 - alpha) * theta0, with theta0 a fresh initialization (BatchNorm's theta0: scale 1, shift 0). Adam's state of the
-head's parameters is zeroed (moments and step, so its bias correction starts again); the convolutions keep theirs,
-as bigger_better_faster's ``jit_reset`` copies the encoder's optimizer state. BatchNorm's running statistics belong
-to the old convolutions, so they are re-estimated on replay frames right after the reset
-(``torch.optim.swa_utils.update_bn``: a cumulative average over the batches given): the network the actors receive
-next normalizes with statistics of its own weights. The caller syncs the target network to the result.
+A reset re-initializes the head, shrinks the rest toward a fresh draw (theta <- alpha * theta + (1 - alpha) * theta0),
+zeroes the head's Adam state and re-estimates BatchNorm's statistics on replay frames; the caller syncs the target net.
 """
 
 from __future__ import annotations
@@ -21,8 +15,7 @@ from torch.optim.swa_utils import update_bn
 
 from shared.network import init_weights
 
-HEAD_STREAMS = ("value", "advantage", "head")
-"""The attributes of a Q-network that hold its head (shared/network.py): fully re-initialized by a reset."""
+HEAD_STREAMS = ("value", "advantage", "head")  # a Q-network's head attributes (shared/network.py): re-initialized
 
 
 def head_parameter_names(net: nn.Module) -> set[str]:
@@ -34,8 +27,7 @@ def head_parameter_names(net: nn.Module) -> set[str]:
 
 
 def fresh_copy(net: nn.Module) -> nn.Module:
-    """A copy of ``net`` with every parameter drawn anew as at construction (``init_weights``; BatchNorm scale 1 and
-    shift 0), drawn from torch's global generator."""
+    """A copy of ``net`` with every parameter drawn anew as at construction (BatchNorm: scale 1, shift 0)."""
     fresh = copy.deepcopy(net)
     init_weights(fresh)
     for module in fresh.modules():
@@ -53,9 +45,7 @@ def reset_network(
     frames: Iterable[torch.Tensor] = (),
     fresh: nn.Module | None = None,
 ) -> dict[str, int]:
-    """Reset ``net`` in place as the module docstring says; ``shrink`` is alpha (SR-SPR: 0.8), ``frames`` batches of
-    observations for BatchNorm's statistics (none: they stay), ``fresh`` the theta0 to use (default: ``fresh_copy``).
-    Returns how many parameter tensors were re-initialized and shrunk."""
+    """Reset ``net`` in place (module docstring; ``shrink``: alpha, ``frames``: for BatchNorm); the tensors' counts."""
     if not 0.0 <= shrink <= 1.0:
         raise ValueError(f"shrink {shrink!r} must be in [0, 1]")
     fresh = fresh_copy(net) if fresh is None else fresh

@@ -1,9 +1,7 @@
 """Periods in env steps: what the learner does every N transitions inserted, whatever its replay ratio or batch.
 
-Target sync, weight broadcast, in-training evaluation and resets are set in env steps, so a change of
-``learner.samples_per_insert`` or of the batch changes how much the learner trains between two of them, never where
-they fall in the run. An :class:`EnvStepPeriod` fires once each time the run's env-step count crosses a multiple of
-its period; it keeps no state a checkpoint needs (a resumed run starts from the count it resumes at).
+Target sync, weight broadcast, in-training evaluation and resets are set in env steps, so the replay ratio and the batch
+change how much the learner trains between two of them, never where they fall; a checkpoint needs no state from here.
 """
 
 from __future__ import annotations
@@ -14,10 +12,8 @@ from shared.config import LearnerConfig
 
 
 class EnvStepPeriod:
-    """Fires at the first check at or past each multiple of ``period`` env steps (0: never); ``env_steps`` is the
-    count the run starts from, so a resume does not fire for multiples it already passed. With ``budget`` (the run's
-    total env steps, 0: none), ``last_part`` env steps before it are quiet: a multiple k * period fires only if
-    k * period + last_part <= budget."""
+    """Fires at the first check at or past each multiple of ``period`` env steps (0: never) after ``env_steps``, the
+    count the run starts from; with ``budget`` (0: none), k * period fires only if k * period + last_part <= budget."""
 
     def __init__(self, period: int, env_steps: int = 0, budget: int = 0, last_part: int = 0):
         if period < 0:
@@ -47,9 +43,8 @@ class EnvStepPeriod:
 
 
 class ReplayRatio:
-    """The replay-ratio limiter: never more than ``samples_per_insert`` samples trained per transition inserted (0:
-    no limit); with ``exact_ratio`` (``holds_ratio``), intake is also held back while training trails it by more than
-    ``ratio_slack`` transitions, so the actors wait instead of training less per env step."""
+    """At most ``samples_per_insert`` samples trained per transition inserted (0: no limit); with ``holds_ratio``, intake
+    is also held back while training trails by more than ``ratio_slack`` transitions, so the actors wait instead."""
 
     def __init__(self, cfg: LearnerConfig, batch: int, train: bool):
         self.cfg, self.batch, self.train = cfg, batch, train
@@ -60,9 +55,8 @@ class ReplayRatio:
         return spi <= 0 or samples_trained + self.batch <= spi * inserted
 
     def room(self, samples_trained: int, inserted: int, replay_ready: bool) -> int:
-        """Transitions replay may take in now (exact_ratio; the drain then overshoots by less than one batch). At most
-        0 only while the cap allows the next update, so holding never stalls the loop, and never before replay is
-        ready to sample (``replay_ready``)."""
+        """Transitions replay may take in now (holding the ratio): at most 0 only while the cap allows the next update and
+        replay is ready to sample, so holding never stalls the loop; the drain overshoots by less than one batch."""
         cfg = self.cfg
         if not (self.train and cfg.holds_ratio and replay_ready):
             return 1 << 62

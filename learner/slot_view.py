@@ -16,8 +16,7 @@ class SlotView:
         return [t.weights_version if t.stats else -1 for t in self.consolidator.tracks]
 
     def weights_lag(self) -> list[int]:
-        """Versions each slot is behind the learner's current weights (-1: nothing heard yet, its latest batch was
-        played with another run's weights, or its lease lapsed: a dead actor is not behind, it is gone)."""
+        """Versions each slot is behind the current weights (-1: nothing heard, another run's weights, or lease lapsed)."""
         c, held = self.counters, self.consolidator.slots.held()
         return [
             c.weights_version - t.weights_version if t.stats and t.run == c.run and live else -1

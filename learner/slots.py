@@ -1,28 +1,9 @@
 """Actor slots and who holds them: leases, so N identical replicas each get their own slot.
 
-The learner has ``num_slots`` experience sockets (``base_port + slot``). A slot is *held* by one
-actor incarnation (and, with CURVE, by the public key it connected with) and stays held while
-that holder is heard from: every accepted message renews it, and it lapses ``lease`` seconds
-after the holder's last message. A slot granted on request but not yet sent on is only *claimed*:
-the claim lapses ``grace`` seconds after the grant (asking again does not extend it), and the first
-valid message of any incarnation takes a claimed slot, so requests alone cannot pre-empt an actor that sends.
-One connection holds at most one claim (a new claim from it drops its earlier one), so a flood of requests under
-fresh incarnations over one socket keeps at most one free slot from replicas that ask; and at most ``max_claims``
-slots are claimed at once across all connections (half the slots, at least 4), so many connections cannot hold
-every free slot either. Two ways to get a slot:
-
-- **Ask for one** (``grant``; a SLOT_REQUEST on the learner's ROUTER, shared/wire/protocol.py): an
-  actor without a fixed slot (``python -m launch.actor`` replicas under Compose or Swarm) is
-  given the lowest free or lapsed slot; with every slot held it is refused with the reason, and
-  asks again later (a spare). Asking again with the same incarnation returns the same slot.
-- **Just send** (``admit``, called by the consolidator for every decoded message): an actor with
-  a fixed slot (spawned by ``launch.local``, or ``--actor-id``) takes its slot with its first
-  message if the slot is free or lapsed.
-
-A message from anyone but the holder of a live slot is refused (the consolidator counts it as
-``slot_owned``), so a duplicate replica, or any process on a loopback learner, cannot starve a
-live actor. ``release`` frees a slot at once: the local launcher calls it when it restarts a
-slot's dead process. Thread-safe: the consolidator thread admits, the weights thread grants.
+A slot is *held* by one actor incarnation (with CURVE, its key too) while it is heard from within ``lease`` seconds; a
+slot granted on request (``grant``) is only *claimed* until its first message, for ``grace`` s, and the first valid data
+(``admit``) takes a free, lapsed or claimed slot. Anyone else's message on a held slot is refused (``slot_owned``);
+claims are capped per connection and in all. Thread-safe: the consolidator thread admits, the weights thread grants.
 """
 
 from __future__ import annotations
@@ -55,8 +36,7 @@ class SlotTable:
         clock: Callable[[], float] = time.monotonic,
         grace: float = 0.0,
     ):
-        """``grace``: seconds a granted slot stays claimed without a message (0: the smaller of ``lease`` and
-        ``CLAIM_GRACE``)."""
+        """``grace``: seconds a granted slot stays claimed without a message (0: the smaller of ``lease``, CLAIM_GRACE)."""
         self.num_slots = num_slots
         self.envs_per_actor = envs_per_actor  # > 0: a request for another env count is refused
         self.lease = float(lease)

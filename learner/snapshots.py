@@ -33,8 +33,7 @@ def eval_figures(result: dict) -> dict[str, float]:
 
 
 class SnapshotKeeper:
-    """The ``keep`` best-scoring evaluated weights in snapshots/ and the best of all in best.pt; on resume, the
-    run folder's own (learner/checkpoint.py)."""
+    """The ``keep`` best-scoring evaluated weights in snapshots/ and the best in best.pt (on resume, the run folder's)."""
 
     def __init__(self, run_dir: str, keep: int, resumed: bool, refused: RefusedWrites):
         """``refused``: where a write the disk refuses is said and counted (the weights are then not kept)."""

@@ -1,42 +1,12 @@
 """The DQN update: an n-step TD rule (shared/targets.py; Munchausen-DQN's on Mario), Huber loss, Adam, clipping.
 
-One ``update()`` = ``accum_steps`` micro-batches of ``micro_batch`` samples drawn from the replay on the learner's
-device, each micro-loss divided by ``accum_steps`` (the summed gradient is that of the mean loss over the
-concatenated batch), then one optimizer step.
-
-Target: the run's rule object (``self.rule``, built once from the config by ``build_rule``) names the forward passes
-it needs (the target net at s' and, for Munchausen, at s and along the window; the online net at s' for Double
-DQN's argmax) and computes the target from their Q-values; this module runs those passes and never branches on the
-rule. ``R_n``, the n-step return, is in game units times ``reward_scale`` (auto 1/15 on Mario, keeping Q near unit
-size; logged returns stay in game units). The network is built from the env's spec (``build_q_network``). The
-target sync and resets (``sync_target``, ``reset``: learner/resets.py) are the loop's to call, on its periods in env
-steps.
-
-BatchNorm: every forward of the update (Q(s, a), the argmax at s', the target net) uses running statistics, the
-function the actors play (eval mode: one env is a batch of one); a no-grad train-mode pass of the trunk (where every
-BatchNorm lies; the head is skipped) over each micro-batch's obs moves the running statistics. Target syncs copy
-the BatchNorm buffers too. ``batchnorm_batch_stats=False`` skips that pass, so micro_loss has no side effects and k
-micro-batches equal one k times larger (the accumulation tests).
-
-Precision (``amp``): full precision by default on every device ('auto' = off), so the learner trains the fp32
-function the actors and the evaluator play (a test holds their greedy actions together on real 1-1 states); on CUDA
-TF32 is then off too. bf16 or fp16 (with a GradScaler) are opt-in: only the convolutions run in low precision, the
-head, every Q-value, the argmax, the target and the loss stay fp32 (shared/network.py). A compiled low-precision
-learner on a CPU whose inductor code would use 512-bit vectors gets 256-bit code (``pin_cpu_vectors_to_256_bits``):
-the 512-bit code wrote non-finite head gradients on an Intel Xeon with AMX (docs/lab/testing-log.md).
-
-``torch.compile`` wraps both networks (mode ``reduce-overhead``, CUDA graphs, on CUDA). A graph replay may reuse the
-memory of the previous call's outputs, so each micro-step marks a new step, runs the target net first and clones
-what it keeps, then the online net, whose output feeds the loss and backward with no compiled call in between.
-Gradients live in buffers allocated once, outside any graph, and zeroed in place: were ``.grad`` None, autograd
-would keep the compiled backward's output (graph memory) as ``.grad`` and the next replay would overwrite it
-(pytorch/pytorch#169545, #184003); into an existing buffer it adds in place. One code path on CPU and CUDA.
-
-Adam is fused (one kernel; on CUDA its step and a fp16 scaler's ``found_inf`` stay on the device). On CUDA the
-learner also sets ``cudnn.benchmark`` (fixed shapes). A non-finite loss, TD error or gradient stops the run before the
-optimizer step (``NonFiniteUpdate``), except under fp16's GradScaler, which skips the step and lowers its scale.
-``warm_up()`` runs full updates before the first timed epoch and then restores all state, so warm-up changes nothing
-a checkpoint holds.
+One ``update()``: ``accum_steps`` micro-batches of ``micro_batch`` samples, each loss divided by ``accum_steps``, then one
+optimizer step; the rule (``build_rule``) names the forward passes it needs and this module runs them. Every forward
+uses BatchNorm's running statistics (the function the actors play), moved by a no-grad train-mode pass of the trunk.
+Full precision by default; bf16/fp16 cover the convolutions only, and a compiled low-precision CPU learner gets 256-bit
+vector code (512-bit code wrote non-finite gradients on a Xeon with AMX). Under ``torch.compile``'s CUDA graphs each
+micro-step clones what it keeps, and gradients live in buffers zeroed in place (pytorch/pytorch#169545). A non-finite
+update stops the run before the step (``NonFiniteUpdate``), except under fp16's GradScaler, which skips it.
 """
 
 from __future__ import annotations
@@ -62,22 +32,16 @@ from shared.targets import ONLINE_NEXT, TARGET_HERE, TARGET_NEXT, TARGET_WINDOW,
 
 
 def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for ``mode`` on ``device`` (None: full precision). 'auto' is full precision on every
-    device: the actors and the evaluator play an fp32 copy, so the learner trains the function they play (under
-    bf16 the greedy action differed in 6-43% of visited Mario states, more than the action gaps)."""
-    if mode in ("off", "auto"):
-        return None
-    if mode == "bf16":
-        return torch.bfloat16
-    if mode == "fp16":
-        return torch.float16
-    raise ValueError(f"learner.amp={mode!r} must be auto, off, bf16 or fp16")
+    """The autocast dtype for ``mode`` (None: full precision). 'auto' is full precision on every device: the actors play
+    an fp32 copy (under bf16 the greedy action differed in 6-43% of visited Mario states)."""
+    dtypes = {"off": None, "auto": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+    if mode not in dtypes:
+        raise ValueError(f"learner.amp={mode!r} must be auto, off, bf16 or fp16")
+    return dtypes[mode]
 
 
 def pin_cpu_vectors_to_256_bits() -> bool:
-    """Have inductor generate 256-bit vector code on this CPU where it would pick wider; returns whether it changed
-    anything (not where the user set ``torch._inductor.config.cpp.simdlen``). Process-wide; see the module docstring
-    for why a low-precision compiled learner on CPU needs it."""
+    """Have inductor write 256-bit vector code where it would pick wider, unless ``cpp.simdlen`` is set; whether it did."""
     import torch._inductor.config as inductor_config
     from torch._inductor.cpu_vec_isa import pick_vec_isa
 
@@ -88,8 +52,7 @@ def pin_cpu_vectors_to_256_bits() -> bool:
 
 
 def _host_array(x: torch.Tensor) -> np.ndarray:
-    """A sampled index tensor on the host as numpy: the replay's host copy (no device copy); a device tensor only
-    where a replay gave none."""
+    """A sampled index tensor as host numpy (the replay's host copy; a device tensor only where a replay gave none)."""
     return x.numpy() if x.device.type == "cpu" else x.cpu().numpy()
 
 
@@ -98,9 +61,7 @@ class NonFiniteUpdate(RuntimeError):
 
 
 def configure_cuda_backends(tf32: bool) -> None:
-    """cuDNN autotuning, which pays off because every call has the same shapes (micro_batch, the env spec), and TF32
-    for fp32 matmuls and convolutions only where the learner already trains in low precision (``tf32``): in full
-    precision it would round to 10 mantissa bits what the actors compute in fp32. Process-wide settings."""
+    """cuDNN autotuning (fixed shapes), and TF32 only where the learner already trains in low precision (``tf32``)."""
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cudnn.benchmark = True
@@ -116,21 +77,12 @@ class UpdateStats:
 
 class DQNLearner:
     def __init__(
-        self,
-        cfg: LearnerConfig,
-        spec: EnvSpec,
-        device: torch.device,
-        dueling: bool = True,
-        batchnorm_batch_stats: bool = True,
+        self, cfg: LearnerConfig, spec: EnvSpec, device: torch.device, dueling: bool = True, batchnorm_batch_stats: bool = True
     ):
-        """``cfg``: a resolved learner config (shared/resolution.py: no auto left); ``spec``: the env's shared/spec.py
-        EnvSpec, whose network family the learner trains (Mario: QNetwork); ``dueling``: the run's ``net.dueling``;
-        ``batchnorm_batch_stats`` False skips the no-grad pass that moves BatchNorm's running statistics (what the
-        accumulation tests compare exactly)."""
+        """``cfg``: a resolved learner config (no auto left); ``batchnorm_batch_stats`` False skips the statistics pass."""
         for key in ("micro_batch", "accum_steps", *ENV_AUTO_FIELDS["learner"]):
             check(getattr(cfg, key) != AUTO, f"learner.{key}", AUTO, "is still auto: build the config with shared.resolution")
-        self.cfg = cfg
-        self.device = device
+        self.cfg, self.device = cfg, device
         torch.manual_seed(cfg.seed)
         self.online = build_q_network(spec, dueling=dueling).to(device)
         self.target = copy.deepcopy(self.online).eval()
@@ -141,8 +93,7 @@ class DQNLearner:
         if cuda:
             configure_cuda_backends(tf32=self.amp_dtype is not None)
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.amp_dtype == torch.float16)
-        # fused: one kernel over every parameter, its step kept on the device; on a CPU about 8x faster than the
-        # multi-tensor step (docs/lab/benchmark-log.md), but left to the default beside a CPU fp16 scaler
+        # fused: one kernel over every parameter (on a CPU about 8x the multi-tensor step), but not beside a CPU fp16 scaler
         fused = cuda or not self.scaler.is_enabled()
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None)
         self.batchnorm_batch_stats = batchnorm_batch_stats
@@ -150,8 +101,7 @@ class DQNLearner:
         self.online_fn: Callable[..., torch.Tensor]  # the nets, or their torch.compile wrappers
         self.target_fn: Callable[..., torch.Tensor]
         self.online_fn, self.target_fn = self.online, self.target
-        # the pass that moves BatchNorm's running statistics stops before the head where every BatchNorm lies in the
-        # trunk: the same statistics, without the head's two largest matrix products
+        # the statistics pass skips the head where every BatchNorm lies in the trunk: the same statistics, less work
         trunk = batchnorm_trunk(self.online)
         self.statistics_fn = cast("Callable[..., torch.Tensor]", self.online if trunk is None else self.online.trunk)
         self.cuda_graphs = cfg.compile and device.type == "cuda"
@@ -167,7 +117,6 @@ class DQNLearner:
         for p in self.params:  # allocated here, outside any CUDA graph; see the module docstring
             p.grad = torch.zeros_like(p)
         self.updates = 0
-        self.compile_seconds = 0.0
 
     @property
     def effective_batch(self) -> int:
@@ -177,8 +126,7 @@ class DQNLearner:
         return torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None)
 
     def micro_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Huber loss of one micro-batch (not yet divided), its |TD errors| and Q(s, a), all fp32; every forward on
-        BatchNorm's running statistics (module docstring). The rule (shared/targets.py) names the passes it needs."""
+        """Huber loss of one micro-batch (not yet divided), its |TD errors| and Q(s, a), all fp32 (module docstring)."""
         obs, action = batch["obs"], batch["action"].unsqueeze(1)
         if self.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()
@@ -202,16 +150,14 @@ class DQNLearner:
         return loss, (q_sa - target).detach().abs(), q_sa.detach()
 
     def target_values(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The target net's fp32 Q at s' and, where the rule needs them, at s and at the window's states, by pass name
-        (shared/targets.py): one forward over all of them (BatchNorm in eval mode, so each row is computed on its
-        own); cloned, as a later CUDA-graph replay may reuse the output's memory."""
+        """The target net's fp32 Q at s' and, where the rule needs them, at s and the window's states, by pass name: one
+        forward over all (eval mode: each row on its own), cloned, as a later CUDA-graph replay may reuse its memory."""
         needs, next_obs = self.rule.needs, batch["next_obs"]
         parts = [(TARGET_NEXT, next_obs)]
         if TARGET_HERE in needs:
             parts.append((TARGET_HERE, batch["obs"]))
         if TARGET_WINDOW in needs:
-            window = batch["window_obs"]
-            parts.append((TARGET_WINDOW, window.flatten(0, 1)))
+            parts.append((TARGET_WINDOW, batch["window_obs"].flatten(0, 1)))
         with torch.no_grad(), self._autocast():
             self.target.eval()
             both = self.target_fn(torch.cat([x for _, x in parts]) if len(parts) > 1 else next_obs).float().clone()
@@ -227,16 +173,11 @@ class DQNLearner:
         """One optimizer step over ``accum_steps`` micro-batches (sampled from replay unless given)."""
         steps = self.cfg.accum_steps if batches is None else len(batches)
         self.optimizer.zero_grad(set_to_none=False)  # in place: .grad never becomes a CUDA-graph output
-        loss_total = torch.zeros((), device=self.device)
-        td_total = torch.zeros((), device=self.device)
-        q_total = torch.zeros((), device=self.device)
+        loss_total, td_total, q_total = (torch.zeros((), device=self.device) for _ in range(3))
         prioritized = getattr(replay, "update_priorities", None)
         sampled = []
         for i in range(steps):
-            if batches is not None:
-                batch = batches[i]
-            else:  # a prioritized replay draws with its own annealed beta
-                batch = replay.sample(self.cfg.micro_batch)
+            batch = batches[i] if batches is not None else replay.sample(self.cfg.micro_batch)  # prioritized: its own beta
             loss, td, q = self.micro_loss(batch)
             self.scaler.scale(loss / steps).backward()
             loss_total += loss.detach()
@@ -250,21 +191,17 @@ class DQNLearner:
         else:
             # every .grad is a tensor: allocated in __init__, never set to None (zero_grad(set_to_none=False))
             grad_norm = torch.nn.utils.get_total_norm(cast("list[torch.Tensor]", [p.grad for p in self.params]))
-        # The update's one device-to-host copy (and, on a GPU, its one sync), before the step so that a non-finite
-        # gradient never reaches the weights: the figures the loop logs and, for prioritized replay, the TD errors
-        # its host-side sum tree needs; the (stream, slot) they belong to are the replay's host copy of its draw.
         stats = torch.stack([loss_total, td_total, q_total, grad_norm.float()]).double()
         td_all = None
         if sampled:
             stream, slot, td_all = (torch.cat(parts) for parts in zip(*sampled))
             stats = torch.cat([stats, td_all.double()])
-        host = stats.cpu().numpy()  # the update's one device-to-host copy
+        host = stats.cpu().numpy()  # the update's one device-to-host copy: before the step, so bad gradients never land
         mean_loss, mean_td, mean_q, norm = (float(x) / d for x, d in zip(host[:4], (steps, steps, steps, 1)))
         # a non-finite TD error makes the TD figure non-finite too
         if not self.scaler.is_enabled() and not all(map(math.isfinite, (mean_loss, mean_td, mean_q, norm))):
             raise NonFiniteUpdate(self._non_finite_message(mean_loss, mean_td, mean_q, norm, host[4:]))
-        if td_all is not None:
-            # td_all is set only when sampled holds TD errors, which it collects only for a prioritized replay
+        if td_all is not None:  # only for a prioritized replay
             cast("Callable[..., None]", prioritized)(_host_array(stream), _host_array(slot), host[4:])  # one call
         self.scaler.step(self.optimizer)
         self.scaler.update()
@@ -290,18 +227,14 @@ class DQNLearner:
         self.target.load_state_dict(self.online.state_dict())
 
     def reset(self, replay, batches: int = 8) -> dict[str, int]:
-        """Reset the online net (learner/resets.py; BatchNorm statistics re-estimated on ``batches`` batches of
-        ``replay``'s frames), zero the head's Adam state, and sync the target net to the result. Returns the counts of
-        re-initialized and shrunk tensors and of the frames used."""
+        """Reset the online net (learner/resets.py) on ``batches`` replay batches and sync the target to it; its counts."""
         frames = [replay.sample(self.cfg.micro_batch)["obs"] for _ in range(batches)]
         counts = reset_network(self.online, self.optimizer, self.cfg.reset_shrink, frames)
         self.sync_target()
         return counts | {"frames": batches * self.cfg.micro_batch}
 
     def warm_up(self, replay, updates: int = 2) -> float:
-        """Compile and run ``updates`` full updates on samples of ``replay``, then restore every piece of
-        state (nets, BN buffers, optimizer, scaler, counter): warm-up leaves nothing behind but compiled
-        graphs and warm allocators. Returns the seconds it took (compile time, reported apart)."""
+        """Compile and run ``updates`` full updates on ``replay``'s samples, then restore all state; the seconds it took."""
         start = time.perf_counter()
         saved = copy.deepcopy(self.state_dict())
         for _ in range(updates):
@@ -309,8 +242,7 @@ class DQNLearner:
         self.load_state_dict(saved)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        self.compile_seconds = time.perf_counter() - start
-        return self.compile_seconds
+        return time.perf_counter() - start
 
     def state_dict(self) -> dict:
         return {
@@ -325,9 +257,7 @@ class DQNLearner:
         """Load what :meth:`state_dict` saved; other keys (``ema``, the retired moving average) are ignored."""
         self.online.load_state_dict(state["online"])
         self.target.load_state_dict(state["target"])
-        # The saved groups' settings replace ours on load, "fused" included, and decide where Adam's step goes
-        # (torch Optimizer.load_state_dict): keep this learner's choice, so a checkpoint saved with another setting
-        # (an older CPU run's multi-tensor Adam) resumes fused, and a CUDA one resumed on the CPU runs as a CPU learner does.
+        # the saved groups' "fused" would replace ours and decide where Adam's step goes: keep this learner's own choice
         saved = state["optimizer"]
         groups = [dict(g, fused=own["fused"]) for g, own in zip(saved["param_groups"], self.optimizer.param_groups)]
         self.optimizer.load_state_dict(dict(saved, param_groups=groups))

@@ -14,8 +14,7 @@ COMPILERS = {"cpu": ("g++", "c++", "clang++"), "cuda": ("cc", "gcc", "clang")}  
 
 
 def missing_compiler(device_type: str) -> str:
-    """Why torch.compile cannot run on ``device_type`` here ('' if it can): it builds code at run time, C++ on CPU
-    and Triton's C launcher on CUDA, and the runtime image carries no compiler."""
+    """Why torch.compile cannot run on ``device_type`` here ('' if it can): no compiler on PATH to build its code."""
     if any(map(shutil.which, COMPILERS.get(device_type, COMPILERS["cuda"]))):
         return ""
     what = "a C++ compiler" if device_type == "cpu" else "a C compiler (for Triton)"
@@ -32,8 +31,7 @@ def compile_setting(cfg: LearnerConfig, train: bool, device_type: str) -> Learne
 
 
 class SyntheticReplay:
-    """Stands in for replay during compile warm-up: right shapes and dtypes, random content; ``windows``: with the
-    n-step window's fields, as the run's replay gives them (learner/replay/frames.py)."""
+    """Stands in for replay in compile warm-up: right shapes and dtypes, random content (``windows``: the window's too)."""
 
     def __init__(self, spec: EnvSpec, replay: ReplayConfig, device: torch.device, windows: bool = False):
         self.spec, self.replay, self.device, self.windows = spec, replay, device, windows

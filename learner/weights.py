@@ -1,11 +1,7 @@
 """The learner's weight channel: PUB for broadcasts, ROUTER for "give me the current weights" (and a slot).
 
-``WeightServer`` is a thread that owns both sockets. The trainer calls ``publish(version, net)``
-every N epochs: the weights are copied to CPU numpy arrays once, encoded (shared/wire/protocol.py
-WEIGHTS) and handed to the thread, which broadcasts them and, from then on, answers every
-request with them. So an actor that starts or restarts at any time asks once and has the
-current weights before its first action, without waiting for the next broadcast. The same ROUTER answers SLOT_REQUESTs from actors
-without a fixed slot from the learner's :class:`~learner.slots.SlotTable` (when given one).
+``publish`` encodes the weights once; the server thread broadcasts them and answers every request with them, so an actor
+has the current weights before its first action. The ROUTER also answers SLOT_REQUESTs (learner/slots.py).
 """
 
 from __future__ import annotations
@@ -63,10 +59,7 @@ class WeightServer(SupervisedThread):
         self._unsent = False
         self._stop_event = threading.Event()
         self.version = -1
-        self.broadcasts = 0
-        self.requests_served = 0
-        self.bad_requests = 0
-        self.slot_requests = 0
+        self.bad_requests = self.slot_requests = 0
 
     def publish(self, version: int, net: torch.nn.Module, env_steps: int = 0) -> None:
         """Broadcast ``net``'s weights as ``version``, with the run's ``env_steps`` so far (the actors' exploration)."""
@@ -95,7 +88,6 @@ class WeightServer(SupervisedThread):
                     frames, unsent, self._unsent = self._frames, self._unsent, False
                 if unsent:  # set only once _frames holds a publish
                     self._pub.send_multipart(cast(list, frames), copy=False)
-                    self.broadcasts += 1
                 if poller.poll(timeout=20):
                     self._answer(frames)
         finally:
@@ -118,7 +110,6 @@ class WeightServer(SupervisedThread):
                 self._answer_slot(identity, request, cast(str, parts[0].get("User-Id")) if self._curve else "")
             elif frames is not None:  # before the first publish there is nothing to give; the actor asks again
                 self._router.send_multipart([identity, *frames], copy=False)
-                self.requests_served += 1
 
     def _answer_slot(self, identity, request: dict, key: str) -> None:
         assert self._router is not None  # bound in __init__

@@ -1,57 +1,12 @@
 """FrameReplay: a pre-allocated observation ring on a torch device.
 
-Slot contract. Experience arrives as streams, one per (actor slot, env index); a stream is a
-sequence of slots, and slot k holds:
-  frame[k]       [*obs_shape] of the env spec's dtype (Mario: uint8 [H, W]; Snake's features:
-                 float32 [14]; fuel breaks: uint8 [8, H, W]): the observation at which action[k]
-                 was chosen (stored once)
-  action[k]      int in [0, num_actions): stored as uint8 up to 256 actions, else int16/int32
-  mask[k]        only for masked envs: the action mask at frame k, stored packed (ceil(A/8) bytes,
-                 np.packbits little bit order, as it travels)
-  reward[k]      float32: reward of the step from frame k
-  terminated[k]  bool: the step from frame k ended the episode by termination (no bootstrap)
-  first[k]       bool: frame k is an episode's first (reset) frame
-No terminal frame is stored: the slot after a termination is the next episode's reset frame
-(first=1). A truncation (time limit, actor restart) is a slot k with terminated[k]=0 followed by
-first[k+1]=1: the step from k has no successor frame, so it never starts a sample and n-step
-returns stop before it. Absolute slot 0 of a stream counts as first whatever its flag.
-
-Stack rule. The stack of slot k is [f(k-s+1), ..., f(k)] (s = stack), where every slot before the
-episode's first slot is replaced by that first slot's frame (gym FrameStack after reset). Walk
-back: cur = k; for each older position, cur stays if first[cur] else becomes cur - 1. With
-stack 1 there is no stacking: the network's input is f(k) itself, [*obs_shape].
-
-n-step rule. For a sample at slot i, for k = 0..n-1 and j = i + k: stop if the step from j has no
-successor (terminated[j] = 0 and first[j+1] = 1); else add gamma**k * reward[j], and stop after it
-if terminated[j]. L = steps added; L = 0 makes the draw invalid (it is redrawn).
-reward = the sum, discount = 0 if it stopped on a termination else gamma**L, next_obs = stack of
-slot i + L (meaningless, and masked by discount 0, after a termination); for masked envs
-mask = bool [A] mask of slot i and next_mask = bool [A] mask of slot i + L (the valid actions of the
-bootstrap's argmax).
-
-Ring. Per-stream capacity C = capacity // num_streams (S * C slots in all); a stream's head h
-counts the slots ever written to it, and absolute slot a lives at a % C. Slot i is sampleable iff
-lo <= i <= h - 1 - n, with lo = h - C + s - 1 when h > C, else 0. sample() draws uniformly over
-the sampleable slots of all streams (redrawing invalid ones); learner/replay/prioritized.py
-draws over the same slots in proportion to their priorities. Draws, their validity (from host
-mirrors of the terminated and first flags) and redraws are made on the host; the draw then goes to
-the device in one copy, so a sample never waits for a GPU. A sample carries the draw on the host too
-(``host_stream``, ``host_slot``) for the priority write-back.
-
-Dead streams. A stream whose actor never connected holds nothing (its C slots stay unused: the
-replay then holds (S - dead) * C transitions). A stream whose actor died keeps its last C slots;
-they would be sampled forever, an ever older policy's play. So a stream expires once more than
-``capacity`` transitions have been written to the other streams since its last write (data older
-than a single FIFO of the same capacity would still hold): it is no longer sampled until its
-actor (or a restarted one on the same slot) writes again. ``live_streams()`` counts the others.
-
-Memory per transition: H*W + 7 bytes (frame, action u8, reward f32, terminated, first):
-7063 bytes at 84x84. Frame stacks are rebuilt by index, never stored. Other specs: the
-observation's bytes + 6 + the action's bytes (+ ceil(A/8) when masked): Snake's features
-63 bytes, fuel breaks on 32x32 8,328 (8,192 observation + 128 mask + 2 action).
-
-Threads: one writer (add) and one sampler (sample) may share an instance; a lock serialises their
-reads and writes of the ring. All device work is enqueued on the current CUDA stream.
+Slot k of a stream (one per actor env) holds frame[k], the observation action[k] was chosen at, reward[k], terminated[k],
+first[k] (a reset frame) and, masked, mask[k]; no terminal frame is stored, so a truncation is terminated[k]=0 followed
+by first[k+1]=1. A stack repeats the episode's first frame before it (gym FrameStack). An n-step sample at slot i adds
+gamma**k * reward[i+k] until a step with no successor or after a termination (L steps); discount = 0 after a
+termination, else gamma**L; next_obs = the stack of slot i + L. Each stream is a ring of capacity // num_streams slots;
+draws are made on the host from mirrors of the episode flags, and a stream not written while ``capacity`` transitions
+went to the others expires, so a dead actor's play is not sampled forever.
 """
 
 from __future__ import annotations
@@ -70,7 +25,7 @@ MAX_OBS_DIMS = 4
 
 
 def action_storage(num_actions: int) -> torch.dtype:
-    """uint8 up to 256 actions (Mario: 1 byte, as before), int16 up to 32,768, else int32."""
+    """uint8 up to 256 actions, int16 up to 32,768, else int32."""
     return torch.uint8 if num_actions <= 256 else torch.int16 if num_actions <= 1 << 15 else torch.int32
 
 
@@ -101,10 +56,7 @@ def _as_tensor(name: str, x: Any) -> torch.Tensor:
 
 
 class FrameReplay:
-    """Uniform n-step replay over per-stream observation rings; see the module docstring.
-
-    ``frame_shape`` is the spec's ``obs_shape`` (1 to 4 dims), ``obs_dtype`` its dtype name;
-    ``num_actions`` sets the action storage; ``masked``: every slot carries an action mask."""
+    """Uniform n-step replay over per-stream observation rings (module docstring); ``frame_shape``: the spec's ``obs_shape``."""
 
     def __init__(
         self,
@@ -120,8 +72,7 @@ class FrameReplay:
         masked: bool = False,
         windows: bool = False,
     ):
-        """``windows``: samples also carry the n-step window's states, actions and steps (``window_*``: the TD rules
-        that need every step of the return, shared/targets.py)."""
+        """``windows``: samples also carry the n-step window's states, actions and weights (``window_*``, shared/targets.py)."""
         _check(_is_int(num_streams) and num_streams >= 1, f"num_streams={num_streams!r} must be an int >= 1")
         _check(_is_int(capacity) and capacity >= 1, f"capacity={capacity!r} must be an int >= 1")
         _check(_is_int(stack) and stack >= 1, f"stack={stack!r} must be an int >= 1")
@@ -147,14 +98,10 @@ class FrameReplay:
         self.capacity = self.num_streams * self.stream_capacity
         self.frame_shape = tuple(int(v) for v in frame_shape)
         self.obs_dtype = OBS_DTYPES[obs_dtype]
-        self.num_actions = int(num_actions)
-        self.masked = bool(masked)
+        self.num_actions, self.masked = int(num_actions), bool(masked)
         self.mask_bytes = (self.num_actions + 7) // 8 if self.masked else 0
-        self.stack = int(stack)
-        self.n_step = int(n_step)
-        self.gamma = float(gamma)
-        self.device = torch.device(device)
-        self.windows = bool(windows)
+        self.stack, self.n_step, self.gamma = int(stack), int(n_step), float(gamma)
+        self.device, self.windows = torch.device(device), bool(windows)
 
         S, C, dev = self.num_streams, self.stream_capacity, self.device
         self._frames = torch.zeros((S, C, *self.frame_shape), dtype=self.obs_dtype, device=dev)
@@ -163,18 +110,14 @@ class FrameReplay:
         self._rewards = torch.zeros((S, C), dtype=torch.float32, device=dev)
         self._terminated = torch.zeros((S, C), dtype=torch.bool, device=dev)
         self._first = torch.zeros((S, C), dtype=torch.bool, device=dev)
-        # host mirrors of the episode flags: which draws have a successor step is decided on the host, so sampling
-        # never waits for the device (on a GPU, a nonzero() over device flags is a sync per draw)
-        self._terminated_host = np.zeros((S, C), dtype=bool)
-        self._first_host = np.zeros((S, C), dtype=bool)
+        # host mirrors of the episode flags: draws are checked on the host, so sampling never waits for the device
+        self._terminated_host, self._first_host = np.zeros((S, C), dtype=bool), np.zeros((S, C), dtype=bool)
         self._head = np.zeros(S, dtype=np.int64)
         self._written = 0  # slots written to all streams, ever
         self._last_write = np.zeros(S, dtype=np.int64)  # _written after each stream's latest add
         self._lock = threading.Lock()
         self._offsets = torch.arange(self.n_step + 1, device=dev)
         self._powers = (self.gamma ** torch.arange(self.n_step + 1, dtype=torch.float64)).to(dev, torch.float32)
-
-    # ------------------------------------------------------------------ writing
 
     def add(
         self,
@@ -187,11 +130,8 @@ class FrameReplay:
         priorities: Any = None,
         masks: Any = None,
     ) -> None:
-        """Append T slots to streams stream0..stream0+E-1 (frames [E, T, *obs_shape] of the obs dtype, the
-        rest [E, T]; masked replay: ``masks`` packed uint8 [E, T, ceil(A/8)] or bool [E, T, A]).
-
-        ``priorities`` (float [E, T], finite, >= 0) are initial priorities for :class:`PrioritizedReplay`;
-        uniform replay ignores them."""
+        """Append T slots to streams stream0..stream0+E-1: frames [E, T, *obs_shape], the rest [E, T]; ``masks`` packed uint8
+        [E, T, ceil(A/8)] or bool [E, T, A]; ``priorities`` (float [E, T], >= 0) for :class:`PrioritizedReplay` only."""
         S, C = self.num_streams, self.stream_capacity
         frames = _as_tensor("frames", frames)
         if isinstance(actions, np.ndarray) and actions.dtype == np.uint16:  # torch has few uint16 kernels
@@ -245,22 +185,18 @@ class FrameReplay:
         else:
             _check(masks is None, "masks given, but this replay's env is not masked")
 
-        # Host-to-device transfers and casts happen outside the lock (no-ops on a CPU replay; on a GPU from pinned
-        # memory, not waited for: the ring's later reads are ordered after them on the same stream).
+        # transfers and casts outside the lock (on a GPU from pinned memory, ordered before the ring's later reads)
         dev = self.device
-        fields: tuple[tuple[torch.Tensor, torch.Tensor], ...] = (
+        fields: list[tuple[Any, Any]] = [  # (ring, what goes into it): device tensors, then the host mirrors
             (self._frames, to_device(frames, dev)),
             (self._actions, to_device(actions, dev, self._actions.dtype)),
             (self._rewards, to_device(rewards, dev, torch.float32)),
             (self._terminated, to_device(terminated, dev)),
             (self._first, to_device(first, dev)),
-        )
+        ]
         if self.masked:
-            fields += ((cast("torch.Tensor", self._masks), to_device(masks, dev)),)  # masked: _masks is allocated
-        fields_host: tuple[tuple[np.ndarray, np.ndarray], ...] = (
-            (self._terminated_host, _host(terminated)),
-            (self._first_host, _host(first)),
-        )
+            fields.append((self._masks, to_device(masks, dev)))
+        fields += [(self._terminated_host, _host(terminated)), (self._first_host, _host(first))]
         rows = slice(stream0, stream0 + E)
         with self._lock:
             heads = self._head[rows]
@@ -275,16 +211,10 @@ class FrameReplay:
                 dst[rows, pos : pos + n1] = src[:, :n1]
                 if n1 < T:
                     dst[rows, : T - n1] = src[:, n1:]
-            for dst_h, src_h in fields_host:
-                dst_h[rows, pos : pos + n1] = src_h[:, :n1]
-                if n1 < T:
-                    dst_h[rows, : T - n1] = src_h[:, n1:]
             self._written_hook(stream0, E, int(heads[0]), T, priorities)
             self._head[rows] += T
             self._written += E * T
             self._last_write[rows] = self._written
-
-    # ------------------------------------------------------------------ sampling
 
     def anneal(self, env_steps: int) -> None:
         """Set what depends on the run's env steps: nothing for uniform draws (PrioritizedReplay: its beta)."""
@@ -292,10 +222,7 @@ class FrameReplay:
     def sample(
         self, batch_size: int, generator: torch.Generator | None = None, beta: float | None = None
     ) -> dict[str, torch.Tensor]:
-        """Draw batch_size valid n-step transitions uniformly; generator, if given, is a CPU torch.Generator.
-
-        ``beta`` is the importance-sampling exponent of :class:`PrioritizedReplay` (None: its annealed ``beta``);
-        uniform draws ignore it."""
+        """Draw batch_size valid n-step transitions uniformly (``generator``: a CPU one); ``beta``: PrioritizedReplay's."""
         _check(_is_int(batch_size) and batch_size >= 1, f"batch_size={batch_size!r} must be an int >= 1")
         B, C, shape = int(batch_size), self.stream_capacity, self.frame_shape
         with self._lock:
@@ -372,8 +299,7 @@ class FrameReplay:
         return out
 
     def stack_at(self, stream: int, abs_slot: int) -> torch.Tensor:
-        """The network input of a retained slot, [stack, *obs_shape] ([*obs_shape] at stack 1); ValueError if it
-        needs an overwritten slot."""
+        """The network input of a retained slot ([stack, *obs_shape]; [*obs_shape] at stack 1); ValueError if overwritten."""
         _check(
             _is_int(stream) and 0 <= stream < self.num_streams,
             f"stream={stream!r} is out of range for num_streams={self.num_streams}",
@@ -414,8 +340,6 @@ class FrameReplay:
             if self.masked:
                 out["mask"] = unpack_masks(cast("torch.Tensor", self._masks)[stream, k], self.num_actions).clone()
             return out
-
-    # ------------------------------------------------------------------ sizes
 
     def __len__(self) -> int:
         return int(np.minimum(self.heads, self.stream_capacity).sum())
@@ -468,7 +392,7 @@ class FrameReplay:
         return int(self._ranges(self.heads)[1].sum())
 
     def live_streams(self) -> int:
-        """Streams that hold data and have not expired (see "Dead streams" above)."""
+        """Streams that hold data and have not expired (module docstring)."""
         with self._lock:
             return int(((self._head > 0) & ~self._expired()).sum())
 
@@ -487,8 +411,6 @@ class FrameReplay:
     @property
     def bytes_per_transition(self) -> int:
         return self.nbytes // self.capacity
-
-    # ------------------------------------------------------------------ internals
 
     def _draw(self, lo: np.ndarray, counts: np.ndarray, generator: torch.Generator | None):
         return _Draw(lo, counts, generator)
@@ -530,8 +452,7 @@ class FrameReplay:
 
 
 def _include(first_w: np.ndarray, term_w: np.ndarray) -> np.ndarray:
-    """[B, n] mask of the steps the n-step return adds (a prefix of the window), from first [B, n+1] and
-    terminated [B, n]."""
+    """[B, n] mask of the steps the n-step return adds (a prefix of the window), from first [B, n+1], terminated [B, n]."""
     ok = term_w | ~first_w[:, 1:]  # the step has a successor frame or terminates
     go_on = ok & ~term_w  # the return continues after the step
     before = np.concatenate([np.ones_like(go_on[:, :1]), go_on[:, :-1]], 1)
@@ -551,8 +472,7 @@ def to_device(x: torch.Tensor, device: torch.device, dtype: torch.dtype | None =
 
 
 class _Draw:
-    """Uniform draws over the sampleable slots: a flat index, mapped to (stream, slot) by searchsorted, on the
-    host."""
+    """Uniform draws over the sampleable slots: flat indices mapped to (stream, slot) by searchsorted, on the host."""
 
     def __init__(self, lo: np.ndarray, counts: np.ndarray, generator: torch.Generator | None):
         self.lo, self.counts = lo.astype(np.int64), counts.astype(np.int64)

@@ -1,25 +1,9 @@
 """PrioritizedReplay: FrameReplay with proportional prioritization (Schaul et al. 2016; Ape-X).
 
-Contract, on top of FrameReplay's slots, n-step rule and ring (learner/replay/frames.py):
-- every written slot k holds a priority p_k > 0; it is drawn with probability
-  ``P(k) = p_k**alpha / sum_j p_j**alpha`` over the *sampleable* slots j, the same set uniform
-  replay draws from (sampleable ranges of live streams; a draw whose n-step return is empty, a
-  truncation slot, is redrawn, as in uniform replay). Not-sampleable slots are drawn from the tree
-  and rejected, which leaves exactly the distribution above; expired streams are zeroed in the tree
-  so their mass costs no redraws, and restored when their actor writes again;
-- a new slot's priority is ``|initial| + eps`` when ``add`` is given ``priorities`` (Ape-X: the
-  actor's own n-step TD errors), else the largest priority seen so far (max-priority insertion;
-  1.0 before any update);
-- ``update_priorities(stream, slot, td)`` sets ``p = |td| + eps`` for the sampled slots, one
-  vectorized call per update; slots overwritten since they were sampled are skipped;
-- a sample carries ``weight`` [B] float32 = ``(N * P(k))**-beta`` normalised by the batch's
-  largest (so weights are in (0, 1]); N is the number of sampleable slots.
-
-Storage: p**alpha per slot (float64, 8 bytes) plus a sum tree over the S*C slots (another 8-16 bytes
-per slot), in host numpy, whatever the learner's device; frames stay on the device. The priority
-stage of launch/benchmark/ measured the draw plus the update under 2 ms per batch of 512 or 2048
-at 100K and at 1M slots on a 2-core CPU; a tree in torch on a GPU was not built (no GPU to measure
-it on).
+Slot k is drawn with probability ``p_k**alpha / sum_j p_j**alpha`` over the sampleable slots (frames.py); a new slot
+gets ``|initial| + eps`` (Ape-X: the actor's n-step TD errors) or the largest priority so far, ``update_priorities`` sets
+``|td| + eps``, and a sample's ``weight`` is ``(N * P(k))**-beta`` over the batch's largest. The priorities and their
+sum tree are host numpy whatever the device.
 """
 
 from __future__ import annotations
@@ -52,8 +36,7 @@ class PrioritizedReplay(FrameReplay):
             raise ValueError(f"alpha={alpha!r} must be in [0, 1]")
         if not (isinstance(eps, (int, float)) and eps > 0.0):
             raise ValueError(f"eps={eps!r} must be > 0")
-        self.alpha = float(alpha)
-        self.eps = float(eps)
+        self.alpha, self.eps = float(alpha), float(eps)
         self._prio = np.zeros(self.capacity, dtype=np.float64)  # p**alpha of every slot, also while expired
         self._tree = SumTree(self.capacity)  # p**alpha of slots of live streams, else 0
         self._zeroed = np.zeros(self.num_streams, dtype=bool)  # streams whose leaves are zero in the tree
@@ -79,8 +62,6 @@ class PrioritizedReplay(FrameReplay):
         """Set ``beta``, the importance-sampling exponent of the next draws, to its schedule's at ``env_steps``."""
         if self.beta_schedule is not None:
             self.beta = float(self.beta_schedule(env_steps))
-
-    # ------------------------------------------------------------------ priorities
 
     def update_priorities(self, stream: Any, slot: Any, td: Any) -> int:
         """Set p = |td| + eps for sampled (stream, absolute slot) pairs; returns how many were still retained."""
@@ -121,8 +102,6 @@ class PrioritizedReplay(FrameReplay):
             "priority_max": float(p.max()),
             "weight_min": float(weight_min) if np.isfinite(weight_min) else 1.0,
         }
-
-    # ------------------------------------------------------------------ writing, and FrameReplay's hooks
 
     def add(
         self,
@@ -184,17 +163,10 @@ class PrioritizedReplay(FrameReplay):
 
 
 class _PriorityDraw:
-    """Draws (stream, absolute slot) in proportion to the tree's leaves, rejecting slots outside the
-    sampleable ranges; the first call is stratified (one draw per equal segment of the total mass)."""
+    """Draws in proportion to the tree's leaves, rejecting unsampleable slots; the first call is stratified."""
 
     def __init__(
-        self,
-        tree: SumTree,
-        heads: np.ndarray,
-        lo: np.ndarray,
-        counts: np.ndarray,
-        C: int,
-        generator: torch.Generator | None,
+        self, tree: SumTree, heads: np.ndarray, lo: np.ndarray, counts: np.ndarray, C: int, generator: torch.Generator | None
     ):
         self.tree, self.heads, self.lo, self.hi, self.C = tree, heads, lo, lo + counts, C
         self.generator = generator

@@ -1,13 +1,7 @@
 """SumTree: a flat-array sum tree over a fixed number of leaves, every operation vectorized.
 
-Layout: ``tree`` is float64 of length 2L, L the smallest power of two >= ``size``; leaf i lives at
-``tree[L + i]`` and node k holds ``tree[2k] + tree[2k + 1]``; ``tree[1]`` is the total. Leaves past
-``size`` stay 0. Parents are recomputed from their children (never adjusted by deltas), so rounding
-errors do not accumulate however many updates a run makes.
-
-Cost: ``update`` of B leaves and ``find`` of B prefix sums are log2(L) numpy steps over at most B
-entries each, so it stays flat in the capacity (20 levels at 1M leaves) and linear in B. float64
-keeps the sum exact enough that a leaf of relative size 1e-12 is still found.
+Leaf i lives at ``tree[L + i]`` (L a power of two), node k holds ``tree[2k] + tree[2k + 1]``, ``tree[1]`` the total;
+parents are recomputed from their children, never adjusted by deltas, so rounding errors do not accumulate.
 """
 
 from __future__ import annotations
@@ -49,10 +43,8 @@ class SumTree:
             node = node[np.concatenate(([True], node[1:] != node[:-1]))]
 
     def find(self, prefix: np.ndarray) -> np.ndarray:
-        """For each prefix sum u in [0, total): the leaf i with sum(leaves[:i]) <= u < sum(leaves[:i+1]).
-
-        A leaf of value 0 is never returned while the total is positive (rounding at a boundary goes to the
-        side that holds mass)."""
+        """For each prefix sum u in [0, total): the leaf i with sum(leaves[:i]) <= u < sum(leaves[:i+1]); never a leaf of
+        value 0 while the total is positive (rounding at a boundary goes to the side that holds mass)."""
         tree = self.tree
         u = np.array(prefix, dtype=np.float64, copy=True).reshape(-1)
         node = np.ones(u.shape, dtype=np.int64)
