@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from learner.replay.frames import FrameReplay
+from learner.replay.frames import FrameReplay, host_array
 from learner.resets import reset_network
 from shared.config import AUTO, ENV_AUTO_FIELDS, LearnerConfig
 from shared.errors import check
@@ -49,11 +49,6 @@ def pin_cpu_vectors_to_256_bits() -> bool:
         return False
     inductor_config.cpp.simdlen = 256
     return True
-
-
-def _host_array(x: torch.Tensor) -> np.ndarray:
-    """A sampled index tensor as host numpy (the replay's host copy; a device tensor only where a replay gave none)."""
-    return x.numpy() if x.device.type == "cpu" else x.cpu().numpy()
 
 
 class NonFiniteUpdate(RuntimeError):
@@ -202,7 +197,7 @@ class DQNLearner:
         if not self.scaler.is_enabled() and not all(map(math.isfinite, (mean_loss, mean_td, mean_q, norm))):
             raise NonFiniteUpdate(self._non_finite_message(mean_loss, mean_td, mean_q, norm, host[4:]))
         if td_all is not None:  # only for a prioritized replay
-            cast("Callable[..., None]", prioritized)(_host_array(stream), _host_array(slot), host[4:])  # one call
+            cast("Callable[..., None]", prioritized)(host_array(stream), host_array(slot), host[4:])  # one call
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.updates += 1

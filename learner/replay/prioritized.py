@@ -53,8 +53,12 @@ class PrioritizedReplay(FrameReplay):
         self.max_priority = float(state["max_priority"])
         self._tree.update(np.arange(self.capacity), self._prio)  # every stream's mass, then the expired ones zeroed
         self._zeroed[:] = False
-        for s in np.flatnonzero(self._expired()):
-            C = self.stream_capacity
+        self._zero(np.flatnonzero(self._expired()))
+
+    def _zero(self, streams: np.ndarray) -> None:
+        """Take ``streams``' mass out of the tree (their priorities stay, for when they write again)."""
+        C = self.stream_capacity
+        for s in streams:
             self._tree.update(np.arange(s * C, (s + 1) * C), 0.0)
             self._zeroed[s] = True
 
@@ -143,11 +147,8 @@ class PrioritizedReplay(FrameReplay):
             self._tree.update(leaf.reshape(E, T)[live].reshape(-1), value[live].reshape(-1))
 
     def _draw(self, lo: np.ndarray, counts: np.ndarray, generator: torch.Generator | None):
-        C = self.stream_capacity
-        for s in np.flatnonzero(self._expired() & ~self._zeroed):  # newly expired: remove their mass
-            self._tree.update(np.arange(s * C, (s + 1) * C), 0.0)
-            self._zeroed[s] = True
-        return _PriorityDraw(self._tree, self._head.copy(), lo, counts, C, generator)
+        self._zero(np.flatnonzero(self._expired() & ~self._zeroed))  # newly expired: remove their mass
+        return _PriorityDraw(self._tree, self._head.copy(), lo, counts, self.stream_capacity, generator)
 
     def _sampled(self, stream: np.ndarray, slot: np.ndarray, counts: np.ndarray, beta: float) -> dict:
         leaf = stream * self.stream_capacity + slot % self.stream_capacity  # the host's draw: no copy back
