@@ -132,6 +132,7 @@ class FrameReplay:
     ) -> None:
         """Append T slots to streams stream0..stream0+E-1: frames [E, T, *obs_shape], the rest [E, T]; ``masks`` packed uint8
         [E, T, ceil(A/8)] or bool [E, T, A]; ``priorities`` (float [E, T], >= 0) for :class:`PrioritizedReplay` only."""
+        priorities = self._checked_priorities(priorities, actions)
         S, C = self.num_streams, self.stream_capacity
         if isinstance(actions, np.ndarray) and actions.dtype == np.uint16:  # torch has few uint16 kernels
             actions = actions.astype(np.int32)
@@ -213,6 +214,10 @@ class FrameReplay:
             self._head[rows] += T
             self._written += E * T
             self._last_write[rows] = self._written
+
+    def _checked_priorities(self, priorities: Any, actions: Any) -> Any:
+        """``add``'s priorities, checked before anything is written (PrioritizedReplay's; uniform draws ignore them)."""
+        return priorities
 
     def anneal(self, env_steps: int) -> None:
         """Set what depends on the run's env steps: nothing for uniform draws (PrioritizedReplay: its beta)."""

@@ -107,25 +107,15 @@ class PrioritizedReplay(FrameReplay):
             "weight_min": float(weight_min) if np.isfinite(weight_min) else 1.0,
         }
 
-    def add(
-        self,
-        stream0: int,
-        frames: Any,
-        actions: Any,
-        rewards: Any,
-        terminated: Any,
-        first: Any,
-        priorities: Any = None,
-        masks: Any = None,
-    ) -> None:
-        if priorities is not None:  # checked before anything is written
+    def _checked_priorities(self, priorities: Any, actions: Any) -> Any:
+        if priorities is not None:
             priorities = _numpy(priorities).astype(np.float64)
             shape = tuple(actions.shape)
             if priorities.shape != shape:
                 raise ValueError(f"priorities shape {priorities.shape} must equal the actions' {shape}")
             if not (np.isfinite(priorities).all() and (priorities >= 0).all()):
                 raise ValueError("priorities must be finite and >= 0")
-        super().add(stream0, frames, actions, rewards, terminated, first, priorities, masks)
+        return priorities
 
     def _written_hook(self, stream0: int, E: int, head: int, T: int, priorities: Any) -> None:
         """Under the lock: the new slots' priorities into the tree (an expired stream's come back)."""
