@@ -53,14 +53,11 @@ def make_replay(cfg: RunConfig, spec: EnvSpec, device: torch.device, windows: bo
         num_streams=cfg.actors * cfg.actor.envs_per_actor,
         capacity=r.capacity,
         frame_shape=tuple(spec.obs_shape),
-        stack=spec.stack,
         n_step=cfg.replay.n_step,
         gamma=r.gamma,
         device=device,
-        obs_dtype=spec.obs_dtype,
-        num_actions=spec.num_actions,
-        masked=spec.masked,
         windows=windows,
+        **{key: getattr(spec, key) for key in ("stack", "obs_dtype", "num_actions", "masked")},
     )
     if r.prioritized:
         schedule = functools.partial(r.beta_at, budget=cfg.total_env_steps)  # beta over the run's env steps

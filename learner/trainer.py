@@ -80,9 +80,7 @@ class DQNLearner:
         self.cfg, self.device = cfg, device
         torch.manual_seed(cfg.seed)
         self.online = build_q_network(spec, dueling=dueling).to(device)
-        self.target = copy.deepcopy(self.online).eval()
-        for p in self.target.parameters():
-            p.requires_grad_(False)
+        self.target = copy.deepcopy(self.online).eval().requires_grad_(False)
         cuda = device.type == "cuda"
         self.amp_dtype = resolve_amp(cfg.amp, device)
         if cuda:
@@ -93,9 +91,8 @@ class DQNLearner:
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None)
         self.batchnorm_batch_stats = batchnorm_batch_stats
         self.rule = build_rule(cfg.munchausen_alpha, cfg.munchausen_tau, cfg.munchausen_window)  # shared/targets.py
-        self.online_fn: Callable[..., torch.Tensor]  # the nets, or their torch.compile wrappers
-        self.target_fn: Callable[..., torch.Tensor]
-        self.online_fn, self.target_fn = self.online, self.target
+        self.online_fn: Callable[..., torch.Tensor] = self.online  # the nets, or their torch.compile wrappers
+        self.target_fn: Callable[..., torch.Tensor] = self.target
         # the statistics pass skips the head where every BatchNorm lies in the trunk: the same statistics, less work
         trunk = batchnorm_trunk(self.online)
         self.statistics_fn = cast("Callable[..., torch.Tensor]", self.online if trunk is None else self.online.trunk)

@@ -258,12 +258,8 @@ class FuelbreakOptions:
         check_range(self, "env.fuelbreak.ignitions", 1, math.inf, "must be an integer >= 1")
         cells = self.size**2
         room = cells - math.ceil(UNBURNABLE[1] * cells) - self.ignitions  # cells always free for breaks
-        check(
-            is_int(self.budget) and 1 <= self.budget <= room,
-            "env.fuelbreak.budget",
-            self.budget,
-            f"must be an integer in [1, {room}] on a {self.size}x{self.size} landscape with {self.ignitions} ignitions",
-        )
+        where = f"on a {self.size}x{self.size} landscape with {self.ignitions} ignitions"
+        check_range(self, "env.fuelbreak.budget", 1, room, f"must be an integer in [1, {room}] {where}")
 
 
 def _make(cfg: EnvConfig, seeds: Sequence[int]) -> FuelBreakVectorEnv:
