@@ -153,10 +153,7 @@ class DQNLearner:
         with torch.no_grad(), self._autocast():
             self.target.eval()
             both = self.target_fn(torch.cat([x for _, x in parts]) if len(parts) > 1 else next_obs).float().clone()
-        out, start = {}, 0
-        for name, x in parts:
-            out[name] = both[start : start + len(x)]
-            start += len(x)
+        out = dict(zip([name for name, _ in parts], both.split([len(x) for _, x in parts])))
         if TARGET_WINDOW in out:
             out[TARGET_WINDOW] = out[TARGET_WINDOW].view(len(next_obs), -1, out[TARGET_WINDOW].shape[-1])
         return out
