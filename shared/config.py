@@ -517,12 +517,9 @@ class RunConfig:
         )
         streams = self.actors * self.actor.envs_per_actor
         per_stream = self.replay.capacity // streams
-        _check(
-            per_stream >= self.env.stack + self.replay.n_step + 2 * self.actor.batch_steps,
-            "replay.capacity",
-            self.replay.capacity,
-            f"is too small: each of the {streams} streams needs room for at least two batches plus a stack",
-        )
+        need = self.env.stack + self.replay.n_step + 2 * self.actor.batch_steps
+        rule = f"is too small: each of the {streams} streams needs room for at least two batches plus a stack"
+        _check(per_stream >= need, "replay.capacity", self.replay.capacity, rule)
         return self
 
     def to_json(self) -> str:

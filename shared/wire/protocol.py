@@ -231,12 +231,7 @@ def encode_batch(
         raise ValueError(f"actions must be uint8 or uint16, got {actions.dtype}")
     if episodes is None:
         episodes = _NO_EPISODES
-    if (
-        episodes.dtype != np.float32
-        or episodes.ndim != 2
-        or episodes.shape[1] != len(EPISODE_FIELDS)
-        or not episodes.flags.c_contiguous
-    ):
+    if episodes.dtype != np.float32 or episodes.shape[1:] != (len(EPISODE_FIELDS),) or not episodes.flags.c_contiguous:
         raise ValueError(
             f"episodes must be C-contiguous float32 [K, {len(EPISODE_FIELDS)}], got {episodes.dtype} {episodes.shape}"
         )
