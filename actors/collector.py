@@ -348,22 +348,10 @@ def _play(
     sender.close(collector.stats, timeout=0.0 if overtaken else 5.0)
     weights.close()
     collector.close()
-    return dict(
-        actor=actor_id,
-        incarnation=incarnation,
-        batches=seq,
-        sent_batches=sender.sent_batches,
-        sent_transitions=sender.sent_transitions,
-        dropped_batches=sender.dropped_batches,
-        submit_seconds=sender.submit_seconds,
-        wait_seconds=sender.wait_seconds,
-        run_seconds=run_seconds,
-        env_seconds=collector.env_seconds,
-        steps=int(collector.stats["steps"]),
-        episodes=int(collector.stats["episodes"]),
-        weights_version=collector.weights_version,
-        weights_run=collector.weights_run,
-        first_action_weights_version=collector.first_action_weights_version,
-        version_skew=weights.version_skew if weights.version_rejects >= VERSION_REJECTS_TO_EXIT else "",
-        overtaken=overtaken,
-    )
+    sent = ("sent_batches", "sent_transitions", "dropped_batches", "submit_seconds", "wait_seconds")
+    report: dict[str, Any] = dict(actor=actor_id, incarnation=incarnation, batches=seq, **{k: getattr(sender, k) for k in sent})
+    steps, episodes = int(collector.stats["steps"]), int(collector.stats["episodes"])
+    report |= dict(run_seconds=run_seconds, env_seconds=collector.env_seconds, steps=steps, episodes=episodes)
+    report |= {k: getattr(collector, k) for k in ("weights_version", "weights_run", "first_action_weights_version")}
+    skew = weights.version_skew if weights.version_rejects >= VERSION_REJECTS_TO_EXIT else ""
+    return report | dict(version_skew=skew, overtaken=overtaken)

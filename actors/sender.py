@@ -104,17 +104,9 @@ class BatchSender:
             batch = self._staged[0]
             transitions = batch.arrays[1].size
             stats = dict(stats, dropped=self.dropped_batches, sent=self.sent_transitions + transitions)
+            extra = {key: getattr(batch, key) for key in ("episodes", "priorities", "masks", "run")}
             parts = protocol.encode_batch(
-                self.actor_id,
-                self.incarnation,
-                batch.seq,
-                batch.weights_version,
-                *batch.arrays,
-                stats=stats,
-                episodes=batch.episodes,
-                priorities=batch.priorities,
-                masks=batch.masks,
-                run=batch.run,
+                self.actor_id, self.incarnation, batch.seq, batch.weights_version, *batch.arrays, stats=stats, **extra
             )
             frames = [zmq.Frame(part, track=True, copy_threshold=self._socket.copy_threshold) for part in parts]
             try:

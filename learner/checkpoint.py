@@ -202,16 +202,9 @@ def load_checkpoint(
 
 def discard_partial(run_dir: str) -> list[str]:
     """Remove temporary files a crashed save left behind; returns their paths."""
-    folder = glob.escape(run_dir)
-    leftovers = sorted(
-        [
-            name
-            for base in (CHECKPOINT_NAME, BEST_NAME, PUBLISHED_NAME)
-            for name in glob.glob(os.path.join(folder, f"{base}.tmp-*"))
-        ]
-        + glob.glob(os.path.join(folder, SNAPSHOT_DIR, "*.pt.tmp-*"))
-        + glob.glob(os.path.join(folder, KEPT_DIR, "*.pt.tmp-*"))
-    )
+    patterns = [f"{base}.tmp-*" for base in (CHECKPOINT_NAME, BEST_NAME, PUBLISHED_NAME)]
+    patterns += [os.path.join(folder, "*.pt.tmp-*") for folder in (SNAPSHOT_DIR, KEPT_DIR)]
+    leftovers = sorted(name for pattern in patterns for name in glob.glob(os.path.join(glob.escape(run_dir), pattern)))
     for path in leftovers:
         os.remove(path)
     return leftovers

@@ -14,7 +14,7 @@ import dataclasses
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import zmq
@@ -233,15 +233,13 @@ class Consolidator(SupervisedThread):
             self.lost_batches += lost
             batch.first = _mark_episode_start(batch.first)
         track.next_seq = batch.seq + 1
-        ledger.accepted_batches += 1
-        ledger.accepted_transitions += batch.num_transitions
-        track.accepted_batches += 1
-        track.accepted_transitions += batch.num_transitions
+        counters: list[Any] = [ledger, track, self]  # each counts what it accepted
+        for counts in counters:
+            counts.accepted_batches += 1
+            counts.accepted_transitions += batch.num_transitions
         track.stats = batch.stats
         track.weights_version, track.run = batch.weights_version, batch.run
         track.other_run_batches += not same_run
-        self.accepted_batches += 1
-        self.accepted_transitions += batch.num_transitions
         return batch
 
     def _enqueue(self, batch: protocol.Batch) -> None:

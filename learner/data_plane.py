@@ -53,14 +53,11 @@ def make_replay(cfg: RunConfig, spec: EnvSpec, device: torch.device, windows: bo
         num_streams=cfg.actors * cfg.actor.envs_per_actor,
         capacity=r.capacity,
         frame_shape=tuple(spec.obs_shape),
-        stack=spec.stack,
         n_step=cfg.replay.n_step,
         gamma=r.gamma,
         device=device,
-        obs_dtype=spec.obs_dtype,
-        num_actions=spec.num_actions,
-        masked=spec.masked,
         windows=windows,
+        **{key: getattr(spec, key) for key in ("stack", "obs_dtype", "num_actions", "masked")},
     )
     if r.prioritized:
         schedule = functools.partial(r.beta_at, budget=cfg.total_env_steps)  # beta over the run's env steps
@@ -84,15 +81,10 @@ class DataPlane:
         bound = limits.message_bound(self.envs_per_actor, max_steps)
         limits = dataclasses.replace(limits, max_message_bytes=min(cfg.transport.max_message_bytes, bound))
         self._release_auth = curve.start_authenticator(cfg.transport)  # the allow-list runs before any socket binds
+        holds, steps = cfg.learner.holds_ratio, cfg.actor.batch_steps
         try:
             self.consolidator = Consolidator(
-                cfg.transport,
-                cfg.actors,
-                self.envs_per_actor,
-                limits,
-                self.queue,
-                held=cfg.learner.holds_ratio,
-                batch_steps=cfg.actor.batch_steps,
+                cfg.transport, cfg.actors, self.envs_per_actor, limits, self.queue, held=holds, batch_steps=steps
             )
         except BaseException:
             self._release_auth()
@@ -115,16 +107,9 @@ class DataPlane:
                 batch = self.queue.get(timeout=timeout) if written == 0 and timeout > 0 else self.queue.get_nowait()
             except queue.Empty:
                 break
-            self.replay.add(
-                batch.actor * self.envs_per_actor,
-                batch.frames,
-                batch.actions,
-                batch.rewards,
-                batch.terminated.view(np.bool_),
-                batch.first.view(np.bool_),
-                batch.priorities,
-                batch.masks,
-            )
+            flags = [flag.view(np.bool_) for flag in (batch.terminated, batch.first)]  # the wire's uint8 0/1
+            stream0 = batch.actor * self.envs_per_actor
+            self.replay.add(stream0, batch.frames, batch.actions, batch.rewards, *flags, batch.priorities, batch.masks)
             self.processed += batch.num_transitions
             transitions += batch.num_transitions
             self.batches += 1

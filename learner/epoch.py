@@ -89,9 +89,7 @@ def epoch_figures(acc: EpochAccumulator, seconds: float, c: Counters, plane: Any
     stats = plane.stats()
     window = np.asarray(plane.episodes, dtype=np.float64).reshape(-1, 3)  # return, score, success
     return {
-        "learner/loss": acc.loss / acc.updates,
-        "learner/td_error": acc.td_error / acc.updates,
-        "learner/q_mean": acc.q_mean / acc.updates,
+        **{f"learner/{name}": getattr(acc, name) / acc.updates for name in ("loss", "td_error", "q_mean")},
         "learner/updates_per_s": acc.updates / seconds,
         "learner/samples_per_s": acc.updates * dqn.effective_batch / seconds,
         "learner/replay_ratio": c.samples_trained / max(c.inserted, 1),

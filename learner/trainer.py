@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from learner.replay.frames import FrameReplay
+from learner.replay.frames import FrameReplay, host_array
 from learner.resets import reset_network
 from shared.config import AUTO, ENV_AUTO_FIELDS, LearnerConfig
 from shared.errors import check
@@ -49,11 +49,6 @@ def pin_cpu_vectors_to_256_bits() -> bool:
         return False
     inductor_config.cpp.simdlen = 256
     return True
-
-
-def _host_array(x: torch.Tensor) -> np.ndarray:
-    """A sampled index tensor as host numpy (the replay's host copy; a device tensor only where a replay gave none)."""
-    return x.numpy() if x.device.type == "cpu" else x.cpu().numpy()
 
 
 class NonFiniteUpdate(RuntimeError):
@@ -85,9 +80,7 @@ class DQNLearner:
         self.cfg, self.device = cfg, device
         torch.manual_seed(cfg.seed)
         self.online = build_q_network(spec, dueling=dueling).to(device)
-        self.target = copy.deepcopy(self.online).eval()
-        for p in self.target.parameters():
-            p.requires_grad_(False)
+        self.target = copy.deepcopy(self.online).eval().requires_grad_(False)
         cuda = device.type == "cuda"
         self.amp_dtype = resolve_amp(cfg.amp, device)
         if cuda:
@@ -98,9 +91,8 @@ class DQNLearner:
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None)
         self.batchnorm_batch_stats = batchnorm_batch_stats
         self.rule = build_rule(cfg.munchausen_alpha, cfg.munchausen_tau, cfg.munchausen_window)  # shared/targets.py
-        self.online_fn: Callable[..., torch.Tensor]  # the nets, or their torch.compile wrappers
-        self.target_fn: Callable[..., torch.Tensor]
-        self.online_fn, self.target_fn = self.online, self.target
+        self.online_fn: Callable[..., torch.Tensor] = self.online  # the nets, or their torch.compile wrappers
+        self.target_fn: Callable[..., torch.Tensor] = self.target
         # the statistics pass skips the head where every BatchNorm lies in the trunk: the same statistics, less work
         trunk = batchnorm_trunk(self.online)
         self.statistics_fn = cast("Callable[..., torch.Tensor]", self.online if trunk is None else self.online.trunk)
@@ -161,10 +153,7 @@ class DQNLearner:
         with torch.no_grad(), self._autocast():
             self.target.eval()
             both = self.target_fn(torch.cat([x for _, x in parts]) if len(parts) > 1 else next_obs).float().clone()
-        out, start = {}, 0
-        for name, x in parts:
-            out[name] = both[start : start + len(x)]
-            start += len(x)
+        out = dict(zip([name for name, _ in parts], both.split([len(x) for _, x in parts])))
         if TARGET_WINDOW in out:
             out[TARGET_WINDOW] = out[TARGET_WINDOW].view(len(next_obs), -1, out[TARGET_WINDOW].shape[-1])
         return out
@@ -202,7 +191,7 @@ class DQNLearner:
         if not self.scaler.is_enabled() and not all(map(math.isfinite, (mean_loss, mean_td, mean_q, norm))):
             raise NonFiniteUpdate(self._non_finite_message(mean_loss, mean_td, mean_q, norm, host[4:]))
         if td_all is not None:  # only for a prioritized replay
-            cast("Callable[..., None]", prioritized)(_host_array(stream), _host_array(slot), host[4:])  # one call
+            cast("Callable[..., None]", prioritized)(host_array(stream), host_array(slot), host[4:])  # one call
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.updates += 1

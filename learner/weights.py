@@ -23,11 +23,8 @@ from shared.wire.protocol import weights_endpoints  # noqa: F401  (re-exported: 
 
 def state_arrays(net: torch.nn.Module) -> dict[str, np.ndarray]:
     """CPU copies of a network's state (float32 parameters and buffers, int64 counters)."""
-    out = {}
-    for name, tensor in net.state_dict().items():
-        t = tensor.detach().to("cpu")
-        out[name] = (t.float() if t.is_floating_point() else t.long()).numpy().copy()
-    return out
+    state = {name: tensor.detach().to("cpu") for name, tensor in net.state_dict().items()}
+    return {name: (t.float() if t.is_floating_point() else t.long()).numpy().copy() for name, t in state.items()}
 
 
 class WeightServer(SupervisedThread):

@@ -106,24 +106,15 @@ class ActorConfig:
         _check(0 <= self.nice <= 19, "actor.nice", self.nice, "must be in [0, 19]")
         _check(self.weights_timeout >= 0, "actor.weights_timeout", self.weights_timeout, "must be >= 0")
         _check(self.slot_wait >= 0, "actor.slot_wait", self.slot_wait, "must be >= 0 (0: wait forever)")
-        _check(
-            1 <= self.envs_per_actor <= 4096,
-            "actor.envs_per_actor",
-            self.envs_per_actor,
-            "must be in [1, 4096] (-1, auto, is resolved when the RunConfig is built)",
-        )
+        later = "(-1, auto, is resolved when the RunConfig is built)"
+        _check(1 <= self.envs_per_actor <= 4096, "actor.envs_per_actor", self.envs_per_actor, f"must be in [1, 4096] {later}")
         _check(self.precision in ("fp32", "bf16"), "actor.precision", self.precision, "must be fp32 or bf16")
         _check(1 <= self.batch_steps <= 4096, "actor.batch_steps", self.batch_steps, "must be in [1, 4096]")
         _check(self.epsilon <= 1.0, "actor.epsilon", self.epsilon, "must be <= 1 (negative: Ape-X schedule)")
         _check(0.0 < self.eps_base < 1.0, "actor.eps_base", self.eps_base, "must be in (0, 1)")
         _check(self.eps_alpha >= 0, "actor.eps_alpha", self.eps_alpha, "must be >= 0")
         _check(0.0 <= self.eps_min <= 1.0, "actor.eps_min", self.eps_min, "must be in [0, 1]")
-        _check(
-            self.eps_anneal_steps >= 0,
-            "actor.eps_anneal_steps",
-            self.eps_anneal_steps,
-            "must be >= 0 (-1, auto, is resolved when the RunConfig is built)",
-        )
+        _check(self.eps_anneal_steps >= 0, "actor.eps_anneal_steps", self.eps_anneal_steps, f"must be >= 0 {later}")
         _check(self.max_staged_batches >= 1, "actor.max_staged_batches", self.max_staged_batches, "must be >= 1")
         _check(self.send_hwm >= 1, "actor.send_hwm", self.send_hwm, "must be >= 1")
 
@@ -165,12 +156,8 @@ class ReplayConfig:
         _check(self.capacity >= 64, "replay.capacity", self.capacity, "must be >= 64")
         _check(1 <= self.n_step <= 64, "replay.n_step", self.n_step, "must be in [1, 64]")
         _check(self.gamma == AUTO or 0.0 < self.gamma <= 1.0, "replay.gamma", self.gamma, "must be in (0, 1] (-1: auto)")
-        _check(
-            self.initial_priority in ("actor", "max"),
-            "replay.initial_priority",
-            self.initial_priority,
-            "must be 'actor' or 'max'",
-        )
+        initial = self.initial_priority
+        _check(initial in ("actor", "max"), "replay.initial_priority", initial, "must be 'actor' or 'max'")
         _check(0.0 <= self.priority_alpha <= 1.0, "replay.priority_alpha", self.priority_alpha, "must be in [0, 1]")
         _check(0.0 <= self.priority_beta <= 1.0, "replay.priority_beta", self.priority_beta, "must be in [0, 1]")
         _check_range(
@@ -222,39 +209,20 @@ class TransportConfig:
     """Actor: the learner's public certificate (learner.key), so the actor talks only to that learner."""
 
     def validate(self) -> None:
-        for name, other in (
-            ("curve_server_secret", "curve_authorized_dir"),
-            ("curve_authorized_dir", "curve_server_secret"),
-            ("curve_client_secret", "curve_server_public"),
-            ("curve_server_public", "curve_client_secret"),
-        ):
-            _check(
-                bool(getattr(self, name)) or not getattr(self, other),
-                f"transport.{name}",
-                getattr(self, name),
-                f"must be set when transport.{other} is (CURVE keys come in pairs)",
-            )
-        for name, kind in (
-            ("curve_server_secret", "secret"),
-            ("curve_client_secret", "secret"),
-            ("curve_server_public", "public"),
-        ):
+        for pair in (("curve_server_secret", "curve_authorized_dir"), ("curve_client_secret", "curve_server_public")):
+            for name, other in (pair, pair[::-1]):
+                value, rule = getattr(self, name), f"must be set when transport.{other} is (CURVE keys come in pairs)"
+                _check(bool(value) or not getattr(self, other), f"transport.{name}", value, rule)
+        certs = {"curve_server_secret": "secret", "curve_client_secret": "secret", "curve_server_public": "public"}
+        keys = "python -m launch.keys writes NAME.key (public) and NAME.key_secret"
+        for name, kind in certs.items():
             path = getattr(self, name)
             _check(not path or os.path.isfile(path), f"transport.{name}", path, "is not a file")
-            _check(
-                not path or _cert_holds(path, kind),
-                f"transport.{name}",
-                path,
-                f"holds no {kind} key (python -m launch.keys writes NAME.key (public) and NAME.key_secret)",
-            )
-        folder = self.curve_authorized_dir
-        _check(not folder or os.path.isdir(folder), "transport.curve_authorized_dir", folder, "is not a folder")
-        _check(
-            not folder or any(f.endswith(".key") for f in os.listdir(folder)),
-            "transport.curve_authorized_dir",
-            folder,
-            "holds no public key (*.key): no actor could connect",
-        )
+            _check(not path or _cert_holds(path, kind), f"transport.{name}", path, f"holds no {kind} key ({keys})")
+        folder, name = self.curve_authorized_dir, "transport.curve_authorized_dir"
+        _check(not folder or os.path.isdir(folder), name, folder, "is not a folder")
+        found = not folder or any(f.endswith(".key") for f in os.listdir(folder))
+        _check(found, name, folder, "holds no public key (*.key): no actor could connect")
         _check(
             is_loopback(self.host) or bool(self.curve_server_secret or self.curve_client_secret),
             "transport.host",
@@ -270,19 +238,13 @@ class TransportConfig:
         _check_range(self, "transport.tcp_keepalive_idle", 0, 7200, "must be in [0, 7200] seconds (0: off)", integer=False)
         _check_range(self, "transport.tcp_keepalive_interval", 1, 600, "must be in [1, 600] seconds", integer=False)
         _check_range(self, "transport.tcp_keepalive_count", 1, 100, "must be in [1, 100]", integer=False)
+        beat = self.heartbeat_interval
         _check(
-            self.heartbeat_interval == 0 or 0.1 <= self.heartbeat_interval <= 3600,
-            "transport.heartbeat_interval",
-            self.heartbeat_interval,
-            "must be 0 (off) or in [0.1, 3600] seconds",
+            beat == 0 or 0.1 <= beat <= 3600, "transport.heartbeat_interval", beat, "must be 0 (off) or in [0.1, 3600] seconds"
         )
         _check(0.5 <= self.slot_lease <= 86400, "transport.slot_lease", self.slot_lease, "must be in [0.5, 86400] seconds")
-        _check(
-            self.heartbeat_interval == 0 or self.heartbeat_interval < self.heartbeat_timeout <= 6553,
-            "transport.heartbeat_timeout",
-            self.heartbeat_timeout,
-            "must be above transport.heartbeat_interval and at most 6553 seconds (ZeroMQ's bound)",
-        )
+        rule = "must be above transport.heartbeat_interval and at most 6553 seconds (ZeroMQ's bound)"
+        _check(beat == 0 or beat < self.heartbeat_timeout <= 6553, "transport.heartbeat_timeout", self.heartbeat_timeout, rule)
 
 
 @dataclass
@@ -370,22 +332,14 @@ class LearnerConfig:
         _check_range(self, "learner.broadcast_env_steps", 1, math.inf, "must be an integer >= 1 (-1: auto)", auto=AUTO)
         _check(self.checkpoint_every >= 0, "learner.checkpoint_every", self.checkpoint_every, "must be >= 0 (0: off)")
         _check(self.checkpoint_seconds >= 0, "learner.checkpoint_seconds", self.checkpoint_seconds, "must be >= 0 (0: off)")
-        _check(
-            self.checkpoint_every > 0 or self.checkpoint_seconds > 0,
-            "learner.checkpoint_every",
-            self.checkpoint_every,
-            "and learner.checkpoint_seconds cannot both be 0: a run would keep no checkpoint before its exit",
-        )
+        rule = "and learner.checkpoint_seconds cannot both be 0: a run would keep no checkpoint before its exit"
+        _check(self.checkpoint_every > 0 or self.checkpoint_seconds > 0, "learner.checkpoint_every", self.checkpoint_every, rule)
         _check(self.samples_per_insert >= 0, "learner.samples_per_insert", self.samples_per_insert, "must be >= 0")
         _check(self.ratio_slack >= 0, "learner.ratio_slack", self.ratio_slack, "must be >= 0")
         _check(self.min_replay >= 1, "learner.min_replay", self.min_replay, "must be >= 1")
         _check(self.amp in ("auto", "off", "bf16", "fp16"), "learner.amp", self.amp, "must be auto, off, bf16 or fp16")
-        _check(
-            self.reward_scale == AUTO or self.reward_scale > 0,
-            "learner.reward_scale",
-            self.reward_scale,
-            "must be > 0 (-1: auto)",
-        )
+        scale = self.reward_scale
+        _check(scale == AUTO or scale > 0, "learner.reward_scale", scale, "must be > 0 (-1: auto)")
         _check(self.steps >= 0, "learner.steps", self.steps, "must be >= 0")
         _check(self.threads == AUTO or self.threads >= 1, "learner.threads", self.threads, "must be >= 1 (-1: auto)")
         _check(self.max_weights_lag >= 0, "learner.max_weights_lag", self.max_weights_lag, "must be >= 0 (0: no limit)")
@@ -540,12 +494,8 @@ class RunConfig:
             _check_range(getattr(self, section), f"{section}.seed", 0, 2**31 - 1, "must be an integer in [0, 2**31)")
         _check_range(self, "total_env_steps", 0, math.inf, "must be an integer >= 0 (0: no limit; -1: the env's budget)")
         _check(self.log_every > 0, "log_every", self.log_every, "must be > 0")
-        _check(
-            self.device == "auto" or self.device == "cpu" or self.device.startswith("cuda"),
-            "device",
-            self.device,
-            "must be 'auto', 'cpu' or 'cuda[:i]'",
-        )
+        device = self.device
+        _check(device in ("auto", "cpu") or device.startswith("cuda"), "device", device, "must be 'auto', 'cpu' or 'cuda[:i]'")
         for section in (self.env, self.actor, self.replay, self.transport, self.learner, self.eval):
             section.validate()
         _check(
@@ -555,18 +505,9 @@ class RunConfig:
             "must be set (with transport.curve_server_public) when the learner uses CURVE and spawns its own actors "
             "(or pass --no-spawn-actors and run remote actors)",
         )
-        _check(
-            self.actor.envs_per_actor <= self.transport.max_env_per_message,
-            "actor.envs_per_actor",
-            self.actor.envs_per_actor,
-            "must not exceed transport.max_env_per_message",
-        )
-        _check(
-            self.actor.batch_steps <= self.transport.max_steps_per_message,
-            "actor.batch_steps",
-            self.actor.batch_steps,
-            "must not exceed transport.max_steps_per_message",
-        )
+        for name, bound in (("envs_per_actor", "max_env_per_message"), ("batch_steps", "max_steps_per_message")):
+            value = getattr(self.actor, name)
+            _check(value <= getattr(self.transport, bound), f"actor.{name}", value, f"must not exceed transport.{bound}")
         _check(
             not self.learner.reset_env_steps or self.learner.reset_env_steps > self.learner.min_replay,
             "learner.reset_env_steps",
@@ -576,12 +517,9 @@ class RunConfig:
         )
         streams = self.actors * self.actor.envs_per_actor
         per_stream = self.replay.capacity // streams
-        _check(
-            per_stream >= self.env.stack + self.replay.n_step + 2 * self.actor.batch_steps,
-            "replay.capacity",
-            self.replay.capacity,
-            f"is too small: each of the {streams} streams needs room for at least two batches plus a stack",
-        )
+        need = self.env.stack + self.replay.n_step + 2 * self.actor.batch_steps
+        rule = f"is too small: each of the {streams} streams needs room for at least two batches plus a stack"
+        _check(per_stream >= need, "replay.capacity", self.replay.capacity, rule)
         return self
 
     def to_json(self) -> str:

@@ -14,18 +14,10 @@ def read_config(text: str) -> RunConfig:
     return from_dict(RunConfig, migrate(json.loads(text)))
 
 
-_MOVED_ENV_KEYS = {
-    "stage": ("mario", "stage"),
-    "actions": ("mario", "actions"),
-    "jump_release": ("mario", "jump_release"),
-    "no_progress_steps": ("mario", "no_progress_steps"),
-    "snake_size": ("snake", "size"),
-    "snake_obs": ("snake", "obs"),
-    "snake_hunger": ("snake", "hunger"),
-    "snake_flood": ("snake", "flood"),
-    "fuelbreak_size": ("fuelbreak", "size"),
-    "fuelbreak_budget": ("fuelbreak", "budget"),
-    "fuelbreak_ignitions": ("fuelbreak", "ignitions"),
+_MOVED_ENV_KEYS = {key: ("mario", key) for key in ("stage", "actions", "jump_release", "no_progress_steps")} | {
+    f"{env}_{key}": (env, key)
+    for env, keys in (("snake", ("size", "obs", "hunger", "flood")), ("fuelbreak", ("size", "budget", "ignitions")))
+    for key in keys
 }
 """Env options that lived flat under ``env`` before each env's options nested under its name."""
 
@@ -107,10 +99,7 @@ def _periods_in_env_steps(data: dict) -> dict:
 
 _ZERO_WAS_AUTO = (
     ("actor", "envs_per_actor"),
-    ("learner", "micro_batch"),
-    ("learner", "accum_steps"),
-    ("learner", "reward_scale"),
-    ("learner", "threads"),
+    *(("learner", key) for key in ("micro_batch", "accum_steps", "reward_scale", "threads")),
 )
 """Options whose auto was 0 before -1 became the one numeric auto."""
 

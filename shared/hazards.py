@@ -40,15 +40,8 @@ def hazard_table(
         for name, lo, hi in clusters:
             reached = sum(1 for x, w in zip(scores, won) if w or x >= lo)
             ended = sum(1 for x, w in zip(scores, won) if not w and lo <= x < hi)
-            rows.append(
-                {
-                    "name": name,
-                    "x": [float(lo), float(hi)],
-                    "reached": reached,
-                    "ended": ended,
-                    "pass_rate": (reached - ended) / reached if reached else None,
-                }
-            )
+            rate = (reached - ended) / reached if reached else None
+            rows.append({"name": name, "x": [float(lo), float(hi)], "reached": reached, "ended": ended, "pass_rate": rate})
         return {"kind": "clusters", **head, "clusters": rows}
     lost = [x for x, w in zip(scores, won) if not w]
     if not lost:

@@ -73,19 +73,12 @@ class QNetwork(_DuelingHead):
 
     def __init__(self, in_channels: int, num_actions: int, frame_size: int = 84, dueling: bool = True):
         super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(in_channels, 32, kernel_size=8, stride=4, bias=False),
-            nn.BatchNorm2d(32),
-            nn.ReLU(inplace=True),
-            nn.Conv2d(32, 64, kernel_size=4, stride=2, bias=False),
-            nn.BatchNorm2d(64),
-            nn.ReLU(inplace=True),
-            nn.Conv2d(64, 64, kernel_size=3, stride=1, bias=False),
-            nn.BatchNorm2d(64),
-            nn.ReLU(inplace=True),
-            nn.Flatten(),
-        )
-        side = _conv_out(_conv_out(_conv_out(frame_size, 8, 4), 4, 2), 3, 1)
+        layers: list[nn.Module] = []
+        c, side = in_channels, frame_size
+        for out, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
+            layers += [nn.Conv2d(c, out, kernel, stride, bias=False), nn.BatchNorm2d(out), nn.ReLU(inplace=True)]
+            c, side = out, _conv_out(side, kernel, stride)
+        self.features = nn.Sequential(*layers, nn.Flatten())
         self._make_head(64 * side * side, 512, num_actions, dueling)
         init_weights(self)
 

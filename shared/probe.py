@@ -179,9 +179,7 @@ def probe_set_cached(run_dir: str, env_cfg: EnvConfig, n: int = 256, seed: int =
         _check_matches(path, got, spec, n)
         return got
     got = probe_set(env_cfg, n, seed)
-    arrays = {"states": got.states, "scores": got.scores}
-    if got.masks is not None:
-        arrays["masks"] = got.masks
+    arrays = {"states": got.states, "scores": got.scores} | ({"masks": got.masks} if got.masks is not None else {})
     meta = {"env": np.array(env_cfg.name), "label": np.array(env_label(env_cfg)), "seed": np.array(seed)}
     meta |= {"every": np.array(EVERY), "explore": np.array(EXPLORE)}
     tmp = f"{path}.tmp{os.getpid()}"

@@ -171,9 +171,7 @@ class Munchausen(TDRule):
                 self.alpha, self.tau,
             )  # fmt: skip
         window_q = torch.cat([q[TARGET_HERE].unsqueeze(1), q[TARGET_WINDOW]], 1)  # [B, n, A]: s_0, then s_1..s_{n-1}
-        masks = None
-        if batch.get("mask") is not None:
-            masks = torch.cat([batch["mask"].unsqueeze(1), batch["window_mask"]], 1)
+        masks = None if batch.get("mask") is None else torch.cat([batch["mask"].unsqueeze(1), batch["window_mask"]], 1)
         return munchausen_window(
             reward, batch["discount"], batch["window_action"], window_q, masks, batch["window_weight"], q[TARGET_NEXT],
             batch.get("next_mask"), self.alpha, self.tau,

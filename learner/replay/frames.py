@@ -132,14 +132,13 @@ class FrameReplay:
     ) -> None:
         """Append T slots to streams stream0..stream0+E-1: frames [E, T, *obs_shape], the rest [E, T]; ``masks`` packed uint8
         [E, T, ceil(A/8)] or bool [E, T, A]; ``priorities`` (float [E, T], >= 0) for :class:`PrioritizedReplay` only."""
+        priorities = self._checked_priorities(priorities, actions)
         S, C = self.num_streams, self.stream_capacity
-        frames = _as_tensor("frames", frames)
         if isinstance(actions, np.ndarray) and actions.dtype == np.uint16:  # torch has few uint16 kernels
             actions = actions.astype(np.int32)
-        actions = _as_tensor("actions", actions)
-        rewards = _as_tensor("rewards", rewards)
-        terminated = _as_tensor("terminated", terminated)
-        first = _as_tensor("first", first)
+        given = {"frames": frames, "actions": actions, "rewards": rewards, "terminated": terminated, "first": first}
+        tensors = {name: _as_tensor(name, x) for name, x in given.items()}
+        frames, actions, rewards, terminated, first = tensors.values()
 
         _check(
             frames.dim() == 2 + len(self.frame_shape) and tuple(frames.shape[2:]) == self.frame_shape,
@@ -152,7 +151,7 @@ class FrameReplay:
             _is_int(stream0) and 0 <= stream0 and stream0 + E <= S,
             f"stream0={stream0!r} with E={E} streams is out of range for num_streams={S}",
         )
-        for name, x in (("actions", actions), ("rewards", rewards), ("terminated", terminated), ("first", first)):
+        for name, x in list(tensors.items())[1:]:
             _check(tuple(x.shape) == (E, T), f"{name} shape {tuple(x.shape)} must be [E, T] = [{E}, {T}]")
         _check(frames.dtype == self.obs_dtype, f"frames dtype {frames.dtype} must be {self.obs_dtype}")
         int_action = not (actions.is_floating_point() or actions.is_complex() or actions.dtype == torch.bool)
@@ -196,7 +195,7 @@ class FrameReplay:
         ]
         if self.masked:
             fields.append((self._masks, to_device(masks, dev)))
-        fields += [(self._terminated_host, _host(terminated)), (self._first_host, _host(first))]
+        fields += [(self._terminated_host, host_array(terminated)), (self._first_host, host_array(first))]
         rows = slice(stream0, stream0 + E)
         with self._lock:
             heads = self._head[rows]
@@ -215,6 +214,10 @@ class FrameReplay:
             self._head[rows] += T
             self._written += E * T
             self._last_write[rows] = self._written
+
+    def _checked_priorities(self, priorities: Any, actions: Any) -> Any:
+        """``add``'s priorities, checked before anything is written (PrioritizedReplay's; uniform draws ignore them)."""
+        return priorities
 
     def anneal(self, env_steps: int) -> None:
         """Set what depends on the run's env steps: nothing for uniform draws (PrioritizedReplay: its beta)."""
@@ -359,15 +362,11 @@ class FrameReplay:
     def state_dict(self) -> dict[str, Any]:
         """Everything written so far, on the CPU (``load_state_dict`` restores it into a replay of the same layout)."""
         with self._lock:
-            tensors = {"frames": self._frames, "actions": self._actions, "rewards": self._rewards}
-            tensors |= {"terminated": self._terminated, "first": self._first}
-            if self._masks is not None:
-                tensors["masks"] = self._masks
             arrays = {"head": self._head, "last_write": self._last_write}
             return {
                 "layout": self.layout(),
                 "written": self._written,
-                **{k: v.to("cpu", copy=True) for k, v in tensors.items()},
+                **{k: v.to("cpu", copy=True) for k, v in self._rings().items()},
                 **{k: torch.from_numpy(v.copy()) for k, v in arrays.items()},
             }
 
@@ -376,8 +375,8 @@ class FrameReplay:
         if state.get("layout") != self.layout():
             raise ValueError(f"a replay saved as {state.get('layout')} does not fit this one, {self.layout()}")
         with self._lock:
-            for name in ("frames", "actions", "rewards", "terminated", "first") + (("masks",) if self.masked else ()):
-                getattr(self, f"_{name}").copy_(state[name])
+            for name, ring in self._rings().items():
+                ring.copy_(state[name])
             self._terminated_host[:] = state["terminated"].numpy()
             self._first_host[:] = state["first"].numpy()
             self._head[:] = state["head"].numpy()
@@ -403,10 +402,12 @@ class FrameReplay:
 
     @property
     def nbytes(self) -> int:
-        tensors: tuple[torch.Tensor, ...] = (self._frames, self._actions, self._rewards, self._terminated, self._first)
-        if self.masked:
-            tensors += (cast("torch.Tensor", self._masks),)
-        return sum(t.numel() * t.element_size() for t in tensors)
+        return sum(t.numel() * t.element_size() for t in self._rings().values())
+
+    def _rings(self) -> dict[str, torch.Tensor]:
+        """The device rings by name (``state_dict``'s keys): masks only when masked."""
+        rings = {name: getattr(self, f"_{name}") for name in ("frames", "actions", "rewards", "terminated", "first", "masks")}
+        return {name: ring for name, ring in rings.items() if ring is not None}
 
     @property
     def bytes_per_transition(self) -> int:
@@ -459,8 +460,8 @@ def _include(first_w: np.ndarray, term_w: np.ndarray) -> np.ndarray:
     return ok & np.logical_and.accumulate(before, axis=1)
 
 
-def _host(x: torch.Tensor) -> np.ndarray:
-    """A host numpy view of an input field (inputs arrive from the wire as host arrays)."""
+def host_array(x: torch.Tensor) -> np.ndarray:
+    """A host numpy view of ``x`` (replay's inputs arrive from the wire as host arrays; sampled indices have host copies)."""
     return x.numpy() if x.device.type == "cpu" else x.cpu().numpy()
 
 

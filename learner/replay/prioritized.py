@@ -53,8 +53,12 @@ class PrioritizedReplay(FrameReplay):
         self.max_priority = float(state["max_priority"])
         self._tree.update(np.arange(self.capacity), self._prio)  # every stream's mass, then the expired ones zeroed
         self._zeroed[:] = False
-        for s in np.flatnonzero(self._expired()):
-            C = self.stream_capacity
+        self._zero(np.flatnonzero(self._expired()))
+
+    def _zero(self, streams: np.ndarray) -> None:
+        """Take ``streams``' mass out of the tree (their priorities stay, for when they write again)."""
+        C = self.stream_capacity
+        for s in streams:
             self._tree.update(np.arange(s * C, (s + 1) * C), 0.0)
             self._zeroed[s] = True
 
@@ -103,25 +107,15 @@ class PrioritizedReplay(FrameReplay):
             "weight_min": float(weight_min) if np.isfinite(weight_min) else 1.0,
         }
 
-    def add(
-        self,
-        stream0: int,
-        frames: Any,
-        actions: Any,
-        rewards: Any,
-        terminated: Any,
-        first: Any,
-        priorities: Any = None,
-        masks: Any = None,
-    ) -> None:
-        if priorities is not None:  # checked before anything is written
+    def _checked_priorities(self, priorities: Any, actions: Any) -> Any:
+        if priorities is not None:
             priorities = _numpy(priorities).astype(np.float64)
             shape = tuple(actions.shape)
             if priorities.shape != shape:
                 raise ValueError(f"priorities shape {priorities.shape} must equal the actions' {shape}")
             if not (np.isfinite(priorities).all() and (priorities >= 0).all()):
                 raise ValueError("priorities must be finite and >= 0")
-        super().add(stream0, frames, actions, rewards, terminated, first, priorities, masks)
+        return priorities
 
     def _written_hook(self, stream0: int, E: int, head: int, T: int, priorities: Any) -> None:
         """Under the lock: the new slots' priorities into the tree (an expired stream's come back)."""
@@ -143,11 +137,8 @@ class PrioritizedReplay(FrameReplay):
             self._tree.update(leaf.reshape(E, T)[live].reshape(-1), value[live].reshape(-1))
 
     def _draw(self, lo: np.ndarray, counts: np.ndarray, generator: torch.Generator | None):
-        C = self.stream_capacity
-        for s in np.flatnonzero(self._expired() & ~self._zeroed):  # newly expired: remove their mass
-            self._tree.update(np.arange(s * C, (s + 1) * C), 0.0)
-            self._zeroed[s] = True
-        return _PriorityDraw(self._tree, self._head.copy(), lo, counts, C, generator)
+        self._zero(np.flatnonzero(self._expired() & ~self._zeroed))  # newly expired: remove their mass
+        return _PriorityDraw(self._tree, self._head.copy(), lo, counts, self.stream_capacity, generator)
 
     def _sampled(self, stream: np.ndarray, slot: np.ndarray, counts: np.ndarray, beta: float) -> dict:
         leaf = stream * self.stream_capacity + slot % self.stream_capacity  # the host's draw: no copy back

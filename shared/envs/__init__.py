@@ -247,13 +247,7 @@ def frame_entry(
     unmasked), stepped side by side in a shared/envs/frames.py ``FrameVectorEnv``."""
 
     def spec(cfg: EnvConfig) -> EnvSpec:
-        return EnvSpec(
-            obs_shape=(cfg.frame_size, cfg.frame_size),
-            obs_dtype="uint8",
-            stack=cfg.stack,
-            num_actions=len(action_names(cfg)),
-            masked=False,
-        )
+        return EnvSpec((cfg.frame_size, cfg.frame_size), "uint8", cfg.stack, len(action_names(cfg)), masked=False)
 
     def make(cfg: EnvConfig, seeds: Sequence[int]) -> VectorEnv:
         from shared.envs.frames import FrameVectorEnv

@@ -134,10 +134,7 @@ class Preprocess:
     def reset(self, seed: int | None = None) -> np.ndarray:
         if self._closed:
             raise RuntimeError("reset() on a closed env")
-        if seed is None:
-            seed, self._pending_seed = self._pending_seed, None
-        else:
-            self._pending_seed = None
+        seed, self._pending_seed = self._pending_seed if seed is None else seed, None
         if seed is not None and self._reset_takes_seed:
             out = self.inner.reset(seed=seed)
         else:
@@ -162,9 +159,8 @@ class Preprocess:
         total = 0.0
         terminated = truncated = False
         info: dict = {}
-        g: np.ndarray | None
-        last: np.ndarray | None
-        g = last = None
+        g: np.ndarray | None = None
+        last: np.ndarray | None = None
         for i in range(self._skip):
             out = inner_step(a)
             if len(out) == 5:  # Gymnasium

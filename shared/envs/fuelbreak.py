@@ -6,7 +6,6 @@ The game, the fire (Alexandridis et al. 2008), reward and observation are specif
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
@@ -132,13 +131,10 @@ class FuelBreakVectorEnv:
         self.fuel, self.elevation = np.zeros((e, h, w)), np.zeros((e, h, w))  # fuel: (1 + p_veg)(1 + p_den), 0 unburnable
         self.open_edges, self.wind = np.zeros((e, 8, h, w), bool), np.zeros((e, 2))  # wind: (V_x, V_y) m/s
         self.baseline, self.placed = np.zeros(e, np.int64), np.zeros(e, np.int64)  # baseline: burned cells without breaks
-        self.sim_seconds, self._started = 0.0, False  # sim_seconds: time spent in burn(), for profiling
+        self._started = False
 
     def _fire(self, idx: np.ndarray) -> np.ndarray:
-        t0 = time.perf_counter()
-        out = burn(self.open_edges[idx], self.burnable[idx] & ~self.breaks[idx], self.ignition[idx])
-        self.sim_seconds += time.perf_counter() - t0
-        return out
+        return burn(self.open_edges[idx], self.burnable[idx] & ~self.breaks[idx], self.ignition[idx])
 
     def _start(self, idx: np.ndarray, veg, den, elevation, wind_dir, wind_speed, uniforms) -> None:
         """Begin new episodes in envs ``idx`` on the given landscapes (burnable and ignition already set)."""
@@ -262,12 +258,8 @@ class FuelbreakOptions:
         check_range(self, "env.fuelbreak.ignitions", 1, math.inf, "must be an integer >= 1")
         cells = self.size**2
         room = cells - math.ceil(UNBURNABLE[1] * cells) - self.ignitions  # cells always free for breaks
-        check(
-            is_int(self.budget) and 1 <= self.budget <= room,
-            "env.fuelbreak.budget",
-            self.budget,
-            f"must be an integer in [1, {room}] on a {self.size}x{self.size} landscape with {self.ignitions} ignitions",
-        )
+        where = f"on a {self.size}x{self.size} landscape with {self.ignitions} ignitions"
+        check_range(self, "env.fuelbreak.budget", 1, room, f"must be an integer in [1, {room}] {where}")
 
 
 def _make(cfg: EnvConfig, seeds: Sequence[int]) -> FuelBreakVectorEnv:

@@ -25,23 +25,12 @@ __all__ = ["ACTION_SETS", "HAZARDS", "MarioOptions", "make_mario_env", "mario_op
 
 # Button lists, identical to gym_super_mario_bros.actions (a test checks it). Copied here so
 # importing this module (learner, fake env) does not import gym.
+_RIGHT_ONLY = [["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"]]
+_SIMPLE = _RIGHT_ONLY + [["A"], ["left"]]
 ACTION_SETS: dict[str, list[list[str]]] = {
-    "right_only": [["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"]],
-    "simple": [["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"], ["A"], ["left"]],
-    "complex": [
-        ["NOOP"],
-        ["right"],
-        ["right", "A"],
-        ["right", "B"],
-        ["right", "A", "B"],
-        ["A"],
-        ["left"],
-        ["left", "A"],
-        ["left", "B"],
-        ["left", "A", "B"],
-        ["down"],
-        ["up"],
-    ],
+    "right_only": _RIGHT_ONLY,
+    "simple": _SIMPLE,
+    "complex": _SIMPLE + [["left", "A"], ["left", "B"], ["left", "A", "B"], ["down"], ["up"]],
 }
 
 

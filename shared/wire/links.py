@@ -48,15 +48,10 @@ def open_socket(
     sock = ctx.socket(kind)
     try:
         sock.setsockopt(zmq.LINGER, 0)
-        if send_hwm is not None:
-            sock.setsockopt(zmq.SNDHWM, int(send_hwm))
-        if recv_hwm is not None:
-            sock.setsockopt(zmq.RCVHWM, int(recv_hwm))
-        if max_message is not None:
-            sock.setsockopt(zmq.MAXMSGSIZE, int(max_message))
-        if kernel_buffer is not None:
-            sock.setsockopt(zmq.SNDBUF, int(kernel_buffer))
-            sock.setsockopt(zmq.RCVBUF, int(kernel_buffer))
+        limits = {zmq.SNDHWM: send_hwm, zmq.RCVHWM: recv_hwm, zmq.MAXMSGSIZE: max_message}
+        for option, value in (limits | {zmq.SNDBUF: kernel_buffer, zmq.RCVBUF: kernel_buffer}).items():
+            if value is not None:
+                sock.setsockopt(option, int(value))
         if subscribe is not None:
             sock.setsockopt(zmq.SUBSCRIBE, subscribe)
         if transport is not None:

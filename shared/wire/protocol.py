@@ -231,12 +231,7 @@ def encode_batch(
         raise ValueError(f"actions must be uint8 or uint16, got {actions.dtype}")
     if episodes is None:
         episodes = _NO_EPISODES
-    if (
-        episodes.dtype != np.float32
-        or episodes.ndim != 2
-        or episodes.shape[1] != len(EPISODE_FIELDS)
-        or not episodes.flags.c_contiguous
-    ):
+    if episodes.dtype != np.float32 or episodes.shape[1:] != (len(EPISODE_FIELDS),) or not episodes.flags.c_contiguous:
         raise ValueError(
             f"episodes must be C-contiguous float32 [K, {len(EPISODE_FIELDS)}], got {episodes.dtype} {episodes.shape}"
         )
@@ -287,24 +282,21 @@ _NO_PRIORITIES = np.zeros(0, np.float32)
 _NO_MASKS = np.zeros(0, np.uint8)
 
 
+def _unpackb(raw: Any, **limits: Any) -> Any:
+    """A msgpack header: str keys, no bin or ext, strings of at most 256 characters, and ``limits``."""
+    try:
+        return msgpack.unpackb(
+            memoryview(raw), raw=False, strict_map_key=True, max_str_len=256, max_bin_len=0, max_ext_len=0, **limits
+        )
+    except Exception as exc:  # msgpack raises several types (ValueError, ExtraData, FormatError, StackError...)
+        raise ProtocolError("header_msgpack", f"{type(exc).__name__}: {exc}"[:200]) from None
+
+
 def _unpack_header(raw: Any) -> dict:
     data = memoryview(raw)
     if data.nbytes > MAX_HEADER_BYTES:
         raise ProtocolError("header_size", f"header of {data.nbytes} bytes exceeds {MAX_HEADER_BYTES}")
-    try:
-        header = msgpack.unpackb(
-            data,
-            raw=False,
-            strict_map_key=True,
-            use_list=True,
-            max_str_len=256,
-            max_bin_len=0,
-            max_ext_len=0,
-            max_array_len=16,
-            max_map_len=16,
-        )
-    except Exception as exc:  # msgpack raises several types (ValueError, ExtraData, FormatError, StackError...)
-        raise ProtocolError("header_msgpack", f"{type(exc).__name__}: {exc}"[:200]) from None
+    header = _unpackb(data, use_list=True, max_array_len=16, max_map_len=16)
     if not isinstance(header, dict):
         raise ProtocolError("header_type", f"header is {type(header).__name__}, not a map")
     return header
@@ -321,15 +313,11 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     """Decode and validate a BATCH; ``parts`` are bytes, memoryviews or zmq.Frame objects."""
     header = _batch_header(parts, limits)
     actor = _int_field(header, "actor", 0, 1 << 16)
-    incarnation = _int_field(header, "inc", 0, _INT64_MAX)
-    seq = _int_field(header, "seq", 0, _INT64_MAX)
-    weights_version = _int_field(header, "wv", 0, _INT64_MAX)
-    run = _int_field(header, "run", 0, _INT64_MAX)
+    incarnation, seq, weights_version, run = (_int_field(header, key, 0, _INT64_MAX) for key in ("inc", "seq", "wv", "run"))
     n_env = _int_field(header, "E", 1, limits.max_envs)
     n_steps = _int_field(header, "T", 1, limits.max_steps)
     n_episodes = _int_field(header, "K", 0, n_env * n_steps)
-    has_priorities = _int_field(header, "P", 0, 1)
-    has_masks = _int_field(header, "M", 0, 1)
+    has_priorities, has_masks = (_int_field(header, key, 0, 1) for key in ("P", "M"))
     stats = {k: float(v) for k, v in _check_layout(header, limits, has_masks).items()}
     arrays = _decode_arrays(parts[1:6], limits, (n_env, n_steps, *header["shape"]))  # frames, actions, rewards, flags
     masks = _decode_masks(parts[6], has_masks, n_env, n_steps, arrays[1], limits.num_actions)
@@ -480,18 +468,7 @@ def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ..
     0 when not sent). Another protocol version is a ProtocolError of reason "version" naming both."""
     if not parts:
         raise ProtocolError("frame_count", f"0 frames, expected {1 + len(expected)}")
-    try:
-        header = msgpack.unpackb(
-            memoryview(parts[0]),
-            raw=False,
-            strict_map_key=True,
-            max_bin_len=0,
-            max_ext_len=0,
-            max_str_len=256,
-            max_array_len=4 * len(expected) + 16,
-        )
-    except Exception as exc:
-        raise ProtocolError("header_msgpack", f"{type(exc).__name__}: {exc}"[:200]) from None
+    header = _unpackb(parts[0], max_array_len=4 * len(expected) + 16)
     if isinstance(header, dict) and header.get("v") != VERSION:
         raise ProtocolError("version", f"version {header.get('v')!r}, expected {VERSION}")
     if not isinstance(header, dict) or header.get("kind") != KIND_WEIGHTS:
@@ -549,11 +526,15 @@ _REQUEST_KEYS: dict[Any, tuple[str, ...]] = {  # Any: looked up with whatever "k
 }
 
 
-def decode_request(parts: Sequence[Any]) -> dict:
-    """A WEIGHTS_REQUEST or SLOT_REQUEST (the learner's ROUTER takes both); ``header["kind"]`` says which."""
+def _one_frame_header(parts: Sequence[Any]) -> dict:
     if len(parts) != 1:
         raise ProtocolError("frame_count", f"{len(parts)} frames, expected 1")
-    header = _unpack_header(parts[0])
+    return _unpack_header(parts[0])
+
+
+def decode_request(parts: Sequence[Any]) -> dict:
+    """A WEIGHTS_REQUEST or SLOT_REQUEST (the learner's ROUTER takes both); ``header["kind"]`` says which."""
+    header = _one_frame_header(parts)
     keys = _REQUEST_KEYS.get(header.get("kind")) if header.get("v") == VERSION else None
     if keys is None:
         raise ProtocolError("kind", "not a WEIGHTS_REQUEST or SLOT_REQUEST of this protocol version")
@@ -575,9 +556,7 @@ def encode_slot(incarnation: int, slot: int, slots: int, lease: float, reason: s
 
 def decode_slot(parts: Sequence[Any]) -> dict:
     """The learner's SLOT reply: ``slot`` >= 0 granted, -1 refused (``reason`` says why)."""
-    if len(parts) != 1:
-        raise ProtocolError("frame_count", f"{len(parts)} frames, expected 1")
-    header = _unpack_header(parts[0])
+    header = _one_frame_header(parts)
     if header.get("v") != VERSION or header.get("kind") != KIND_SLOT:
         raise ProtocolError("kind", "not a SLOT reply of this protocol version")
     if set(header) != {"v", "kind", "inc", "slot", "slots", "lease", "reason"}:
