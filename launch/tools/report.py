@@ -42,6 +42,11 @@ PROBES = ("probe/churn", "probe/gap", "probe/gap_relative")  # metrics.jsonl, wr
 PROBE_TAIL = 0.2  # a run's probe figure: the mean of its rows in this last fraction of its env steps
 # the further evaluations' keys, in the tables' order, and their names in the paired table
 SECONDARY = {"late_window": "late window", "low_epsilon": "low epsilon", "noop_greedy": "no-op greedy"}
+_pct = "{:.0%}".format  # a rate as the tables print it
+FIGURES = (
+    ("score_mean", "score mean", "score"),
+    ("success_rate", "success rate", "rate"),
+)  # a summary's, paired: key, name, kind
 
 
 def find_runs(paths: list[str]) -> list[str]:
@@ -120,27 +125,20 @@ def interval_label(runs: int, episodes: int | None = None) -> str:
     return "-"
 
 
-def _figures(score: float | None, score_ci: Any, rate: float | None, rate_ci: Any, interval: str) -> dict:
-    """A row's mean score and success rate with their intervals, under the JSON's names."""
-    return dict(score_mean=score, score_mean_ci=score_ci, success_rate_mean=rate, success_rate_ci=rate_ci, interval=interval)
-
-
-def _over_runs(summaries: list[dict]) -> dict:
-    """``_figures`` of runs' summaries: t over runs, or one run's own intervals over its episodes."""
+def _over_runs(summaries: list[dict], interval: str = "") -> dict:
+    """A row's mean score and success rate with their intervals, under the JSON's names, of runs' summaries: t over
+    runs, or one run's own intervals over its episodes; ``interval`` names them, else ``interval_label``."""
     score, score_ci = over_runs([s["score_mean"] for s in summaries])
     rate, rate_ci = over_runs([s["success_rate"] for s in summaries], rate=True)
     if len(summaries) == 1:
         score_ci, rate_ci = summaries[0].get("score_ci"), summaries[0].get("success_rate_ci")
-    return _figures(
-        score, score_ci, rate, rate_ci, interval_label(len(summaries), summaries[0].get("episodes") if summaries else None)
-    )
+    interval = interval or interval_label(len(summaries), summaries[0].get("episodes") if summaries else None)
+    return dict(score_mean=score, score_mean_ci=score_ci, success_rate_mean=rate, success_rate_ci=rate_ci, interval=interval)
 
 
 def _over_episodes(s: dict) -> dict:
-    """``_figures`` of one evaluation's summary (launch/final_eval.py ``describe``), its intervals over episodes."""
-    return _figures(
-        s["score_mean"], s.get("score_ci"), s["success_rate"], s.get("success_rate_ci"), f"95% over {s.get('episodes')} episodes"
-    )
+    """``_over_runs`` of one evaluation's summary (launch/final_eval.py ``describe``): its intervals over episodes."""
+    return _over_runs([s], f"95% over {s.get('episodes')} episodes")
 
 
 def densest_end(episodes: list[dict], window: float = END_WINDOW) -> dict | None:
@@ -322,10 +320,6 @@ def rate_points(x: float) -> str:
     return "0" if p == 0 else f"{p:.0f}" if abs(p) >= 10 else f"{p:.1f}"
 
 
-def _pct(x: float) -> str:
-    return f"{x:.0%}"
-
-
 def _mean(x: float | None, ci: list[float] | None, show: Callable[[float], str] = score_text) -> str:
     """A mean and its interval (if any) as a table cell; "-" for none."""
     return "-" if x is None else show(x) + (f" [{show(ci[0])}, {show(ci[1])}]" if ci else "")
@@ -381,8 +375,7 @@ def markdown(groups: list[dict], baselines: list[dict]) -> str:
 def mde_figures(groups: list[dict]) -> dict | None:
     """The minimum detectable effects (80% power, two-sided 5%) of two unpaired groups, from the pooled SD between runs
     of the last weights' figures, per pair of sizes (each group against the first, then TIERS); None without an SD."""
-    scores = [[p["last"]["score_mean"] for p in g["per_run"] if p["last"]] for g in groups]
-    rates = [[p["last"]["success_rate"] for p in g["per_run"] if p["last"]] for g in groups]
+    scores, rates = ([[p["last"][k] for p in g["per_run"] if p["last"]] for g in groups] for k in ("score_mean", "success_rate"))
     sd_score, sd_rate = pooled_sd(scores), pooled_sd(rates)
     if sd_score is None or sd_rate is None:
         return None
@@ -478,11 +471,8 @@ def per_run_markdown(groups: list[dict]) -> str:
 
 
 def _left_out(runs: list[dict]) -> list[str]:
-    return [
-        f"{r['path']}: no {RESULT_NAME} (run python -m launch.final_eval {r['path']}); left out"
-        for r in runs
-        if r["final"] is None
-    ]
+    missing = [r["path"] for r in runs if r["final"] is None]
+    return [f"{path}: no {RESULT_NAME} (run python -m launch.final_eval {path}); left out" for path in missing]
 
 
 def report(paths: list[str], baseline_paths: list[str], window: float = END_WINDOW) -> tuple[list[dict], list[dict], list[str]]:
@@ -519,11 +509,9 @@ def run_figures(run: dict) -> dict[str, tuple[str, float]]:
     f = run["final"]
     if f:
         summaries = [("last weights", f["last"]["summary"]), *((SECONDARY[k], s) for k, (_, s) in further(f).items())]
-        for prefix, s in summaries:
-            if s and s.get("score_mean") is not None:
-                out[f"{prefix}: score mean"] = ("score", float(s["score_mean"]))
-            if s and s.get("success_rate") is not None:
-                out[f"{prefix}: success rate"] = ("rate", float(s["success_rate"]))
+        for (prefix, s), (key, name, kind) in itertools.product(summaries, FIGURES):
+            if s and s.get(key) is not None:
+                out[f"{prefix}: {name}"] = (kind, float(s[key]))
         for c in clusters(f["last"].get("hazards")):
             if c.get("pass_rate") is not None:
                 out[f"hazard {c['name']}: pass rate"] = ("rate", float(c["pass_rate"]))
@@ -567,8 +555,7 @@ def paired_report(paths: list[str], a_label: str, b_label: str) -> dict:
     for label in (a_label, b_label):
         if label not in groups:
             raise UsageError(f"--paired: no group {label!r} among the runs (groups: {', '.join(map(repr, groups))})")
-    a, a_none = _by_seed(a_label, groups[a_label])
-    b, b_none = _by_seed(b_label, groups[b_label])
+    (a, a_none), (b, b_none) = (_by_seed(label, groups[label]) for label in (a_label, b_label))
     seeds = sorted(set(a) & set(b))
     sides = ((a_label, a, b, a_none), (b_label, b, a, b_none))
     unmatched = [
