@@ -16,6 +16,7 @@ import psutil
 import torch
 
 from actors.collector import actor_main
+from launch.benchmark.collection import exit_reports
 from launch.benchmark.config import BenchConfig
 from launch.benchmark.learner import reset_compiler
 from launch.benchmark.original import OriginalLearner, original_collector_main
@@ -79,16 +80,6 @@ FILL_ERROR = "replay reached only {} of system_min_replay={} in {:.0f}s"
 EPOCHS_ERROR = "only {} of system_min_epochs={} epochs in {:.0f}s"
 
 
-def _reports(report_queue, count: int) -> list[dict]:
-    out = []
-    for _ in range(count):
-        try:
-            out.append(report_queue.get(timeout=10.0))
-        except Exception:  # an actor that did not report (killed): its figures are missing, not invented
-            break
-    return out
-
-
 def _collector(reports: list[dict], handoff: str, lock_wait: str | None, handoffs: str, sent: str) -> dict[str, Any]:
     """The collectors' exit reports summed, under the keys each side's reports use (no lock: 0)."""
     return {
@@ -101,7 +92,7 @@ def _collector(reports: list[dict], handoff: str, lock_wait: str | None, handoff
 
 
 def _system_figures(
-    w: _Window, updates: int, batch: int, epoch_seconds: list[float], c: dict, drops: int, replay_bytes: int, compile_s: float
+    w: _Window, updates: int, batch: int, epoch_seconds: list[float], c: dict, drops: int, replay: Any, compile_s: float
 ) -> dict:
     steady = epoch_seconds[1:] or epoch_seconds
     return {
@@ -120,7 +111,7 @@ def _system_figures(
         "collector_handoffs": c["handoffs"],
         "collector_sent_transitions": c["sent_transitions"],
         "drops": drops,
-        "replay_bytes_per_transition": replay_bytes,
+        "replay_bytes_per_transition": replay.bytes_per_transition,
         "learner_rss_mb_start": w.rss_start[0],
         "learner_rss_mb_end": w.rss_end[0],
         "actors_rss_mb_start": w.rss_start[1],
@@ -174,18 +165,14 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
             window.close()
         finally:
             stop_processes(procs, stop)
-            actor_reports = _reports(reports, len(procs))
+            actor_reports = exit_reports(reports, len(procs))
             learner.close()
     rates = ([learner.clock.first_rate] if learner.clock.first_rate else []) + list(learner.clock.rates)
+    epochs = [rc.learner.updates_per_epoch / r for r in rates]
+    c = _collector(actor_reports, "submit_seconds", None, "batches", "sent_transitions")
+    drops = plane.stats().drops + sum(r["dropped_batches"] for r in actor_reports)
     return _system_figures(
-        window,
-        updates=learner.counters.updates,
-        batch=learner.dqn.effective_batch,
-        epoch_seconds=[rc.learner.updates_per_epoch / r for r in rates],
-        c=_collector(actor_reports, "submit_seconds", None, "batches", "sent_transitions"),
-        drops=plane.stats().drops + sum(r["dropped_batches"] for r in actor_reports),
-        replay_bytes=plane.replay.bytes_per_transition,
-        compile_s=compile_s,
+        window, learner.counters.updates, learner.dqn.effective_batch, epochs, c, drops, plane.replay, compile_s
     )
 
 
@@ -213,18 +200,10 @@ def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) ->
         window.close()
     finally:
         stop_processes(procs, stop)
-        actor_reports = _reports(reports, len(procs))
+        actor_reports = exit_reports(reports, len(procs))
         learner.close()
-    return _system_figures(
-        window,
-        updates=learner.updates,
-        batch=settings.batch,
-        epoch_seconds=learner.epoch_seconds,
-        c=_collector(actor_reports, "blocked_seconds", "lock_wait_seconds", "puts", "steps"),
-        drops=0,
-        replay_bytes=learner.replay.bytes_per_transition,
-        compile_s=0.0,
-    )
+    c = _collector(actor_reports, "blocked_seconds", "lock_wait_seconds", "puts", "steps")
+    return _system_figures(window, learner.updates, settings.batch, learner.epoch_seconds, c, 0, learner.replay, 0.0)
 
 
 def system_stage(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> dict:
