@@ -10,6 +10,7 @@ stream, so the episodes do not depend on the core count.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -46,10 +47,6 @@ EPISODES_PER_JOB = 5  # small enough that a 16-core host gets 20+ jobs from the 
 Row = tuple[dict, list[dict], int, int, bool]
 Echo = Callable[[str], None]
 Words = tuple[str, str]  # the env's words for its score and its success (Mario: distance, flags)
-
-
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher decides; it terminates the pool on a second Ctrl-C
 
 
 def play_job(job: dict) -> dict:
@@ -170,7 +167,8 @@ def run_jobs(jobs: list[dict], processes: int) -> list[dict]:
     """``play_job`` over ``jobs`` in a spawn pool of ``processes`` workers, results in job order."""
     if processes <= 1 or len(jobs) == 1:
         return [play_job(job) for job in jobs]
-    with spawn_context().Pool(min(processes, len(jobs)), initializer=_ignore_sigint) as pool:
+    # the workers ignore SIGINT: the launcher decides, and terminates the pool on a second Ctrl-C
+    with spawn_context().Pool(min(processes, len(jobs)), signal.signal, (signal.SIGINT, signal.SIG_IGN)) as pool:
         pending = pool.map_async(play_job, jobs, chunksize=1)
         while not pending.ready():  # wait in slices, so a KeyboardInterrupt is seen here
             pending.wait(0.5)
@@ -366,11 +364,8 @@ def write_results(run_dir: str, result: dict) -> None:
             figures |= {f"final/{name}_score": s["score_mean"], f"final/{name}_success_rate": s["success_rate"]}
             if name in ("last", "best"):
                 figures |= {f"final/{name}_return": s["return_mean"], f"final/{name}_greedy_score": row["greedy"]["score"]}
-    metrics = MetricsLog(run_dir)
-    try:
+    with contextlib.closing(MetricsLog(run_dir)) as metrics:
         metrics.write(result["updates"], result["env_steps"], result["wall_seconds"], figures)
-    finally:
-        metrics.close()
 
 
 @dataclasses.dataclass

@@ -6,6 +6,7 @@ Machines differ about 2x in learner speed (bf16 or not): every run folder keeps 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -20,13 +21,10 @@ MACHINE_NAME = "machine.json"
 
 def cpu_model() -> str:
     """The CPU's model name (/proc/cpuinfo on Linux), else what the platform module says."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
 
 

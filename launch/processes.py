@@ -70,13 +70,11 @@ def stop_processes(
             while_waiting()
         else:
             procs[alive[0]].join(timeout=0.05)
-    for p in procs:
-        if p is not None and p.is_alive():
-            p.terminate()
-            p.join(timeout=2.0)
-        if p is not None and p.is_alive():
-            p.kill()
-            p.join(timeout=2.0)
+    for p in (p for p in procs if p is not None):
+        for end in (p.terminate, p.kill):  # the second only for one the first did not end
+            if p.is_alive():
+                end()
+                p.join(timeout=2.0)
     return [None if p is None else p.exitcode for p in procs]
 
 

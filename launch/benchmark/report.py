@@ -22,23 +22,19 @@ PACKAGES = "torch numpy pyzmq msgpack gym-super-mario-bros nes-py gym gymnasium 
 
 def machine() -> dict:
     """launch/machine.py's description (CPU, cores and their topology, bf16, GPU) and what else the run depends on."""
+    packages = {}
+    for name in PACKAGES:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            packages[name] = importlib.metadata.version(name)
     return describe_machine() | {
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "libzmq": zmq.zmq_version(),
-        "packages": _package_versions(),
+        "packages": packages,
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
-
-
-def _package_versions() -> dict[str, str]:
-    out = {}
-    for name in PACKAGES:
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            out[name] = importlib.metadata.version(name)
-    return out
 
 
 def render_table(r: dict) -> str:

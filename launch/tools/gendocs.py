@@ -45,14 +45,9 @@ def field_docs(cls: type) -> dict[str, str]:
     body = cast(ast.ClassDef, tree.body[0]).body  # getsource(cls) parses to the one class statement
     docs = {}
     for node, after in zip(body, body[1:]):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(after, ast.Expr)
-            and isinstance(after.value, ast.Constant)
-            and isinstance(after.value.value, str)
-        ):
-            docs[node.target.id] = " ".join(after.value.value.split()).replace("``", "`")
+        text = after.value.value if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) else None
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(text, str):
+            docs[node.target.id] = " ".join(text.split()).replace("``", "`")
     return docs
 
 

@@ -115,13 +115,8 @@ def read_run(arg: str, name: str) -> Run:
 
 def series(rows: list[dict], key: str, xkey: str, xscale: float) -> tuple[list[float], list[float]]:
     """(x, y) for the rows where both xkey and key hold finite numbers, in file order."""
-    xs, ys = [], []
-    for row in rows:
-        x, y = row.get(xkey), row.get(key)
-        if is_number(x) and is_number(y):
-            xs.append(x * xscale)
-            ys.append(float(y))
-    return xs, ys
+    pairs = [(x, y) for x, y in ((row.get(xkey), row.get(key)) for row in rows) if is_number(x) and is_number(y)]
+    return [x * xscale for x, _ in pairs], [float(y) for _, y in pairs]
 
 
 def draw(runs, colours, xcol, ax, kind, key, linestyle="-", linewidth=1.8, marker=None) -> list[float]:
