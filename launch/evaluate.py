@@ -31,7 +31,7 @@ import tyro
 
 from actors.evaluator import Episode, action_names_for, build_network, episode_record, play_episodes, ranked_episode, summarize
 from launch.cli import UsageError, import_plugin, parse, plain, plugin_module, refuse_renamed, with_env_options
-from launch.final_eval import say_row, secondary_row
+from launch.final_eval import say_row, secondary_row, write_atomic
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME, load_kept
 from shared.config import ConfigError, EnvConfig, EvalConfig, RunConfig
 from shared.config_migration import read_config
@@ -358,11 +358,7 @@ def _evaluate(args: EvaluateArgs, job: dict) -> int:
     result |= {"secondary": secondary, "video": video, "eval_seconds": seconds}
     path = job["json_path"]
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(result, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(result, indent=2) + "\n", tmp=f"{path}.tmp-{os.getpid()}")
     print(f"[EVAL] wrote {path}")
     return status
 

@@ -102,17 +102,13 @@ def choose_best(last: list[float], snapshots: list[list[float]], level: float = 
     ``last``'s in a one-sided Welch t-test at ``level / len(snapshots)`` (without spread: a strictly higher mean)."""
     from scipy import stats
 
-    if not snapshots:
-        return None
-    passed = []
-    for i, xs in enumerate(snapshots):
+    def better(xs: list[float]) -> bool:
         if np.ptp(xs) == 0 and np.ptp(last) == 0:
-            better = float(np.mean(xs)) > float(np.mean(last))
-        else:
-            p = stats.ttest_ind(xs, last, equal_var=False, alternative="greater").pvalue
-            better = bool(np.isfinite(p) and p < level / len(snapshots))
-        if better:
-            passed.append(i)
+            return float(np.mean(xs)) > float(np.mean(last))
+        p = stats.ttest_ind(xs, last, equal_var=False, alternative="greater").pvalue
+        return bool(np.isfinite(p) and p < level / len(snapshots))
+
+    passed = [i for i, xs in enumerate(snapshots) if better(xs)]
     return max(passed, key=lambda i: float(np.mean(snapshots[i]))) if passed else None
 
 
@@ -347,14 +343,18 @@ def film_greedy(env: Any, actions: list[int], score: float, path: str, name: str
     echo(f"[FINAL] video of the greedy episode of {name} (score {score:,g}): {info.path} ({info.frames:,} frames)")
 
 
+def write_atomic(path: str, text: str, tmp: str = "") -> None:
+    """``text`` into ``path``: written whole to ``tmp`` (default: ``path`` + .tmp), then renamed into place."""
+    tmp = tmp or path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
 def write_results(run_dir: str, result: dict) -> None:
     """``eval_final.json`` (``best`` a copy of ``last`` with ``same_as_last`` when the selection kept it; a row without
     episodes null) and one ``final/`` metrics row at the run's last env step with each row's score and success rate."""
-    path = os.path.join(run_dir, RESULT_NAME)
-    with open(path + ".tmp", "w", encoding="utf-8") as fh:
-        json.dump(result, fh, indent=2)
-        fh.write("\n")
-    os.replace(path + ".tmp", path)
+    write_atomic(os.path.join(run_dir, RESULT_NAME), json.dumps(result, indent=2) + "\n")
     secondary = result.get("secondary") or {}
     figures: dict[str, Any] = {}
     rows = {"last": result.get("last"), "best": result.get("best"), "late": result.get("late_window")}

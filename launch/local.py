@@ -34,7 +34,7 @@ from actors.collector import actor_main
 from actors.eval_actor import eval_process_main
 from launch.cli import parse_run_config
 from launch.exits import StopSignals, exit_code
-from launch.final_eval import RESULT_NAME, VIDEO_NAME, final_evaluation
+from launch.final_eval import RESULT_NAME, VIDEO_NAME, final_evaluation, write_atomic
 from launch.machine import record_machine
 from launch.processes import BACKOFF_CAP_S, QUICK_EXIT_S, ActorPool, spawn_context, start_process, stop_processes
 from launch.resume import resolved_start
@@ -68,14 +68,6 @@ def spec_line(cfg: RunConfig, entry: EnvEntry, spec: EnvSpec) -> str:
         f"{spec.num_actions} actions{', masked' if spec.masked else ''}, {network_family(spec)} net"
         + (f", {options(cfg.env)}" if options is not None else "")
     )
-
-
-def write_config(run_dir: str, cfg: RunConfig) -> None:
-    """``config.json``: the configuration of the run's latest start (written whole, then renamed into place)."""
-    path = os.path.join(run_dir, "config.json")
-    with open(path + ".tmp", "w") as fh:
-        fh.write(cfg.to_json())
-    os.replace(path + ".tmp", path)
 
 
 def progress_budget(cfg: RunConfig) -> tuple[str, int] | None:
@@ -114,7 +106,8 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
     torch.set_num_threads(threads)  # actors each keep a core busy; spin-waiting extra threads only slow us down
     learner = Learner(ready, run_dir, resume_state, stop_requested=stopping)
     for name, write in {  # a full disk: said, and written before the next checkpoint instead
-        "config.json": lambda: write_config(run_dir, cfg),  # on resume too: a next resume keeps the budgets set now
+        # the configuration of the run's latest start, on resume too: a next resume keeps the budgets set now
+        "config.json": lambda: write_atomic(os.path.join(run_dir, "config.json"), cfg.to_json()),
         "machine.json": lambda: record_machine(run_dir),  # the machine the run's figures came from
     }.items():
         if not learner.refused.attempt(name, write):
@@ -137,7 +130,8 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
     try:
         reason = learner.run(deadline=deadline, on_tick=supervisor.tick)
     finally:
-        supervisor.close_progress()
+        if supervisor.bar is not None:
+            supervisor.bar.close()
         # read while the actors exit: their last batches leave their sockets only while someone reads them
         codes = pool.stop_all(timeout=10.0, while_waiting=lambda: learner.plane.drain(timeout=0.05))
         if evaluator is not None:
@@ -229,9 +223,8 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, r
     mode = (
         "collecting only"
         if cfg.collect_only
-        else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, "
-        f"compile: {lc.compile}{vectors}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s), "
-        f"{'dueling' if cfg.net.dueling else 'Nature-DQN'} head)"
+        else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, compile: {lc.compile}{vectors}, batch {lc.micro_batch} x "
+        f"{lc.accum_steps}, {threads} torch thread(s), {'dueling' if cfg.net.dueling else 'Nature-DQN'} head)"
     )
     seeds = f" (actors {cfg.actor.seed}, learner {cfg.learner.seed}, evaluations {cfg.eval.seed})"
     if (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (cfg.seed,) * 3:
@@ -247,9 +240,8 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, r
     else:
         floors = [f"{e:.3g}" for a in range(min(cfg.actors, 8)) for e in epsilon_floors(cfg.actor, cfg.actors, a)]
         say(
-            f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
-            f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); {ratio_phrase(lc)}, "
-            f"reward scale {lc.reward_scale:.4g}, "
+            f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its floor ("
+            f"{', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); {ratio_phrase(lc)}, reward scale {lc.reward_scale:.4g}, "
             f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, lr {lc.lr:g}, {learner.dqn.rule.describe()}"
         )
     if not cfg.collect_only:
@@ -261,9 +253,8 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, r
             else "none during training"
         )
         end = (
-            f"the last weights and up to {ev.keep_snapshots} snapshots play {ev.select_episodes} fresh episodes, "
-            f"best.pt is the last weights unless a snapshot beats them beyond chance, then both play "
-            f"{ev.final_episodes} more each"
+            f"the last weights and up to {ev.keep_snapshots} snapshots play {ev.select_episodes} fresh episodes, best.pt is the "
+            f"last weights unless a snapshot beats them beyond chance, then both play {ev.final_episodes} more each"
             if ev.final_episodes
             else "none"
         )
@@ -279,9 +270,8 @@ def print_accounting(ledger: list, rejects: dict) -> None:
     for e in ledger:
         if e.slot in restarted or e.duplicate_batches or e.rejected_batches:
             say(
-                f"[MAIN] actor {e.slot} incarnation {e.incarnation:#x}: seqs {e.next_seq - e.first_seq}, "
-                f"accepted {e.accepted_batches}, rejected {e.rejected_batches}, duplicates {e.duplicate_batches}, "
-                f"gaps {e.gap_batches}"
+                f"[MAIN] actor {e.slot} incarnation {e.incarnation:#x}: seqs {e.next_seq - e.first_seq}, accepted "
+                f"{e.accepted_batches}, rejected {e.rejected_batches}, duplicates {e.duplicate_batches}, gaps {e.gap_batches}"
             )
     say(
         f"[MAIN] accounting: {len(ledger)} incarnation(s) on {len({e.slot for e in ledger})} slot(s), "
@@ -321,7 +311,10 @@ class Supervisor:
     def tick(self) -> None:
         now = time.monotonic()
         self.heartbeat.beat()
-        self.advance_progress(now)
+        if self.bar is not None:
+            assert self.budget is not None  # the bar is made only with a budget
+            self.bar.n = min(self.bar.total, self._done(self.budget[0]))
+            self.bar.refresh()
         self.print_processor_line(now)
         self.restart_dead_actors()
         if self.evaluator is not None:
@@ -332,16 +325,6 @@ class Supervisor:
     def _done(self, unit: str) -> int:
         c = self.learner.counters
         return {"env steps": c.inserted, "updates": c.updates, "s": int(time.monotonic() - self.start)}[unit]
-
-    def advance_progress(self, now: float) -> None:
-        if self.bar is not None:
-            assert self.budget is not None  # the bar is made only with a budget
-            self.bar.n = min(self.bar.total, self._done(self.budget[0]))
-            self.bar.refresh()
-
-    def close_progress(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
     def print_processor_line(self, now: float) -> None:
         """The [PROCESSOR] line every log_every seconds."""

@@ -108,8 +108,7 @@ def render_priority_table(p: dict) -> str:
         for batch in p["batches"]:
             u, q = p[f"uniform_{capacity}_{batch}"], p[f"prioritized_{capacity}_{batch}"]
             rows.append(
-                f"| {capacity:,} | {batch} | {u['draw_ms']:.2f} / {u['sample_ms']:.2f} ms | "
-                f"{q['draw_ms']:.2f} / {q['sample_ms']:.2f} ms | {q['update_ms']:.2f} ms | "
-                f"{(q['draw_ms'] + q['update_ms']) / u['draw_ms']:.1f}x |"
+                f"| {capacity:,} | {batch} | {u['draw_ms']:.2f} / {u['sample_ms']:.2f} ms | {q['draw_ms']:.2f} / "
+                f"{q['sample_ms']:.2f} ms | {q['update_ms']:.2f} ms | {(q['draw_ms'] + q['update_ms']) / u['draw_ms']:.1f}x |"
             )
     return "\n".join(rows)

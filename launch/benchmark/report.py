@@ -54,9 +54,8 @@ def _collection_rows(c: dict, r: dict) -> list[str]:
         text = f"| collection into replay, {label} | {c['transitions_per_s_' + kind]:,.1f} transitions/s"
         if f"efficiency_{kind}" in c:
             text += (
-                f" ({c['efficiency_' + kind]:.1%} of ceiling; CPU per transition "
-                f"{c['cpu_us_per_transition_' + kind]:,.0f} us = {c['cpu_efficiency_' + kind]:.1%} "
-                f"of bare {r['env_ceiling']['cpu_us_per_step']:,.0f} us)"
+                f" ({c['efficiency_' + kind]:.1%} of ceiling; CPU per transition {c['cpu_us_per_transition_' + kind]:,.0f} us = "
+                f"{c['cpu_efficiency_' + kind]:.1%} of bare {r['env_ceiling']['cpu_us_per_step']:,.0f} us)"
             )
         if c.get(f"actor_env_share_{kind}") is not None:
             text += f"; the actors spent {c['actor_env_share_' + kind]:.1%} of their time in the envs' step"

@@ -26,7 +26,7 @@ import numpy as np
 import tyro
 
 from launch.cli import UsageError, parse
-from launch.final_eval import RESULT_NAME, describe
+from launch.final_eval import RESULT_NAME, describe, write_atomic
 from launch.machine import MACHINE_NAME
 from launch.resume import flatten
 from launch.tools.stats import ALPHA, POWER, mde_paired, mde_two_groups, paired, pooled_sd, t_interval
@@ -280,16 +280,6 @@ def summarize_group(name: str, runs: list[dict], window: float = END_WINDOW) -> 
     }
 
 
-def baseline_rows(data: dict) -> list[dict]:
-    """A baseline file's further rows: its ``secondary`` evaluations and its ``hazards`` pass rates, over episodes."""
-    further_rows = [
-        {"key": key, "row": name, "episodes": s.get("episodes"), **_over_episodes(s)}
-        for key, (name, s) in further({"secondary": data.get("secondary")}).items()
-    ]
-    counts = [(c, {"reached": c.get("reached"), "ended": c.get("ended")}) for c in clusters(data.get("hazards"))]
-    return further_rows + [_hazard_row(c, n, c.get("pass_rate"), None, "-") for c, n in counts]
-
-
 def load_baseline(path: str) -> dict:
     """A launch.evaluate JSON file as a report row: its episodes' mean score and success rate with intervals."""
     try:
@@ -302,8 +292,13 @@ def load_baseline(path: str) -> dict:
     where = f", stage {data['stage']}" if data.get("stage") else ""
     # the file's name tells apart baselines of one policy on two settings of an env (Mario with and without jump release)
     group = f"baseline: {name}, epsilon {data['epsilon']:g}{where} ({os.path.basename(path)})"
-    try:
-        rows = baseline_rows(data)
+    try:  # the further rows: its secondary evaluations and its hazards' pass rates, over episodes
+        rows = [
+            {"key": key, "row": name, "episodes": s.get("episodes"), **_over_episodes(s)}
+            for key, (name, s) in further({"secondary": data.get("secondary")}).items()
+        ]
+        counts = [(c, {"reached": c.get("reached"), "ended": c.get("ended")}) for c in clusters(data.get("hazards"))]
+        rows += [_hazard_row(c, n, c.get("pass_rate"), None, "-") for c, n in counts]
     except (KeyError, TypeError, AttributeError) as exc:
         raise UsageError(f"--baseline={path!r}: malformed secondary or hazards entry ({exc!r})") from None
     return dict(group=group, path=path, episodes=d["episodes"], **_over_episodes(d), stage=data.get("stage"), rows=rows)
@@ -646,8 +641,7 @@ def _write(args: ReportArgs, table: str, data: dict) -> None:
     paths += [(args.json_path, None)] if args.json_path else []
     for path, text in paths:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text if text is not None else json.dumps(data, indent=2) + "\n")
+        write_atomic(path, text if text is not None else json.dumps(data, indent=2) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
