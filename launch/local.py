@@ -292,15 +292,8 @@ class Supervisor:
         if cfg.progress and sys.stdout.isatty() and self.budget is not None:  # a redirected log: plain lines
             unit, total = self.budget
             seconds = "{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}]" if unit == "s" else None
-            self.bar = tqdm(
-                total=total,
-                initial=min(self._done(unit), total),
-                unit=f" {unit}",
-                unit_scale=unit != "s",
-                dynamic_ncols=True,
-                mininterval=1.0,
-                bar_format=seconds,
-            )
+            style = dict(unit=f" {unit}", unit_scale=unit != "s", dynamic_ncols=True, mininterval=1.0, bar_format=seconds)
+            self.bar = tqdm(total=total, initial=min(self._done(unit), total), **style)
             learner.echo = self.bar.write
         bound = range(cfg.transport.base_port - 2, cfg.transport.base_port + cfg.actors)  # weights, requests, slots
         self.heartbeat = Heartbeat("learner", cfg.transport.host, tuple(bound))  # for the container health check
@@ -372,10 +365,7 @@ class Supervisor:
 
 def final_evaluation_or_skip(run_dir: str, stopping: threading.Event) -> None:
     """launch/final_eval.py on the finished run; a (further) Ctrl-C or SIGTERM skips it, and says how to run it."""
-
-    def interrupt(*_):
-        raise KeyboardInterrupt
-
+    interrupt = signal.default_int_handler  # raises KeyboardInterrupt, whichever signal it handles
     later = f"python -m launch.final_eval {run_dir}"
     if stopping.is_set():
         say(f"[MAIN] the final evaluation follows; Ctrl-C again skips it ({later} runs it later)")

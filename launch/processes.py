@@ -99,13 +99,9 @@ class ActorPool:
 
     def _start(self, slot: int) -> None:
         self.acks[slot] = self.ctx.Event()
-        self.procs[slot] = start_process(
-            self.ctx,
-            self.target,
-            (self.cfg, slot, self.stop_event, self.report_queue),
-            name=f"actor-{slot}",
-            kwargs={"generation": self.restarts[slot], "ack": self.acks[slot]},
-        )
+        args = (self.cfg, slot, self.stop_event, self.report_queue)
+        kwargs = {"generation": self.restarts[slot], "ack": self.acks[slot]}  # its exploration stream; its stop seen
+        self.procs[slot] = start_process(self.ctx, self.target, args, f"actor-{slot}", kwargs)
         self.started_at[slot] = time.monotonic()
 
     def restart_delay(self, slot: int) -> float:

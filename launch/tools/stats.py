@@ -69,21 +69,10 @@ def paired(a: Mapping[Hashable, float], b: Mapping[Hashable, float], confidence:
     if len(d) > 1:
         sd = float(d.std(ddof=1))
         se = sd / math.sqrt(len(d))
-    return Paired(
-        seeds=common,
-        a=xa,
-        b=xb,
-        diffs=d.tolist(),
-        mean=mean,
-        ci=None if lo is None or hi is None else [lo, hi],
-        se=se,
-        sd=sd,
-        positive=int((d > 0).sum()),
-        negative=int((d < 0).sum()),
-        ties=int((d == 0).sum()),
-        only_a=sorted(set(a) - set(b), key=_order),
-        only_b=sorted(set(b) - set(a), key=_order),
-    )
+    ci = None if lo is None or hi is None else [lo, hi]
+    signs = int((d > 0).sum()), int((d < 0).sum()), int((d == 0).sum())  # positive, negative, ties
+    only = sorted(set(a) - set(b), key=_order), sorted(set(b) - set(a), key=_order)  # only_a, only_b
+    return Paired(common, xa, xb, d.tolist(), mean, ci, se, sd, *signs, *only)  # in Paired's field order
 
 
 def _order(seed: Hashable) -> tuple[int, int, str]:
