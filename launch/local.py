@@ -19,6 +19,7 @@ command line sets new ones.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import queue
@@ -384,22 +385,20 @@ class Evaluator:
     """The evaluation process (actors/eval_actor.py) and its two queues, driven from the launcher's tick."""
 
     def __init__(self, cfg: RunConfig, learner: Learner):
-        self.cfg, self.learner = cfg, learner
+        self.learner = learner
         ctx = spawn_context()
         self.stop_event = ctx.Event()
         self.requests, self.results = ctx.Queue(maxsize=1), ctx.Queue()
-        self.proc = start_process(ctx, eval_process_main, (cfg, self.stop_event, self.requests, self.results), name="evaluator")
+        self.args = (cfg, self.stop_event, self.requests, self.results)  # the evaluation process's, at each (re)start
+        self.proc = start_process(ctx, eval_process_main, self.args, name="evaluator")
         self.period = EnvStepPeriod(cfg.eval.every_env_steps, learner.counters.inserted)
-        self.skipped = 0
 
     def tick(self) -> None:
         c = self.learner.counters
         if self.period.due(c.inserted):
             request = dict(updates=c.updates, env_steps=c.inserted, wall_seconds=round(self.learner.elapsed(), 3))
-            try:  # never wait: while the last evaluation still runs this one is skipped
+            with contextlib.suppress(queue.Full):  # never wait: while the last evaluation still runs this one is skipped
                 self.requests.put_nowait(request | {"weights": self.learner.server.current()})
-            except queue.Full:
-                self.skipped += 1
         while True:
             try:
                 self.learner.record_eval(self.results.get_nowait())
@@ -407,9 +406,7 @@ class Evaluator:
                 break
         if not self.proc.is_alive() and not self.stop_event.is_set():
             self.learner.echo(f"[MAIN] the evaluation process exited ({self.proc.exitcode}); restarted")
-            self.proc = start_process(
-                spawn_context(), eval_process_main, (self.cfg, self.stop_event, self.requests, self.results), name="evaluator"
-            )
+            self.proc = start_process(spawn_context(), eval_process_main, self.args, name="evaluator")
 
     def stop(self) -> None:
         # a request carries the weights (megabytes): one the evaluator never took must not hold up our exit

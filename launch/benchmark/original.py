@@ -71,16 +71,9 @@ def original_collector_main(
         lock_wait += t1 - t0
         blocked += time.perf_counter() - t0
         puts += 1
-    report_queue.put(
-        dict(
-            actor=actor_id,
-            puts=puts,
-            lock_wait_seconds=lock_wait,
-            blocked_seconds=blocked,
-            run_seconds=time.perf_counter() - started,
-            steps=int(collector.stats["steps"]),
-        )
-    )
+    run, steps = time.perf_counter() - started, int(collector.stats["steps"])
+    report = dict(actor=actor_id, puts=puts, lock_wait_seconds=lock_wait, blocked_seconds=blocked, run_seconds=run, steps=steps)
+    report_queue.put(report)
     weights.close()
     collector.close()
     shared_queue.cancel_join_thread()  # exit even if the learner stopped reading

@@ -651,12 +651,11 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("RUN_DIR: name at least one run folder")
         if not args.end_window > 0:
             raise UsageError(f"--end-window={args.end_window:g} must be a positive width in score units")
-        is_paired = any(args.paired)
-        if is_paired and not all(args.paired):
-            raise UsageError("--paired takes two group labels, A and B")
-        if is_paired and (args.baseline or args.plot):
-            raise UsageError("--paired compares two groups' runs seed by seed: no --baseline or --plot with it")
-        if is_paired:
+        if any(args.paired):
+            if not all(args.paired):
+                raise UsageError("--paired takes two group labels, A and B")
+            if args.baseline or args.plot:
+                raise UsageError("--paired compares two groups' runs seed by seed: no --baseline or --plot with it")
             data = paired_report(list(args.paths), *args.paired)
             table = paired_markdown(data)
         else:
