@@ -46,21 +46,16 @@ def start_process(ctx: Any, target: Callable, args: tuple, name: str, kwargs: di
 
 
 def stop_processes(
-    procs: list,
-    stop_event: Any,
-    timeout: float = 10.0,
-    while_waiting: Callable[[], Any] | None = None,
-    acks: list | None = None,
-    guard: float = STOP_GUARD_S,
+    procs: list, stop_event: Any, timeout: float = 10.0, while_waiting: Callable[[], Any] | None = None, acks: list | None = None
 ) -> list[int | None]:
-    """Set ``stop_event``, wait for every process to exit (one that set its event in ``acks`` up to ``guard`` seconds,
+    """Set ``stop_event``, wait for every process to exit (one that set its event in ``acks`` up to ``STOP_GUARD_S``,
     others ``timeout``), then SIGTERM, then SIGKILL; exit codes. ``while_waiting`` (short, blocking) keeps reading."""
     stop_event.set()
     start = time.monotonic()
 
     def waited_enough(i: int) -> bool:
         acknowledged = acks is not None and acks[i] is not None and acks[i].is_set()
-        return time.monotonic() - start >= (guard if acknowledged else timeout)
+        return time.monotonic() - start >= (STOP_GUARD_S if acknowledged else timeout)
 
     while True:
         alive = [i for i, p in enumerate(procs) if p is not None and p.is_alive()]

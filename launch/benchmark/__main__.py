@@ -27,7 +27,7 @@ from launch.benchmark.replay import priority_stage, replay_stage
 from launch.benchmark.report import machine, render_table
 from launch.benchmark.system import system_stage
 from launch.benchmark.transport import transport
-from launch.cli import load_plugin, plain, run_config_type
+from launch.cli import load_plugin, plain, run_config_type, subclass
 from shared.config import RunConfig
 from shared.config_migration import read_config
 from shared.resolution import resolve_config
@@ -136,11 +136,7 @@ def parse(argv: list[str]) -> BenchConfig:
     """The benchmark's command line; ``--run.*`` is a RunConfig with each env's options under its name."""
     load_plugin(argv)
     run_type = run_config_type()
-    bench_type = dataclasses.make_dataclass(
-        "BenchConfig", [("run", run_type, dataclasses.field(default_factory=run_type))], bases=(BenchConfig,)
-    )
-    bench_type.__doc__ = BenchConfig.__doc__
-    parsed: Any = tyro.cli(bench_type, args=argv)
+    parsed: Any = tyro.cli(subclass(BenchConfig, [("run", run_type, run_type)]), args=argv)
     return dataclasses.replace(parsed, run=plain(parsed.run))
 
 

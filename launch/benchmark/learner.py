@@ -23,11 +23,9 @@ from shared.envs import env_spec
 from shared.wire.protocol import action_dtype
 
 
-def _filled_replay(
-    cfg: RunConfig, device: torch.device, prioritized: bool, streams: int = 8, per_stream: int = 4096
-) -> FrameReplay:
+def _filled_replay(cfg: RunConfig, device: torch.device, prioritized: bool) -> FrameReplay:
     """A replay of the run's env spec filled with random 200-step episodes; prioritized (alpha, eps) with random priorities."""
-    spec = env_spec(cfg.env)
+    spec, streams, per_stream = env_spec(cfg.env), 8, 4096
     kind: type[FrameReplay] = PrioritizedReplay if prioritized else FrameReplay
     extra: dict[str, Any] = {"alpha": cfg.replay.priority_alpha, "eps": cfg.replay.priority_eps} if prioritized else {}
     extra.update(obs_dtype=spec.obs_dtype, num_actions=spec.num_actions, masked=spec.masked)

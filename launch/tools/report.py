@@ -43,10 +43,8 @@ PROBE_TAIL = 0.2  # a run's probe figure: the mean of its rows in this last frac
 # the further evaluations' keys, in the tables' order, and their names in the paired table
 SECONDARY = {"late_window": "late window", "low_epsilon": "low epsilon", "noop_greedy": "no-op greedy"}
 _pct = "{:.0%}".format  # a rate as the tables print it
-FIGURES = (
-    ("score_mean", "score mean", "score"),
-    ("success_rate", "success rate", "rate"),
-)  # a summary's, paired: key, name, kind
+# a summary's figures in the paired table: key, name, kind
+FIGURES = (("score_mean", "score mean", "score"), ("success_rate", "success rate", "rate"))
 
 
 def find_runs(paths: list[str]) -> list[str]:
