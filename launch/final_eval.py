@@ -268,9 +268,9 @@ def more_rows(ev: EvalConfig, common: dict, last_online: dict, kept: list[dict],
     said = []
     if kept:
         more["late"] = (common, [k["learner"]["online"] for k in kept], ev.late_episodes, stream_seed(ev.seed, EVAL_LATE), False)
+        versions = f"v{kept[0]['counters']['weights_version']}-v{kept[-1]['counters']['weights_version']}"
         said.append(
-            f"the late window, {len(kept)} kept weights (v{kept[0]['counters']['weights_version']}-"
-            f"v{kept[-1]['counters']['weights_version']}), {ev.late_episodes} episodes each at epsilon {ev.epsilon:g}"
+            f"the late window, {len(kept)} kept weights ({versions}), {ev.late_episodes} episodes each at epsilon {ev.epsilon:g}"
         )
     if ev.low_epsilon_episodes:
         low = dict(common, epsilon=ev.low_epsilon)

@@ -144,8 +144,7 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
     print_accounting(ledger, rejects)
     elapsed = time.monotonic() - supervisor.start
     say(format_processor_line(learner.plane.stats(), learner.plane.processed / max(elapsed, 1e-9)))
-    ratio = learner.clock.first_epoch_ratio()
-    if ratio is not None:
+    if (ratio := learner.clock.first_epoch_ratio()) is not None:
         say(f"[MAIN] first epoch after warm-up ran at {ratio:.0%} of the later epochs' updates/s")
     c = learner.counters
     if not cfg.collect_only and c.updates and cfg.eval.final_episodes:

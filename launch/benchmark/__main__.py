@@ -116,15 +116,13 @@ def ceiling_and_collection(cfg: RunConfig, bench: BenchConfig) -> dict:
 def collection_figures(rounds: dict[str, list[dict]], ceilings: list[dict]) -> dict:
     """The collection stage's entry: each kind's rounds, rate and env share; against the env ceiling, its efficiencies."""
     out: dict = {f"rounds_{kind}": runs for kind, runs in rounds.items()}
-    for kind, runs in rounds.items():
-        out[f"transitions_per_s_{kind}"] = statistics.mean(c["transitions_per_s"] for c in runs)
+    out |= {f"transitions_per_s_{kind}": statistics.mean(c["transitions_per_s"] for c in runs) for kind, runs in rounds.items()}
     for kind, runs in rounds.items():
         shares = [c["actor_env_share"] for c in runs]  # inside the actors: does not drift with the host
         out[f"actor_env_share_{kind}"] = None if None in shares else statistics.mean(shares)
     if ceilings:
         ceiling = statistics.mean(c["steps_per_s"] for c in ceilings)
-        for kind in rounds:
-            out[f"efficiency_{kind}"] = out[f"transitions_per_s_{kind}"] / ceiling
+        out |= {f"efficiency_{kind}": out[f"transitions_per_s_{kind}"] / ceiling for kind in rounds}
         bare_us = statistics.mean(c["cpu_us_per_step"] for c in ceilings)
         for kind, runs in rounds.items():
             us = statistics.mean(c["cpu_us_per_transition"] for c in runs)

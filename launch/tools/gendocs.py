@@ -64,8 +64,7 @@ def _rows(cls: type, prefix: str, tables: list[tuple[str, str, list[str]]]) -> N
     nested: list[tuple[Any, str]] = []  # (a nested dataclass, its flags' prefix)
     for f in dataclasses.fields(cls):
         if cls is EnvConfig and f.name == "options":  # each env's options: a table of its own, under its name
-            builtin = [(name, kind) for name, kind in options_types().items() if name in BUILTIN]  # not plug-ins
-            nested += [(kind, f"{prefix}{name}.") for name, kind in builtin]
+            nested += [(kind, f"{prefix}{name}.") for name, kind in options_types().items() if name in BUILTIN]  # no plug-in
             continue
         factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
         if factory is not None and dataclasses.is_dataclass(factory):

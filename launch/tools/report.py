@@ -96,11 +96,8 @@ def group_runs(runs: list[dict]) -> dict[str, list[dict]]:
     ]
     groups: dict[str, list[dict]] = {}
     for r in runs:
-        if labelled:
-            name = r["config"].get("label") or "(no label)"
-        else:
-            name = ", ".join(f"{k}={r['config'].get(k)}" for k in differing) or "all runs"
-        groups.setdefault(name, []).append(r)
+        name = ", ".join(f"{k}={r['config'].get(k)}" for k in differing) or "all runs"
+        groups.setdefault((r["config"].get("label") or "(no label)") if labelled else name, []).append(r)
     return groups
 
 
