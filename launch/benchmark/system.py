@@ -81,13 +81,14 @@ EPOCHS_ERROR = "only {} of system_min_epochs={} epochs in {:.0f}s"
 
 
 def _collector(reports: list[dict], handoff: str, lock_wait: str | None, handoffs: str, sent: str) -> dict[str, Any]:
-    """The collectors' exit reports summed, under the keys each side's reports use (no lock: 0)."""
+    """The collectors' figures from their exit reports, summed under the keys each side's reports use (no lock: 0)."""
+    handoff_seconds, sent_transitions = sum(r[handoff] for r in reports), sum(r[sent] for r in reports)
     return {
-        "handoff_seconds": sum(r[handoff] for r in reports),
-        "lock_wait_seconds": sum(r[lock_wait] for r in reports) if lock_wait else 0.0,
-        "collector_seconds": sum(r["run_seconds"] for r in reports),
-        "handoffs": sum(r[handoffs] for r in reports),
-        "sent_transitions": sum(r[sent] for r in reports),
+        "collector_blocked_fraction": handoff_seconds / max(sum(r["run_seconds"] for r in reports), 1e-9),
+        "collector_lock_wait_seconds": sum(r[lock_wait] for r in reports) if lock_wait else 0.0,
+        "collector_handoff_ms_per_1k_transitions": handoff_seconds * 1e6 / max(sent_transitions, 1),
+        "collector_handoffs": sum(r[handoffs] for r in reports),
+        "collector_sent_transitions": sent_transitions,
     }
 
 
@@ -105,11 +106,7 @@ def _system_figures(
         "epoch_seconds": statistics.mean(steady) if steady else None,
         "first_epoch_ratio": (statistics.mean(steady) / epoch_seconds[0]) if len(epoch_seconds) > 1 else None,
         "gpu_utilization": w.gpu,
-        "collector_blocked_fraction": c["handoff_seconds"] / max(c["collector_seconds"], 1e-9),
-        "collector_lock_wait_seconds": c["lock_wait_seconds"],
-        "collector_handoff_ms_per_1k_transitions": c["handoff_seconds"] * 1e6 / max(c["sent_transitions"], 1),
-        "collector_handoffs": c["handoffs"],
-        "collector_sent_transitions": c["sent_transitions"],
+        **c,  # the collectors' figures (_collector)
         "drops": drops,
         "replay_bytes_per_transition": replay.bytes_per_transition,
         "learner_rss_mb_start": w.rss_start[0],

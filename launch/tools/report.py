@@ -29,10 +29,9 @@ from launch.cli import UsageError, parse
 from launch.final_eval import RESULT_NAME, describe, write_atomic
 from launch.machine import MACHINE_NAME
 from launch.resume import flatten
-from launch.tools.stats import ALPHA, POWER, mde_paired, mde_two_groups, paired, pooled_sd, t_interval
+from launch.tools.stats import ALPHA, CONFIDENCE, POWER, mde_paired, mde_two_groups, paired, pooled_sd, t_interval
 from shared.results import read_metrics, upgrade
 
-CONFIDENCE = 0.95
 END_WINDOW = 200  # in score units; on Mario about one hazard of 1-1 (the first pipes' goomba stops runs at 600-720)
 # Config keys that never make two runs different treatments.
 IGNORED = tuple("seed actor.seed learner.seed eval.seed run_dir resume log_every progress spawn_actors label device".split())
