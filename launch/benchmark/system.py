@@ -205,24 +205,23 @@ def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) ->
 
 def system_stage(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> dict:
     """Original, then optimized, same machine state; torch threads = the cores the actors leave free."""
+    out: dict[str, Any] = {  # the settings, then "original" and "optimized": each stage's figures
+        "actors": cfg.actors,
+        "envs_per_actor": cfg.actor.envs_per_actor,
+        "device": str(device),
+        "updates_per_epoch": bench.system_updates_per_epoch,
+        "original_settings": dataclasses.asdict(bench.original),
+        "optimized_settings": {
+            "micro_batch": bench.optimized_micro_batch,
+            "accum_steps": bench.optimized_accum,
+            "broadcast_env_steps": bench.optimized_broadcast_env_steps,
+            "batch_steps": cfg.actor.batch_steps,
+            "amp": str(resolve_amp("auto", device)).removeprefix("torch."),
+        },
+    }
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, (os.cpu_count() or 1) - cfg.actors))
-    out: dict[str, Any]  # the settings, then "original" and "optimized": each stage's figures
     try:
-        out = {
-            "actors": cfg.actors,
-            "envs_per_actor": cfg.actor.envs_per_actor,
-            "device": str(device),
-            "updates_per_epoch": bench.system_updates_per_epoch,
-            "original_settings": dataclasses.asdict(bench.original),
-            "optimized_settings": {
-                "micro_batch": bench.optimized_micro_batch,
-                "accum_steps": bench.optimized_accum,
-                "broadcast_env_steps": bench.optimized_broadcast_env_steps,
-                "batch_steps": cfg.actor.batch_steps,
-                "amp": str(resolve_amp("auto", device)).removeprefix("torch."),
-            },
-        }
         for side, run in (("original", system_original), ("optimized", system_optimized)):
             f = out[side] = run(cfg, device, bench)
             print(f"system {side}: {f['experiences_per_s']:.1f} experiences/s, {f['batches_per_s']:.2f} batches/s", flush=True)

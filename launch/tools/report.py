@@ -79,11 +79,8 @@ def load_run(path: str) -> dict:
 
 def run_seed(config: dict) -> int | None:
     """A run's seed (flattened config.json): ``seed``, else (a config saved with -1) the first component's; or None."""
-    for key in ("seed", "learner.seed", "actor.seed", "eval.seed"):
-        value = config.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return None
+    values = (config.get(key) for key in ("seed", "learner.seed", "actor.seed", "eval.seed"))
+    return next((v for v in values if isinstance(v, int) and not isinstance(v, bool) and v >= 0), None)
 
 
 def group_runs(runs: list[dict]) -> dict[str, list[dict]]:
@@ -403,10 +400,7 @@ def eval_curve(path: str) -> tuple[np.ndarray, np.ndarray]:
 
 def plot_groups(groups: list[dict], baselines: list[dict], out: str, points: int = 40) -> None:
     """Each group's mean evaluation curve over its runs with a 95% t band over runs (module docstring)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # no pyplot: no backend to choose, never a window
 
     fig = Figure(figsize=(10, 6), dpi=120)
     ax = fig.add_subplot()
