@@ -77,9 +77,7 @@ def progress_budget(cfg: RunConfig) -> tuple[str, int] | None:
         return "env steps", cfg.total_env_steps
     if cfg.learner.steps and not cfg.collect_only:
         return "updates", cfg.learner.steps
-    if cfg.duration > 0:
-        return "s", int(cfg.duration)
-    return None
+    return ("s", int(cfg.duration)) if cfg.duration > 0 else None
 
 
 def stop_line(reason: str, cfg: RunConfig, inserted: int, updates: int) -> str:
@@ -88,9 +86,7 @@ def stop_line(reason: str, cfg: RunConfig, inserted: int, updates: int) -> str:
         return f"env-step budget: {inserted:,} of --total-env-steps {cfg.total_env_steps:,} env steps inserted"
     if reason == "updates":
         return f"update budget: {updates:,} of --learner.steps {cfg.learner.steps:,} updates"
-    if reason == "duration":
-        return f"--duration {cfg.duration:g}s reached"
-    return "a stop signal (Ctrl-C or SIGTERM)"
+    return f"--duration {cfg.duration:g}s reached" if reason == "duration" else "a stop signal (Ctrl-C or SIGTERM)"
 
 
 def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:

@@ -54,9 +54,7 @@ def field_docs(cls: type) -> dict[str, str]:
 def _default(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _rows(cls: type, prefix: str, tables: list[tuple[str, str, list[str]]]) -> None:
