@@ -302,8 +302,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _evaluate(args: EvaluateArgs, job: dict) -> int:
     env, net, greedy = job["env"], job["net"], args.policy == "greedy"
-    names = action_names_for(env)
-    num_actions = env_spec(env).num_actions
+    names, num_actions = action_names_for(env), env_spec(env).num_actions
     counts = "".join(f", {k.replace('_', ' ')} {job[k]:,}" for k in ("updates", "env_steps") if isinstance(job[k], int))
     print(f"[EVAL] {job['run_dir'] or '-'}: checkpoint {job['checkpoint'] or '(no network)'}{counts}")
     label = f" {job['label']}" if job["label"] != env.name else ""

@@ -67,9 +67,7 @@ def resumed_config(cli: RunConfig) -> RunConfig:
 
 def latest_run(run_dir: str) -> str:
     """The newest folder under ``run_dir`` holding a checkpoint, or '' when there is none."""
-    if not os.path.isdir(run_dir):
-        return ""
-    runs = [os.path.join(run_dir, name) for name in os.listdir(run_dir)]
+    runs = [os.path.join(run_dir, name) for name in (os.listdir(run_dir) if os.path.isdir(run_dir) else [])]
     runs = [run for run in runs if has_checkpoint(run) and os.path.isfile(os.path.join(run, "config.json"))]
     return max(runs, key=checkpoint_mtime, default="")
 

@@ -417,8 +417,7 @@ def plot_groups(groups: list[dict], baselines: list[dict], out: str, points: int
             ax.fill_between(grid, band[:, 0], band[:, 1], color=line.get_color(), alpha=0.2, linewidth=0)
     for b, style in zip(baselines, itertools.cycle(("--", ":", "-."))):
         ax.axhline(b["score_mean"], linestyle=style, color="grey", linewidth=1, label=b["group"])
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("evaluation mean score (in training)")
+    ax.set(xlabel="environment steps", ylabel="evaluation mean score (in training)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.savefig(out)
