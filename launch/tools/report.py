@@ -546,18 +546,10 @@ def paired_report(paths: list[str], a_label: str, b_label: str) -> dict:
     unmatched += [{"group": g, "seed": None, "path": r["path"]} for g, _, _, none in sides for r in none]
     fa, fb = ({s: run_figures(side[s]) for s in seeds} for side in (a, b))
     kinds = {name: kind for figures in [*fa.values(), *fb.values()] for name, (kind, _) in figures.items()}
-    return {
-        "a": a_label,
-        "b": b_label,
-        "a_runs": len(groups[a_label]),
-        "b_runs": len(groups[b_label]),
-        "seeds": seeds,
-        "unmatched": unmatched,
-        "power": POWER,
-        "alpha": ALPHA,
-        "metrics": [_paired_metric(name, kind, seeds, fa, fb) for name, kind in kinds.items()],
-        "warnings": _left_out(groups[a_label] + groups[b_label]),
-    }
+    out = {"a": a_label, "b": b_label, "a_runs": len(groups[a_label]), "b_runs": len(groups[b_label]), "seeds": seeds}
+    out |= {"unmatched": unmatched, "power": POWER, "alpha": ALPHA}
+    out["metrics"] = [_paired_metric(name, kind, seeds, fa, fb) for name, kind in kinds.items()]
+    return out | {"warnings": _left_out(groups[a_label] + groups[b_label])}
 
 
 def _value(kind: str, x: float | None) -> str:
