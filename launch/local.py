@@ -148,7 +148,12 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
             say(f"[MAIN] SIGTERM: no final evaluation (python -m launch.final_eval {run_dir} runs it)")
         else:
             final_evaluation_or_skip(run_dir, stopping)
-    print_results(run_dir)
+    if os.path.isfile(os.path.join(run_dir, BEST_NAME)):  # how to play the best weights, and what the run folder holds
+        say(
+            f"[MAIN] play the best evaluated weights: python -m launch.evaluate {run_dir} (the last checkpoint: add --net online)"
+        )
+    left = [name for name in RUN_RESULTS if os.path.exists(os.path.join(run_dir, name))]
+    say(f"[MAIN] the run folder {run_dir} holds {', '.join(left) or 'no results'}")
     say(
         f"[MAIN] stopped after {elapsed:.1f}s by {stop_line(reason, cfg, c.inserted, c.updates)}: "
         f"epoch {c.epoch}, {c.updates} updates, {c.inserted:,} env steps, weights v{c.weights_version}, "
@@ -162,16 +167,6 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
         )
         return 1
     return 0
-
-
-def print_results(run_dir: str) -> None:
-    """How to play the best weights, and what the run folder holds."""
-    if os.path.isfile(os.path.join(run_dir, BEST_NAME)):
-        say(
-            f"[MAIN] play the best evaluated weights: python -m launch.evaluate {run_dir} (the last checkpoint: add --net online)"
-        )
-    left = [name for name in RUN_RESULTS if os.path.exists(os.path.join(run_dir, name))]
-    say(f"[MAIN] the run folder {run_dir} holds {', '.join(left) or 'no results'}")
 
 
 def ratio_phrase(lc) -> str:
@@ -320,8 +315,7 @@ class Supervisor:
         if now - self.logged_at >= self.cfg.log_every:
             processed = self.learner.plane.processed
             rate = (processed - self.logged_processed) / (now - self.logged_at)
-            line = format_processor_line(self.learner.plane.stats(), rate)
-            (self.bar.write if self.bar is not None else print)(line)
+            (self.bar.write if self.bar is not None else print)(format_processor_line(self.learner.plane.stats(), rate))
             self.logged_at, self.logged_processed = now, processed
 
     def restart_dead_actors(self) -> None:
@@ -351,11 +345,9 @@ class Supervisor:
     def report_new_incarnations(self) -> None:
         """A slot whose sender changed (a restarted or replaced actor) is named with its old and new incarnation."""
         for slot, incarnation in enumerate(self.learner.slots.incarnations()):
-            if incarnation != self.incarnations[slot]:
-                if self.incarnations[slot] >= 0:
-                    self.learner.echo(
-                        f"[MAIN] actor {slot} now sends as incarnation {incarnation:#x} (was {self.incarnations[slot]:#x})"
-                    )
+            if incarnation != (was := self.incarnations[slot]):
+                if was >= 0:
+                    self.learner.echo(f"[MAIN] actor {slot} now sends as incarnation {incarnation:#x} (was {was:#x})")
                 self.incarnations[slot] = incarnation
 
 

@@ -45,12 +45,10 @@ def describe_machine() -> dict:
     }
 
 
-def record_machine(run_dir: str) -> dict:
+def record_machine(run_dir: str) -> None:
     """Write ``machine.json`` into a run folder unless it has one (a resumed run keeps its first machine's)."""
-    m = describe_machine()
     path = os.path.join(run_dir, MACHINE_NAME)
     if not os.path.exists(path):
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump(m, fh, indent=2)
+            json.dump(describe_machine(), fh, indent=2)
             fh.write("\n")
-    return m

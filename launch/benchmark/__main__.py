@@ -40,8 +40,7 @@ COLLECTIONS = (
 
 
 def main(bench: BenchConfig) -> dict:
-    unknown = sorted(set(bench.stages) - set(STAGES))
-    if unknown:
+    if unknown := sorted(set(bench.stages) - set(STAGES)):
         raise SystemExit(f"error: stages={unknown} unknown; choose from {list(STAGES)}")
     if bench.quick:
         apply_quick(bench)

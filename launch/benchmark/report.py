@@ -82,10 +82,8 @@ def _learner_rows(lr_: dict, r: dict) -> list[str]:
                 f"| learner {key.replace('_', ' ')}, {on} x {accum} ({lr_['device']}) | {rates_text(v)}, first epoch "
                 f"{v['first_epoch_ratio']:.0%} of steady{compiled} |"
             )
-    for accum in (1, 4):
-        speedup = lr_[f"speedup_amp_compiled_vs_fp32_accum{accum}"]
-        rows.append(f"| AMP + compile vs fp32 eager, x{accum} accumulation | {speedup:.2f}x |")
-    return rows
+    speedups = ((accum, lr_[f"speedup_amp_compiled_vs_fp32_accum{accum}"]) for accum in (1, 4))
+    return rows + [f"| AMP + compile vs fp32 eager, x{accum} accumulation | {speedup:.2f}x |" for accum, speedup in speedups]
 
 
 # Each stage's rows of the main table, in this order, from (its result entry, the whole result)

@@ -183,12 +183,8 @@ def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) ->
     stop, reports, lock = ctx.Event(), ctx.Queue(), ctx.Lock()
     shared_queue = ctx.Queue(maxsize=settings.queue_size)
     learner = OriginalLearner(rc, settings, shared_queue, device).start()
-    procs = [
-        start_process(
-            ctx, original_collector_main, (rc, slot, stop, shared_queue, lock, settings.chunk_steps, reports), f"collector-{slot}"
-        )
-        for slot in range(rc.actors)
-    ]
+    shared = (stop, shared_queue, lock, settings.chunk_steps, reports)  # every collector's arguments after (rc, slot)
+    procs = [start_process(ctx, original_collector_main, (rc, slot, *shared), f"collector-{slot}") for slot in range(rc.actors)]
     try:
         _until(lambda: len(learner.replay), bench.system_min_replay, lambda: time.sleep(0.05), FILL_ERROR)
         window = _Window(device, procs, lambda: learner.processed).open()
