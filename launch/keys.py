@@ -64,8 +64,7 @@ def make_keys(cfg: KeysConfig) -> list[tuple[str, str]]:
     targets = [os.path.join(cfg.dir, n + ext) for n in names for ext in PAIR]
     if cfg.authorize:
         targets += [os.path.join(cfg.authorize, f"{n}.key") for n in names]
-    existing = [p for p in targets if os.path.exists(p)]
-    if existing and not cfg.force:
+    if not cfg.force and (existing := [p for p in targets if os.path.exists(p)]):
         raise ValueError(f"{existing} already exist; pass --force to overwrite")
     os.makedirs(cfg.dir, exist_ok=True)
     if cfg.authorize:

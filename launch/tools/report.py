@@ -116,20 +116,21 @@ def interval_label(runs: int, episodes: int | None = None) -> str:
     return "-"
 
 
-def _over_runs(summaries: list[dict], interval: str = "") -> dict:
+def _over_runs(summaries: list[dict]) -> dict:
     """A row's mean score and success rate with their intervals, under the JSON's names, of runs' summaries: t over
-    runs, or one run's own intervals over its episodes; ``interval`` names them, else ``interval_label``."""
+    runs, or one run's own intervals over its episodes."""
     score, score_ci = over_runs([s["score_mean"] for s in summaries])
     rate, rate_ci = over_runs([s["success_rate"] for s in summaries], rate=True)
     if len(summaries) == 1:
         score_ci, rate_ci = summaries[0].get("score_ci"), summaries[0].get("success_rate_ci")
-    interval = interval or interval_label(len(summaries), summaries[0].get("episodes") if summaries else None)
+    interval = interval_label(len(summaries), summaries[0].get("episodes") if summaries else None)
     return dict(score_mean=score, score_mean_ci=score_ci, success_rate_mean=rate, success_rate_ci=rate_ci, interval=interval)
 
 
 def _over_episodes(s: dict) -> dict:
-    """``_over_runs`` of one evaluation's summary (launch/final_eval.py ``describe``): its intervals over episodes."""
-    return _over_runs([s], f"95% over {s.get('episodes')} episodes")
+    """``_over_runs``'s figures of one evaluation's summary (launch/final_eval.py ``describe``): its own, over episodes."""
+    figures = dict(score_mean=s["score_mean"], score_mean_ci=s.get("score_ci"), success_rate_mean=s["success_rate"])
+    return figures | dict(success_rate_ci=s.get("success_rate_ci"), interval=f"95% over {s.get('episodes')} episodes")
 
 
 def densest_end(episodes: list[dict], window: float = END_WINDOW) -> dict | None:
