@@ -14,7 +14,7 @@ import functools
 import importlib
 import io
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import tyro
@@ -73,7 +73,7 @@ def import_plugin(module: str) -> None:
             raise ConfigError(f"env.module={module!r} does not import ({exc})") from None
 
 
-def subclass(kind: type, fields: list[tuple[str, Any, Callable[[], Any]]]) -> type:
+def subclass(kind: type, fields: list[Any]) -> type:
     """``kind`` with ``fields`` (name, type, default factory) added or retyped, its docstring kept (tyro prints it)."""
     spec = [(name, field_type, dataclasses.field(default_factory=factory)) for name, field_type, factory in fields]
     typed = dataclasses.make_dataclass(kind.__name__, spec, bases=(kind,))
@@ -83,8 +83,8 @@ def subclass(kind: type, fields: list[tuple[str, Any, Callable[[], Any]]]) -> ty
 
 def env_config_type() -> type:
     """EnvConfig as tyro parses it: one nested field per env that has options (built in and registered)."""
-    options_field: list[tuple[str, Any, Callable[[], Any]]] = [("options", tyro.conf.Suppress[dict[str, Any]], dict)]
-    return subclass(EnvConfig, options_field + [(name, kind, kind) for name, kind in options_types().items()])
+    fields: list[Any] = [("options", tyro.conf.Suppress[dict[str, Any]], dict)]
+    return subclass(EnvConfig, fields + [(name, kind, kind) for name, kind in options_types().items()])
 
 
 def with_env_options(kind: type, env: EnvConfig | None = None) -> type:
