@@ -44,12 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     learner, argv = take_option(argv, "--learner")
     cfg = parse_run_config(argv, description=__doc__)
     try:
-        actor_id = None
-        for name, raw in (("--actor-id", raw_id), ("WARPPIPE_ACTOR_ID", os.environ.get("WARPPIPE_ACTOR_ID", "") or None)):
-            if raw is not None and actor_id is None:
-                if not raw.lstrip("-").isdigit():
-                    raise ConfigError(f"{name}={raw!r} must be an integer")
-                actor_id = int(raw)
+        given = (("--actor-id", raw_id), ("WARPPIPE_ACTOR_ID", os.environ.get("WARPPIPE_ACTOR_ID", "") or None))
+        name, raw = next(((name, raw) for name, raw in given if raw is not None), ("", None))  # the flag wins
+        if raw is not None and not raw.lstrip("-").isdigit():
+            raise ConfigError(f"{name}={raw!r} must be an integer")
+        actor_id = None if raw is None else int(raw)
         learner = learner or os.environ.get("WARPPIPE_LEARNER", "")
         if learner:
             cfg.transport.host, cfg.transport.base_port = parse_learner(learner)

@@ -73,13 +73,18 @@ def import_plugin(module: str) -> None:
             raise ConfigError(f"env.module={module!r} does not import ({exc})") from None
 
 
+def subclass(kind: type, fields: list[Any]) -> type:
+    """``kind`` with ``fields`` (name, type, default factory) added or retyped, its docstring kept (tyro prints it)."""
+    spec = [(name, field_type, dataclasses.field(default_factory=factory)) for name, field_type, factory in fields]
+    typed = dataclasses.make_dataclass(kind.__name__, spec, bases=(kind,))
+    typed.__doc__ = kind.__doc__
+    return typed
+
+
 def env_config_type() -> type:
     """EnvConfig as tyro parses it: one nested field per env that has options (built in and registered)."""
-    env_fields: list[Any] = [("options", tyro.conf.Suppress[dict[str, Any]], dataclasses.field(default_factory=dict))]
-    env_fields += [(name, kind, dataclasses.field(default_factory=kind)) for name, kind in options_types().items()]
-    env_type = dataclasses.make_dataclass("EnvConfig", env_fields, bases=(EnvConfig,))
-    env_type.__doc__ = EnvConfig.__doc__
-    return env_type
+    fields: list[Any] = [("options", tyro.conf.Suppress[dict[str, Any]], dict)]
+    return subclass(EnvConfig, fields + [(name, kind, kind) for name, kind in options_types().items()])
 
 
 def with_env_options(kind: type, env: EnvConfig | None = None) -> type:
@@ -90,11 +95,7 @@ def with_env_options(kind: type, env: EnvConfig | None = None) -> type:
         shared = {f.name: getattr(env, f.name) for f in dataclasses.fields(EnvConfig) if f.name != "options"}
         own: dict[str, Any] = {name: options(env, name, options_type) for name, options_type in options_types().items()}
         factory = functools.partial(env_type, **shared, **own)
-    typed = dataclasses.make_dataclass(
-        kind.__name__, [("env", env_type, dataclasses.field(default_factory=factory))], bases=(kind,)
-    )
-    typed.__doc__ = kind.__doc__
-    return typed
+    return subclass(kind, [("env", env_type, factory)])
 
 
 def run_config_type() -> type:

@@ -31,7 +31,7 @@ import tyro
 
 from actors.evaluator import Episode, action_names_for, build_network, episode_record, play_episodes, ranked_episode, summarize
 from launch.cli import UsageError, import_plugin, parse, plain, plugin_module, refuse_renamed, with_env_options
-from launch.final_eval import say_row, secondary_row
+from launch.final_eval import say_row, secondary_row, write_atomic
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME, load_kept
 from shared.config import ConfigError, EnvConfig, EvalConfig, RunConfig
 from shared.config_migration import read_config
@@ -302,8 +302,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _evaluate(args: EvaluateArgs, job: dict) -> int:
     env, net, greedy = job["env"], job["net"], args.policy == "greedy"
-    names = action_names_for(env)
-    num_actions = env_spec(env).num_actions
+    names, num_actions = action_names_for(env), env_spec(env).num_actions
     counts = "".join(f", {k.replace('_', ' ')} {job[k]:,}" for k in ("updates", "env_steps") if isinstance(job[k], int))
     print(f"[EVAL] {job['run_dir'] or '-'}: checkpoint {job['checkpoint'] or '(no network)'}{counts}")
     label = f" {job['label']}" if job["label"] != env.name else ""
@@ -358,11 +357,7 @@ def _evaluate(args: EvaluateArgs, job: dict) -> int:
     result |= {"secondary": secondary, "video": video, "eval_seconds": seconds}
     path = job["json_path"]
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(result, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(result, indent=2) + "\n", tmp=f"{path}.tmp-{os.getpid()}")
     print(f"[EVAL] wrote {path}")
     return status
 

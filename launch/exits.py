@@ -39,9 +39,6 @@ def exit_code(body: Callable[[], int]) -> int:
     """``body()``'s exit code; a bad configuration is said and exits 2, a non-finite update or a dead thread exits 1."""
     try:
         return body()
-    except ConfigError as exc:
+    except (ConfigError, NonFiniteUpdate, ThreadDied) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except (NonFiniteUpdate, ThreadDied) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_CONFIG if isinstance(exc, ConfigError) else EXIT_FAILED

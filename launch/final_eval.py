@@ -10,6 +10,7 @@ stream, so the episodes do not depend on the core count.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -46,10 +47,6 @@ EPISODES_PER_JOB = 5  # small enough that a 16-core host gets 20+ jobs from the 
 Row = tuple[dict, list[dict], int, int, bool]
 Echo = Callable[[str], None]
 Words = tuple[str, str]  # the env's words for its score and its success (Mario: distance, flags)
-
-
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launcher decides; it terminates the pool on a second Ctrl-C
 
 
 def play_job(job: dict) -> dict:
@@ -105,17 +102,13 @@ def choose_best(last: list[float], snapshots: list[list[float]], level: float = 
     ``last``'s in a one-sided Welch t-test at ``level / len(snapshots)`` (without spread: a strictly higher mean)."""
     from scipy import stats
 
-    if not snapshots:
-        return None
-    passed = []
-    for i, xs in enumerate(snapshots):
+    def better(xs: list[float]) -> bool:
         if np.ptp(xs) == 0 and np.ptp(last) == 0:
-            better = float(np.mean(xs)) > float(np.mean(last))
-        else:
-            p = stats.ttest_ind(xs, last, equal_var=False, alternative="greater").pvalue
-            better = bool(np.isfinite(p) and p < level / len(snapshots))
-        if better:
-            passed.append(i)
+            return float(np.mean(xs)) > float(np.mean(last))
+        p = stats.ttest_ind(xs, last, equal_var=False, alternative="greater").pvalue
+        return bool(np.isfinite(p) and p < level / len(snapshots))
+
+    passed = [i for i, xs in enumerate(snapshots) if better(xs)]
     return max(passed, key=lambda i: float(np.mean(snapshots[i]))) if passed else None
 
 
@@ -170,7 +163,8 @@ def run_jobs(jobs: list[dict], processes: int) -> list[dict]:
     """``play_job`` over ``jobs`` in a spawn pool of ``processes`` workers, results in job order."""
     if processes <= 1 or len(jobs) == 1:
         return [play_job(job) for job in jobs]
-    with spawn_context().Pool(min(processes, len(jobs)), initializer=_ignore_sigint) as pool:
+    # the workers ignore SIGINT: the launcher decides, and terminates the pool on a second Ctrl-C
+    with spawn_context().Pool(min(processes, len(jobs)), signal.signal, (signal.SIGINT, signal.SIG_IGN)) as pool:
         pending = pool.map_async(play_job, jobs, chunksize=1)
         while not pending.ready():  # wait in slices, so a KeyboardInterrupt is seen here
             pending.wait(0.5)
@@ -274,9 +268,9 @@ def more_rows(ev: EvalConfig, common: dict, last_online: dict, kept: list[dict],
     said = []
     if kept:
         more["late"] = (common, [k["learner"]["online"] for k in kept], ev.late_episodes, stream_seed(ev.seed, EVAL_LATE), False)
+        versions = f"v{kept[0]['counters']['weights_version']}-v{kept[-1]['counters']['weights_version']}"
         said.append(
-            f"the late window, {len(kept)} kept weights (v{kept[0]['counters']['weights_version']}-"
-            f"v{kept[-1]['counters']['weights_version']}), {ev.late_episodes} episodes each at epsilon {ev.epsilon:g}"
+            f"the late window, {len(kept)} kept weights ({versions}), {ev.late_episodes} episodes each at epsilon {ev.epsilon:g}"
         )
     if ev.low_epsilon_episodes:
         low = dict(common, epsilon=ev.low_epsilon)
@@ -349,14 +343,18 @@ def film_greedy(env: Any, actions: list[int], score: float, path: str, name: str
     echo(f"[FINAL] video of the greedy episode of {name} (score {score:,g}): {info.path} ({info.frames:,} frames)")
 
 
+def write_atomic(path: str, text: str, tmp: str = "") -> None:
+    """``text`` into ``path``: written whole to ``tmp`` (default: ``path`` + .tmp), then renamed into place."""
+    tmp = tmp or path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
 def write_results(run_dir: str, result: dict) -> None:
     """``eval_final.json`` (``best`` a copy of ``last`` with ``same_as_last`` when the selection kept it; a row without
     episodes null) and one ``final/`` metrics row at the run's last env step with each row's score and success rate."""
-    path = os.path.join(run_dir, RESULT_NAME)
-    with open(path + ".tmp", "w", encoding="utf-8") as fh:
-        json.dump(result, fh, indent=2)
-        fh.write("\n")
-    os.replace(path + ".tmp", path)
+    write_atomic(os.path.join(run_dir, RESULT_NAME), json.dumps(result, indent=2) + "\n")
     secondary = result.get("secondary") or {}
     figures: dict[str, Any] = {}
     rows = {"last": result.get("last"), "best": result.get("best"), "late": result.get("late_window")}
@@ -366,11 +364,8 @@ def write_results(run_dir: str, result: dict) -> None:
             figures |= {f"final/{name}_score": s["score_mean"], f"final/{name}_success_rate": s["success_rate"]}
             if name in ("last", "best"):
                 figures |= {f"final/{name}_return": s["return_mean"], f"final/{name}_greedy_score": row["greedy"]["score"]}
-    metrics = MetricsLog(run_dir)
-    try:
+    with contextlib.closing(MetricsLog(run_dir)) as metrics:
         metrics.write(result["updates"], result["env_steps"], result["wall_seconds"], figures)
-    finally:
-        metrics.close()
 
 
 @dataclasses.dataclass

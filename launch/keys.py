@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import tyro
 import zmq.auth
 
+PAIR = (".key", ".key_secret")  # a key pair's files: NAME.key (public), NAME.key_secret
+
 
 @dataclass
 class KeysConfig:
@@ -49,9 +51,7 @@ def make_keys(cfg: KeysConfig) -> list[tuple[str, str]]:
             raise ValueError(f"name={name!r} must be letters, digits, '_', '.', '-' (it becomes a file name)")
     names = cfg.name
     if cfg.keep and not cfg.force:
-        names = tuple(
-            n for n in cfg.name if not all(os.path.exists(os.path.join(cfg.dir, f"{n}{ext}")) for ext in (".key", ".key_secret"))
-        )
+        names = tuple(n for n in cfg.name if not all(os.path.exists(os.path.join(cfg.dir, n + ext)) for ext in PAIR))
         if cfg.authorize:  # a kept pair's public half still belongs in the allow-list
             os.makedirs(cfg.authorize, exist_ok=True)
             for n in cfg.name:
@@ -61,11 +61,10 @@ def make_keys(cfg: KeysConfig) -> list[tuple[str, str]]:
         if not names:
             return []
         cfg = KeysConfig(cfg.dir, names, cfg.authorize, force=True)  # a half-written pair is made again
-    targets = [os.path.join(cfg.dir, f"{n}{ext}") for n in names for ext in (".key", ".key_secret")]
+    targets = [os.path.join(cfg.dir, n + ext) for n in names for ext in PAIR]
     if cfg.authorize:
         targets += [os.path.join(cfg.authorize, f"{n}.key") for n in names]
-    existing = [p for p in targets if os.path.exists(p)]
-    if existing and not cfg.force:
+    if not cfg.force and (existing := [p for p in targets if os.path.exists(p)]):
         raise ValueError(f"{existing} already exist; pass --force to overwrite")
     os.makedirs(cfg.dir, exist_ok=True)
     if cfg.authorize:

@@ -19,6 +19,7 @@ command line sets new ones.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import queue
@@ -34,7 +35,7 @@ from actors.collector import actor_main
 from actors.eval_actor import eval_process_main
 from launch.cli import parse_run_config
 from launch.exits import StopSignals, exit_code
-from launch.final_eval import RESULT_NAME, VIDEO_NAME, final_evaluation
+from launch.final_eval import RESULT_NAME, VIDEO_NAME, final_evaluation, write_atomic
 from launch.machine import record_machine
 from launch.processes import BACKOFF_CAP_S, QUICK_EXIT_S, ActorPool, spawn_context, start_process, stop_processes
 from launch.resume import resolved_start
@@ -70,23 +71,13 @@ def spec_line(cfg: RunConfig, entry: EnvEntry, spec: EnvSpec) -> str:
     )
 
 
-def write_config(run_dir: str, cfg: RunConfig) -> None:
-    """``config.json``: the configuration of the run's latest start (written whole, then renamed into place)."""
-    path = os.path.join(run_dir, "config.json")
-    with open(path + ".tmp", "w") as fh:
-        fh.write(cfg.to_json())
-    os.replace(path + ".tmp", path)
-
-
 def progress_budget(cfg: RunConfig) -> tuple[str, int] | None:
     """The budget the progress bar follows (unit, total): env steps, else updates, else seconds; None: none set."""
     if cfg.total_env_steps:
         return "env steps", cfg.total_env_steps
     if cfg.learner.steps and not cfg.collect_only:
         return "updates", cfg.learner.steps
-    if cfg.duration > 0:
-        return "s", int(cfg.duration)
-    return None
+    return ("s", int(cfg.duration)) if cfg.duration > 0 else None
 
 
 def stop_line(reason: str, cfg: RunConfig, inserted: int, updates: int) -> str:
@@ -95,9 +86,7 @@ def stop_line(reason: str, cfg: RunConfig, inserted: int, updates: int) -> str:
         return f"env-step budget: {inserted:,} of --total-env-steps {cfg.total_env_steps:,} env steps inserted"
     if reason == "updates":
         return f"update budget: {updates:,} of --learner.steps {cfg.learner.steps:,} updates"
-    if reason == "duration":
-        return f"--duration {cfg.duration:g}s reached"
-    return "a stop signal (Ctrl-C or SIGTERM)"
+    return f"--duration {cfg.duration:g}s reached" if reason == "duration" else "a stop signal (Ctrl-C or SIGTERM)"
 
 
 def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
@@ -114,7 +103,8 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
     torch.set_num_threads(threads)  # actors each keep a core busy; spin-waiting extra threads only slow us down
     learner = Learner(ready, run_dir, resume_state, stop_requested=stopping)
     for name, write in {  # a full disk: said, and written before the next checkpoint instead
-        "config.json": lambda: write_config(run_dir, cfg),  # on resume too: a next resume keeps the budgets set now
+        # the configuration of the run's latest start, on resume too: a next resume keeps the budgets set now
+        "config.json": lambda: write_atomic(os.path.join(run_dir, "config.json"), cfg.to_json()),
         "machine.json": lambda: record_machine(run_dir),  # the machine the run's figures came from
     }.items():
         if not learner.refused.attempt(name, write):
@@ -137,7 +127,8 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
     try:
         reason = learner.run(deadline=deadline, on_tick=supervisor.tick)
     finally:
-        supervisor.close_progress()
+        if supervisor.bar is not None:
+            supervisor.bar.close()
         # read while the actors exit: their last batches leave their sockets only while someone reads them
         codes = pool.stop_all(timeout=10.0, while_waiting=lambda: learner.plane.drain(timeout=0.05))
         if evaluator is not None:
@@ -149,8 +140,7 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
     print_accounting(ledger, rejects)
     elapsed = time.monotonic() - supervisor.start
     say(format_processor_line(learner.plane.stats(), learner.plane.processed / max(elapsed, 1e-9)))
-    ratio = learner.clock.first_epoch_ratio()
-    if ratio is not None:
+    if (ratio := learner.clock.first_epoch_ratio()) is not None:
         say(f"[MAIN] first epoch after warm-up ran at {ratio:.0%} of the later epochs' updates/s")
     c = learner.counters
     if not cfg.collect_only and c.updates and cfg.eval.final_episodes:
@@ -158,7 +148,12 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
             say(f"[MAIN] SIGTERM: no final evaluation (python -m launch.final_eval {run_dir} runs it)")
         else:
             final_evaluation_or_skip(run_dir, stopping)
-    print_results(run_dir)
+    if os.path.isfile(os.path.join(run_dir, BEST_NAME)):  # how to play the best weights, and what the run folder holds
+        say(
+            f"[MAIN] play the best evaluated weights: python -m launch.evaluate {run_dir} (the last checkpoint: add --net online)"
+        )
+    left = [name for name in RUN_RESULTS if os.path.exists(os.path.join(run_dir, name))]
+    say(f"[MAIN] the run folder {run_dir} holds {', '.join(left) or 'no results'}")
     say(
         f"[MAIN] stopped after {elapsed:.1f}s by {stop_line(reason, cfg, c.inserted, c.updates)}: "
         f"epoch {c.epoch}, {c.updates} updates, {c.inserted:,} env steps, weights v{c.weights_version}, "
@@ -172,16 +167,6 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
         )
         return 1
     return 0
-
-
-def print_results(run_dir: str) -> None:
-    """How to play the best weights, and what the run folder holds."""
-    if os.path.isfile(os.path.join(run_dir, BEST_NAME)):
-        say(
-            f"[MAIN] play the best evaluated weights: python -m launch.evaluate {run_dir} (the last checkpoint: add --net online)"
-        )
-    left = [name for name in RUN_RESULTS if os.path.exists(os.path.join(run_dir, name))]
-    say(f"[MAIN] the run folder {run_dir} holds {', '.join(left) or 'no results'}")
 
 
 def ratio_phrase(lc) -> str:
@@ -229,9 +214,8 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, r
     mode = (
         "collecting only"
         if cfg.collect_only
-        else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, "
-        f"compile: {lc.compile}{vectors}, batch {lc.micro_batch} x {lc.accum_steps}, {threads} torch thread(s), "
-        f"{'dueling' if cfg.net.dueling else 'Nature-DQN'} head)"
+        else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, compile: {lc.compile}{vectors}, batch {lc.micro_batch} x "
+        f"{lc.accum_steps}, {threads} torch thread(s), {'dueling' if cfg.net.dueling else 'Nature-DQN'} head)"
     )
     seeds = f" (actors {cfg.actor.seed}, learner {cfg.learner.seed}, evaluations {cfg.eval.seed})"
     if (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (cfg.seed,) * 3:
@@ -247,9 +231,8 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, r
     else:
         floors = [f"{e:.3g}" for a in range(min(cfg.actors, 8)) for e in epsilon_floors(cfg.actor, cfg.actors, a)]
         say(
-            f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its "
-            f"floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); {ratio_phrase(lc)}, "
-            f"reward scale {lc.reward_scale:.4g}, "
+            f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its floor ("
+            f"{', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); {ratio_phrase(lc)}, reward scale {lc.reward_scale:.4g}, "
             f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, lr {lc.lr:g}, {learner.dqn.rule.describe()}"
         )
     if not cfg.collect_only:
@@ -261,9 +244,8 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, r
             else "none during training"
         )
         end = (
-            f"the last weights and up to {ev.keep_snapshots} snapshots play {ev.select_episodes} fresh episodes, "
-            f"best.pt is the last weights unless a snapshot beats them beyond chance, then both play "
-            f"{ev.final_episodes} more each"
+            f"the last weights and up to {ev.keep_snapshots} snapshots play {ev.select_episodes} fresh episodes, best.pt is the "
+            f"last weights unless a snapshot beats them beyond chance, then both play {ev.final_episodes} more each"
             if ev.final_episodes
             else "none"
         )
@@ -279,9 +261,8 @@ def print_accounting(ledger: list, rejects: dict) -> None:
     for e in ledger:
         if e.slot in restarted or e.duplicate_batches or e.rejected_batches:
             say(
-                f"[MAIN] actor {e.slot} incarnation {e.incarnation:#x}: seqs {e.next_seq - e.first_seq}, "
-                f"accepted {e.accepted_batches}, rejected {e.rejected_batches}, duplicates {e.duplicate_batches}, "
-                f"gaps {e.gap_batches}"
+                f"[MAIN] actor {e.slot} incarnation {e.incarnation:#x}: seqs {e.next_seq - e.first_seq}, accepted "
+                f"{e.accepted_batches}, rejected {e.rejected_batches}, duplicates {e.duplicate_batches}, gaps {e.gap_batches}"
             )
     say(
         f"[MAIN] accounting: {len(ledger)} incarnation(s) on {len({e.slot for e in ledger})} slot(s), "
@@ -302,15 +283,8 @@ class Supervisor:
         if cfg.progress and sys.stdout.isatty() and self.budget is not None:  # a redirected log: plain lines
             unit, total = self.budget
             seconds = "{l_bar}{bar}| {n_fmt}/{total_fmt} s [{elapsed}<{remaining}]" if unit == "s" else None
-            self.bar = tqdm(
-                total=total,
-                initial=min(self._done(unit), total),
-                unit=f" {unit}",
-                unit_scale=unit != "s",
-                dynamic_ncols=True,
-                mininterval=1.0,
-                bar_format=seconds,
-            )
+            style = dict(unit=f" {unit}", unit_scale=unit != "s", dynamic_ncols=True, mininterval=1.0, bar_format=seconds)
+            self.bar = tqdm(total=total, initial=min(self._done(unit), total), **style)
             learner.echo = self.bar.write
         bound = range(cfg.transport.base_port - 2, cfg.transport.base_port + cfg.actors)  # weights, requests, slots
         self.heartbeat = Heartbeat("learner", cfg.transport.host, tuple(bound))  # for the container health check
@@ -321,7 +295,10 @@ class Supervisor:
     def tick(self) -> None:
         now = time.monotonic()
         self.heartbeat.beat()
-        self.advance_progress(now)
+        if self.bar is not None:
+            assert self.budget is not None  # the bar is made only with a budget
+            self.bar.n = min(self.bar.total, self._done(self.budget[0]))
+            self.bar.refresh()
         self.print_processor_line(now)
         self.restart_dead_actors()
         if self.evaluator is not None:
@@ -333,23 +310,12 @@ class Supervisor:
         c = self.learner.counters
         return {"env steps": c.inserted, "updates": c.updates, "s": int(time.monotonic() - self.start)}[unit]
 
-    def advance_progress(self, now: float) -> None:
-        if self.bar is not None:
-            assert self.budget is not None  # the bar is made only with a budget
-            self.bar.n = min(self.bar.total, self._done(self.budget[0]))
-            self.bar.refresh()
-
-    def close_progress(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
     def print_processor_line(self, now: float) -> None:
         """The [PROCESSOR] line every log_every seconds."""
         if now - self.logged_at >= self.cfg.log_every:
             processed = self.learner.plane.processed
             rate = (processed - self.logged_processed) / (now - self.logged_at)
-            line = format_processor_line(self.learner.plane.stats(), rate)
-            (self.bar.write if self.bar is not None else print)(line)
+            (self.bar.write if self.bar is not None else print)(format_processor_line(self.learner.plane.stats(), rate))
             self.logged_at, self.logged_processed = now, processed
 
     def restart_dead_actors(self) -> None:
@@ -379,20 +345,15 @@ class Supervisor:
     def report_new_incarnations(self) -> None:
         """A slot whose sender changed (a restarted or replaced actor) is named with its old and new incarnation."""
         for slot, incarnation in enumerate(self.learner.slots.incarnations()):
-            if incarnation != self.incarnations[slot]:
-                if self.incarnations[slot] >= 0:
-                    self.learner.echo(
-                        f"[MAIN] actor {slot} now sends as incarnation {incarnation:#x} (was {self.incarnations[slot]:#x})"
-                    )
+            if incarnation != (was := self.incarnations[slot]):
+                if was >= 0:
+                    self.learner.echo(f"[MAIN] actor {slot} now sends as incarnation {incarnation:#x} (was {was:#x})")
                 self.incarnations[slot] = incarnation
 
 
 def final_evaluation_or_skip(run_dir: str, stopping: threading.Event) -> None:
     """launch/final_eval.py on the finished run; a (further) Ctrl-C or SIGTERM skips it, and says how to run it."""
-
-    def interrupt(*_):
-        raise KeyboardInterrupt
-
+    interrupt = signal.default_int_handler  # raises KeyboardInterrupt, whichever signal it handles
     later = f"python -m launch.final_eval {run_dir}"
     if stopping.is_set():
         say(f"[MAIN] the final evaluation follows; Ctrl-C again skips it ({later} runs it later)")
@@ -411,22 +372,20 @@ class Evaluator:
     """The evaluation process (actors/eval_actor.py) and its two queues, driven from the launcher's tick."""
 
     def __init__(self, cfg: RunConfig, learner: Learner):
-        self.cfg, self.learner = cfg, learner
+        self.learner = learner
         ctx = spawn_context()
         self.stop_event = ctx.Event()
         self.requests, self.results = ctx.Queue(maxsize=1), ctx.Queue()
-        self.proc = start_process(ctx, eval_process_main, (cfg, self.stop_event, self.requests, self.results), name="evaluator")
+        self.args = (cfg, self.stop_event, self.requests, self.results)  # the evaluation process's, at each (re)start
+        self.proc = start_process(ctx, eval_process_main, self.args, name="evaluator")
         self.period = EnvStepPeriod(cfg.eval.every_env_steps, learner.counters.inserted)
-        self.skipped = 0
 
     def tick(self) -> None:
         c = self.learner.counters
         if self.period.due(c.inserted):
             request = dict(updates=c.updates, env_steps=c.inserted, wall_seconds=round(self.learner.elapsed(), 3))
-            try:  # never wait: while the last evaluation still runs this one is skipped
+            with contextlib.suppress(queue.Full):  # never wait: while the last evaluation still runs this one is skipped
                 self.requests.put_nowait(request | {"weights": self.learner.server.current()})
-            except queue.Full:
-                self.skipped += 1
         while True:
             try:
                 self.learner.record_eval(self.results.get_nowait())
@@ -434,9 +393,7 @@ class Evaluator:
                 break
         if not self.proc.is_alive() and not self.stop_event.is_set():
             self.learner.echo(f"[MAIN] the evaluation process exited ({self.proc.exitcode}); restarted")
-            self.proc = start_process(
-                spawn_context(), eval_process_main, (self.cfg, self.stop_event, self.requests, self.results), name="evaluator"
-            )
+            self.proc = start_process(spawn_context(), eval_process_main, self.args, name="evaluator")
 
     def stop(self) -> None:
         # a request carries the weights (megabytes): one the evaluator never took must not hold up our exit

@@ -6,6 +6,7 @@ Machines differ about 2x in learner speed (bf16 or not): every run folder keeps 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -20,13 +21,10 @@ MACHINE_NAME = "machine.json"
 
 def cpu_model() -> str:
     """The CPU's model name (/proc/cpuinfo on Linux), else what the platform module says."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
 
 
@@ -47,12 +45,10 @@ def describe_machine() -> dict:
     }
 
 
-def record_machine(run_dir: str) -> dict:
+def record_machine(run_dir: str) -> None:
     """Write ``machine.json`` into a run folder unless it has one (a resumed run keeps its first machine's)."""
-    m = describe_machine()
     path = os.path.join(run_dir, MACHINE_NAME)
     if not os.path.exists(path):
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump(m, fh, indent=2)
+            json.dump(describe_machine(), fh, indent=2)
             fh.write("\n")
-    return m

@@ -46,21 +46,16 @@ def start_process(ctx: Any, target: Callable, args: tuple, name: str, kwargs: di
 
 
 def stop_processes(
-    procs: list,
-    stop_event: Any,
-    timeout: float = 10.0,
-    while_waiting: Callable[[], Any] | None = None,
-    acks: list | None = None,
-    guard: float = STOP_GUARD_S,
+    procs: list, stop_event: Any, timeout: float = 10.0, while_waiting: Callable[[], Any] | None = None, acks: list | None = None
 ) -> list[int | None]:
-    """Set ``stop_event``, wait for every process to exit (one that set its event in ``acks`` up to ``guard`` seconds,
+    """Set ``stop_event``, wait for every process to exit (one that set its event in ``acks`` up to ``STOP_GUARD_S``,
     others ``timeout``), then SIGTERM, then SIGKILL; exit codes. ``while_waiting`` (short, blocking) keeps reading."""
     stop_event.set()
     start = time.monotonic()
 
     def waited_enough(i: int) -> bool:
         acknowledged = acks is not None and acks[i] is not None and acks[i].is_set()
-        return time.monotonic() - start >= (guard if acknowledged else timeout)
+        return time.monotonic() - start >= (STOP_GUARD_S if acknowledged else timeout)
 
     while True:
         alive = [i for i, p in enumerate(procs) if p is not None and p.is_alive()]
@@ -70,13 +65,11 @@ def stop_processes(
             while_waiting()
         else:
             procs[alive[0]].join(timeout=0.05)
-    for p in procs:
-        if p is not None and p.is_alive():
-            p.terminate()
-            p.join(timeout=2.0)
-        if p is not None and p.is_alive():
-            p.kill()
-            p.join(timeout=2.0)
+    for p in (p for p in procs if p is not None):
+        for end in (p.terminate, p.kill):  # the second only for one the first did not end
+            if p.is_alive():
+                end()
+                p.join(timeout=2.0)
     return [None if p is None else p.exitcode for p in procs]
 
 
@@ -101,13 +94,9 @@ class ActorPool:
 
     def _start(self, slot: int) -> None:
         self.acks[slot] = self.ctx.Event()
-        self.procs[slot] = start_process(
-            self.ctx,
-            self.target,
-            (self.cfg, slot, self.stop_event, self.report_queue),
-            name=f"actor-{slot}",
-            kwargs={"generation": self.restarts[slot], "ack": self.acks[slot]},
-        )
+        args = (self.cfg, slot, self.stop_event, self.report_queue)
+        kwargs = {"generation": self.restarts[slot], "ack": self.acks[slot]}  # its exploration stream; its stop seen
+        self.procs[slot] = start_process(self.ctx, self.target, args, f"actor-{slot}", kwargs)
         self.started_at[slot] = time.monotonic()
 
     def restart_delay(self, slot: int) -> float:

@@ -67,13 +67,8 @@ def resumed_config(cli: RunConfig) -> RunConfig:
 
 def latest_run(run_dir: str) -> str:
     """The newest folder under ``run_dir`` holding a checkpoint, or '' when there is none."""
-    if not os.path.isdir(run_dir):
-        return ""
-    runs = [
-        os.path.join(run_dir, name)
-        for name in os.listdir(run_dir)
-        if has_checkpoint(os.path.join(run_dir, name)) and os.path.isfile(os.path.join(run_dir, name, "config.json"))
-    ]
+    runs = [os.path.join(run_dir, name) for name in (os.listdir(run_dir) if os.path.isdir(run_dir) else [])]
+    runs = [run for run in runs if has_checkpoint(run) and os.path.isfile(os.path.join(run, "config.json"))]
     return max(runs, key=checkpoint_mtime, default="")
 
 

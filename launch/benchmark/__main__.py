@@ -27,7 +27,7 @@ from launch.benchmark.replay import priority_stage, replay_stage
 from launch.benchmark.report import machine, render_table
 from launch.benchmark.system import system_stage
 from launch.benchmark.transport import transport
-from launch.cli import load_plugin, plain, run_config_type
+from launch.cli import load_plugin, plain, run_config_type, subclass
 from shared.config import RunConfig
 from shared.config_migration import read_config
 from shared.resolution import resolve_config
@@ -40,8 +40,7 @@ COLLECTIONS = (
 
 
 def main(bench: BenchConfig) -> dict:
-    unknown = sorted(set(bench.stages) - set(STAGES))
-    if unknown:
+    if unknown := sorted(set(bench.stages) - set(STAGES)):
         raise SystemExit(f"error: stages={unknown} unknown; choose from {list(STAGES)}")
     if bench.quick:
         apply_quick(bench)
@@ -116,15 +115,13 @@ def ceiling_and_collection(cfg: RunConfig, bench: BenchConfig) -> dict:
 def collection_figures(rounds: dict[str, list[dict]], ceilings: list[dict]) -> dict:
     """The collection stage's entry: each kind's rounds, rate and env share; against the env ceiling, its efficiencies."""
     out: dict = {f"rounds_{kind}": runs for kind, runs in rounds.items()}
-    for kind, runs in rounds.items():
-        out[f"transitions_per_s_{kind}"] = statistics.mean(c["transitions_per_s"] for c in runs)
+    out |= {f"transitions_per_s_{kind}": statistics.mean(c["transitions_per_s"] for c in runs) for kind, runs in rounds.items()}
     for kind, runs in rounds.items():
         shares = [c["actor_env_share"] for c in runs]  # inside the actors: does not drift with the host
         out[f"actor_env_share_{kind}"] = None if None in shares else statistics.mean(shares)
     if ceilings:
         ceiling = statistics.mean(c["steps_per_s"] for c in ceilings)
-        for kind in rounds:
-            out[f"efficiency_{kind}"] = out[f"transitions_per_s_{kind}"] / ceiling
+        out |= {f"efficiency_{kind}": out[f"transitions_per_s_{kind}"] / ceiling for kind in rounds}
         bare_us = statistics.mean(c["cpu_us_per_step"] for c in ceilings)
         for kind, runs in rounds.items():
             us = statistics.mean(c["cpu_us_per_transition"] for c in runs)
@@ -136,11 +133,7 @@ def parse(argv: list[str]) -> BenchConfig:
     """The benchmark's command line; ``--run.*`` is a RunConfig with each env's options under its name."""
     load_plugin(argv)
     run_type = run_config_type()
-    bench_type = dataclasses.make_dataclass(
-        "BenchConfig", [("run", run_type, dataclasses.field(default_factory=run_type))], bases=(BenchConfig,)
-    )
-    bench_type.__doc__ = BenchConfig.__doc__
-    parsed: Any = tyro.cli(bench_type, args=argv)
+    parsed: Any = tyro.cli(subclass(BenchConfig, [("run", run_type, run_type)]), args=argv)
     return dataclasses.replace(parsed, run=plain(parsed.run))
 
 

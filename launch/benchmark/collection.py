@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import queue
 import time
+from typing import Any
 
 import numpy as np
 import psutil
@@ -74,6 +74,17 @@ def env_ceiling(cfg: RunConfig, k: int, seconds: float) -> dict:
     }
 
 
+def exit_reports(report_queue: Any, count: int) -> list[dict]:
+    """Up to ``count`` actors' exit reports; one that sent none (killed on its way out) ends them: missing, not invented."""
+    out = []
+    for _ in range(count):
+        try:
+            out.append(report_queue.get(timeout=10.0))
+        except Exception:  # queue.Empty, or a queue its writer broke
+            break
+    return out
+
+
 def _cpu_seconds(procs: list) -> float:
     """CPU seconds used so far by this process and ``procs``."""
     times = [proc.cpu_times() for proc in [psutil.Process()] + [psutil.Process(p.pid) for p in procs]]
@@ -121,12 +132,7 @@ def collection(cfg: RunConfig, seconds: float) -> dict:
         stop_processes(procs, stop)
         server.stop()
         plane.close()
-    ended = []  # each actor's exit report: the share of its loop's time spent inside its envs' step
-    for _ in procs:
-        try:
-            ended.append(reports.get(timeout=10))
-        except queue.Empty:  # an actor killed on its way out sent none
-            break
+    ended = exit_reports(reports, len(procs))  # the share of each actor's loop's time spent inside its envs' step
     run = sum(r["run_seconds"] for r in ended)
     env_share = sum(r["env_seconds"] for r in ended) / run if len(ended) == len(procs) and run > 0 else None
     return {

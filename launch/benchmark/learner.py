@@ -7,6 +7,7 @@ eager, AMP and AMP + compile, each without and with accumulation.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -22,11 +23,9 @@ from shared.envs import env_spec
 from shared.wire.protocol import action_dtype
 
 
-def _filled_replay(
-    cfg: RunConfig, device: torch.device, prioritized: bool, streams: int = 8, per_stream: int = 4096
-) -> FrameReplay:
+def _filled_replay(cfg: RunConfig, device: torch.device, prioritized: bool) -> FrameReplay:
     """A replay of the run's env spec filled with random 200-step episodes; prioritized (alpha, eps) with random priorities."""
-    spec = env_spec(cfg.env)
+    spec, streams, per_stream = env_spec(cfg.env), 8, 4096
     kind: type[FrameReplay] = PrioritizedReplay if prioritized else FrameReplay
     extra: dict[str, Any] = {"alpha": cfg.replay.priority_alpha, "eps": cfg.replay.priority_eps} if prioritized else {}
     extra.update(obs_dtype=spec.obs_dtype, num_actions=spec.num_actions, masked=spec.masked)
@@ -108,14 +107,11 @@ def update_split(dqn, replay: FrameReplay, reps: int) -> dict[str, float]:
     batch = draw()
     obs = batch["obs"]
 
-    def bn_pass(net: Callable[..., torch.Tensor]) -> Callable[[], None]:
-        def run() -> None:
-            with torch.no_grad(), dqn._autocast():
-                dqn.online.train()
-                net(obs)
-                dqn.online.eval()
-
-        return run
+    def bn_pass(net: Callable[..., torch.Tensor]) -> None:
+        with torch.no_grad(), dqn._autocast():
+            dqn.online.train()
+            net(obs)
+            dqn.online.eval()
 
     def loss_and_backward() -> None:
         loss, _, _ = dqn.micro_loss(batch)
@@ -129,8 +125,8 @@ def update_split(dqn, replay: FrameReplay, reps: int) -> dict[str, float]:
     parts = {
         "sample": accum * timed(draw),
         "targets": accum * timed(lambda: dqn.target_values(batch)),
-        "bn_stats": accum * timed(bn_pass(dqn.statistics_fn)) if dqn.batchnorm_batch_stats else 0.0,
-        "bn_stats_whole_net": accum * timed(bn_pass(dqn.online_fn)) if dqn.batchnorm_batch_stats else 0.0,
+        "bn_stats": accum * timed(functools.partial(bn_pass, dqn.statistics_fn)) if dqn.batchnorm_batch_stats else 0.0,
+        "bn_stats_whole_net": accum * timed(functools.partial(bn_pass, dqn.online_fn)) if dqn.batchnorm_batch_stats else 0.0,
         "loss": accum * timed(lambda: dqn.micro_loss(batch)),
         "backward": 0.0,
         "priorities": timed(priorities) if prioritized else 0.0,
@@ -185,7 +181,6 @@ def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, 
                 flush=True,
             )
     for accum in (1, 4):
-        out[f"speedup_amp_compiled_vs_fp32_accum{accum}"] = (
-            out[f"amp_compiled_accum{accum}"]["samples_per_s"] / out[f"fp32_eager_accum{accum}"]["samples_per_s"]
-        )
+        amp_rate, fp32_rate = (out[f"{name}_accum{accum}"]["samples_per_s"] for name in ("amp_compiled", "fp32_eager"))
+        out[f"speedup_amp_compiled_vs_fp32_accum{accum}"] = amp_rate / fp32_rate
     return out

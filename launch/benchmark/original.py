@@ -7,6 +7,7 @@ writes them into replay under a lock the trainer takes too; batch 256, fp32, no 
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import signal
 import threading
@@ -23,7 +24,7 @@ from launch.processes import orphan_check
 from learner.replay.frames import FrameReplay
 from learner.trainer import DQNLearner
 from learner.weights import WeightServer
-from shared.config import LearnerConfig, RunConfig
+from shared.config import RunConfig
 from shared.envs import env_spec
 from shared.resolution import resolve_run
 
@@ -71,16 +72,9 @@ def original_collector_main(
         lock_wait += t1 - t0
         blocked += time.perf_counter() - t0
         puts += 1
-    report_queue.put(
-        dict(
-            actor=actor_id,
-            puts=puts,
-            lock_wait_seconds=lock_wait,
-            blocked_seconds=blocked,
-            run_seconds=time.perf_counter() - started,
-            steps=int(collector.stats["steps"]),
-        )
-    )
+    run, steps = time.perf_counter() - started, int(collector.stats["steps"])
+    report = dict(actor=actor_id, puts=puts, lock_wait_seconds=lock_wait, blocked_seconds=blocked, run_seconds=run, steps=steps)
+    report_queue.put(report)
     weights.close()
     collector.close()
     shared_queue.cancel_join_thread()  # exit even if the learner stopped reading
@@ -96,9 +90,7 @@ class OriginalLearner:
         self.replay = FrameReplay(
             streams, cfg.replay.capacity, (size, size), cfg.env.stack, cfg.replay.n_step, cfg.replay.gamma, device
         )
-        lc = LearnerConfig(
-            **{**cfg.learner.__dict__, "micro_batch": settings.batch, "accum_steps": 1, "amp": "off", "compile": False}
-        )
+        lc = dataclasses.replace(cfg.learner, micro_batch=settings.batch, accum_steps=1, amp="off", compile=False)
         self.dqn = DQNLearner(lc, env_spec(cfg.env), device)
         self.server = WeightServer(cfg.transport)
         self.queue, self.replay_lock = shared_queue, threading.Lock()

@@ -22,23 +22,19 @@ PACKAGES = "torch numpy pyzmq msgpack gym-super-mario-bros nes-py gym gymnasium 
 
 def machine() -> dict:
     """launch/machine.py's description (CPU, cores and their topology, bf16, GPU) and what else the run depends on."""
+    packages = {}
+    for name in PACKAGES:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            packages[name] = importlib.metadata.version(name)
     return describe_machine() | {
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "libzmq": zmq.zmq_version(),
-        "packages": _package_versions(),
+        "packages": packages,
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
-
-
-def _package_versions() -> dict[str, str]:
-    out = {}
-    for name in PACKAGES:
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            out[name] = importlib.metadata.version(name)
-    return out
 
 
 def render_table(r: dict) -> str:
@@ -58,9 +54,8 @@ def _collection_rows(c: dict, r: dict) -> list[str]:
         text = f"| collection into replay, {label} | {c['transitions_per_s_' + kind]:,.1f} transitions/s"
         if f"efficiency_{kind}" in c:
             text += (
-                f" ({c['efficiency_' + kind]:.1%} of ceiling; CPU per transition "
-                f"{c['cpu_us_per_transition_' + kind]:,.0f} us = {c['cpu_efficiency_' + kind]:.1%} "
-                f"of bare {r['env_ceiling']['cpu_us_per_step']:,.0f} us)"
+                f" ({c['efficiency_' + kind]:.1%} of ceiling; CPU per transition {c['cpu_us_per_transition_' + kind]:,.0f} us = "
+                f"{c['cpu_efficiency_' + kind]:.1%} of bare {r['env_ceiling']['cpu_us_per_step']:,.0f} us)"
             )
         if c.get(f"actor_env_share_{kind}") is not None:
             text += f"; the actors spent {c['actor_env_share_' + kind]:.1%} of their time in the envs' step"
@@ -87,10 +82,8 @@ def _learner_rows(lr_: dict, r: dict) -> list[str]:
                 f"| learner {key.replace('_', ' ')}, {on} x {accum} ({lr_['device']}) | {rates_text(v)}, first epoch "
                 f"{v['first_epoch_ratio']:.0%} of steady{compiled} |"
             )
-    for accum in (1, 4):
-        speedup = lr_[f"speedup_amp_compiled_vs_fp32_accum{accum}"]
-        rows.append(f"| AMP + compile vs fp32 eager, x{accum} accumulation | {speedup:.2f}x |")
-    return rows
+    speedups = ((accum, lr_[f"speedup_amp_compiled_vs_fp32_accum{accum}"]) for accum in (1, 4))
+    return rows + [f"| AMP + compile vs fp32 eager, x{accum} accumulation | {speedup:.2f}x |" for accum, speedup in speedups]
 
 
 # Each stage's rows of the main table, in this order, from (its result entry, the whole result)

@@ -16,6 +16,7 @@ import psutil
 import torch
 
 from actors.collector import actor_main
+from launch.benchmark.collection import exit_reports
 from launch.benchmark.config import BenchConfig
 from launch.benchmark.learner import reset_compiler
 from launch.benchmark.original import OriginalLearner, original_collector_main
@@ -79,29 +80,20 @@ FILL_ERROR = "replay reached only {} of system_min_replay={} in {:.0f}s"
 EPOCHS_ERROR = "only {} of system_min_epochs={} epochs in {:.0f}s"
 
 
-def _reports(report_queue, count: int) -> list[dict]:
-    out = []
-    for _ in range(count):
-        try:
-            out.append(report_queue.get(timeout=10.0))
-        except Exception:  # an actor that did not report (killed): its figures are missing, not invented
-            break
-    return out
-
-
 def _collector(reports: list[dict], handoff: str, lock_wait: str | None, handoffs: str, sent: str) -> dict[str, Any]:
-    """The collectors' exit reports summed, under the keys each side's reports use (no lock: 0)."""
+    """The collectors' figures from their exit reports, summed under the keys each side's reports use (no lock: 0)."""
+    handoff_seconds, sent_transitions = sum(r[handoff] for r in reports), sum(r[sent] for r in reports)
     return {
-        "handoff_seconds": sum(r[handoff] for r in reports),
-        "lock_wait_seconds": sum(r[lock_wait] for r in reports) if lock_wait else 0.0,
-        "collector_seconds": sum(r["run_seconds"] for r in reports),
-        "handoffs": sum(r[handoffs] for r in reports),
-        "sent_transitions": sum(r[sent] for r in reports),
+        "collector_blocked_fraction": handoff_seconds / max(sum(r["run_seconds"] for r in reports), 1e-9),
+        "collector_lock_wait_seconds": sum(r[lock_wait] for r in reports) if lock_wait else 0.0,
+        "collector_handoff_ms_per_1k_transitions": handoff_seconds * 1e6 / max(sent_transitions, 1),
+        "collector_handoffs": sum(r[handoffs] for r in reports),
+        "collector_sent_transitions": sent_transitions,
     }
 
 
 def _system_figures(
-    w: _Window, updates: int, batch: int, epoch_seconds: list[float], c: dict, drops: int, replay_bytes: int, compile_s: float
+    w: _Window, updates: int, batch: int, epoch_seconds: list[float], c: dict, drops: int, replay: Any, compile_s: float
 ) -> dict:
     steady = epoch_seconds[1:] or epoch_seconds
     return {
@@ -114,13 +106,9 @@ def _system_figures(
         "epoch_seconds": statistics.mean(steady) if steady else None,
         "first_epoch_ratio": (statistics.mean(steady) / epoch_seconds[0]) if len(epoch_seconds) > 1 else None,
         "gpu_utilization": w.gpu,
-        "collector_blocked_fraction": c["handoff_seconds"] / max(c["collector_seconds"], 1e-9),
-        "collector_lock_wait_seconds": c["lock_wait_seconds"],
-        "collector_handoff_ms_per_1k_transitions": c["handoff_seconds"] * 1e6 / max(c["sent_transitions"], 1),
-        "collector_handoffs": c["handoffs"],
-        "collector_sent_transitions": c["sent_transitions"],
+        **c,  # the collectors' figures (_collector)
         "drops": drops,
-        "replay_bytes_per_transition": replay_bytes,
+        "replay_bytes_per_transition": replay.bytes_per_transition,
         "learner_rss_mb_start": w.rss_start[0],
         "learner_rss_mb_end": w.rss_end[0],
         "actors_rss_mb_start": w.rss_start[1],
@@ -174,18 +162,14 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
             window.close()
         finally:
             stop_processes(procs, stop)
-            actor_reports = _reports(reports, len(procs))
+            actor_reports = exit_reports(reports, len(procs))
             learner.close()
     rates = ([learner.clock.first_rate] if learner.clock.first_rate else []) + list(learner.clock.rates)
+    epochs = [rc.learner.updates_per_epoch / r for r in rates]
+    c = _collector(actor_reports, "submit_seconds", None, "batches", "sent_transitions")
+    drops = plane.stats().drops + sum(r["dropped_batches"] for r in actor_reports)
     return _system_figures(
-        window,
-        updates=learner.counters.updates,
-        batch=learner.dqn.effective_batch,
-        epoch_seconds=[rc.learner.updates_per_epoch / r for r in rates],
-        c=_collector(actor_reports, "submit_seconds", None, "batches", "sent_transitions"),
-        drops=plane.stats().drops + sum(r["dropped_batches"] for r in actor_reports),
-        replay_bytes=plane.replay.bytes_per_transition,
-        compile_s=compile_s,
+        window, learner.counters.updates, learner.dqn.effective_batch, epochs, c, drops, plane.replay, compile_s
     )
 
 
@@ -199,12 +183,8 @@ def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) ->
     stop, reports, lock = ctx.Event(), ctx.Queue(), ctx.Lock()
     shared_queue = ctx.Queue(maxsize=settings.queue_size)
     learner = OriginalLearner(rc, settings, shared_queue, device).start()
-    procs = [
-        start_process(
-            ctx, original_collector_main, (rc, slot, stop, shared_queue, lock, settings.chunk_steps, reports), f"collector-{slot}"
-        )
-        for slot in range(rc.actors)
-    ]
+    shared = (stop, shared_queue, lock, settings.chunk_steps, reports)  # every collector's arguments after (rc, slot)
+    procs = [start_process(ctx, original_collector_main, (rc, slot, *shared), f"collector-{slot}") for slot in range(rc.actors)]
     try:
         _until(lambda: len(learner.replay), bench.system_min_replay, lambda: time.sleep(0.05), FILL_ERROR)
         window = _Window(device, procs, lambda: learner.processed).open()
@@ -213,40 +193,31 @@ def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) ->
         window.close()
     finally:
         stop_processes(procs, stop)
-        actor_reports = _reports(reports, len(procs))
+        actor_reports = exit_reports(reports, len(procs))
         learner.close()
-    return _system_figures(
-        window,
-        updates=learner.updates,
-        batch=settings.batch,
-        epoch_seconds=learner.epoch_seconds,
-        c=_collector(actor_reports, "blocked_seconds", "lock_wait_seconds", "puts", "steps"),
-        drops=0,
-        replay_bytes=learner.replay.bytes_per_transition,
-        compile_s=0.0,
-    )
+    c = _collector(actor_reports, "blocked_seconds", "lock_wait_seconds", "puts", "steps")
+    return _system_figures(window, learner.updates, settings.batch, learner.epoch_seconds, c, 0, learner.replay, 0.0)
 
 
 def system_stage(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> dict:
     """Original, then optimized, same machine state; torch threads = the cores the actors leave free."""
+    out: dict[str, Any] = {  # the settings, then "original" and "optimized": each stage's figures
+        "actors": cfg.actors,
+        "envs_per_actor": cfg.actor.envs_per_actor,
+        "device": str(device),
+        "updates_per_epoch": bench.system_updates_per_epoch,
+        "original_settings": dataclasses.asdict(bench.original),
+        "optimized_settings": {
+            "micro_batch": bench.optimized_micro_batch,
+            "accum_steps": bench.optimized_accum,
+            "broadcast_env_steps": bench.optimized_broadcast_env_steps,
+            "batch_steps": cfg.actor.batch_steps,
+            "amp": str(resolve_amp("auto", device)).removeprefix("torch."),
+        },
+    }
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, (os.cpu_count() or 1) - cfg.actors))
-    out: dict[str, Any]  # the settings, then "original" and "optimized": each stage's figures
     try:
-        out = {
-            "actors": cfg.actors,
-            "envs_per_actor": cfg.actor.envs_per_actor,
-            "device": str(device),
-            "updates_per_epoch": bench.system_updates_per_epoch,
-            "original_settings": dataclasses.asdict(bench.original),
-            "optimized_settings": {
-                "micro_batch": bench.optimized_micro_batch,
-                "accum_steps": bench.optimized_accum,
-                "broadcast_env_steps": bench.optimized_broadcast_env_steps,
-                "batch_steps": cfg.actor.batch_steps,
-                "amp": str(resolve_amp("auto", device)).removeprefix("torch."),
-            },
-        }
         for side, run in (("original", system_original), ("optimized", system_optimized)):
             f = out[side] = run(cfg, device, bench)
             print(f"system {side}: {f['experiences_per_s']:.1f} experiences/s, {f['batches_per_s']:.2f} batches/s", flush=True)

@@ -69,13 +69,11 @@ def transport(cfg: RunConfig, senders: int, batch: int, seconds: float) -> dict:
     finally:
         stop_processes(procs, stop)
         plane.close()
-    frame_bytes = cfg.env.frame_size**2
-    learner_cpu = (cpu.user + cpu.system - cpu_start.user - cpu_start.system) / elapsed
     return {
         "senders": senders,
         "batch_frames": batch,
         "transitions_per_s": rate,
-        "mb_per_s": rate * (frame_bytes + 7) / 1e6,
-        "learner_cpu_cores": learner_cpu,
+        "mb_per_s": rate * (cfg.env.frame_size**2 + 7) / 1e6,  # a frame's bytes and the transition's own
+        "learner_cpu_cores": (cpu.user + cpu.system - cpu_start.user - cpu_start.system) / elapsed,
         "rejected": plane.stats().rejected,
     }

@@ -45,23 +45,16 @@ def field_docs(cls: type) -> dict[str, str]:
     body = cast(ast.ClassDef, tree.body[0]).body  # getsource(cls) parses to the one class statement
     docs = {}
     for node, after in zip(body, body[1:]):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(after, ast.Expr)
-            and isinstance(after.value, ast.Constant)
-            and isinstance(after.value.value, str)
-        ):
-            docs[node.target.id] = " ".join(after.value.value.split()).replace("``", "`")
+        text = after.value.value if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) else None
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(text, str):
+            docs[node.target.id] = " ".join(text.split()).replace("``", "`")
     return docs
 
 
 def _default(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _rows(cls: type, prefix: str, tables: list[tuple[str, str, list[str]]]) -> None:
@@ -69,8 +62,7 @@ def _rows(cls: type, prefix: str, tables: list[tuple[str, str, list[str]]]) -> N
     nested: list[tuple[Any, str]] = []  # (a nested dataclass, its flags' prefix)
     for f in dataclasses.fields(cls):
         if cls is EnvConfig and f.name == "options":  # each env's options: a table of its own, under its name
-            builtin = [(name, kind) for name, kind in options_types().items() if name in BUILTIN]  # not plug-ins
-            nested += [(kind, f"{prefix}{name}.") for name, kind in builtin]
+            nested += [(kind, f"{prefix}{name}.") for name, kind in options_types().items() if name in BUILTIN]  # no plug-in
             continue
         factory = f.default_factory if f.default_factory is not dataclasses.MISSING else None
         if factory is not None and dataclasses.is_dataclass(factory):

@@ -58,10 +58,6 @@ FONTS: dict[RcKeyType, Any] = {
 GREY = "0.3"  # the style legends' lines: colours stand for runs
 
 
-class InputError(Exception):
-    """A missing run folder or a malformed metrics file; main reports it and returns 2."""
-
-
 @dataclass
 class Run:
     name: str
@@ -80,11 +76,11 @@ def metrics_path(arg: str) -> str:
     if os.path.isdir(arg):
         path = os.path.join(arg, "metrics.jsonl")
         if not os.path.isfile(path):
-            raise InputError(f"{arg}: no metrics.jsonl in this run folder")
+            raise UsageError(f"{arg}: no metrics.jsonl in this run folder")
         return path
     if os.path.isfile(arg):
         return arg
-    raise InputError(f"{arg}: no such run folder or metrics file")
+    raise UsageError(f"{arg}: no such run folder or metrics file")
 
 
 def default_name(arg: str) -> str:
@@ -102,9 +98,9 @@ def read_run(arg: str, name: str) -> Run:
     try:
         rows, note = read_metrics(path)
     except ValueError as exc:  # UnicodeDecodeError included
-        raise InputError(str(exc) if str(exc).startswith(path) else f"{path}: cannot read ({exc})") from None
+        raise UsageError(str(exc) if str(exc).startswith(path) else f"{path}: cannot read ({exc})") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc})") from None
+        raise UsageError(f"{path}: cannot read ({exc})") from None
     if note:
         print(f"note: {note}", file=sys.stderr)
     kept = [row for row in rows if is_number(row.get("env_steps"))]
@@ -115,13 +111,8 @@ def read_run(arg: str, name: str) -> Run:
 
 def series(rows: list[dict], key: str, xkey: str, xscale: float) -> tuple[list[float], list[float]]:
     """(x, y) for the rows where both xkey and key hold finite numbers, in file order."""
-    xs, ys = [], []
-    for row in rows:
-        x, y = row.get(xkey), row.get(key)
-        if is_number(x) and is_number(y):
-            xs.append(x * xscale)
-            ys.append(float(y))
-    return xs, ys
+    pairs = [(x, y) for x, y in ((row.get(xkey), row.get(key)) for row in rows) if is_number(x) and is_number(y)]
+    return [x * xscale for x, _ in pairs], [float(y) for _, y in pairs]
 
 
 def draw(runs, colours, xcol, ax, kind, key, linestyle="-", linewidth=1.8, marker=None) -> list[float]:
@@ -260,9 +251,9 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("RUN_DIR: name at least one run folder or metrics .jsonl file")
         names = [name.strip() for name in args.names.split(",")] if args.names is not None else list(map(default_name, args.runs))
         if len(names) != len(args.runs):
-            raise InputError(f"--names gives {len(names)} names for {len(args.runs)} runs")
+            raise UsageError(f"--names gives {len(names)} names for {len(args.runs)} runs")
         runs = [read_run(arg, name) for arg, name in zip(args.runs, names)]
-    except (UsageError, InputError) as exc:
+    except UsageError as exc:  # a bad option, a missing run folder or a malformed metrics file
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for run in runs:

@@ -26,13 +26,12 @@ import numpy as np
 import tyro
 
 from launch.cli import UsageError, parse
-from launch.final_eval import RESULT_NAME, describe
+from launch.final_eval import RESULT_NAME, describe, write_atomic
 from launch.machine import MACHINE_NAME
 from launch.resume import flatten
-from launch.tools.stats import ALPHA, POWER, mde_paired, mde_two_groups, paired, pooled_sd, t_interval
+from launch.tools.stats import ALPHA, CONFIDENCE, POWER, mde_paired, mde_two_groups, paired, pooled_sd, t_interval
 from shared.results import read_metrics, upgrade
 
-CONFIDENCE = 0.95
 END_WINDOW = 200  # in score units; on Mario about one hazard of 1-1 (the first pipes' goomba stops runs at 600-720)
 # Config keys that never make two runs different treatments.
 IGNORED = tuple("seed actor.seed learner.seed eval.seed run_dir resume log_every progress spawn_actors label device".split())
@@ -42,6 +41,9 @@ PROBES = ("probe/churn", "probe/gap", "probe/gap_relative")  # metrics.jsonl, wr
 PROBE_TAIL = 0.2  # a run's probe figure: the mean of its rows in this last fraction of its env steps
 # the further evaluations' keys, in the tables' order, and their names in the paired table
 SECONDARY = {"late_window": "late window", "low_epsilon": "low epsilon", "noop_greedy": "no-op greedy"}
+_pct = "{:.0%}".format  # a rate as the tables print it
+# a summary's figures in the paired table: key, name, kind
+FIGURES = (("score_mean", "score mean", "score"), ("success_rate", "success rate", "rate"))
 
 
 def find_runs(paths: list[str]) -> list[str]:
@@ -77,11 +79,8 @@ def load_run(path: str) -> dict:
 
 def run_seed(config: dict) -> int | None:
     """A run's seed (flattened config.json): ``seed``, else (a config saved with -1) the first component's; or None."""
-    for key in ("seed", "learner.seed", "actor.seed", "eval.seed"):
-        value = config.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return None
+    values = (config.get(key) for key in ("seed", "learner.seed", "actor.seed", "eval.seed"))
+    return next((v for v in values if isinstance(v, int) and not isinstance(v, bool) and v >= 0), None)
 
 
 def group_runs(runs: list[dict]) -> dict[str, list[dict]]:
@@ -93,11 +92,8 @@ def group_runs(runs: list[dict]) -> dict[str, list[dict]]:
     ]
     groups: dict[str, list[dict]] = {}
     for r in runs:
-        if labelled:
-            name = r["config"].get("label") or "(no label)"
-        else:
-            name = ", ".join(f"{k}={r['config'].get(k)}" for k in differing) or "all runs"
-        groups.setdefault(name, []).append(r)
+        name = ", ".join(f"{k}={r['config'].get(k)}" for k in differing) or "all runs"
+        groups.setdefault((r["config"].get("label") or "(no label)") if labelled else name, []).append(r)
     return groups
 
 
@@ -120,27 +116,21 @@ def interval_label(runs: int, episodes: int | None = None) -> str:
     return "-"
 
 
-def _figures(score: float | None, score_ci: Any, rate: float | None, rate_ci: Any, interval: str) -> dict:
-    """A row's mean score and success rate with their intervals, under the JSON's names."""
-    return dict(score_mean=score, score_mean_ci=score_ci, success_rate_mean=rate, success_rate_ci=rate_ci, interval=interval)
-
-
 def _over_runs(summaries: list[dict]) -> dict:
-    """``_figures`` of runs' summaries: t over runs, or one run's own intervals over its episodes."""
+    """A row's mean score and success rate with their intervals, under the JSON's names, of runs' summaries: t over
+    runs, or one run's own intervals over its episodes."""
     score, score_ci = over_runs([s["score_mean"] for s in summaries])
     rate, rate_ci = over_runs([s["success_rate"] for s in summaries], rate=True)
     if len(summaries) == 1:
         score_ci, rate_ci = summaries[0].get("score_ci"), summaries[0].get("success_rate_ci")
-    return _figures(
-        score, score_ci, rate, rate_ci, interval_label(len(summaries), summaries[0].get("episodes") if summaries else None)
-    )
+    interval = interval_label(len(summaries), summaries[0].get("episodes") if summaries else None)
+    return dict(score_mean=score, score_mean_ci=score_ci, success_rate_mean=rate, success_rate_ci=rate_ci, interval=interval)
 
 
 def _over_episodes(s: dict) -> dict:
-    """``_figures`` of one evaluation's summary (launch/final_eval.py ``describe``), its intervals over episodes."""
-    return _figures(
-        s["score_mean"], s.get("score_ci"), s["success_rate"], s.get("success_rate_ci"), f"95% over {s.get('episodes')} episodes"
-    )
+    """``_over_runs``'s figures of one evaluation's summary (launch/final_eval.py ``describe``): its own, over episodes."""
+    figures = dict(score_mean=s["score_mean"], score_mean_ci=s.get("score_ci"), success_rate_mean=s["success_rate"])
+    return figures | dict(success_rate_ci=s.get("success_rate_ci"), interval=f"95% over {s.get('episodes')} episodes")
 
 
 def densest_end(episodes: list[dict], window: float = END_WINDOW) -> dict | None:
@@ -282,16 +272,6 @@ def summarize_group(name: str, runs: list[dict], window: float = END_WINDOW) -> 
     }
 
 
-def baseline_rows(data: dict) -> list[dict]:
-    """A baseline file's further rows: its ``secondary`` evaluations and its ``hazards`` pass rates, over episodes."""
-    further_rows = [
-        {"key": key, "row": name, "episodes": s.get("episodes"), **_over_episodes(s)}
-        for key, (name, s) in further({"secondary": data.get("secondary")}).items()
-    ]
-    counts = [(c, {"reached": c.get("reached"), "ended": c.get("ended")}) for c in clusters(data.get("hazards"))]
-    return further_rows + [_hazard_row(c, n, c.get("pass_rate"), None, "-") for c, n in counts]
-
-
 def load_baseline(path: str) -> dict:
     """A launch.evaluate JSON file as a report row: its episodes' mean score and success rate with intervals."""
     try:
@@ -304,8 +284,13 @@ def load_baseline(path: str) -> dict:
     where = f", stage {data['stage']}" if data.get("stage") else ""
     # the file's name tells apart baselines of one policy on two settings of an env (Mario with and without jump release)
     group = f"baseline: {name}, epsilon {data['epsilon']:g}{where} ({os.path.basename(path)})"
-    try:
-        rows = baseline_rows(data)
+    try:  # the further rows: its secondary evaluations and its hazards' pass rates, over episodes
+        rows = [
+            {"key": key, "row": name, "episodes": s.get("episodes"), **_over_episodes(s)}
+            for key, (name, s) in further({"secondary": data.get("secondary")}).items()
+        ]
+        counts = [(c, {"reached": c.get("reached"), "ended": c.get("ended")}) for c in clusters(data.get("hazards"))]
+        rows += [_hazard_row(c, n, c.get("pass_rate"), None, "-") for c, n in counts]
     except (KeyError, TypeError, AttributeError) as exc:
         raise UsageError(f"--baseline={path!r}: malformed secondary or hazards entry ({exc!r})") from None
     return dict(group=group, path=path, episodes=d["episodes"], **_over_episodes(d), stage=data.get("stage"), rows=rows)
@@ -320,10 +305,6 @@ def rate_points(x: float) -> str:
     """A difference of rates in percentage points: whole from 10 points up, one decimal below, 0 for none."""
     p = round(100 * x, 1)
     return "0" if p == 0 else f"{p:.0f}" if abs(p) >= 10 else f"{p:.1f}"
-
-
-def _pct(x: float) -> str:
-    return f"{x:.0%}"
 
 
 def _mean(x: float | None, ci: list[float] | None, show: Callable[[float], str] = score_text) -> str:
@@ -381,8 +362,7 @@ def markdown(groups: list[dict], baselines: list[dict]) -> str:
 def mde_figures(groups: list[dict]) -> dict | None:
     """The minimum detectable effects (80% power, two-sided 5%) of two unpaired groups, from the pooled SD between runs
     of the last weights' figures, per pair of sizes (each group against the first, then TIERS); None without an SD."""
-    scores = [[p["last"]["score_mean"] for p in g["per_run"] if p["last"]] for g in groups]
-    rates = [[p["last"]["success_rate"] for p in g["per_run"] if p["last"]] for g in groups]
+    scores, rates = ([[p["last"][k] for p in g["per_run"] if p["last"]] for g in groups] for k in ("score_mean", "success_rate"))
     sd_score, sd_rate = pooled_sd(scores), pooled_sd(rates)
     if sd_score is None or sd_rate is None:
         return None
@@ -421,10 +401,7 @@ def eval_curve(path: str) -> tuple[np.ndarray, np.ndarray]:
 
 def plot_groups(groups: list[dict], baselines: list[dict], out: str, points: int = 40) -> None:
     """Each group's mean evaluation curve over its runs with a 95% t band over runs (module docstring)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # no pyplot: no backend to choose, never a window
 
     fig = Figure(figsize=(10, 6), dpi=120)
     ax = fig.add_subplot()
@@ -441,8 +418,7 @@ def plot_groups(groups: list[dict], baselines: list[dict], out: str, points: int
             ax.fill_between(grid, band[:, 0], band[:, 1], color=line.get_color(), alpha=0.2, linewidth=0)
     for b, style in zip(baselines, itertools.cycle(("--", ":", "-."))):
         ax.axhline(b["score_mean"], linestyle=style, color="grey", linewidth=1, label=b["group"])
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("evaluation mean score (in training)")
+    ax.set(xlabel="environment steps", ylabel="evaluation mean score (in training)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.savefig(out)
@@ -478,11 +454,8 @@ def per_run_markdown(groups: list[dict]) -> str:
 
 
 def _left_out(runs: list[dict]) -> list[str]:
-    return [
-        f"{r['path']}: no {RESULT_NAME} (run python -m launch.final_eval {r['path']}); left out"
-        for r in runs
-        if r["final"] is None
-    ]
+    missing = [r["path"] for r in runs if r["final"] is None]
+    return [f"{path}: no {RESULT_NAME} (run python -m launch.final_eval {path}); left out" for path in missing]
 
 
 def report(paths: list[str], baseline_paths: list[str], window: float = END_WINDOW) -> tuple[list[dict], list[dict], list[str]]:
@@ -519,11 +492,9 @@ def run_figures(run: dict) -> dict[str, tuple[str, float]]:
     f = run["final"]
     if f:
         summaries = [("last weights", f["last"]["summary"]), *((SECONDARY[k], s) for k, (_, s) in further(f).items())]
-        for prefix, s in summaries:
-            if s and s.get("score_mean") is not None:
-                out[f"{prefix}: score mean"] = ("score", float(s["score_mean"]))
-            if s and s.get("success_rate") is not None:
-                out[f"{prefix}: success rate"] = ("rate", float(s["success_rate"]))
+        for (prefix, s), (key, name, kind) in itertools.product(summaries, FIGURES):
+            if s and s.get(key) is not None:
+                out[f"{prefix}: {name}"] = (kind, float(s[key]))
         for c in clusters(f["last"].get("hazards")):
             if c.get("pass_rate") is not None:
                 out[f"hazard {c['name']}: pass rate"] = ("rate", float(c["pass_rate"]))
@@ -567,8 +538,7 @@ def paired_report(paths: list[str], a_label: str, b_label: str) -> dict:
     for label in (a_label, b_label):
         if label not in groups:
             raise UsageError(f"--paired: no group {label!r} among the runs (groups: {', '.join(map(repr, groups))})")
-    a, a_none = _by_seed(a_label, groups[a_label])
-    b, b_none = _by_seed(b_label, groups[b_label])
+    (a, a_none), (b, b_none) = (_by_seed(label, groups[label]) for label in (a_label, b_label))
     seeds = sorted(set(a) & set(b))
     sides = ((a_label, a, b, a_none), (b_label, b, a, b_none))
     unmatched = [
@@ -577,18 +547,10 @@ def paired_report(paths: list[str], a_label: str, b_label: str) -> dict:
     unmatched += [{"group": g, "seed": None, "path": r["path"]} for g, _, _, none in sides for r in none]
     fa, fb = ({s: run_figures(side[s]) for s in seeds} for side in (a, b))
     kinds = {name: kind for figures in [*fa.values(), *fb.values()] for name, (kind, _) in figures.items()}
-    return {
-        "a": a_label,
-        "b": b_label,
-        "a_runs": len(groups[a_label]),
-        "b_runs": len(groups[b_label]),
-        "seeds": seeds,
-        "unmatched": unmatched,
-        "power": POWER,
-        "alpha": ALPHA,
-        "metrics": [_paired_metric(name, kind, seeds, fa, fb) for name, kind in kinds.items()],
-        "warnings": _left_out(groups[a_label] + groups[b_label]),
-    }
+    out = {"a": a_label, "b": b_label, "a_runs": len(groups[a_label]), "b_runs": len(groups[b_label]), "seeds": seeds}
+    out |= {"unmatched": unmatched, "power": POWER, "alpha": ALPHA}
+    out["metrics"] = [_paired_metric(name, kind, seeds, fa, fb) for name, kind in kinds.items()]
+    return out | {"warnings": _left_out(groups[a_label] + groups[b_label])}
 
 
 def _value(kind: str, x: float | None) -> str:
@@ -659,8 +621,7 @@ def _write(args: ReportArgs, table: str, data: dict) -> None:
     paths += [(args.json_path, None)] if args.json_path else []
     for path, text in paths:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text if text is not None else json.dumps(data, indent=2) + "\n")
+        write_atomic(path, text if text is not None else json.dumps(data, indent=2) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -670,12 +631,11 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("RUN_DIR: name at least one run folder")
         if not args.end_window > 0:
             raise UsageError(f"--end-window={args.end_window:g} must be a positive width in score units")
-        is_paired = any(args.paired)
-        if is_paired and not all(args.paired):
-            raise UsageError("--paired takes two group labels, A and B")
-        if is_paired and (args.baseline or args.plot):
-            raise UsageError("--paired compares two groups' runs seed by seed: no --baseline or --plot with it")
-        if is_paired:
+        if any(args.paired):
+            if not all(args.paired):
+                raise UsageError("--paired takes two group labels, A and B")
+            if args.baseline or args.plot:
+                raise UsageError("--paired compares two groups' runs seed by seed: no --baseline or --plot with it")
             data = paired_report(list(args.paths), *args.paired)
             table = paired_markdown(data)
         else:

@@ -69,21 +69,10 @@ def paired(a: Mapping[Hashable, float], b: Mapping[Hashable, float], confidence:
     if len(d) > 1:
         sd = float(d.std(ddof=1))
         se = sd / math.sqrt(len(d))
-    return Paired(
-        seeds=common,
-        a=xa,
-        b=xb,
-        diffs=d.tolist(),
-        mean=mean,
-        ci=None if lo is None or hi is None else [lo, hi],
-        se=se,
-        sd=sd,
-        positive=int((d > 0).sum()),
-        negative=int((d < 0).sum()),
-        ties=int((d == 0).sum()),
-        only_a=sorted(set(a) - set(b), key=_order),
-        only_b=sorted(set(b) - set(a), key=_order),
-    )
+    ci = None if lo is None or hi is None else [lo, hi]
+    signs = int((d > 0).sum()), int((d < 0).sum()), int((d == 0).sum())  # positive, negative, ties
+    only = sorted(set(a) - set(b), key=_order), sorted(set(b) - set(a), key=_order)  # only_a, only_b
+    return Paired(common, xa, xb, d.tolist(), mean, ci, se, sd, *signs, *only)  # in Paired's field order
 
 
 def _order(seed: Hashable) -> tuple[int, int, str]:
@@ -92,9 +81,7 @@ def _order(seed: Hashable) -> tuple[int, int, str]:
 
 
 def _mde(se: float, df: int, alpha: float, power: float) -> float | None:
-    if df < 1:
-        return None
-    return float((stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)) * se)
+    return float((stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)) * se) if df >= 1 else None
 
 
 def mde_paired(sd_diff: float, n: int, alpha: float = ALPHA, power: float = POWER) -> float | None:
@@ -106,9 +93,7 @@ def mde_paired(sd_diff: float, n: int, alpha: float = ALPHA, power: float = POWE
 def mde_two_groups(sd: float, n1: int, n2: int, alpha: float = ALPHA, power: float = POWER) -> float | None:
     """The same for two unpaired groups of ``n1`` and ``n2`` runs and the pooled SD of one run's figure:
     (t_{1-alpha/2,df} + t_{power,df}) x sd x sqrt(1/n1 + 1/n2), df = n1 + n2 - 2. None without a degree of freedom."""
-    if n1 < 1 or n2 < 1:
-        return None
-    return _mde(sd * math.sqrt(1 / n1 + 1 / n2), n1 + n2 - 2, alpha, power)
+    return _mde(sd * math.sqrt(1 / n1 + 1 / n2), n1 + n2 - 2, alpha, power) if n1 >= 1 and n2 >= 1 else None
 
 
 def pooled_sd(samples: Sequence[Sequence[float]]) -> float | None:
