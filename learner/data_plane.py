@@ -107,9 +107,9 @@ class DataPlane:
                 batch = self.queue.get(timeout=timeout) if written == 0 and timeout > 0 else self.queue.get_nowait()
             except queue.Empty:
                 break
-            flags = [flag.view(np.bool_) for flag in (batch.terminated, batch.first)]  # the wire's uint8 0/1
+            terminated, first = (flag.view(np.bool_) for flag in (batch.terminated, batch.first))  # the wire's uint8 0/1
             stream0 = batch.actor * self.envs_per_actor
-            self.replay.add(stream0, batch.frames, batch.actions, batch.rewards, *flags, batch.priorities, batch.masks)
+            self.replay.add(stream0, batch.frames, batch.actions, batch.rewards, terminated, first, batch.priorities, batch.masks)
             self.processed += batch.num_transitions
             transitions += batch.num_transitions
             self.batches += 1

@@ -496,8 +496,8 @@ class RunConfig:
         _check(self.log_every > 0, "log_every", self.log_every, "must be > 0")
         device = self.device
         _check(device in ("auto", "cpu") or device.startswith("cuda"), "device", device, "must be 'auto', 'cpu' or 'cuda[:i]'")
-        for section in (self.env, self.actor, self.replay, self.transport, self.learner, self.eval):
-            section.validate()
+        for part in (self.env, self.actor, self.replay, self.transport, self.learner, self.eval):
+            part.validate()
         _check(
             not (self.spawn_actors and self.transport.curve_server_secret and not self.transport.curve_client_secret),
             "transport.curve_client_secret",

@@ -319,10 +319,11 @@ def decode_batch(parts: Sequence[Any], limits: Limits) -> Batch:
     n_episodes = _int_field(header, "K", 0, n_env * n_steps)
     has_priorities, has_masks = (_int_field(header, key, 0, 1) for key in ("P", "M"))
     stats = {k: float(v) for k, v in _check_layout(header, limits, has_masks).items()}
-    arrays = _decode_arrays(parts[1:6], limits, (n_env, n_steps, *header["shape"]))  # frames, actions, rewards, flags
-    masks = _decode_masks(parts[6], has_masks, n_env, n_steps, arrays[1], limits.num_actions)
+    frames, actions, rewards, terminated, first = _decode_arrays(parts[1:6], limits, (n_env, n_steps, *header["shape"]))
+    masks = _decode_masks(parts[6], has_masks, n_env, n_steps, actions, limits.num_actions)
     episodes = _decode_episodes(parts[7], n_episodes)
     priorities = _decode_priorities(parts[8], has_priorities, n_env, n_steps)
+    arrays = frames, actions, rewards, terminated, first
     return Batch(actor, incarnation, seq, weights_version, *arrays, stats, episodes, priorities, masks, run)
 
 
