@@ -50,7 +50,7 @@ def draw_curve(runs: list[str], label: str, baselines: dict[str, str], out: str)
     series = [score_points(r) for r in runs]
     grid = np.linspace(max(s[0][0] for s in series), min(s[0][-1] for s in series), 50)
     ys = np.stack([np.interp(grid, s, y) for s, y in series])
-    fig = Figure(figsize=(7, 4), dpi=110)
+    fig = Figure(figsize=(9, 4), dpi=110)
     ax = fig.subplots()
     ax.fill_between(grid, ys.min(0), ys.max(0), alpha=0.25, label=f"range over {len(runs)} seeds")
     ax.plot(grid, ys.mean(0), lw=2, label=f"{label}, mean")
@@ -58,7 +58,7 @@ def draw_curve(runs: list[str], label: str, baselines: dict[str, str], out: str)
         with open(os.path.join(ROOT, path)) as f:
             ax.axhline(json.load(f)["summary"]["score_mean"], color="0.3", ls=style, label=name)
     ax.set(xlabel="environment steps", ylabel="mean furthest x_pos, epsilon 0.05", title="Mario 1-1")
-    ax.legend(loc="upper left", fontsize=9)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)  # outside: the band fills the axes
     fig.tight_layout()
     fig.savefig(out)
 
