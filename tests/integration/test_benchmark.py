@@ -129,7 +129,7 @@ def test_benchmark_json_has_every_key_with_numbers(tmp_path):
     split = learner["split"]
     parts = ("sample", "loss", "backward", "priorities", "step_and_rest")
     assert all(is_number(split[k]) and split[k] >= 0 for k in (*parts, "targets", "bn_stats", "total")), split
-    assert split["priorities"] > 0 and split["targets"] <= split["loss"]  # prioritized: a write-back was timed
+    assert split["priorities"] > 0  # prioritized: a write-back was timed (no comparison of two timings: not a test)
 
     system = result["system"]
     assert system["original_settings"]["batch"] == 16 and system["optimized_settings"]["accum_steps"] == 2
