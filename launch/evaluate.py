@@ -3,7 +3,6 @@
     python -m launch.evaluate runs/20250101-120000-1234
     python -m launch.evaluate runs/RUN --episodes 50 --epsilon 0.05 --env.mario.stage 1-2 --video best.mp4
     python -m launch.evaluate runs/RUN --checkpoint backup/checkpoint-100k.pt --json eval-100k.json
-    python -m launch.evaluate runs/RUN --ensemble kept --episodes 50      # the mean Q of the run's kept weights plays
     python -m launch.evaluate --policy random --env.mario.stage 1-1 --episodes 20      # the random baseline
     python -m launch.evaluate --policy constant --action right+A --episodes 50  # hold right+A at epsilon 0.05
     python -m launch.evaluate --policy random --env.mario.actions right_only --env.mario.no-jump-release --episodes 50
@@ -32,10 +31,9 @@ import tyro
 from actors.evaluator import Episode, action_names_for, build_network, episode_record, play_episodes, ranked_episode, summarize
 from launch.cli import UsageError, import_plugin, parse, plain, plugin_module, refuse_renamed, with_env_options
 from launch.final_eval import say_row, secondary_row, write_atomic
-from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME, load_kept
+from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from shared.config import ConfigError, EnvConfig, EvalConfig, RunConfig
 from shared.config_migration import read_config
-from shared.ensemble import MeanQ
 from shared.envs import EnvEntry, check_env, entry_for, env_label, env_spec
 from shared.hazards import clusters_for, format_hazards, hazard_table
 from shared.seeding import EVAL_LOW_EPSILON, EVAL_NOOP, stream_seed
@@ -72,8 +70,6 @@ class EvaluateArgs:
     auto = best when RUN_DIR holds best.pt and no --checkpoint is given, else online."""
     checkpoint: Annotated[str | None, tyro.conf.arg(metavar="PATH")] = None
     """A checkpoint file to load instead of RUN_DIR/checkpoint.pt."""
-    ensemble: Literal["none", "kept"] = "none"
-    """kept: the argmax of the mean Q over RUN_DIR/kept/'s weights plays (shared/ensemble.py), not one network."""
     video: Annotated[str | None, tyro.conf.arg(metavar="PATH")] = None
     """Record an episode (the best unless --video-episode says otherwise) to PATH.mp4 or PATH.gif (Mario)."""
     video_episode: Annotated[str, tyro.conf.arg(metavar="WHICH")] = "best"
@@ -133,8 +129,6 @@ def check_args(args: EvaluateArgs) -> None:
         )
     if args.video is None and which != "best":
         raise UsageError(f"--video-episode={which!r} names the episode --video records: add --video PATH")
-    if args.ensemble == "kept" and (args.policy != "greedy" or args.run_dir is None):
-        raise UsageError(f"--ensemble kept plays a run's kept weights: it needs RUN_DIR and --policy greedy, not {args.policy}")
     if (args.action is not None) != (args.policy == "constant"):
         raise UsageError(f"--action={args.action!r} goes with --policy constant (and it needs one), not --policy {args.policy}")
 
@@ -234,8 +228,6 @@ def resolve(argv: list[str]) -> tuple[EvaluateArgs, dict]:
             raise UsageError(
                 f"checkpoint {ckpt_path!r} does not fit the network of env {env.name} ({env_spec(env)}): {first}"
             ) from None
-    if args.ensemble == "kept" and cfg is not None and args.run_dir is not None:
-        net, ckpt_path, state = kept_ensemble(args.run_dir, env, cfg.net.dueling)
     counters = (state or {}).get("counters") or {}
     ev = cfg.eval if cfg is not None else EvalConfig()
     low_n = ev.low_epsilon_episodes if args.low_epsilon_episodes is None else args.low_epsilon_episodes
@@ -248,22 +240,10 @@ def resolve(argv: list[str]) -> tuple[EvaluateArgs, dict]:
     return args, job
 
 
-def kept_ensemble(run_dir: str, env: EnvConfig, dueling: bool) -> tuple[MeanQ, str, dict]:
-    """The mean-Q network of ``run_dir``'s kept weights, a name for it and the newest kept state (its counters are
-    the JSON's); UsageError when the run kept none."""
-    kept = load_kept(run_dir)
-    if not kept:
-        raise UsageError(f"--ensemble kept: run folder {run_dir!r} holds no kept weights (kept/, --eval.keep-weights)")
-    versions = [k["counters"]["weights_version"] for k in kept]
-    nets = [build_network(env, k["learner"]["online"], dueling=dueling) for k in kept]
-    return MeanQ(nets), f"{os.path.join(run_dir, 'kept')} (mean Q of {len(kept)}: v{versions[0]}-v{versions[-1]})", kept[-1]
-
-
 def _tag(args: EvaluateArgs) -> str:
     """The default JSON file name's policy part: eps0.05(-best), random, or constant-ACTION-eps0.05."""
     if args.policy == "greedy":
-        who = "-kept" if args.ensemble == "kept" else (f"-{args.net}" if args.net != "online" else "")
-        return f"eps{args.epsilon:g}{who}"
+        return f"eps{args.epsilon:g}" + (f"-{args.net}" if args.net != "online" else "")
     return "random" if args.policy == "random" else f"constant-{args.action}-eps{args.epsilon:g}"
 
 

@@ -10,7 +10,7 @@ import torch
 
 from actors.evaluator import Episode, action_names_for, build_network, play_episodes, ranked_episode, summarize
 from launch.evaluate import main, video_episode
-from learner.checkpoint import save_best, save_checkpoint, save_kept
+from learner.checkpoint import save_best, save_checkpoint
 from shared.config import EnvConfig, RunConfig
 from shared.envs.fuelbreak import FuelbreakOptions
 from shared.envs.mario import MarioOptions
@@ -121,24 +121,6 @@ def test_run_folder_plays_best_pt_unless_told_otherwise(tmp_path):
     # an explicit checkpoint file is played as it is, even beside a best.pt
     assert main(["--checkpoint", str(run / "checkpoint.pt"), "--episodes", "1", "--json", str(tmp_path / "f.json")]) == 0
     assert json.loads((tmp_path / "f.json").read_text())["checkpoint"] == str(run / "checkpoint.pt")
-
-
-def test_ensemble_of_kept_weights_plays_their_mean(tmp_path, capsys):
-    run = tmp_path / "run"
-    make_run(run)
-    assert main([str(run), "--ensemble", "kept", "--episodes", "1"]) == 2
-    assert "holds no kept weights" in capsys.readouterr().err
-    state = torch.load(run / "checkpoint.pt", weights_only=True)
-    for version in (3, 4):  # two copies of the checkpoint's network: their mean Q is that network's Q
-        save_kept(str(run), {**state, "counters": {**state["counters"], "weights_version": version}}, keep=4)
-    args = ["--episodes", "6", "--epsilon", "0.1", "--seed", "5", "--net", "online"]
-    assert main([str(run), *args, "--json", str(tmp_path / "one.json")]) == 0
-    assert main([str(run), *args, "--ensemble", "kept", "--json", str(tmp_path / "mean.json")]) == 0
-    one, mean = (json.loads((tmp_path / f).read_text()) for f in ("one.json", "mean.json"))
-    assert mean["checkpoint"] == f"{run / 'kept'} (mean Q of 2: v3-v4)"
-    assert mean["episodes"] == one["episodes"] and mean["greedy"] == one["greedy"]
-    assert main(["--policy", "random", "--ensemble", "kept", "--episodes", "1"]) == 2
-    assert "--ensemble kept plays a run's kept weights" in capsys.readouterr().err
 
 
 def test_play_episodes_policies():
