@@ -27,15 +27,31 @@ def double_q_bootstrap(online_q: torch.Tensor, target_q: torch.Tensor, mask: tor
     return target_q.gather(1, masked_argmax(online_q, mask)).squeeze(1)
 
 
+def epsilon_mix(value: torch.Tensor, q: torch.Tensor, mask: torch.Tensor | None, epsilon: float) -> torch.Tensor:
+    """``(1 - epsilon) * value + epsilon * mean of q over the valid actions`` [B]: the value of s' to an agent that plays
+    the rule's policy but presses a uniform random action with probability ``epsilon`` (the evaluation's). 0: ``value``."""
+    if epsilon == 0:
+        return value
+    if mask is None:
+        uniform = q.mean(dim=1)
+    else:
+        mask = mask.bool()
+        uniform = torch.where(mask, q, 0.0).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
+    return (1.0 - epsilon) * value + epsilon * uniform
+
+
 def double_dqn(
     reward: torch.Tensor,
     discount: torch.Tensor,
     next_online_q: torch.Tensor,
     next_target_q: torch.Tensor,
     next_mask: torch.Tensor | None,
+    bootstrap_epsilon: float = 0.0,
 ) -> torch.Tensor:
-    """Double DQN (van Hasselt et al. 2016): ``r + discount * Q_target(s', argmax_a' Q_online(s', a'))``, over valid actions."""
-    return reward + discount * double_q_bootstrap(next_online_q, next_target_q, next_mask)
+    """Double DQN (van Hasselt et al. 2016): ``r + discount * Q_target(s', argmax_a' Q_online(s', a'))``, over valid actions;
+    with ``bootstrap_epsilon`` that value is :func:`epsilon_mix`'d with the target's mean."""
+    value = double_q_bootstrap(next_online_q, next_target_q, next_mask)
+    return reward + discount * epsilon_mix(value, next_target_q, next_mask, bootstrap_epsilon)
 
 
 def log_policy(q: torch.Tensor, valid: torch.Tensor | None, tau: float) -> torch.Tensor:
@@ -80,11 +96,12 @@ def munchausen(
     alpha: float,
     tau: float,
     log_floor: float = MUNCHAUSEN_LOG_FLOOR,
+    bootstrap_epsilon: float = 0.0,
 ) -> torch.Tensor:
     """Munchausen-DQN: ``r + alpha * clamp(tau * log pi(a|s), l0, 0) + discount * soft value at s'``, both terms
-    from the target net (:func:`munchausen_terms`); no online argmax."""
+    from the target net (:func:`munchausen_terms`); no online argmax. ``bootstrap_epsilon``: see :func:`epsilon_mix`."""
     bonus, soft = munchausen_terms(target_q, action, mask, next_target_q, next_mask, tau, log_floor)
-    return reward + alpha * bonus + discount * soft
+    return reward + alpha * bonus + discount * epsilon_mix(soft, next_target_q, next_mask, bootstrap_epsilon)
 
 
 def munchausen_window(
@@ -99,6 +116,7 @@ def munchausen_window(
     alpha: float,
     tau: float,
     log_floor: float = MUNCHAUSEN_LOG_FLOOR,
+    bootstrap_epsilon: float = 0.0,
 ) -> torch.Tensor:
     """Munchausen-DQN along the n-step window: the soft Bellman backup unrolled on the sampled actions,
 
@@ -111,7 +129,8 @@ def munchausen_window(
     per_step = alpha * (tau * log_pi).clamp(min=log_floor, max=0.0)
     per_step = torch.cat([per_step[:, :1], per_step[:, 1:] - tau * log_pi[:, 1:]], 1)
     extra = torch.where(window_weight > 0, per_step * window_weight, 0.0).sum(1)  # no -inf * 0 past the end
-    return reward + extra + discount * soft_value(next_target_q, next_mask, tau)
+    soft = epsilon_mix(soft_value(next_target_q, next_mask, tau), next_target_q, next_mask, bootstrap_epsilon)
+    return reward + extra + discount * soft
 
 
 @dataclass(frozen=True)
@@ -122,18 +141,32 @@ class TDRule:
     needs: frozenset[str] = frozenset()
     window: bool = False
     """Whether samples must carry the n-step window (the replay's ``windows``)."""
+    epsilon: float = 0.0
+    """The bootstrap's random-press share (:func:`epsilon_mix`): s' valued as an epsilon-greedy agent plays it; 0: off."""
 
     def target(self, batch: dict[str, torch.Tensor], reward: torch.Tensor, q: dict[str, torch.Tensor]) -> torch.Tensor:
         raise NotImplementedError
 
     def describe(self) -> str:
         """The rule in a few words, for a run's header."""
-        return "Double-DQN bootstrap"
+        return "Double-DQN bootstrap" + self._epsilon_words()
+
+    def _epsilon_words(self) -> str:
+        return f", s' valued at epsilon {self.epsilon:g}" if self.epsilon else ""
 
     # The actors' initial priorities (shared/priorities.py) in numpy, from the actor's own Q; -inf marks an invalid
     # action. The same definitions as ``target``, whose tests hold the two together.
     def np_bootstrap(self, next_q: np.ndarray) -> np.ndarray:
-        """The value of s' [...] from its Q [..., A]: the max (the actor's own net stands in for Double DQN's pair)."""
+        """The value of s' [...] from its Q [..., A] (-inf: invalid), mixed as :func:`epsilon_mix` does."""
+        value = self.np_value(next_q)
+        if self.epsilon == 0:
+            return value
+        valid = np.isfinite(next_q)
+        uniform = np.where(valid, next_q, 0.0).sum(-1) / np.maximum(valid.sum(-1), 1)
+        return (1.0 - self.epsilon) * value + self.epsilon * uniform
+
+    def np_value(self, next_q: np.ndarray) -> np.ndarray:
+        """The rule's own value of s': the max (the actor's own net stands in for Double DQN's pair)."""
         return next_q.max(-1)
 
     def np_step_terms(self, q: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -150,7 +183,7 @@ class DoubleDQN(TDRule):
     needs: frozenset[str] = frozenset({ONLINE_NEXT, TARGET_NEXT})
 
     def target(self, batch: dict[str, torch.Tensor], reward: torch.Tensor, q: dict[str, torch.Tensor]) -> torch.Tensor:
-        return double_dqn(reward, batch["discount"], q[ONLINE_NEXT], q[TARGET_NEXT], batch.get("next_mask"))
+        return double_dqn(reward, batch["discount"], q[ONLINE_NEXT], q[TARGET_NEXT], batch.get("next_mask"), self.epsilon)
 
 
 @dataclass(frozen=True)
@@ -168,20 +201,20 @@ class Munchausen(TDRule):
             action = batch["action"].unsqueeze(1)
             return munchausen(
                 reward, batch["discount"], action, q[TARGET_HERE], batch.get("mask"), q[TARGET_NEXT], batch.get("next_mask"),
-                self.alpha, self.tau,
+                self.alpha, self.tau, bootstrap_epsilon=self.epsilon,
             )  # fmt: skip
         window_q = torch.cat([q[TARGET_HERE].unsqueeze(1), q[TARGET_WINDOW]], 1)  # [B, n, A]: s_0, then s_1..s_{n-1}
         masks = None if batch.get("mask") is None else torch.cat([batch["mask"].unsqueeze(1), batch["window_mask"]], 1)
         return munchausen_window(
             reward, batch["discount"], batch["window_action"], window_q, masks, batch["window_weight"], q[TARGET_NEXT],
-            batch.get("next_mask"), self.alpha, self.tau,
+            batch.get("next_mask"), self.alpha, self.tau, bootstrap_epsilon=self.epsilon,
         )  # fmt: skip
 
     def describe(self) -> str:
         where = "at every step of the n-step window" if self.window else "at the window's first step"
-        return f"Munchausen target (alpha {self.alpha:g}, tau {self.tau:g}, bonus {where})"
+        return f"Munchausen target (alpha {self.alpha:g}, tau {self.tau:g}, bonus {where}{self._epsilon_words()})"
 
-    def np_bootstrap(self, next_q: np.ndarray) -> np.ndarray:
+    def np_value(self, next_q: np.ndarray) -> np.ndarray:
         log_pi = _np_log_policy(next_q, self.tau)
         return np.where(np.isfinite(next_q), np.exp(log_pi) * (next_q - self.tau * log_pi), 0.0).sum(-1)
 
@@ -199,9 +232,10 @@ def _np_log_policy(q: np.ndarray, tau: float) -> np.ndarray:
         return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
-def build_rule(alpha: float, tau: float, window: bool) -> TDRule:
-    """The run's rule from its resolved Munchausen settings: Munchausen's where ``alpha`` is above 0, else Double DQN's."""
+def build_rule(alpha: float, tau: float, window: bool, epsilon: float = 0.0) -> TDRule:
+    """The run's rule from its resolved settings: Munchausen's where ``alpha`` is above 0, else Double DQN's; both value
+    s' at the bootstrap's ``epsilon``."""
     if alpha > 0:
         needs = Munchausen.needs | ({TARGET_WINDOW} if window else frozenset())
-        return Munchausen(needs=needs, window=window, alpha=alpha, tau=tau)
-    return DoubleDQN()
+        return Munchausen(needs=needs, window=window, epsilon=epsilon, alpha=alpha, tau=tau)
+    return DoubleDQN(epsilon=epsilon)

@@ -48,6 +48,7 @@ from shared.resolution import learner_config, resolve_config
         ("replay.priority_beta_steps", -2, "replay.priority_beta_steps=-2"),
         ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
         ("learner.munchausen_tau", 0.0, "learner.munchausen_tau=0.0"),
+        ("learner.bootstrap_epsilon", 1.5, "learner.bootstrap_epsilon=1.5"),
         ("replay.capacity", 100, "replay.capacity=100"),
         ("replay.gamma", 1.5, "replay.gamma=1.5"),
         ("transport.host", "0.0.0.0", "transport.host='0.0.0.0'"),
@@ -236,6 +237,9 @@ def test_runs_saved_before_the_held_ratio_keep_the_cap_only_limiter_and_no_budge
     bad.learner.ratio_slack = -1
     with pytest.raises(ConfigError, match=r"learner.ratio_slack=-1"):
         resolve_config(bad)
+    unlimited.learner.target_polyak = True  # Polyak's tau is the env steps an update stands for: it needs a ratio
+    with pytest.raises(ConfigError, match=r"learner.samples_per_insert=0 .*--learner.target-polyak needs it > 0"):
+        resolve_config(unlimited)
 
 
 RETIRED_AT_THEIR_DEFAULTS = {
@@ -244,7 +248,6 @@ RETIRED_AT_THEIR_DEFAULTS = {
     "net": {"norm": "batch"},
     "learner": {
         "ema_decay": 0.0,
-        "bootstrap_epsilon": 0.0,
         "batchnorm_frozen_after": 0,
         "lr_final": 1.0,
         "lr_decay_steps": 300_000,

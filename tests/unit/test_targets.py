@@ -2,6 +2,8 @@
 
 import math
 
+import numpy as np
+import pytest
 import torch
 
 from shared.targets import (
@@ -10,6 +12,7 @@ from shared.targets import (
     build_rule,
     double_dqn,
     double_q_bootstrap,
+    epsilon_mix,
     munchausen,
     munchausen_terms,
     munchausen_window,
@@ -41,6 +44,33 @@ def test_munchausen_target_by_hand():
     torch.testing.assert_close(got, torch.tensor([1.0 + 0.9 * math.log(0.75)]))
 
 
+def test_the_epsilon_aware_bootstrap_by_hand():
+    """s' valued as a 0.05-greedy agent plays it: 0.95 x the rule's value + 0.05 x the mean of the target's valid Q."""
+    # Double DQN, row 0 of the test above: the rule's value 20, the valid actions' mean (10 + 20) / 2 = 15:
+    # 0.95 * 20 + 0.05 * 15 = 19.75, target 1 + 0.9 * 19.75 = 18.775; row 1 is terminal, 2.
+    reward, discount = torch.tensor([1.0, 2.0]), torch.tensor([0.9, 0.0])
+    next_online = torch.tensor([[1.0, 5.0, 9.0], [3.0, 2.0, 1.0]])
+    next_target = torch.tensor([[10.0, 20.0, 30.0], [40.0, 50.0, 60.0]])
+    next_mask = torch.tensor([[True, True, False], [True, True, True]])
+    got = double_dqn(reward, discount, next_online, next_target, next_mask, bootstrap_epsilon=0.05)
+    torch.testing.assert_close(got, torch.tensor([18.775, 2.0]))
+    # Munchausen (tau 1, alpha 0.9), Q (0, ln 3) at s and s', action 1: bonus 0.9 * ln 3/4; the soft value ln 4 and the
+    # mean ln 3 / 2 mixed: 1 + 0.9 * ln 0.75 + 0.9 * (0.95 * ln 4 + 0.05 * ln 3 / 2) = 1.95109
+    q = torch.tensor([[0.0, math.log(3.0)]])
+    got = munchausen(torch.tensor([1.0]), torch.tensor([0.9]), torch.tensor([[1]]), q, None, q, None, alpha=0.9, tau=1.0,
+                     bootstrap_epsilon=0.05)  # fmt: skip
+    value = 0.95 * math.log(4.0) + 0.05 * math.log(3.0) / 2
+    torch.testing.assert_close(got, torch.tensor([1.0 + 0.9 * math.log(0.75) + 0.9 * value]))
+    torch.testing.assert_close(epsilon_mix(torch.tensor([7.0]), q, None, 0.0), torch.tensor([7.0]))  # 0: the value
+    # the rule objects carry it, and the actors' numpy value (first priorities) is the same number; -inf: invalid
+    rule = build_rule(0.9, 1.0, False, 0.05)
+    assert rule.epsilon == 0.05 and "epsilon 0.05" in rule.describe()
+    assert rule.np_bootstrap(np.array([[0.0, math.log(3.0)]]))[0] == pytest.approx(value)
+    double = build_rule(0.0, 0.03, False, 0.05)
+    assert double.np_bootstrap(np.array([[10.0, 20.0, -np.inf]]))[0] == pytest.approx(19.75)
+    assert build_rule(0.0, 0.03, False).np_bootstrap(np.array([[10.0, 20.0, -np.inf]]))[0] == 20.0
+
+
 def test_the_config_builds_one_rule_that_says_which_passes_it_needs():
     assert isinstance(build_rule(0.0, 0.03, False), DoubleDQN)
     assert build_rule(0.0, 0.03, False).needs == {"online(s')", "target(s')"}  # the online argmax, the target's value
@@ -67,6 +97,12 @@ def test_munchausen_along_a_three_step_window_by_hand():
     )
     torch.testing.assert_close(got, torch.tensor([want]))
     assert abs(want - 1.40924) < 1e-5
+    # valued at epsilon 0.05, only the bootstrap moves: ln 4 becomes 0.95 * ln 4 + 0.05 * ln 3 / 2, at discount 0.125
+    mixed = munchausen_window(
+        torch.tensor([2.0]), torch.tensor([0.125]), action, q, None, weight, q[:, 0], None, alpha=0.9, tau=1.0,
+        bootstrap_epsilon=0.05,
+    )  # fmt: skip
+    torch.testing.assert_close(mixed, torch.tensor([want + 0.125 * 0.05 * (math.log(3.0) / 2 - math.log(4.0))]))
     # a window that ended after its first step (a termination: weights past it 0, discount 0) is the 1-step target
     cut = munchausen_window(
         torch.tensor([2.0]), torch.tensor([0.0]), action, q, None, torch.tensor([[1.0, 0.0, 0.0]]), q[:, 0], None, 0.9, 1.0
