@@ -46,8 +46,8 @@ class DataPlaneStats:
     lost_in_flight: int = 0  # transitions the actors handed to their sockets that never arrived (kept ledgers)
 
 
-def make_replay(cfg: RunConfig, spec: EnvSpec, device: torch.device, windows: bool = False) -> FrameReplay:
-    """The run's replay: a stream per actor env, prioritized or not; ``windows``: samples carry the n-step window."""
+def make_replay(cfg: RunConfig, spec: EnvSpec, device: torch.device) -> FrameReplay:
+    """The run's replay: a stream per actor env, prioritized or not."""
     r = cfg.replay
     kwargs: dict[str, Any] = dict(
         num_streams=cfg.actors * cfg.actor.envs_per_actor,
@@ -56,7 +56,6 @@ def make_replay(cfg: RunConfig, spec: EnvSpec, device: torch.device, windows: bo
         n_step=cfg.replay.n_step,
         gamma=r.gamma,
         device=device,
-        windows=windows,
         **{key: getattr(spec, key) for key in ("stack", "obs_dtype", "num_actions", "masked")},
     )
     if r.prioritized:
@@ -66,11 +65,11 @@ def make_replay(cfg: RunConfig, spec: EnvSpec, device: torch.device, windows: bo
 
 
 class DataPlane:
-    def __init__(self, cfg: RunConfig, spec: EnvSpec, device: torch.device, windows: bool = False):
-        """``cfg``: the resolved run, ``spec`` its env's; ``windows``: the replay's samples carry the n-step window."""
+    def __init__(self, cfg: RunConfig, spec: EnvSpec, device: torch.device):
+        """``cfg``: the resolved run, ``spec`` its env's."""
         self.cfg = cfg
         self.envs_per_actor = cfg.actor.envs_per_actor
-        self.replay = make_replay(cfg, spec, device, windows)
+        self.replay = make_replay(cfg, spec, device)
         # holding the ratio the pipeline stays full: a queue of one batch per actor keeps batches near the current weights
         held = min(cfg.transport.consolidated_queue, cfg.actors) if cfg.learner.holds_ratio else 0
         self.queue: queue.Queue = queue.Queue(maxsize=held or cfg.transport.consolidated_queue)

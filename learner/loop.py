@@ -58,7 +58,7 @@ class Learner:
         self.echo: Callable[[str], None] = lambda line: print(line, flush=True)  # the launcher routes it past its bar
         self.refused = RefusedWrites(lambda line: self.echo(line))  # what a full disk refused (shared/writes.py)
         self.snapshots = SnapshotKeeper(run_dir, self.cfg.eval.keep_snapshots, resume_state is not None, self.refused)
-        self.plane = DataPlane(self.cfg, self.spec, run.device, windows=self.dqn.rule.window)
+        self.plane = DataPlane(self.cfg, self.spec, run.device)
         try:
             self.server = WeightServer(self.cfg.transport, slots=self.plane.consolidator.slots, run=c.run)
             self.plane.consolidator.run_id = c.run
@@ -91,7 +91,7 @@ class Learner:
         """Compile and warm up on a synthetic batch before any actor starts (no drops while compiling)."""
         if not (self.train and self.dqn.cfg.compile):  # off, or no C++ compiler on a CPU (see __init__)
             return 0.0
-        return self.dqn.warm_up(SyntheticReplay(self.spec, self.cfg.replay, self.device, windows=self.dqn.rule.window))
+        return self.dqn.warm_up(SyntheticReplay(self.spec, self.device))
 
     def start(self) -> Learner:
         self._started = time.monotonic()

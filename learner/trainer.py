@@ -28,7 +28,7 @@ from shared.config import AUTO, ENV_AUTO_FIELDS, LearnerConfig
 from shared.errors import check
 from shared.network import batchnorm_trunk, build_q_network
 from shared.spec import EnvSpec
-from shared.targets import ONLINE_NEXT, TARGET_HERE, TARGET_NEXT, TARGET_WINDOW, build_rule
+from shared.targets import ONLINE_NEXT, TARGET_HERE, TARGET_NEXT, build_rule
 
 
 def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
@@ -90,9 +90,7 @@ class DQNLearner:
         fused = cuda or not self.scaler.is_enabled()
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None)
         self.batchnorm_batch_stats = batchnorm_batch_stats
-        self.rule = build_rule(  # shared/targets.py
-            cfg.munchausen_alpha, cfg.munchausen_tau, cfg.munchausen_window, cfg.bootstrap_epsilon
-        )
+        self.rule = build_rule(cfg.munchausen_alpha, cfg.munchausen_tau, cfg.bootstrap_epsilon)  # shared/targets.py
         self.online_fn: Callable[..., torch.Tensor] = self.online  # the nets, or their torch.compile wrappers
         self.target_fn: Callable[..., torch.Tensor] = self.target
         # the statistics pass skips the head where every BatchNorm lies in the trunk: the same statistics, less work
@@ -150,21 +148,16 @@ class DQNLearner:
         return loss, (q_sa - target).detach().abs(), q_sa.detach()
 
     def target_values(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The target net's fp32 Q at s' and, where the rule needs them, at s and the window's states, by pass name: one
-        forward over all (eval mode: each row on its own), cloned, as a later CUDA-graph replay may reuse its memory."""
+        """The target net's fp32 Q at s' and, where the rule needs it, at s, by pass name: one forward over both (eval
+        mode: each row on its own), cloned, as a later CUDA-graph replay may reuse its memory."""
         needs, next_obs = self.rule.needs, batch["next_obs"]
         parts = [(TARGET_NEXT, next_obs)]
         if TARGET_HERE in needs:
             parts.append((TARGET_HERE, batch["obs"]))
-        if TARGET_WINDOW in needs:
-            parts.append((TARGET_WINDOW, batch["window_obs"].flatten(0, 1)))
         with torch.no_grad(), self._autocast():
             self.target.eval()
             both = self.target_fn(torch.cat([x for _, x in parts]) if len(parts) > 1 else next_obs).float().clone()
-        out = dict(zip([name for name, _ in parts], both.split([len(x) for _, x in parts])))
-        if TARGET_WINDOW in out:
-            out[TARGET_WINDOW] = out[TARGET_WINDOW].view(len(next_obs), -1, out[TARGET_WINDOW].shape[-1])
-        return out
+        return dict(zip([name for name, _ in parts], both.split([len(x) for _, x in parts])))
 
     def update(self, replay: FrameReplay, batches: list[dict] | None = None) -> UpdateStats:
         """One optimizer step over ``accum_steps`` micro-batches (sampled from replay unless given)."""

@@ -7,7 +7,7 @@ import shutil
 
 import torch
 
-from shared.config import LearnerConfig, ReplayConfig
+from shared.config import LearnerConfig
 from shared.spec import EnvSpec
 
 COMPILERS = {"cpu": ("g++", "c++", "clang++"), "cuda": ("cc", "gcc", "clang")}  # torch.compile's: C++ on CPU, C for Triton
@@ -31,13 +31,13 @@ def compile_setting(cfg: LearnerConfig, train: bool, device_type: str) -> Learne
 
 
 class SyntheticReplay:
-    """Stands in for replay in compile warm-up: right shapes and dtypes, random content (``windows``: the window's too)."""
+    """Stands in for replay in compile warm-up: right shapes and dtypes, random content."""
 
-    def __init__(self, spec: EnvSpec, replay: ReplayConfig, device: torch.device, windows: bool = False):
-        self.spec, self.replay, self.device, self.windows = spec, replay, device, windows
+    def __init__(self, spec: EnvSpec, device: torch.device):
+        self.spec, self.device = spec, device
 
     def sample(self, batch: int) -> dict[str, torch.Tensor]:
-        spec, dev, n = self.spec, self.device, self.replay.n_step
+        spec, dev = self.spec, self.device
         shape = (batch, *spec.input_shape)
         if spec.obs_dtype == "uint8":
             obs = torch.randint(0, 256, shape, dtype=torch.uint8, device=dev)
@@ -50,28 +50,8 @@ class SyntheticReplay:
             "reward": torch.zeros(batch, device=dev),
             "discount": torch.full((batch,), 0.99, device=dev),
         }
-        if self.windows:
-            window_action = torch.randint(0, spec.num_actions, (batch, n), device=dev)
-            window_action[:, 0] = out["action"]
-            weight = self.replay.gamma ** torch.arange(n, device=dev, dtype=torch.float32)
-            out |= {
-                "window_obs": obs.unsqueeze(1).expand(batch, n - 1, *obs.shape[1:]).clone(),
-                "window_action": window_action,
-                "window_weight": weight.expand(batch, n).clone(),
-            }
-        if spec.masked:
-            out |= self._masks(batch, out["action"], out.get("window_action"))
-        return out
-
-    def _masks(self, batch: int, action: torch.Tensor, window_action: torch.Tensor | None) -> dict[str, torch.Tensor]:
-        """Random action masks, every action valid where it was taken (and action 0 everywhere)."""
-        n, dev, a = self.replay.n_step, self.device, self.spec.num_actions
-        shapes = {"mask": (batch, a), "next_mask": (batch, a)} | ({"window_mask": (batch, n - 1, a)} if self.windows else {})
-        out = {key: torch.rand(shape, device=dev) < 0.5 for key, shape in shapes.items()}
-        for mask in out.values():
-            mask[..., 0] = True
-        if window_action is not None:
-            rows = torch.arange(batch, device=dev)
-            out["mask"][rows, action] = True
-            out["window_mask"][rows[:, None], torch.arange(n - 1, device=dev)[None, :], window_action[:, 1:]] = True
+        if spec.masked:  # random action masks, action 0 valid everywhere
+            for key in ("mask", "next_mask"):
+                out[key] = torch.rand((batch, spec.num_actions), device=dev) < 0.5
+                out[key][:, 0] = True
         return out

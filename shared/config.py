@@ -273,9 +273,6 @@ class LearnerConfig:
     policy flips less between nearby weights; 0: the Double-DQN target; -1: the env's (0.9 on Mario, else 0)."""
     munchausen_tau: float = 0.03
     """Munchausen-DQN's softmax temperature, in units of scaled Q (the paper's 0.03 for rewards in [-1, 1])."""
-    munchausen_window: bool = False
-    """Munchausen's bonus and entropy term at every step of the n-step window (the soft backup unrolled on the sampled
-    actions), not only the first; costs n - 1 more target-net stacks per sample (n-step 1: the published M-DQN)."""
     bootstrap_epsilon: float = 0.0
     """The TD target values s' as an agent that presses a random action with this probability plays it: (1 - e) x the
     rule's value + e x the mean of the target net's Q there (shared/targets.py); 0.05 matches the evaluation. 0: off."""

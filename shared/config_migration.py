@@ -123,6 +123,7 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
     ("learner", "augment"): (False, ""),
     ("learner", "n_step_start"): (0, ""),
     ("learner", "n_step_anneal_env_steps"): (5000, ""),
+    ("learner", "munchausen_window"): (False, ""),
 }
 """Options removed after their screens lost: (section, key) -> (the value that meant off, why a run that set it otherwise
 cannot load: set only for an option that changed the network; the others are dropped whatever they held)."""

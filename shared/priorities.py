@@ -4,12 +4,11 @@ learner's TD rule (shared/targets.py).
 The n-step return R follows learner/replay/frames.py, also stopping at the batch's end (later rewards are not known
 yet). With L steps added the priority is
 
-    | reward_scale * R + first(t) + sum_{k=1}^{L-1} gamma**k later(t+k)
-        + gamma**L * V(s_{t+L}) * (not terminated) - Q(s_t, a_t) |
+    | reward_scale * R + first(t) + gamma**L * V(s_{t+L}) * (not terminated) - Q(s_t, a_t) |
 
 with the actor's own Q and the rule's numpy parts (:class:`shared.targets.TDRule`): V its bootstrap value and
-``first``/``later`` its per-step terms, so a transition's first replay meets a priority of its own rule. L = 0 (a
-truncation slot, never sampled): 0. Vectorized over [E, T].
+``first`` the term the window's first step adds (Munchausen's bonus), so a transition's first replay meets a priority
+of its own rule. L = 0 (a truncation slot, never sampled): 0. Vectorized over [E, T].
 """
 
 from __future__ import annotations
@@ -63,8 +62,6 @@ def n_step_priorities(
     here = q[:, :T].astype(np.float64)
     if masks is not None:
         here = np.where(masks[:, :T], here, -np.inf)
-    at_first, at_later = rule.np_step_terms(here, actions.astype(np.int64))
-    later_w = sliding_window_view(np.pad(at_later, pad), n, axis=1)[:, :T]  # [E, T, n]: later(t + k)
-    extra = at_first + (later_w[..., 1:] * include[..., 1:] * powers[1:n]).sum(2)
-    target = reward_scale * ret + extra + np.where(done, 0.0, powers[steps] * boot)
+    at_first = rule.np_first_term(here, actions.astype(np.int64))
+    target = reward_scale * ret + at_first + np.where(done, 0.0, powers[steps] * boot)
     return np.where(steps > 0, np.abs(target - taken), 0.0).astype(np.float32)

@@ -17,9 +17,8 @@ from shared.network import masked_argmax
 MUNCHAUSEN_LOG_FLOOR = -1.0
 """Munchausen-DQN's l0: the bonus tau * log pi(a|s) is clipped to [l0, 0] (the paper's -1)."""
 
-ONLINE_NEXT, TARGET_NEXT, TARGET_HERE, TARGET_WINDOW = "online(s')", "target(s')", "target(s)", "target(window)"
-"""The forward passes a rule may need: the online net at s', the target net at s', at s, and at the window's
-states s_1..s_{n-1} (the batch's ``window_obs``)."""
+ONLINE_NEXT, TARGET_NEXT, TARGET_HERE = "online(s')", "target(s')", "target(s)"
+"""The forward passes a rule may need: the online net at s', the target net at s' and at s."""
 
 
 def double_q_bootstrap(online_q: torch.Tensor, target_q: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -104,43 +103,12 @@ def munchausen(
     return reward + alpha * bonus + discount * epsilon_mix(soft, next_target_q, next_mask, bootstrap_epsilon)
 
 
-def munchausen_window(
-    reward: torch.Tensor,
-    discount: torch.Tensor,
-    window_action: torch.Tensor,
-    window_target_q: torch.Tensor,
-    window_mask: torch.Tensor | None,
-    window_weight: torch.Tensor,
-    next_target_q: torch.Tensor,
-    next_mask: torch.Tensor | None,
-    alpha: float,
-    tau: float,
-    log_floor: float = MUNCHAUSEN_LOG_FLOOR,
-    bootstrap_epsilon: float = 0.0,
-) -> torch.Tensor:
-    """Munchausen-DQN along the n-step window: the soft Bellman backup unrolled on the sampled actions,
-
-        r_n + sum_k w_k * (alpha * clamp(tau * log pi(a_k|s_k), l0, 0) - [k >= 1] tau * log pi(a_k|s_k))
-            + discount * soft value at s'
-
-    where ``w_k`` = gamma**k for the steps the return adds (0 past its end); at s_k, k >= 1, the sampled action stands in
-    for the soft value's expectation. With n = 1 it is :func:`munchausen`. ``window_*``: [B, n] or [B, n, A]."""
-    log_pi = log_policy(window_target_q, window_mask, tau).gather(2, window_action.unsqueeze(2)).squeeze(2)
-    per_step = alpha * (tau * log_pi).clamp(min=log_floor, max=0.0)
-    per_step = torch.cat([per_step[:, :1], per_step[:, 1:] - tau * log_pi[:, 1:]], 1)
-    extra = torch.where(window_weight > 0, per_step * window_weight, 0.0).sum(1)  # no -inf * 0 past the end
-    soft = epsilon_mix(soft_value(next_target_q, next_mask, tau), next_target_q, next_mask, bootstrap_epsilon)
-    return reward + extra + discount * soft
-
-
 @dataclass(frozen=True)
 class TDRule:
     """A TD rule: the forward passes it needs (``needs``) and its target. Subclasses hold their constants."""
 
     name = "td"
     needs: frozenset[str] = frozenset()
-    window: bool = False
-    """Whether samples must carry the n-step window (the replay's ``windows``)."""
     epsilon: float = 0.0
     """The bootstrap's random-press share (:func:`epsilon_mix`): s' valued as an epsilon-greedy agent plays it; 0: off."""
 
@@ -169,10 +137,9 @@ class TDRule:
         """The rule's own value of s': the max (the actor's own net stands in for Double DQN's pair)."""
         return next_q.max(-1)
 
-    def np_step_terms(self, q: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The terms a step adds at Q [..., A] and action [...]: where it is the window's first step, and a later one."""
-        zero = np.zeros(action.shape)
-        return zero, zero
+    def np_first_term(self, q: np.ndarray, action: np.ndarray) -> np.ndarray:
+        """The term the window's first step adds at Q [..., A] and action [...]: 0 (Munchausen: its bonus)."""
+        return np.zeros(action.shape)
 
 
 @dataclass(frozen=True)
@@ -188,8 +155,7 @@ class DoubleDQN(TDRule):
 
 @dataclass(frozen=True)
 class Munchausen(TDRule):
-    """Munchausen-DQN: the bonus at the window's first step only (:func:`munchausen`), or with ``window`` at every
-    step, with the entropy term after the first (:func:`munchausen_window`)."""
+    """Munchausen-DQN (:func:`munchausen`): the bonus at the window's first step."""
 
     name = "munchausen"
     needs: frozenset[str] = frozenset({TARGET_HERE, TARGET_NEXT})
@@ -197,31 +163,22 @@ class Munchausen(TDRule):
     tau: float = 0.03
 
     def target(self, batch: dict[str, torch.Tensor], reward: torch.Tensor, q: dict[str, torch.Tensor]) -> torch.Tensor:
-        if not self.window:
-            action = batch["action"].unsqueeze(1)
-            return munchausen(
-                reward, batch["discount"], action, q[TARGET_HERE], batch.get("mask"), q[TARGET_NEXT], batch.get("next_mask"),
-                self.alpha, self.tau, bootstrap_epsilon=self.epsilon,
-            )  # fmt: skip
-        window_q = torch.cat([q[TARGET_HERE].unsqueeze(1), q[TARGET_WINDOW]], 1)  # [B, n, A]: s_0, then s_1..s_{n-1}
-        masks = None if batch.get("mask") is None else torch.cat([batch["mask"].unsqueeze(1), batch["window_mask"]], 1)
-        return munchausen_window(
-            reward, batch["discount"], batch["window_action"], window_q, masks, batch["window_weight"], q[TARGET_NEXT],
-            batch.get("next_mask"), self.alpha, self.tau, bootstrap_epsilon=self.epsilon,
+        action = batch["action"].unsqueeze(1)
+        return munchausen(
+            reward, batch["discount"], action, q[TARGET_HERE], batch.get("mask"), q[TARGET_NEXT], batch.get("next_mask"),
+            self.alpha, self.tau, bootstrap_epsilon=self.epsilon,
         )  # fmt: skip
 
     def describe(self) -> str:
-        where = "at every step of the n-step window" if self.window else "at the window's first step"
-        return f"Munchausen target (alpha {self.alpha:g}, tau {self.tau:g}, bonus {where}{self._epsilon_words()})"
+        return f"Munchausen target (alpha {self.alpha:g}, tau {self.tau:g}{self._epsilon_words()})"
 
     def np_value(self, next_q: np.ndarray) -> np.ndarray:
         log_pi = _np_log_policy(next_q, self.tau)
         return np.where(np.isfinite(next_q), np.exp(log_pi) * (next_q - self.tau * log_pi), 0.0).sum(-1)
 
-    def np_step_terms(self, q: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def np_first_term(self, q: np.ndarray, action: np.ndarray) -> np.ndarray:
         log_pi = np.take_along_axis(_np_log_policy(q, self.tau), action[..., None], -1)[..., 0]
-        bonus = self.alpha * np.clip(self.tau * log_pi, MUNCHAUSEN_LOG_FLOOR, 0.0)
-        return bonus, (bonus - self.tau * log_pi) if self.window else np.zeros(action.shape)
+        return self.alpha * np.clip(self.tau * log_pi, MUNCHAUSEN_LOG_FLOOR, 0.0)
 
 
 def _np_log_policy(q: np.ndarray, tau: float) -> np.ndarray:
@@ -232,10 +189,9 @@ def _np_log_policy(q: np.ndarray, tau: float) -> np.ndarray:
         return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
-def build_rule(alpha: float, tau: float, window: bool, epsilon: float = 0.0) -> TDRule:
+def build_rule(alpha: float, tau: float, epsilon: float = 0.0) -> TDRule:
     """The run's rule from its resolved settings: Munchausen's where ``alpha`` is above 0, else Double DQN's; both value
     s' at the bootstrap's ``epsilon``."""
     if alpha > 0:
-        needs = Munchausen.needs | ({TARGET_WINDOW} if window else frozenset())
-        return Munchausen(needs=needs, window=window, epsilon=epsilon, alpha=alpha, tau=tau)
+        return Munchausen(epsilon=epsilon, alpha=alpha, tau=tau)
     return DoubleDQN(epsilon=epsilon)

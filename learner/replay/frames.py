@@ -70,9 +70,7 @@ class FrameReplay:
         obs_dtype: str = "uint8",
         num_actions: int = 256,
         masked: bool = False,
-        windows: bool = False,
     ):
-        """``windows``: samples also carry the n-step window's states, actions and weights (``window_*``, shared/targets.py)."""
         _check(_is_int(num_streams) and num_streams >= 1, f"num_streams={num_streams!r} must be an int >= 1")
         _check(_is_int(capacity) and capacity >= 1, f"capacity={capacity!r} must be an int >= 1")
         _check(_is_int(stack) and stack >= 1, f"stack={stack!r} must be an int >= 1")
@@ -101,7 +99,7 @@ class FrameReplay:
         self.num_actions, self.masked = int(num_actions), bool(masked)
         self.mask_bytes = (self.num_actions + 7) // 8 if self.masked else 0
         self.stack, self.n_step, self.gamma = int(stack), int(n_step), float(gamma)
-        self.device, self.windows = torch.device(device), bool(windows)
+        self.device = torch.device(device)
 
         S, C, dev = self.num_streams, self.stream_capacity, self.device
         self._frames = torch.zeros((S, C, *self.frame_shape), dtype=self.obs_dtype, device=dev)
@@ -262,33 +260,29 @@ class FrameReplay:
             flat_w = stream[:, None] * C + (slot[:, None] + self._offsets[: self.n_step]) % C
             rew_w = self._rewards.view(-1)[flat_w]
             n = self.n_step
-            # the stacks of slot i, (windows) of slots i+1..i+n-1, and of the bootstrap's slot i + L: k per sample
-            ahead = self._offsets[1:n] if self.windows else self._offsets[:0]
-            at = torch.cat([slot[:, None], slot[:, None] + ahead, (slot + steps)[:, None]], 1)  # [B, k]
-            k = at.shape[1]
-            kstream = stream[:, None].expand(B, k).reshape(-1)
+            # the stacks of slot i and of the bootstrap's slot i + L: two per sample
+            at = torch.stack([slot, slot + steps], 1)  # [B, 2]
+            kstream = stream[:, None].expand(B, 2).reshape(-1)
             stack_idx = self._stack_indices(kstream, at.reshape(-1))
             flat = kstream[:, None] * C + stack_idx % C
             frames = self._frames.view(-1, *shape).index_select(0, flat.view(-1))
-            frames = frames.view(B, k, *shape) if self.stack == 1 else frames.view(B, k, self.stack, *shape)
-            action_w = self._actions.view(-1)[(stream[:, None] * C + (slot[:, None] + self._offsets[:n]) % C)].long()
+            frames = frames.view(B, 2, *shape) if self.stack == 1 else frames.view(B, 2, self.stack, *shape)
+            action = self._actions.view(-1)[stream * C + slot % C].long()
             extra_mask = {}
-            if self.masked:  # the masks of slot i (Munchausen's log-policy at s), the window's, and the bootstrap's
+            if self.masked:  # the masks of slot i (Munchausen's log-policy at s) and of the bootstrap's slot i + L
                 packed = cast("torch.Tensor", self._masks).view(-1, self.mask_bytes).index_select(0, flat[:, -1])
-                masks = unpack_masks(packed, self.num_actions).view(B, k, self.num_actions)
-                extra_mask = {"mask": masks[:, 0], "next_mask": masks[:, -1]}
-                if self.windows:
-                    extra_mask["window_mask"] = masks[:, 1:-1]
+                masks = unpack_masks(packed, self.num_actions).view(B, 2, self.num_actions)
+                extra_mask = {"mask": masks[:, 0], "next_mask": masks[:, 1]}
             extra = self._sampled(stream_h, slot_h, counts, self.beta if beta is None else beta)
 
         reward = (rew_w * self._powers[:n] * include).sum(1)
         discount = torch.where(done, torch.zeros_like(reward), self._powers[steps])
-        out = {
+        return {
             "obs": frames[:, 0],
-            "action": action_w[:, 0],
+            "action": action,
             "reward": reward,
             "discount": discount,
-            "next_obs": frames[:, -1],
+            "next_obs": frames[:, 1],
             "stream": stream,
             "slot": slot,
             "host_stream": torch.from_numpy(stream_h),  # the same on the host, for the priority write-back
@@ -296,10 +290,6 @@ class FrameReplay:
             **extra_mask,
             **extra,
         }
-        if self.windows:  # step k of the window: its state (k >= 1), action, and weight (gamma**k where the return adds it)
-            weight = torch.where(include, self._powers[:n], torch.zeros_like(self._powers[:n]))  # gamma**k, 0 past L
-            out |= {"window_obs": frames[:, 1:-1], "window_action": action_w, "window_weight": weight}
-        return out
 
     def stack_at(self, stream: int, abs_slot: int) -> torch.Tensor:
         """The network input of a retained slot ([stack, *obs_shape]; [*obs_shape] at stack 1); ValueError if overwritten."""

@@ -255,6 +255,7 @@ RETIRED_AT_THEIR_DEFAULTS = {
         "augment": False,
         "n_step_start": 0,
         "n_step_anneal_env_steps": 5000,
+        "munchausen_window": False,
     },
 }
 """Every option retired after its screen lost (docs/lab/experiments/mario.md, "Levers retired"), at the value that

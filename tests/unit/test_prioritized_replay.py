@@ -10,7 +10,7 @@ from learner.replay.prioritized import PrioritizedReplay
 from learner.replay.sum_tree import SumTree
 from shared.priorities import n_step_priorities
 from shared.resolution import resolve_run
-from shared.targets import MUNCHAUSEN_LOG_FLOOR, build_rule, munchausen_terms, munchausen_window
+from shared.targets import MUNCHAUSEN_LOG_FLOOR, build_rule, munchausen_terms
 
 H = W = 4
 
@@ -229,9 +229,7 @@ def test_actor_priorities_under_munchausen_use_the_learners_rule():
     the function DQNLearner trains on) for the same Q, per transition, truncations and terminations included."""
     E, T, A, n, gamma, scale, alpha, tau = 2, 30, 7, 3, 0.9, 1 / 15, 0.9, 0.03
     q, actions, rewards, terminated, first, next_first = munchausen_batch(np.random.default_rng(7), E, T, A)
-    got = n_step_priorities(
-        q, actions, rewards, terminated, first, next_first, n, gamma, scale, rule=build_rule(alpha, tau, False)
-    )
+    got = n_step_priorities(q, actions, rewards, terminated, first, next_first, n, gamma, scale, rule=build_rule(alpha, tau))
     plain = n_step_priorities(q, actions, rewards, terminated, first, next_first, n, gamma, scale)
     here, there, taken, acts, rets, discounts, where = [], [], [], [], [], [], []
     for e, t, ret, steps, done in reference_returns(rewards, terminated, first, next_first, n, gamma):
@@ -252,37 +250,6 @@ def test_actor_priorities_under_munchausen_use_the_learners_rule():
     want[tuple(np.array(where).T)] = np.abs(target - np.array(taken))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert not np.allclose(got, plain, atol=1e-3)  # the max-Q rule differs: the test can tell them apart
-
-
-def test_actor_priorities_along_the_window_use_the_learners_windowed_rule():
-    """Munchausen along the window: the actor's priority is |shared/targets.py munchausen_window - Q(s, a)| per
-    transition, with the window's states, actions and gamma**k weights cut where the return stops."""
-    E, T, A, n, gamma, scale, alpha, tau = 2, 30, 5, 3, 0.9, 1 / 15, 0.9, 0.03
-    q, actions, rewards, terminated, first, next_first = munchausen_batch(np.random.default_rng(11), E, T, A)
-    rule = build_rule(alpha, tau, True)
-    got = n_step_priorities(q, actions, rewards, terminated, first, next_first, n, gamma, scale, rule=rule)
-    first_only = n_step_priorities(
-        q, actions, rewards, terminated, first, next_first, n, gamma, scale, rule=build_rule(alpha, tau, False)
-    )
-    want = np.zeros((E, T))
-    for e, t, ret, steps, done in reference_returns(rewards, terminated, first, next_first, n, gamma):
-        idx = [min(t + k, T - 1) for k in range(n)]  # past the return's end the weight is 0 (any valid slot will do)
-        weight = torch.tensor([[gamma**k if k < steps else 0.0 for k in range(n)]], dtype=torch.float64)
-        target = munchausen_window(
-            torch.tensor([scale * ret], dtype=torch.float64),
-            torch.tensor([0.0 if done else gamma**steps], dtype=torch.float64),
-            torch.from_numpy(actions[e, idx][None].astype(np.int64)),
-            torch.tensor(q[e, idx][None], dtype=torch.float64),
-            None,
-            weight,
-            torch.tensor(q[e, t + steps][None], dtype=torch.float64),
-            None,
-            alpha,
-            tau,
-        )
-        want[e, t] = abs(float(target[0]) - q[e, t, actions[e, t]])
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
-    assert not np.allclose(got, first_only, atol=1e-4)  # the bonus at the first step only differs
 
 
 def test_masked_prioritized_replay_samples_weights_and_next_masks():

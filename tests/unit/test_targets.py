@@ -15,7 +15,6 @@ from shared.targets import (
     epsilon_mix,
     munchausen,
     munchausen_terms,
-    munchausen_window,
 )
 
 
@@ -63,72 +62,20 @@ def test_the_epsilon_aware_bootstrap_by_hand():
     torch.testing.assert_close(got, torch.tensor([1.0 + 0.9 * math.log(0.75) + 0.9 * value]))
     torch.testing.assert_close(epsilon_mix(torch.tensor([7.0]), q, None, 0.0), torch.tensor([7.0]))  # 0: the value
     # the rule objects carry it, and the actors' numpy value (first priorities) is the same number; -inf: invalid
-    rule = build_rule(0.9, 1.0, False, 0.05)
+    rule = build_rule(0.9, 1.0, 0.05)
     assert rule.epsilon == 0.05 and "epsilon 0.05" in rule.describe()
     assert rule.np_bootstrap(np.array([[0.0, math.log(3.0)]]))[0] == pytest.approx(value)
-    double = build_rule(0.0, 0.03, False, 0.05)
+    double = build_rule(0.0, 0.03, 0.05)
     assert double.np_bootstrap(np.array([[10.0, 20.0, -np.inf]]))[0] == pytest.approx(19.75)
-    assert build_rule(0.0, 0.03, False).np_bootstrap(np.array([[10.0, 20.0, -np.inf]]))[0] == 20.0
+    assert build_rule(0.0, 0.03).np_bootstrap(np.array([[10.0, 20.0, -np.inf]]))[0] == 20.0
 
 
 def test_the_config_builds_one_rule_that_says_which_passes_it_needs():
-    assert isinstance(build_rule(0.0, 0.03, False), DoubleDQN)
-    assert build_rule(0.0, 0.03, False).needs == {"online(s')", "target(s')"}  # the online argmax, the target's value
-    rule = build_rule(0.9, 0.03, False)
-    assert isinstance(rule, Munchausen) and (rule.alpha, rule.tau, rule.window) == (0.9, 0.03, False)
+    assert isinstance(build_rule(0.0, 0.03), DoubleDQN)
+    assert build_rule(0.0, 0.03).needs == {"online(s')", "target(s')"}  # the online argmax, the target's value
+    rule = build_rule(0.9, 0.03)
+    assert isinstance(rule, Munchausen) and (rule.alpha, rule.tau) == (0.9, 0.03)
     assert rule.needs == {"target(s)", "target(s')"}  # no online argmax
-    windowed = build_rule(0.9, 0.03, True)
-    assert windowed.window and windowed.needs == {"target(s)", "target(s')", "target(window)"}
-
-
-def test_munchausen_along_a_three_step_window_by_hand():
-    """tau 1, alpha 0.9, gamma 0.5, n = 3, two actions. The target net's Q at s_0, s_1, s_2 is (0, ln 3), so
-    pi = (1/4, 3/4) at each; the actions taken are 0, 1, 0. Step 0: the bonus only, 0.9 * clip(ln 1/4) = -0.9.
-    Step 1 (weight 0.5): bonus 0.9 * ln 3/4 and entropy term -ln 3/4, so 0.5 * (-0.1 * ln 3/4) = 0.0143841.
-    Step 2 (weight 0.25): bonus 0.9 * -1 (clipped) and entropy term -ln 1/4 = ln 4: 0.25 * (ln 4 - 0.9) = 0.1215736.
-    Soft value at s' (same Q) is ln 4 (as in the 1-step example above); discount gamma**3 = 0.125; n-step return
-    r_n = 2. Target: 2 - 0.9 + 0.0143841 + 0.1215736 + 0.125 * ln 4 = 1.40924."""
-    q = torch.tensor([[[0.0, math.log(3.0)]] * 3])  # [B=1, n=3, A=2]
-    action = torch.tensor([[0, 1, 0]])
-    weight = torch.tensor([[1.0, 0.5, 0.25]])
-    want = 2.0 - 0.9 + 0.5 * (-0.1 * math.log(0.75)) + 0.25 * (math.log(4.0) - 0.9) + 0.125 * math.log(4.0)
-    got = munchausen_window(
-        torch.tensor([2.0]), torch.tensor([0.125]), action, q, None, weight, q[:, 0], None, alpha=0.9, tau=1.0
-    )
-    torch.testing.assert_close(got, torch.tensor([want]))
-    assert abs(want - 1.40924) < 1e-5
-    # valued at epsilon 0.05, only the bootstrap moves: ln 4 becomes 0.95 * ln 4 + 0.05 * ln 3 / 2, at discount 0.125
-    mixed = munchausen_window(
-        torch.tensor([2.0]), torch.tensor([0.125]), action, q, None, weight, q[:, 0], None, alpha=0.9, tau=1.0,
-        bootstrap_epsilon=0.05,
-    )  # fmt: skip
-    torch.testing.assert_close(mixed, torch.tensor([want + 0.125 * 0.05 * (math.log(3.0) / 2 - math.log(4.0))]))
-    # a window that ended after its first step (a termination: weights past it 0, discount 0) is the 1-step target
-    cut = munchausen_window(
-        torch.tensor([2.0]), torch.tensor([0.0]), action, q, None, torch.tensor([[1.0, 0.0, 0.0]]), q[:, 0], None, 0.9, 1.0
-    )
-    one = munchausen(torch.tensor([2.0]), torch.tensor([0.0]), action[:, :1], q[:, 0], None, q[:, 0], None, 0.9, 1.0)
-    torch.testing.assert_close(cut, one)
-    # n = 1: the window rule is the published 1-step M-DQN
-    single = munchausen_window(
-        torch.tensor([2.0]), torch.tensor([0.5]), action[:, :1], q[:, :1], None, weight[:, :1], q[:, 0], None, 0.9, 1.0
-    )
-    torch.testing.assert_close(
-        single, munchausen(torch.tensor([2.0]), torch.tensor([0.5]), action[:, :1], q[:, 0], None, q[:, 0], None, 0.9, 1.0)
-    )
-
-
-def test_the_windowed_rule_reads_the_batchs_window():
-    q = torch.tensor([[0.0, math.log(3.0)]])
-    batch = {
-        "discount": torch.tensor([0.125]),
-        "action": torch.tensor([0]),
-        "window_action": torch.tensor([[0, 1, 0]]),
-        "window_weight": torch.tensor([[1.0, 0.5, 0.25]]),
-    }
-    passes = {"target(s)": q, "target(window)": torch.stack([q, q], 1), "target(s')": q}
-    got = build_rule(0.9, 1.0, True).target(batch, torch.tensor([2.0]), passes)
-    torch.testing.assert_close(got, torch.tensor([1.40924]), atol=1e-5, rtol=0)
 
 
 def test_double_q_bootstrap_gathers_the_target_at_the_online_argmax():

@@ -13,7 +13,6 @@ from learner.trainer import DQNLearner
 from shared.config import LearnerConfig
 from shared.resolution import learner_config, resolve_config
 from shared.spec import EnvSpec
-from shared.targets import munchausen_window
 from tests.support.batches import ACTIONS, SIZE, STACK, split, synthetic_batch
 
 SPEC = EnvSpec((SIZE, SIZE), "uint8", STACK, ACTIONS)
@@ -524,33 +523,6 @@ def test_one_target_forward_over_s_prime_and_s_gives_each_batchs_own_values(alph
         assert target_here is None
 
 
-def test_munchausen_along_the_window_runs_the_target_net_on_every_window_state():
-    """learner.munchausen_window: the target net's Q at s_0, s_1..s_{n-1} and s' feed shared/targets.py
-    munchausen_window with the batch's window actions and weights (one target forward over all of them)."""
-    alpha, tau, n = 0.9, 0.03, 3
-    dqn, batch = learner_on_running_statistics(munchausen_alpha=alpha, munchausen_tau=tau, munchausen_window=True)
-    g = torch.Generator().manual_seed(3)
-    window_obs = torch.randint(0, 256, (8, n - 1, *batch["obs"].shape[1:]), dtype=torch.uint8, generator=g)
-    window_action = torch.cat([batch["action"][:, None], torch.randint(0, ACTIONS, (8, n - 1), generator=g)], 1)
-    weight = torch.tensor([[1.0, 0.99, 0.99**2]] * 6 + [[1.0, 0.0, 0.0]] * 2)  # two windows cut after one step
-    windowed = dict(batch, window_obs=window_obs, window_action=window_action, window_weight=weight)
-    with torch.no_grad():
-        q_window = torch.stack([dqn.target(batch["obs"])] + [dqn.target(window_obs[:, k]) for k in range(n - 1)], 1)
-        q_next = dqn.target(batch["next_obs"])
-    target = munchausen_window(
-        dqn.cfg.reward_scale * batch["reward"], batch["discount"], window_action, q_window, None, weight, q_next, None,
-        alpha, tau,
-    )  # fmt: skip
-    _, td, q = dqn.micro_loss(windowed)
-    torch.testing.assert_close(td, (q - target).abs(), atol=1e-5, rtol=1e-5)
-    first_only = learner_on_running_statistics(munchausen_alpha=alpha, munchausen_tau=tau)[0]
-    first_only.online.load_state_dict(dqn.online.state_dict())
-    first_only.target.load_state_dict(dqn.target.state_dict())
-    _, td_first, _ = first_only.micro_loss(batch)
-    assert not torch.allclose(td[:6], td_first[:6], atol=1e-4)  # the later steps' terms take part
-    torch.testing.assert_close(td[6:], td_first[6:], atol=1e-5, rtol=1e-5)  # a one-step window: the same target
-
-
 def test_the_statistics_pass_stops_before_the_head_and_moves_the_same_statistics():
     """The train-mode pass that moves BatchNorm's running statistics runs the trunk only (every BatchNorm is there):
     the statistics equal those of a whole-network train-mode forward."""
@@ -569,21 +541,16 @@ def test_the_statistics_pass_stops_before_the_head_and_moves_the_same_statistics
         torch.testing.assert_close(got, want, rtol=0, atol=0, msg=name)
 
 
-@pytest.mark.parametrize("window", [False, True])
-def test_the_compile_warm_up_batch_carries_what_the_rule_needs(window):
-    """The loop's stand-in replay for the compile warm-up gives the window's fields when the rule is Munchausen
-    along the window (a run with --learner.munchausen-window stopped in its warm-up without them)."""
+def test_the_compile_warm_up_batch_carries_what_the_rule_needs():
+    """The loop's stand-in replay for the compile warm-up gives the fields the run's rule reads, so the warm-up's
+    updates run on it."""
     from learner.warm_up import SyntheticReplay
     from shared.config import RunConfig
 
     cfg = resolve_config(RunConfig())
-    cfg.learner.munchausen_window = window
     dqn = DQNLearner(dataclasses.replace(cfg.learner.resolved("cpu"), compile=False, micro_batch=4), MARIO, CPU)
-    assert dqn.rule.window == window
-    replay = SyntheticReplay(MARIO, cfg.replay, CPU, windows=dqn.rule.window)
+    replay = SyntheticReplay(MARIO, CPU)
     batch = replay.sample(4)
-    assert ("window_obs" in batch) == window
-    if window:
-        assert batch["window_obs"].shape == (4, cfg.replay.n_step - 1, 4, 84, 84)
-        assert batch["window_action"].shape == batch["window_weight"].shape == (4, cfg.replay.n_step)
+    assert batch["obs"].shape == batch["next_obs"].shape == (4, 4, 84, 84)
+    assert batch["action"].shape == batch["reward"].shape == batch["discount"].shape == (4,)
     assert dqn.warm_up(replay, updates=1) >= 0.0
