@@ -18,12 +18,13 @@ from zmq.utils.monitor import recv_monitor_message
 
 from actors.sender import BatchSender
 from actors.weights_client import WeightClient
+from launch.keys import KeysConfig, make_keys
 from learner.consolidator import Consolidator
 from learner.weights import WeightServer
 from shared.config import ConfigError, TransportConfig
 from shared.network import QNetwork
-from shared.wire import protocol
-from shared.wire.links import link_options
+from shared.wire import curve, protocol
+from shared.wire.links import held_kernel_buffer, link_options
 from tests.support.launcher import fake_run_cmd
 from tests.support.paths import ROOT
 from tests.support.runs import free_base_port
@@ -62,6 +63,37 @@ def test_every_learner_and_actor_socket_carries_keepalives_and_heartbeats():
         for sock in consolidator.sockets:  # the thread was never started: its sockets are ours to close
             sock.close(0)
         server.stop()
+
+
+def test_held_experience_sockets_keep_small_buffers_under_curve(tmp_path):
+    """Held ratio under CURVE (every Compose and Swarm run): both ends queue at most 2 messages in about one batch of
+    kernel buffer, so batches cannot wait behind a dozen others past the weights lag; a batch still crosses."""
+    folder, allowed = tmp_path / "keys", tmp_path / "allowed"
+    make_keys(KeysConfig(dir=str(folder), name=("learner", "actor"), authorize=str(allowed)))
+    port = free_base_port(1)
+    server = TransportConfig(
+        base_port=port, curve_server_secret=str(folder / "learner.key_secret"), curve_authorized_dir=str(allowed)
+    )
+    client = TransportConfig(
+        base_port=port, curve_client_secret=str(folder / "actor.key_secret"), curve_server_public=str(folder / "learner.key")
+    )
+    limits = protocol.Limits((36, 36), 7)
+    buffer = held_kernel_buffer(limits, 2, 16)
+    release = curve.start_authenticator(server)
+    consolidator = Consolidator(server, 1, 2, limits, queue.Queue(), held=True, batch_steps=16)
+    sender = BatchSender(f"tcp://127.0.0.1:{port}", 0, 1, 4, 4, transport=client, wait_when_full=True, kernel_buffer=buffer)
+    try:
+        (pull,), push = consolidator.sockets, sender._socket
+        assert 4096 < buffer < 1 << 17  # one batch of 2 x 16 steps of 36 x 36 frames: neither bound
+        assert (pull.getsockopt(zmq.RCVHWM), push.getsockopt(zmq.SNDHWM)) == (2, 2)
+        assert (pull.getsockopt(zmq.RCVBUF), push.getsockopt(zmq.SNDBUF)) == (buffer, buffer)
+        push.send(b"x" * buffer)  # more than one kernel buffer's worth, through CURVE
+        assert pull.poll(30_000) and len(pull.recv()) == buffer
+    finally:
+        sender.close({}, 0.0)
+        for sock in consolidator.sockets:
+            sock.close(0)
+        release()
 
 
 @pytest.mark.parametrize(
