@@ -29,7 +29,7 @@ def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: A
     torch.set_num_threads(1)  # not niced like the collectors: an evaluation must report on schedule
     env_cfg = with_stage(cfg.env, cfg.eval.stage)
     reference = entry_for(env_cfg).random_reference
-    net = build_network(env_cfg, dueling=cfg.net.dueling)
+    net = build_network(env_cfg, net_cfg=cfg.net)
     names = action_names_for(env_cfg)
     rounds = 0
     results.cancel_join_thread()  # a result (with its weights) the launcher never read must not hold up our exit

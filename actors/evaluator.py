@@ -17,7 +17,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from shared.config import EnvConfig
+from shared.config import EnvConfig, NetConfig
 from shared.envs import action_names, entry_for, env_spec, make_env, make_vector_env
 from shared.envs.frames import FrameStacker
 from shared.network import build_q_network
@@ -53,9 +53,11 @@ class VideoInfo:
     bytes: int
 
 
-def build_network(env_cfg: EnvConfig, state_dict: dict | None = None, dueling: bool = True) -> torch.nn.Module:
-    """A CPU Q-network for ``env_cfg`` in eval mode, loaded with ``state_dict`` if given (``_orig_mod.`` prefixes accepted)."""
-    net = build_q_network(env_spec(env_cfg), dueling=dueling)
+def build_network(env_cfg: EnvConfig, state_dict: dict | None = None, net_cfg: NetConfig | None = None) -> torch.nn.Module:
+    """A CPU Q-network for ``env_cfg`` shaped by ``net_cfg`` (None: the defaults) in eval mode, loaded with ``state_dict``
+    if given (``_orig_mod.`` prefixes accepted)."""
+    shape = net_cfg or NetConfig()
+    net = build_q_network(env_spec(env_cfg), dueling=shape.dueling, quantiles=shape.quantiles)
     if state_dict is not None:
         net.load_state_dict({k.removeprefix("_orig_mod."): v for k, v in state_dict.items()})
     return net.eval()

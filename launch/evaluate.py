@@ -222,7 +222,7 @@ def resolve(argv: list[str]) -> tuple[EvaluateArgs, dict]:
     if state is not None:  # the checkpoint's online network; UsageError when its shape is another env's
         assert cfg is not None  # load_run read it with the checkpoint
         try:
-            net = build_network(env, state["learner"]["online"], dueling=cfg.net.dueling)
+            net = build_network(env, state["learner"]["online"], cfg.net)
         except (RuntimeError, KeyError, TypeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UsageError(

@@ -52,7 +52,7 @@ Words = tuple[str, str]  # the env's words for its score and its success (Mario:
 def play_job(job: dict) -> dict:
     """Worker: play ``job['episodes']`` episodes (after up to ``job['noop_max']`` no-ops) and one greedy one if asked."""
     torch.set_num_threads(1)  # batch-1 forwards: one core per worker
-    net = build_network(job["env"], job["weights"], dueling=job["dueling"])
+    net = build_network(job["env"], job["weights"], job["net"])
     episodes = play_episodes(net, job["env"], job["episodes"], job["epsilon"], job["seed"], noop_max=int(job.get("noop_max", 0)))
     greedy = play_episodes(net, job["env"], 1, 0.0, job["seed"])[0] if job["greedy"] else None
     record = None if greedy is None else episode_record(greedy) | {"actions": greedy.actions.tolist()}
@@ -184,7 +184,7 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> di
     started = time.perf_counter()
     entry = entry_for(env)
     words = entry.score.lower(), entry.success.lower()  # the env's words (Mario: distance, flags)
-    common = dict(env=env, dueling=cfg.net.dueling, epsilon=ev.epsilon)
+    common = dict(env=env, net=cfg.net, epsilon=ev.epsilon)
     selection, best = select_best(run_dir, checkpoint, ev, common, processes, echo, words)
 
     seed = stream_seed(ev.seed, EVAL_FINAL)

@@ -47,7 +47,7 @@ class Learner:
         self.cfg, self.run_dir, self.device, self.spec = run.cfg, run_dir, run.device, run.spec
         self.entry, self.train = run.entry, not run.cfg.collect_only
         learner_cfg = compile_setting(run.learner, self.train, run.device.type)
-        self.dqn = DQNLearner(learner_cfg, self.spec, run.device, dueling=self.cfg.net.dueling)
+        self.dqn = DQNLearner(learner_cfg, self.spec, run.device, self.cfg.net)
         self.counters = c = Counters()
         if resume_state is not None:
             self.dqn.load_state_dict(resume_state["learner"])

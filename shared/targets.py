@@ -3,6 +3,8 @@
 A rule (:class:`TDRule`) names the forward passes it needs besides the online net at s (``needs``) and turns a batch
 and their fp32 Q-values into the target [B], so the learner never branches on the rule. Inputs: the scaled n-step
 return ``reward`` [B], ``discount`` [B] (gamma^L, 0 after a terminal); masks bool [B, A] (True = valid) or None.
+Given the target net's quantiles at s' [B, A, N] (a QR-DQN head), a rule values s' per quantile from them, its
+policy still the one of the mean Q, and returns [B, N] targets (as M-IQN does, google-research/munchausen_rl).
 """
 
 from __future__ import annotations
@@ -11,31 +13,53 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from shared.network import masked_argmax
 
 MUNCHAUSEN_LOG_FLOOR = -1.0
 """Munchausen-DQN's l0: the bonus tau * log pi(a|s) is clipped to [l0, 0] (the paper's -1)."""
 
+Tensors = dict[str, torch.Tensor]
+"""A batch's tensors, or the rule's passes (below), by name."""
+
 ONLINE_NEXT, TARGET_NEXT, TARGET_HERE = "online(s')", "target(s')", "target(s)"
 """The forward passes a rule may need: the online net at s', the target net at s' and at s."""
 
 
+QUANTILE_KAPPA = 1.0
+"""The quantile Huber loss's threshold (QR-DQN's kappa; Dopamine's and the M-IQN configurations' 1.0)."""
+
+
+def _per_action(x: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """A [B, A] tensor broadcast against per-action ``values`` [B, A] or [B, A, N]."""
+    return x.reshape(*x.shape, *(1,) * (values.dim() - 2))
+
+
+def _per_sample(x: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """A [B] tensor broadcast against per-sample ``values`` [B] or [B, N]."""
+    return x.reshape(-1, *(1,) * (values.dim() - 1))
+
+
 def double_q_bootstrap(online_q: torch.Tensor, target_q: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Double-DQN bootstrap value at s', [B]: the target net's Q at the online net's best valid action."""
-    return target_q.gather(1, masked_argmax(online_q, mask)).squeeze(1)
+    """Double-DQN bootstrap value at s', [B] (or [B, N] from quantiles [B, A, N]): the target net's values at the online
+    net's best valid action."""
+    index = masked_argmax(online_q, mask)  # [B, 1]
+    index = _per_action(index, target_q).expand(-1, 1, *target_q.shape[2:])
+    return target_q.gather(1, index).squeeze(1)
 
 
 def epsilon_mix(value: torch.Tensor, q: torch.Tensor, mask: torch.Tensor | None, epsilon: float) -> torch.Tensor:
-    """``(1 - epsilon) * value + epsilon * mean of q over the valid actions`` [B]: the value of s' to an agent that plays
-    the rule's policy but presses a uniform random action with probability ``epsilon`` (the evaluation's). 0: ``value``."""
+    """``(1 - epsilon) * value + epsilon * mean of q over the valid actions`` [B] (q [B, A, N]: per quantile, [B, N]): the
+    value of s' to an agent that plays the rule's policy but presses a uniform random action with probability ``epsilon``
+    (the evaluation's). 0: ``value``."""
     if epsilon == 0:
         return value
     if mask is None:
         uniform = q.mean(dim=1)
     else:
-        mask = mask.bool()
-        uniform = torch.where(mask, q, 0.0).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
+        valid = _per_action(mask.bool(), q)
+        uniform = torch.where(valid, q, 0.0).sum(dim=1) / valid.sum(dim=1).clamp(min=1)
     return (1.0 - epsilon) * value + epsilon * uniform
 
 
@@ -46,11 +70,14 @@ def double_dqn(
     next_target_q: torch.Tensor,
     next_mask: torch.Tensor | None,
     bootstrap_epsilon: float = 0.0,
+    next_quantiles: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Double DQN (van Hasselt et al. 2016): ``r + discount * Q_target(s', argmax_a' Q_online(s', a'))``, over valid actions;
-    with ``bootstrap_epsilon`` that value is :func:`epsilon_mix`'d with the target's mean."""
-    value = double_q_bootstrap(next_online_q, next_target_q, next_mask)
-    return reward + discount * epsilon_mix(value, next_target_q, next_mask, bootstrap_epsilon)
+    with ``bootstrap_epsilon`` that value is :func:`epsilon_mix`'d with the target's mean. ``next_quantiles`` [B, A, N]:
+    the same per quantile (QR-DQN's target distribution at the online argmax), [B, N]."""
+    values = next_target_q if next_quantiles is None else next_quantiles
+    value = epsilon_mix(double_q_bootstrap(next_online_q, values, next_mask), values, next_mask, bootstrap_epsilon)
+    return _per_sample(reward, value) + _per_sample(discount, value) * value
 
 
 def log_policy(q: torch.Tensor, valid: torch.Tensor | None, tau: float) -> torch.Tensor:
@@ -68,20 +95,25 @@ def munchausen_terms(
     next_mask: torch.Tensor | None,
     tau: float,
     log_floor: float,
+    next_quantiles: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Munchausen-DQN's two terms (Vieillard et al. 2020), each [B]: the bonus ``clamp(tau * log pi(a|s), log_floor, 0)``
-    and the soft value at s' (:func:`soft_value`), pi = softmax(Q_target / tau) over the valid actions."""
+    """Munchausen-DQN's two terms (Vieillard et al. 2020): the bonus ``clamp(tau * log pi(a|s), log_floor, 0)`` [B] and
+    the soft value at s' (:func:`soft_value`; per quantile, [B, N], from ``next_quantiles``), pi = softmax(Q_target / tau)
+    over the valid actions."""
     bonus = (tau * log_policy(target_q, mask, tau).gather(1, action).squeeze(1)).clamp(min=log_floor, max=0.0)
-    return bonus, soft_value(next_target_q, next_mask, tau)
+    return bonus, soft_value(next_target_q, next_mask, tau, next_quantiles)
 
 
-def soft_value(q: torch.Tensor, mask: torch.Tensor | None, tau: float) -> torch.Tensor:
-    """``sum_a pi(a|s) (Q(s, a) - tau * log pi(a|s))`` [B], pi = softmax(Q / tau) over the valid actions."""
+def soft_value(q: torch.Tensor, mask: torch.Tensor | None, tau: float, values: torch.Tensor | None = None) -> torch.Tensor:
+    """``sum_a pi(a|s) (Q(s, a) - tau * log pi(a|s))`` [B], pi = softmax(Q / tau) over the valid actions; with ``values``
+    [B, A, N] (quantiles) in place of Q inside the sum, per quantile, [B, N]."""
     log_pi = log_policy(q, mask, tau)
-    soft = log_pi.exp() * (q - tau * log_pi)
+    values = q if values is None else values
+    log_pi, pi = _per_action(log_pi, values), _per_action(log_pi.exp(), values)
+    soft = pi * (values - tau * log_pi)
     if mask is not None:  # invalid actions: probability 0 and log -inf, whose product is NaN, not 0
-        soft = torch.where(mask.bool(), soft, 0.0)
-    return soft.sum(dim=-1)
+        soft = torch.where(_per_action(mask.bool(), values), soft, 0.0)
+    return soft.sum(dim=1)
 
 
 def munchausen(
@@ -96,11 +128,26 @@ def munchausen(
     tau: float,
     log_floor: float = MUNCHAUSEN_LOG_FLOOR,
     bootstrap_epsilon: float = 0.0,
+    next_quantiles: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Munchausen-DQN: ``r + alpha * clamp(tau * log pi(a|s), l0, 0) + discount * soft value at s'``, both terms
-    from the target net (:func:`munchausen_terms`); no online argmax. ``bootstrap_epsilon``: see :func:`epsilon_mix`."""
-    bonus, soft = munchausen_terms(target_q, action, mask, next_target_q, next_mask, tau, log_floor)
-    return reward + alpha * bonus + discount * epsilon_mix(soft, next_target_q, next_mask, bootstrap_epsilon)
+    from the target net (:func:`munchausen_terms`); no online argmax. ``bootstrap_epsilon``: see :func:`epsilon_mix`.
+    ``next_quantiles`` [B, A, N]: the soft value per quantile (M-IQN's target), [B, N]."""
+    bonus, soft = munchausen_terms(target_q, action, mask, next_target_q, next_mask, tau, log_floor, next_quantiles)
+    values = next_target_q if next_quantiles is None else next_quantiles
+    value = epsilon_mix(soft, values, next_mask, bootstrap_epsilon)
+    return _per_sample(reward + alpha * bonus, value) + _per_sample(discount, value) * value
+
+
+def quantile_huber_loss(quantiles: torch.Tensor, target: torch.Tensor, kappa: float = QUANTILE_KAPPA) -> torch.Tensor:
+    """QR-DQN's loss per sample [B] (Dabney et al. 2018, eq. 10, as Dopamine sums it): for the online quantiles [B, N] at
+    the midpoints tau_i = (i + 0.5) / N and the target samples [B, M], the sum over i of the mean over j of
+    ``|tau_i - 1{u_ij < 0}| * huber_kappa(u_ij)``, u_ij = target_j - quantile_i."""
+    u = target.unsqueeze(1) - quantiles.unsqueeze(2)  # [B, N, M]
+    n = quantiles.shape[1]
+    midpoints = (torch.arange(n, device=quantiles.device, dtype=quantiles.dtype) + 0.5) / n
+    weight = (midpoints.view(1, n, 1) - (u.detach() < 0).to(u.dtype)).abs()
+    return (weight * F.huber_loss(u, torch.zeros_like(u), reduction="none", delta=kappa)).mean(dim=2).sum(dim=1)
 
 
 @dataclass(frozen=True)
@@ -112,7 +159,9 @@ class TDRule:
     epsilon: float = 0.0
     """The bootstrap's random-press share (:func:`epsilon_mix`): s' valued as an epsilon-greedy agent plays it; 0: off."""
 
-    def target(self, batch: dict[str, torch.Tensor], reward: torch.Tensor, q: dict[str, torch.Tensor]) -> torch.Tensor:
+    def target(self, batch: Tensors, reward: torch.Tensor, q: Tensors, quantiles: torch.Tensor | None = None) -> torch.Tensor:
+        """The target [B] from the batch, ``reward`` and the passes ``q``; with the target net's ``quantiles`` at s'
+        [B, A, N], per quantile, [B, N]."""
         raise NotImplementedError
 
     def describe(self) -> str:
@@ -149,8 +198,10 @@ class DoubleDQN(TDRule):
     name = "double_dqn"
     needs: frozenset[str] = frozenset({ONLINE_NEXT, TARGET_NEXT})
 
-    def target(self, batch: dict[str, torch.Tensor], reward: torch.Tensor, q: dict[str, torch.Tensor]) -> torch.Tensor:
-        return double_dqn(reward, batch["discount"], q[ONLINE_NEXT], q[TARGET_NEXT], batch.get("next_mask"), self.epsilon)
+    def target(self, batch: Tensors, reward: torch.Tensor, q: Tensors, quantiles: torch.Tensor | None = None) -> torch.Tensor:
+        return double_dqn(
+            reward, batch["discount"], q[ONLINE_NEXT], q[TARGET_NEXT], batch.get("next_mask"), self.epsilon, quantiles
+        )
 
 
 @dataclass(frozen=True)
@@ -162,11 +213,11 @@ class Munchausen(TDRule):
     alpha: float = 0.9
     tau: float = 0.03
 
-    def target(self, batch: dict[str, torch.Tensor], reward: torch.Tensor, q: dict[str, torch.Tensor]) -> torch.Tensor:
+    def target(self, batch: Tensors, reward: torch.Tensor, q: Tensors, quantiles: torch.Tensor | None = None) -> torch.Tensor:
         action = batch["action"].unsqueeze(1)
         return munchausen(
             reward, batch["discount"], action, q[TARGET_HERE], batch.get("mask"), q[TARGET_NEXT], batch.get("next_mask"),
-            self.alpha, self.tau, bootstrap_epsilon=self.epsilon,
+            self.alpha, self.tau, bootstrap_epsilon=self.epsilon, next_quantiles=quantiles,
         )  # fmt: skip
 
     def describe(self) -> str:

@@ -149,7 +149,7 @@ def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, 
     spec = env_spec(cfg.env)
     if base.compile:
         reset_compiler()
-    dqn = DQNLearner(base, spec, device, dueling=cfg.net.dueling)  # one learner (one compile) for both
+    dqn = DQNLearner(base, spec, device, cfg.net)  # one learner (one compile) for both
     compile_s = dqn.warm_up(replays["prioritized"]) if base.compile else 0.0
     for kind, replay in replays.items():  # the run's own settings on both replays, then where an update's time goes
         if not base.compile:
@@ -171,7 +171,7 @@ def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, 
             lc = dataclasses.replace(base, accum_steps=accum, amp=amp_mode, compile=compiled)
             if compiled:  # a fresh Dynamo state per compiled variant: see reset_compiler
                 reset_compiler()
-            dqn = DQNLearner(lc, spec, device, dueling=cfg.net.dueling)
+            dqn = DQNLearner(lc, spec, device, cfg.net)
             compile_s = dqn.warm_up(replay)  # eager too: allocator, kernels, the optimizer's first step
             key = f"{name}_accum{accum}"
             v = out[key] = _measure(dqn, replay, updates_per_epoch, epochs, compile_s if compiled else 0.0)

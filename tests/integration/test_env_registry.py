@@ -104,7 +104,7 @@ def train_corridor(tmp_path, updates: int, *extra: str) -> tuple[str, dict, RunC
     state = load_checkpoint(run)
     cfg = read_config(state["config"])
     assert cfg.env.module == "tests.support.plugin_env" and state["counters"]["updates"] == updates
-    return out, state, cfg, build_network(cfg.env, state["learner"]["online"], dueling=cfg.net.dueling)
+    return out, state, cfg, build_network(cfg.env, state["learner"]["online"], cfg.net)
 
 
 @pytest.mark.timeout(900)  # a hang guard: the run ends on its update budget

@@ -181,7 +181,7 @@ def test_a_run_ends_with_best_pt_chosen_on_fresh_episodes_and_a_final_evaluation
     assert result["best"].get("same_as_last", False) == (chosen is None)
     job = dict(
         env=with_stage(cfg.env, cfg.eval.stage),
-        dueling=cfg.net.dueling,
+        net=cfg.net,
         epsilon=cfg.eval.epsilon,
         weights=checkpoint["learner"]["online"],
         episodes=FINAL - EPISODES_PER_JOB,

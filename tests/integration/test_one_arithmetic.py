@@ -114,7 +114,7 @@ def measure(tmp_path, amp: str | None = None, updates: int = UPDATES) -> dict:
     states = probe.states
     spec = env_spec(cfg.env)
     learner_cfg = learner_config(cfg, amp)
-    dqn = DQNLearner(learner_cfg, spec, CPU, dueling=cfg.net.dueling)
+    dqn = DQNLearner(learner_cfg, spec, CPU, cfg.net)
     collector = Collector(resolve_run(cfg, device="cpu"), 0, 1, 0)
     try:
         init = float((learner_greedy(dqn, states) == actor_greedy(collector, dqn, states, 1)).mean())
@@ -124,7 +124,7 @@ def measure(tmp_path, amp: str | None = None, updates: int = UPDATES) -> dict:
             if (i + 1) % SYNC_EVERY == 0:
                 dqn.sync_target()
         save_checkpoint(str(tmp_path), {"learner": dqn.state_dict(), "counters": {"updates": dqn.updates}, "config": "{}"})
-        resumed = DQNLearner(learner_cfg, spec, CPU, dueling=cfg.net.dueling)
+        resumed = DQNLearner(learner_cfg, spec, CPU, cfg.net)
         resumed.load_state_dict(load_checkpoint(str(tmp_path))["learner"])
         mine = learner_greedy(resumed, states)
         theirs = actor_greedy(collector, resumed, states, 2)

@@ -49,6 +49,8 @@ from shared.resolution import learner_config, resolve_config
         ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
         ("learner.munchausen_tau", 0.0, "learner.munchausen_tau=0.0"),
         ("learner.bootstrap_epsilon", 1.5, "learner.bootstrap_epsilon=1.5"),
+        ("net.quantiles", 0, "net.quantiles=0"),
+        ("net.quantiles", 2.5, "net.quantiles=2.5"),
         ("replay.capacity", 100, "replay.capacity=100"),
         ("replay.gamma", 1.5, "replay.gamma=1.5"),
         ("transport.host", "0.0.0.0", "transport.host='0.0.0.0'"),
