@@ -68,14 +68,8 @@ class _DuelingHead(nn.Module):
             return (self.value(x).unsqueeze(1) + advantage - advantage.mean(dim=1, keepdim=True)).float()
 
     def _head(self, x: torch.Tensor) -> torch.Tensor:
-        if self.quantiles > 1:
-            return self._head_quantiles(x).mean(dim=2)
-        with torch.autocast(x.device.type, enabled=False):  # the head in compute_dtype, the Q-values in fp32, always
-            x = x.to(self.compute_dtype)
-            if not self.dueling:
-                return self.head(x).float()
-            advantage = self.advantage(x)
-            return (self.value(x) + advantage - advantage.mean(dim=1, keepdim=True)).float()
+        z = self._head_quantiles(x)
+        return z.mean(dim=2) if self.quantiles > 1 else z.squeeze(2)
 
     def trunk(self, obs: torch.Tensor) -> torch.Tensor:
         """The features of ``obs``, before the head."""

@@ -147,7 +147,7 @@ def quantile_huber_loss(quantiles: torch.Tensor, target: torch.Tensor, kappa: fl
     n = quantiles.shape[1]
     midpoints = (torch.arange(n, device=quantiles.device, dtype=quantiles.dtype) + 0.5) / n
     weight = (midpoints.view(1, n, 1) - (u.detach() < 0).to(u.dtype)).abs()
-    return (weight * F.huber_loss(u, torch.zeros_like(u), reduction="none", delta=kappa)).mean(dim=2).sum(dim=1)
+    return (weight * F.huber_loss(u, u.new_zeros(()).expand_as(u), reduction="none", delta=kappa)).mean(dim=2).sum(dim=1)
 
 
 @dataclass(frozen=True)
