@@ -151,3 +151,37 @@ def test_munchausen_soft_value_is_tau_logsumexp():
         want = (tau * torch.log_softmax(q_here / tau, dim=1).gather(1, action).squeeze(1)).clamp(-1.0, 0.0)
         torch.testing.assert_close(bonus, want)
         assert (bonus <= 0).all() and (bonus >= -1).all()
+
+
+def test_munchausen_through_a_three_step_window_by_hand():
+    """The chosen rule on a 3-step window, from the replay's own sample: the 3-step return, the bonus of the first
+    step's action only, and gamma^3 times the soft value at s3 (the rule issue 64's Tier 1 kept; docs/architecture.md)."""
+    from learner.replay.frames import FrameReplay
+
+    gamma, T = 0.9, 6
+    replay = FrameReplay(1, 16, frame_shape=(2, 2), stack=1, n_step=3, gamma=gamma)
+    frames = np.arange(T * 4, dtype=np.uint8).reshape(1, T, 2, 2)
+    actions = np.array([[0, 1, 1, 0, 1, 0]], dtype=np.uint8)
+    rewards = np.array([[1.0, 2.0, 4.0, 8.0, 16.0, 32.0]], dtype=np.float32)
+    first = np.zeros((1, T), dtype=bool)
+    first[0, 0] = True
+    replay.add(0, frames, actions, rewards, np.zeros((1, T), dtype=bool), first)
+    batch = replay.sample(64, generator=torch.Generator().manual_seed(0))
+    rows = (batch["slot"] == 0).nonzero().flatten()
+    assert len(rows) > 0
+    batch = {key: value[rows[:1]] for key, value in batch.items()}
+    # slot 0: r0 + gamma r1 + gamma^2 r2 = 1 + 1.8 + 3.24 = 6.04, discount gamma^3 = 0.729, s' = s3 (frame 3), action 0
+    assert batch["reward"].item() == pytest.approx(6.04)
+    assert batch["discount"].item() == pytest.approx(0.729)
+    assert int(batch["action"]) == 0
+    np.testing.assert_array_equal(batch["next_obs"][0].numpy().reshape(2, 2), frames[0, 3])
+    # tau 1, alpha 0.9; the target net's Q (0, ln 3) at s0 and at s3: pi = (1/4, 3/4). Action 0: tau log pi = ln 1/4,
+    # clipped to -1, so the bonus is -0.9; the soft value at s3 is ln 4 (test_munchausen_target_by_hand). The steps
+    # inside the window (slots 1 and 2) add no bonus: 6.04 - 0.9 + 0.729 ln 4 = 6.15062.
+    q = torch.tensor([[0.0, math.log(3.0)]])
+    rule = build_rule(0.9, 1.0)
+    got = rule.target(batch, batch["reward"], {"target(s)": q, "target(s')": q})
+    torch.testing.assert_close(got, torch.tensor([6.04 - 0.9 + 0.729 * math.log(4.0)]))
+    assert got.item() == pytest.approx(6.150616, abs=1e-5)
+    # the actors' first priorities add the same first-step term
+    assert rule.np_first_term(q.numpy(), np.array([0]))[0] == pytest.approx(-0.9)
