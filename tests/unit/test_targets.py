@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from shared.targets import (
+    TARGET_HERE,
+    TARGET_NEXT,
     DoubleDQN,
     Munchausen,
     build_rule,
@@ -180,7 +182,7 @@ def test_munchausen_through_a_three_step_window_by_hand():
     # inside the window (slots 1 and 2) add no bonus: 6.04 - 0.9 + 0.729 ln 4 = 6.15062.
     q = torch.tensor([[0.0, math.log(3.0)]])
     rule = build_rule(0.9, 1.0)
-    got = rule.target(batch, batch["reward"], {"target(s)": q, "target(s')": q})
+    got = rule.target(batch, batch["reward"], {TARGET_HERE: q, TARGET_NEXT: q})
     torch.testing.assert_close(got, torch.tensor([6.04 - 0.9 + 0.729 * math.log(4.0)]))
     assert got.item() == pytest.approx(6.150616, abs=1e-5)
     # the actors' first priorities add the same first-step term
