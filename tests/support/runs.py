@@ -12,9 +12,10 @@ def free_base_port(count: int) -> int:
 
     For a learner the test starts: it binds base_port + slot and the weight ports below, a contiguous range it
     must be told, so the range can only be probed here (a port taken in between fails its bind loudly). A test
-    that binds a socket of its own uses ``bind_to_random_port`` instead."""
+    that binds a socket of its own uses ``bind_to_random_port`` instead. Drawn below Linux's ephemeral range
+    (32768-60999), where no outgoing connection (an actor reconnecting to a dead learner) can take the port first."""
     for _ in range(200):
-        base = random.randint(20000, 60000 - count)
+        base = random.randint(20000, 32767 - count)
         socks = []
         try:
             for port in range(base, base + count):
