@@ -98,7 +98,7 @@ class DQNLearner:
         fused = cuda or not self.scaler.is_enabled()
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None)
         self.batchnorm_batch_stats = batchnorm_batch_stats
-        self.rule = build_rule(cfg.munchausen_alpha, cfg.munchausen_tau, cfg.bootstrap_epsilon)  # shared/targets.py
+        self.rule = build_rule(cfg.munchausen_alpha, cfg.munchausen_tau)  # shared/targets.py
         # the nets, or their torch.compile wrappers: Q-values [B, A], or with quantiles each action's [B, A, N]
         self.online_fn = cast("Callable[..., torch.Tensor]", self.online.quantile_values if self.quantiles > 1 else self.online)
         self.target_fn = cast("Callable[..., torch.Tensor]", self.target.quantile_values if self.quantiles > 1 else self.target)

@@ -273,9 +273,6 @@ class LearnerConfig:
     policy flips less between nearby weights; 0: the Double-DQN target; -1: the env's (0.9 on Mario, else 0)."""
     munchausen_tau: float = 0.03
     """Munchausen-DQN's softmax temperature, in units of scaled Q (the paper's 0.03 for rewards in [-1, 1])."""
-    bootstrap_epsilon: float = 0.0
-    """The TD target values s' as an agent that presses a random action with this probability plays it: (1 - e) x the
-    rule's value + e x the mean of the target net's Q there (shared/targets.py); 0.05 matches the evaluation. 0: off."""
     target_polyak: bool = False
     """Move the target net toward the online net after every update (Polyak, tau = env steps per update / the target
     sync's env steps: the hard sync's horizon without its jump) instead of copying it every target_sync_env_steps."""
@@ -331,9 +328,6 @@ class LearnerConfig:
         _check(0.0 <= self.reset_shrink <= 1.0, "learner.reset_shrink", self.reset_shrink, "must be in [0, 1]")
         _check_range(self, "learner.munchausen_alpha", 0, 1, "must be in [0, 1] (0: off, -1: auto)", integer=False, auto=AUTO)
         _check(self.munchausen_tau > 0, "learner.munchausen_tau", self.munchausen_tau, "must be > 0")
-        _check(
-            0 <= self.bootstrap_epsilon <= 1, "learner.bootstrap_epsilon", self.bootstrap_epsilon, "must be in [0, 1] (0: off)"
-        )
         polyak_rule = "is 0 (unlimited), so an update stands for no fixed env steps: --learner.target-polyak needs it > 0"
         _check(
             not self.target_polyak or self.samples_per_insert > 0,

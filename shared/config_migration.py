@@ -114,6 +114,7 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
         "this run used LayerNorm, removed in warppipe after commit f46d2a1; evaluate it with that commit (git checkout f46d2a1)",
     ),
     ("learner", "ema_decay"): (0.0, ""),
+    ("learner", "bootstrap_epsilon"): (0.0, ""),
     ("learner", "batchnorm_frozen_after"): (0, ""),
     ("actor", "explore_repeat"): (0.0, ""),
     ("actor", "explore_repeat_max"): (10, ""),

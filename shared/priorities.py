@@ -58,7 +58,7 @@ def n_step_priorities(
         boot_q = np.where(masks[rows, np.arange(T)[None, :] + steps], boot_q, -np.inf)
     taken = q[rows, np.arange(T)[None, :], actions.astype(np.int64)].astype(np.float64)
     rule = rule if rule is not None else DoubleDQN()
-    boot = rule.np_bootstrap(boot_q)
+    boot = rule.np_value(boot_q)
     here = q[:, :T].astype(np.float64)
     if masks is not None:
         here = np.where(masks[:, :T], here, -np.inf)

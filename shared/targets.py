@@ -49,34 +49,19 @@ def double_q_bootstrap(online_q: torch.Tensor, target_q: torch.Tensor, mask: tor
     return target_q.gather(1, index).squeeze(1)
 
 
-def epsilon_mix(value: torch.Tensor, q: torch.Tensor, mask: torch.Tensor | None, epsilon: float) -> torch.Tensor:
-    """``(1 - epsilon) * value + epsilon * mean of q over the valid actions`` [B] (q [B, A, N]: per quantile, [B, N]): the
-    value of s' to an agent that plays the rule's policy but presses a uniform random action with probability ``epsilon``
-    (the evaluation's). 0: ``value``."""
-    if epsilon == 0:
-        return value
-    if mask is None:
-        uniform = q.mean(dim=1)
-    else:
-        valid = _per_action(mask.bool(), q)
-        uniform = torch.where(valid, q, 0.0).sum(dim=1) / valid.sum(dim=1).clamp(min=1)
-    return (1.0 - epsilon) * value + epsilon * uniform
-
-
 def double_dqn(
     reward: torch.Tensor,
     discount: torch.Tensor,
     next_online_q: torch.Tensor,
     next_target_q: torch.Tensor,
     next_mask: torch.Tensor | None,
-    bootstrap_epsilon: float = 0.0,
     next_quantiles: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Double DQN (van Hasselt et al. 2016): ``r + discount * Q_target(s', argmax_a' Q_online(s', a'))``, over valid actions;
-    with ``bootstrap_epsilon`` that value is :func:`epsilon_mix`'d with the target's mean. ``next_quantiles`` [B, A, N]:
-    the same per quantile (QR-DQN's target distribution at the online argmax), [B, N]."""
+    """Double DQN (van Hasselt et al. 2016): ``r + discount * Q_target(s', argmax_a' Q_online(s', a'))``, over valid
+    actions. ``next_quantiles`` [B, A, N]: the same per quantile (QR-DQN's target distribution at the online argmax),
+    [B, N]."""
     values = next_target_q if next_quantiles is None else next_quantiles
-    value = epsilon_mix(double_q_bootstrap(next_online_q, values, next_mask), values, next_mask, bootstrap_epsilon)
+    value = double_q_bootstrap(next_online_q, values, next_mask)
     return _per_sample(reward, value) + _per_sample(discount, value) * value
 
 
@@ -127,15 +112,12 @@ def munchausen(
     alpha: float,
     tau: float,
     log_floor: float = MUNCHAUSEN_LOG_FLOOR,
-    bootstrap_epsilon: float = 0.0,
     next_quantiles: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Munchausen-DQN: ``r + alpha * clamp(tau * log pi(a|s), l0, 0) + discount * soft value at s'``, both terms
-    from the target net (:func:`munchausen_terms`); no online argmax. ``bootstrap_epsilon``: see :func:`epsilon_mix`.
-    ``next_quantiles`` [B, A, N]: the soft value per quantile (M-IQN's target), [B, N]."""
-    bonus, soft = munchausen_terms(target_q, action, mask, next_target_q, next_mask, tau, log_floor, next_quantiles)
-    values = next_target_q if next_quantiles is None else next_quantiles
-    value = epsilon_mix(soft, values, next_mask, bootstrap_epsilon)
+    from the target net (:func:`munchausen_terms`); no online argmax. ``next_quantiles`` [B, A, N]: the soft value per
+    quantile (M-IQN's target), [B, N]."""
+    bonus, value = munchausen_terms(target_q, action, mask, next_target_q, next_mask, tau, log_floor, next_quantiles)
     return _per_sample(reward + alpha * bonus, value) + _per_sample(discount, value) * value
 
 
@@ -156,8 +138,6 @@ class TDRule:
 
     name = "td"
     needs: frozenset[str] = frozenset()
-    epsilon: float = 0.0
-    """The bootstrap's random-press share (:func:`epsilon_mix`): s' valued as an epsilon-greedy agent plays it; 0: off."""
 
     def target(self, batch: Tensors, reward: torch.Tensor, q: Tensors, quantiles: torch.Tensor | None = None) -> torch.Tensor:
         """The target [B] from the batch, ``reward`` and the passes ``q``; with the target net's ``quantiles`` at s'
@@ -166,24 +146,13 @@ class TDRule:
 
     def describe(self) -> str:
         """The rule in a few words, for a run's header."""
-        return "Double-DQN bootstrap" + self._epsilon_words()
-
-    def _epsilon_words(self) -> str:
-        return f", s' valued at epsilon {self.epsilon:g}" if self.epsilon else ""
+        return "Double-DQN bootstrap"
 
     # The actors' initial priorities (shared/priorities.py) in numpy, from the actor's own Q; -inf marks an invalid
     # action. The same definitions as ``target``, whose tests hold the two together.
-    def np_bootstrap(self, next_q: np.ndarray) -> np.ndarray:
-        """The value of s' [...] from its Q [..., A] (-inf: invalid), mixed as :func:`epsilon_mix` does."""
-        value = self.np_value(next_q)
-        if self.epsilon == 0:
-            return value
-        valid = np.isfinite(next_q)
-        uniform = np.where(valid, next_q, 0.0).sum(-1) / np.maximum(valid.sum(-1), 1)
-        return (1.0 - self.epsilon) * value + self.epsilon * uniform
-
     def np_value(self, next_q: np.ndarray) -> np.ndarray:
-        """The rule's own value of s': the max (the actor's own net stands in for Double DQN's pair)."""
+        """The value of s' [...] from its Q [..., A] (-inf: invalid): the max (the actor's own net stands in for Double
+        DQN's pair)."""
         return next_q.max(-1)
 
     def np_first_term(self, q: np.ndarray, action: np.ndarray) -> np.ndarray:
@@ -199,9 +168,7 @@ class DoubleDQN(TDRule):
     needs: frozenset[str] = frozenset({ONLINE_NEXT, TARGET_NEXT})
 
     def target(self, batch: Tensors, reward: torch.Tensor, q: Tensors, quantiles: torch.Tensor | None = None) -> torch.Tensor:
-        return double_dqn(
-            reward, batch["discount"], q[ONLINE_NEXT], q[TARGET_NEXT], batch.get("next_mask"), self.epsilon, quantiles
-        )
+        return double_dqn(reward, batch["discount"], q[ONLINE_NEXT], q[TARGET_NEXT], batch.get("next_mask"), quantiles)
 
 
 @dataclass(frozen=True)
@@ -217,11 +184,11 @@ class Munchausen(TDRule):
         action = batch["action"].unsqueeze(1)
         return munchausen(
             reward, batch["discount"], action, q[TARGET_HERE], batch.get("mask"), q[TARGET_NEXT], batch.get("next_mask"),
-            self.alpha, self.tau, bootstrap_epsilon=self.epsilon, next_quantiles=quantiles,
+            self.alpha, self.tau, next_quantiles=quantiles,
         )  # fmt: skip
 
     def describe(self) -> str:
-        return f"Munchausen target (alpha {self.alpha:g}, tau {self.tau:g}{self._epsilon_words()})"
+        return f"Munchausen target (alpha {self.alpha:g}, tau {self.tau:g})"
 
     def np_value(self, next_q: np.ndarray) -> np.ndarray:
         log_pi = _np_log_policy(next_q, self.tau)
@@ -240,9 +207,8 @@ def _np_log_policy(q: np.ndarray, tau: float) -> np.ndarray:
         return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
-def build_rule(alpha: float, tau: float, epsilon: float = 0.0) -> TDRule:
-    """The run's rule from its resolved settings: Munchausen's where ``alpha`` is above 0, else Double DQN's; both value
-    s' at the bootstrap's ``epsilon``."""
+def build_rule(alpha: float, tau: float) -> TDRule:
+    """The run's rule from its resolved Munchausen settings: Munchausen's where ``alpha`` is above 0, else Double DQN's."""
     if alpha > 0:
-        return Munchausen(epsilon=epsilon, alpha=alpha, tau=tau)
-    return DoubleDQN(epsilon=epsilon)
+        return Munchausen(alpha=alpha, tau=tau)
+    return DoubleDQN()

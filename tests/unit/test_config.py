@@ -48,7 +48,6 @@ from shared.resolution import learner_config, resolve_config
         ("replay.priority_beta_steps", -2, "replay.priority_beta_steps=-2"),
         ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
         ("learner.munchausen_tau", 0.0, "learner.munchausen_tau=0.0"),
-        ("learner.bootstrap_epsilon", 1.5, "learner.bootstrap_epsilon=1.5"),
         ("net.quantiles", 0, "net.quantiles=0"),
         ("net.quantiles", 2.5, "net.quantiles=2.5"),
         ("replay.capacity", 100, "replay.capacity=100"),

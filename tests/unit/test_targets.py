@@ -14,7 +14,6 @@ from shared.targets import (
     build_rule,
     double_dqn,
     double_q_bootstrap,
-    epsilon_mix,
     munchausen,
     munchausen_terms,
     quantile_huber_loss,
@@ -46,33 +45,6 @@ def test_munchausen_target_by_hand():
     torch.testing.assert_close(got, torch.tensor([1.0 + 0.9 * math.log(0.75)]))
 
 
-def test_the_epsilon_aware_bootstrap_by_hand():
-    """s' valued as a 0.05-greedy agent plays it: 0.95 x the rule's value + 0.05 x the mean of the target's valid Q."""
-    # Double DQN, row 0 of the test above: the rule's value 20, the valid actions' mean (10 + 20) / 2 = 15:
-    # 0.95 * 20 + 0.05 * 15 = 19.75, target 1 + 0.9 * 19.75 = 18.775; row 1 is terminal, 2.
-    reward, discount = torch.tensor([1.0, 2.0]), torch.tensor([0.9, 0.0])
-    next_online = torch.tensor([[1.0, 5.0, 9.0], [3.0, 2.0, 1.0]])
-    next_target = torch.tensor([[10.0, 20.0, 30.0], [40.0, 50.0, 60.0]])
-    next_mask = torch.tensor([[True, True, False], [True, True, True]])
-    got = double_dqn(reward, discount, next_online, next_target, next_mask, bootstrap_epsilon=0.05)
-    torch.testing.assert_close(got, torch.tensor([18.775, 2.0]))
-    # Munchausen (tau 1, alpha 0.9), Q (0, ln 3) at s and s', action 1: bonus 0.9 * ln 3/4; the soft value ln 4 and the
-    # mean ln 3 / 2 mixed: 1 + 0.9 * ln 0.75 + 0.9 * (0.95 * ln 4 + 0.05 * ln 3 / 2) = 1.95109
-    q = torch.tensor([[0.0, math.log(3.0)]])
-    got = munchausen(torch.tensor([1.0]), torch.tensor([0.9]), torch.tensor([[1]]), q, None, q, None, alpha=0.9, tau=1.0,
-                     bootstrap_epsilon=0.05)  # fmt: skip
-    value = 0.95 * math.log(4.0) + 0.05 * math.log(3.0) / 2
-    torch.testing.assert_close(got, torch.tensor([1.0 + 0.9 * math.log(0.75) + 0.9 * value]))
-    torch.testing.assert_close(epsilon_mix(torch.tensor([7.0]), q, None, 0.0), torch.tensor([7.0]))  # 0: the value
-    # the rule objects carry it, and the actors' numpy value (first priorities) is the same number; -inf: invalid
-    rule = build_rule(0.9, 1.0, 0.05)
-    assert rule.epsilon == 0.05 and "epsilon 0.05" in rule.describe()
-    assert rule.np_bootstrap(np.array([[0.0, math.log(3.0)]]))[0] == pytest.approx(value)
-    double = build_rule(0.0, 0.03, 0.05)
-    assert double.np_bootstrap(np.array([[10.0, 20.0, -np.inf]]))[0] == pytest.approx(19.75)
-    assert build_rule(0.0, 0.03).np_bootstrap(np.array([[10.0, 20.0, -np.inf]]))[0] == 20.0
-
-
 def test_the_quantile_huber_loss_by_hand_and_against_a_loop_over_eq_10():
     # quantiles (0, 1) at the midpoints (1/4, 3/4), target samples (0.5, 3), kappa 1. Quantile 0: u = (0.5, 3), both >= 0,
     # weight 1/4: (0.25 * 0.125 + 0.25 * 2.5) / 2 = 0.328125. Quantile 1: u = (-0.5, 2), weights |3/4 - 1| = 1/4 and 3/4:
@@ -91,8 +63,8 @@ def test_the_quantile_huber_loss_by_hand_and_against_a_loop_over_eq_10():
     torch.testing.assert_close(quantile_huber_loss(quantiles, target), reference)
 
 
-@pytest.mark.parametrize("alpha, epsilon", [(0.0, 0.0), (0.0, 0.05), (0.9, 0.0), (0.9, 0.05)])
-def test_a_rule_per_quantile_averages_to_the_rule_on_the_mean_q(alpha, epsilon):
+@pytest.mark.parametrize("alpha", [0.0, 0.9])
+def test_a_rule_per_quantile_averages_to_the_rule_on_the_mean_q(alpha):
     """Every rule is linear in the values it bootstraps on, its policy taken from the mean Q: the mean over N of the
     per-quantile targets [B, N] is the scalar target on the mean Q [B], and one row checks a quantile by hand."""
     torch.manual_seed(1)
@@ -101,11 +73,11 @@ def test_a_rule_per_quantile_averages_to_the_rule_on_the_mean_q(alpha, epsilon):
     batch = {"action": torch.tensor([0, 1, 2, 1]), "discount": torch.tensor([0.9, 0.0, 0.81, 0.9])}
     batch["next_mask"] = torch.tensor([[True, True, False], [True, True, True], [True, True, True], [False, True, True]])
     q = {"online(s')": torch.randn(4, 3), "target(s')": q_next, "target(s)": torch.randn(4, 3)}
-    rule, reward = build_rule(alpha, 0.5, epsilon), torch.tensor([1.0, -2.0, 0.5, 3.0])
+    rule, reward = build_rule(alpha, 0.5), torch.tensor([1.0, -2.0, 0.5, 3.0])
     per_quantile = rule.target(batch, reward, q, quantiles)
     assert per_quantile.shape == (4, 5)
     torch.testing.assert_close(per_quantile.mean(dim=1), rule.target(batch, reward, q))
-    if alpha == 0 and epsilon == 0:  # row 0: the online argmax among the valid {0, 1}, each quantile of that action
+    if alpha == 0:  # row 0: the online argmax among the valid {0, 1}, each quantile of that action
         best = int(q["online(s')"][0, :2].argmax())
         torch.testing.assert_close(per_quantile[0], 1.0 + 0.9 * quantiles[0, best])
         torch.testing.assert_close(per_quantile[1], torch.full((5,), -2.0))  # terminal: the reward alone
