@@ -192,9 +192,7 @@ def env_steps_phrase(steps: int, lc) -> str:
 def periods_phrase(cfg: RunConfig, lc) -> str:
     """Every period of the run in env steps (learner/schedule.py), for the header."""
     parts = [
-        f"target Polyak-averaged over {env_steps_phrase(lc.target_sync_env_steps, lc)}"
-        if lc.target_polyak
-        else f"target synced every {env_steps_phrase(lc.target_sync_env_steps, lc)}",
+        f"target synced every {env_steps_phrase(lc.target_sync_env_steps, lc)}",
         f"weights broadcast every {env_steps_phrase(lc.broadcast_env_steps, lc)}",
     ]
     if lc.reset_env_steps:

@@ -175,7 +175,7 @@ class Learner:
         """What falls due at ``env_steps`` after an update: target sync, reset (then a sync), weight broadcast."""
         if self.reset_period.due(env_steps):
             self.reset_network()
-        if self.target_period.due(env_steps) and not self.dqn.polyak_tau:  # Polyak moves the target at every update
+        if self.target_period.due(env_steps):
             self.dqn.sync_target()
         if self.broadcast_period.due(env_steps) and self._publish(self.counters.weights_version + 1):
             self.counters.weights_version += 1

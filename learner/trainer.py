@@ -115,12 +115,6 @@ class DQNLearner:
             self.target_fn = torch.compile(self.target_fn, mode=mode)
             self.statistics_fn = torch.compile(self.statistics_fn, mode=mode)
         self.params = list(self.online.parameters())  # the same tensors for the whole run (load_state_dict copies in)
-        # Polyak target: the share of the way to the online net the target moves per update, over the sync's horizon
-        per_update = self.effective_batch / cfg.samples_per_insert if cfg.target_polyak else 0.0
-        self.polyak_tau = min(1.0, per_update / cfg.target_sync_env_steps)
-        pairs = zip(self.target.state_dict().values(), self.online.state_dict().values())  # views of the nets' tensors
-        floats = [(t, o) for t, o in pairs if t.is_floating_point()]  # BatchNorm's batch counter is copied by syncs only
-        self._polyak_targets, self._polyak_sources = [t for t, _ in floats], [o for _, o in floats]
         for p in self.params:  # allocated here, outside any CUDA graph; see the module docstring
             p.grad = torch.zeros_like(p)
         self.updates = 0
@@ -215,8 +209,6 @@ class DQNLearner:
             cast("Callable[..., None]", prioritized)(host_array(stream), host_array(slot), host[4:])  # one call
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        if self.polyak_tau:  # target <- target + tau * (online - target), parameters and BatchNorm statistics
-            torch._foreach_lerp_(self._polyak_targets, self._polyak_sources, self.polyak_tau)
         self.updates += 1
         return UpdateStats(mean_loss, mean_td, mean_q, norm)
 
@@ -235,7 +227,7 @@ class DQNLearner:
         )
 
     def sync_target(self) -> None:
-        """Copy the online net's parameters and BatchNorm buffers into the target net (the loop's period, unless Polyak)."""
+        """Copy the online net's parameters and BatchNorm buffers into the target net (the loop's period)."""
         self.target.load_state_dict(self.online.state_dict())
 
     def reset(self, replay, batches: int = 8) -> dict[str, int]:

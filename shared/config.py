@@ -273,9 +273,6 @@ class LearnerConfig:
     policy flips less between nearby weights; 0: the Double-DQN target; -1: the env's (0.9 on Mario, else 0)."""
     munchausen_tau: float = 0.03
     """Munchausen-DQN's softmax temperature, in units of scaled Q (the paper's 0.03 for rewards in [-1, 1])."""
-    target_polyak: bool = False
-    """Move the target net toward the online net after every update (Polyak, tau = env steps per update / the target
-    sync's env steps: the hard sync's horizon without its jump) instead of copying it every target_sync_env_steps."""
     reset_env_steps: int = 0
     """Env steps between resets of the network (learner/resets.py: head re-initialized, the rest shrunk toward a fresh
     draw, BatchNorm statistics re-estimated); none within one period of --total-env-steps. 0: never."""
@@ -328,13 +325,6 @@ class LearnerConfig:
         _check(0.0 <= self.reset_shrink <= 1.0, "learner.reset_shrink", self.reset_shrink, "must be in [0, 1]")
         _check_range(self, "learner.munchausen_alpha", 0, 1, "must be in [0, 1] (0: off, -1: auto)", integer=False, auto=AUTO)
         _check(self.munchausen_tau > 0, "learner.munchausen_tau", self.munchausen_tau, "must be > 0")
-        polyak_rule = "is 0 (unlimited), so an update stands for no fixed env steps: --learner.target-polyak needs it > 0"
-        _check(
-            not self.target_polyak or self.samples_per_insert > 0,
-            "learner.samples_per_insert",
-            self.samples_per_insert,
-            polyak_rule,
-        )
         _check(self.updates_per_epoch >= 1, "learner.updates_per_epoch", self.updates_per_epoch, "must be >= 1")
         _check_range(self, "learner.broadcast_env_steps", 1, math.inf, "must be an integer >= 1 (-1: auto)", auto=AUTO)
         _check(self.checkpoint_every >= 0, "learner.checkpoint_every", self.checkpoint_every, "must be >= 0 (0: off)")

@@ -115,6 +115,7 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
     ),
     ("learner", "ema_decay"): (0.0, ""),
     ("learner", "bootstrap_epsilon"): (0.0, ""),
+    ("learner", "target_polyak"): (False, ""),
     ("learner", "batchnorm_frozen_after"): (0, ""),
     ("actor", "explore_repeat"): (0.0, ""),
     ("actor", "explore_repeat_max"): (10, ""),

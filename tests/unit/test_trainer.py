@@ -253,30 +253,6 @@ def test_target_sync_copies_parameters_and_batchnorm_buffers():
         assert torch.equal(a, b), name
 
 
-def test_polyak_target_after_k_updates_is_the_closed_form():
-    """Online net held (lr 0, no statistics pass), target started at theta0: after k updates of tau,
-    target = theta + (1 - tau)**k * (theta0 - theta), for parameters and BatchNorm statistics alike. tau is the env steps
-    an update stands for (batch 8 / 4 samples per insert = 2) over the sync's horizon (20): 0.1."""
-    cfg = LearnerConfig(micro_batch=8, accum_steps=1, compile=False, lr=1e-30, samples_per_insert=4, target_sync_env_steps=20)
-    dqn = learner(dataclasses.replace(cfg, target_polyak=True), batchnorm_batch_stats=False)
-    assert dqn.polyak_tau == pytest.approx(0.1)
-    assert learner(cfg).polyak_tau == 0  # off by default: the loop's hard sync
-    with torch.no_grad():
-        for t in dqn.target.state_dict().values():
-            if t.is_floating_point():
-                t.add_(torch.randn_like(t)).abs_()  # running_var stays positive
-    theta0, theta = params(dqn.target), params(dqn.online)
-    k = 7
-    for i in range(k):
-        dqn.update(None, [synthetic_batch(8, seed=i)])
-    for name, got in dqn.target.state_dict().items():
-        if got.is_floating_point():
-            expected = theta[name] + 0.9**k * (theta0[name] - theta[name])
-            torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6, msg=name)
-    for name, a in dqn.online.state_dict().items():
-        torch.testing.assert_close(a, theta[name], rtol=0, atol=1e-20, msg=name)  # lr 1e-30: the online net stays
-
-
 def test_reset_zeroes_the_heads_adam_state_and_syncs_the_target():
     dqn = learner(LearnerConfig(micro_batch=32, accum_steps=1, compile=False))
     dqn.update(None, [synthetic_batch(32)])
