@@ -32,7 +32,8 @@ def test_no_compiler_on_path_runs_eager_and_says_so(tmp_path):
 
 
 def test_the_decision_covers_cuda_where_triton_needs_a_c_compiler(tmp_path, monkeypatch):
-    """The GPU image has no compiler either: on CUDA the learner must also run eager (Triton builds a C launcher)."""
+    """On CUDA without a C compiler (the default image's runtime) the learner must also run eager: Triton builds a C
+    launcher. The gpu image carries one (test_gpu_image.py)."""
     from learner.warm_up import missing_compiler
 
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
