@@ -27,15 +27,18 @@ docker run --rm -v warpsoak_runs:/runs -v "$(realpath "$OUT")":/out --user root 
     "${WARPPIPE_IMAGE:-warppipe:latest}" -c 'cp -r /runs /out/ && chmod -R a+rX /out/runs'
 $DC down -v >/dev/null 2>&1
 stamp "done"
-python3 - "$OUT" <<'PY'
-import glob, json, os, re, sys
+${PYTHON:-python3} - "$OUT" <<'PY'  # from the repository root, so shared/ imports
+import glob, os, re, sys
+
+from shared.results import read_metrics
 out = sys.argv[1]
 log = open(os.path.join(out, "learner.log")).read()
 for line in re.findall(r"\[MAIN\] (?:accounting|replay restored|resumed at|stopped after|actor \d+ now sends).*", log):
     print(line[:240])
 print("stale_weights in the log:", len(re.findall("stale_weights", log)))
 (path,) = glob.glob(os.path.join(out, "runs", "*", "metrics.jsonl"))
-epochs = [r for r in map(json.loads, (ln for ln in open(path) if ln.endswith("\n"))) if "replay/size" in r]
+rows, _ = read_metrics(path)  # a last line the stop cut short is left out
+epochs = [r for r in rows if "replay/size" in r]
 cap = max(r["replay/size"] for r in epochs)
 rss = [r["learner/rss_mb"] for r in epochs if r["replay/size"] >= cap]
 q = len(rss) // 4
