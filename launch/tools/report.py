@@ -3,12 +3,14 @@
     python -m launch.tools.report runs/lr1e-4-* runs/baseline-*            # run folders (or folders of run folders)
     python -m launch.tools.report runs/ --baseline random.json --baseline right-A.json --out docs/lab/experiments/1-1
     python -m launch.tools.report --paired lr1e-4 baseline runs/ --json paired.json   # A - B on the seeds both ran
+    python -m launch.tools.report --paired lr1e-4 baseline runs/ --earlier old.json   # ... and an earlier report's seeds
 
 Runs are grouped by ``--label``, else by the config values they differ in (``IGNORED`` excepted). A group's row gives
 the mean over runs of the last weights' score and success rate with a 95% Student t interval (stats.py says why; one
 run: its interval over episodes), then the late-window, low-epsilon, no-op and hazard rows and the minimum detectable
 effect; ``--baseline`` files (``launch.evaluate``) are rows over episodes. ``--paired A B`` matches two groups' runs
-by seed: per figure the A - B differences' mean with a t interval, sign count, SD and MDE.
+by seed: per figure the A - B differences' mean with a t interval, sign count, SD and MDE; ``--earlier`` adds the seeds
+of paired reports written elsewhere (a screen's pairs span sessions and machines whose run folders are gone).
 """
 
 from __future__ import annotations
@@ -530,27 +532,62 @@ def _paired_metric(name: str, kind: str, seeds: list, fa: dict, fb: dict) -> dic
     }
 
 
-def paired_report(paths: list[str], a_label: str, b_label: str) -> dict:
-    """The paired comparison of the groups ``a_label`` and ``b_label`` (module docstring), as a JSON-ready dict."""
-    groups = group_runs([load_run(p) for p in find_runs(paths)])
+def earlier_figures(path: str, a_label: str, b_label: str) -> tuple[dict[int, dict], dict[int, dict], dict]:
+    """An earlier paired report's JSON (``--paired A B --json``) as per-seed figures, seed -> {name: (kind, value)}, for
+    A and for B (``run_figures``' form), and the report itself; it must compare the same two groups."""
+    try:
+        data = _read_json(path)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--earlier {path}: cannot read it as JSON ({exc})") from None
+    if not isinstance(data, dict) or not {"a", "b", "seeds", "metrics"} <= set(data):
+        raise UsageError(
+            f"--earlier {path}: not a paired report (no 'a', 'b', 'seeds' and 'metrics'; --paired A B --json writes one)"
+        )
+    if (data["a"], data["b"]) != (a_label, b_label):
+        raise UsageError(f"--earlier {path}: it compares {data['a']!r} - {data['b']!r}, not {a_label!r} - {b_label!r}")
+    fa: dict[int, dict] = {s: {} for s in data["seeds"]}
+    fb: dict[int, dict] = {s: {} for s in data["seeds"]}
+    for m in data["metrics"]:
+        for seed, x, y in zip(m["seeds"], m["a"], m["b"]):
+            fa[seed][m["metric"]], fb[seed][m["metric"]] = (m["kind"], float(x)), (m["kind"], float(y))
+    return fa, fb, data
+
+
+def paired_report(paths: list[str], a_label: str, b_label: str, earlier: tuple[str, ...] = ()) -> dict:
+    """The paired comparison of the groups ``a_label`` and ``b_label`` (module docstring), as a JSON-ready dict: the
+    runs under ``paths`` and the seeds of the ``earlier`` paired reports (a seed in two sources is an error)."""
+    groups = group_runs([load_run(p) for p in find_runs(paths)]) if paths else {}
     if a_label == b_label:
         raise UsageError(f"--paired {a_label} {b_label}: name two different groups")
     for label in (a_label, b_label):
-        if label not in groups:
+        if label not in groups and not earlier:
             raise UsageError(f"--paired: no group {label!r} among the runs (groups: {', '.join(map(repr, groups))})")
-    (a, a_none), (b, b_none) = (_by_seed(label, groups[label]) for label in (a_label, b_label))
-    seeds = sorted(set(a) & set(b))
+    runs_a, runs_b = groups.get(a_label, []), groups.get(b_label, [])
+    (a, a_none), (b, b_none) = _by_seed(a_label, runs_a), _by_seed(b_label, runs_b)
+    here = sorted(set(a) & set(b))
     sides = ((a_label, a, b, a_none), (b_label, b, a, b_none))
     unmatched = [
         {"group": g, "seed": s, "path": mine[s]["path"]} for g, mine, other, _ in sides for s in sorted(set(mine) - set(other))
     ]
     unmatched += [{"group": g, "seed": None, "path": r["path"]} for g, _, _, none in sides for r in none]
-    fa, fb = ({s: run_figures(side[s]) for s in seeds} for side in (a, b))
+    fa, fb = ({s: run_figures(side[s]) for s in here} for side in (a, b))
+    source = dict.fromkeys(here, "the runs given")
+    counts = [len(runs_a), len(runs_b)]
+    for path in earlier:
+        ea, eb, data = earlier_figures(path, a_label, b_label)
+        clash = sorted(set(ea) & set(source))
+        if clash:
+            raise UsageError(f"--earlier {path}: seed {clash[0]} is already in the comparison, from {source[clash[0]]}")
+        fa, fb = fa | ea, fb | eb
+        source |= dict.fromkeys(ea, path)
+        counts = [counts[0] + int(data.get("a_runs", len(ea))), counts[1] + int(data.get("b_runs", len(eb)))]
+        unmatched += data.get("unmatched", [])
+    seeds = sorted(fa)
     kinds = {name: kind for figures in [*fa.values(), *fb.values()] for name, (kind, _) in figures.items()}
-    out = {"a": a_label, "b": b_label, "a_runs": len(groups[a_label]), "b_runs": len(groups[b_label]), "seeds": seeds}
+    out = {"a": a_label, "b": b_label, "a_runs": counts[0], "b_runs": counts[1], "seeds": seeds, "earlier": list(earlier)}
     out |= {"unmatched": unmatched, "power": POWER, "alpha": ALPHA}
     out["metrics"] = [_paired_metric(name, kind, seeds, fa, fb) for name, kind in kinds.items()]
-    return out | {"warnings": _left_out(groups[a_label] + groups[b_label])}
+    return out | {"warnings": _left_out(runs_a + runs_b)}
 
 
 def _value(kind: str, x: float | None) -> str:
@@ -573,6 +610,8 @@ def paired_markdown(p: dict) -> str:
         f"Paired: A = {p['a']} ({p['a_runs']} runs), B = {p['b']} ({p['b_runs']} runs); "
         f"{len(p['seeds'])} seeds in both: {', '.join(map(str, p['seeds'])) or 'none'}."
     )
+    if p.get("earlier"):
+        head += f" Seeds from earlier paired reports as well: {', '.join(p['earlier'])}."
     if p["unmatched"]:
         left = [f"{u['group']} seed {u['seed'] if u['seed'] is not None else '(none)'} ({u['path']})" for u in p["unmatched"]]
         head += " Left out, no run of the same seed in the other group: " + "; ".join(left) + "."
@@ -605,6 +644,8 @@ class ReportArgs:
     """A launch.evaluate result (--policy random or constant) to show as a row; repeat it for more."""
     paired: Annotated[tuple[str, str], tyro.conf.arg(metavar="A_LABEL B_LABEL")] = ("", "")
     """Compare the groups A and B seed by seed (runs matched by config.json's seed) instead of the group tables."""
+    earlier: Annotated[tuple[str, ...], tyro.conf.UseAppendAction, tyro.conf.arg(metavar="JSON")] = ()
+    """With --paired: an earlier paired report of the same A and B (its --json), whose seeds join; repeat it for more."""
     out: Annotated[str | None, tyro.conf.arg(metavar="PREFIX")] = None
     """Also write PREFIX.md and PREFIX.json."""
     json_path: Annotated[str | None, tyro.conf.arg(name="json", metavar="PATH")] = None
@@ -627,8 +668,10 @@ def _write(args: ReportArgs, table: str, data: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(ReportArgs, argv, "python -m launch.tools.report", __doc__.split("\n")[0])
-        if not args.paths:
+        if not args.paths and not args.earlier:
             raise UsageError("RUN_DIR: name at least one run folder")
+        if args.earlier and not any(args.paired):
+            raise UsageError("--earlier adds seeds to a paired comparison: give --paired A B with it")
         if not args.end_window > 0:
             raise UsageError(f"--end-window={args.end_window:g} must be a positive width in score units")
         if any(args.paired):
@@ -636,7 +679,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError("--paired takes two group labels, A and B")
             if args.baseline or args.plot:
                 raise UsageError("--paired compares two groups' runs seed by seed: no --baseline or --plot with it")
-            data = paired_report(list(args.paths), *args.paired)
+            data = paired_report(list(args.paths), *args.paired, earlier=args.earlier)
             table = paired_markdown(data)
         else:
             groups, baselines, warnings = report(list(args.paths), list(args.baseline), args.end_window)

@@ -419,3 +419,53 @@ def test_paired_mode_refuses_two_runs_of_one_seed(tmp_path, capsys):
     fake_run(tmp_path, "A11bis", 1e-4, 11, [3000], label="A")
     assert main(["--paired", "A", "B", str(tmp_path)]) == 2
     assert "group 'A' has two runs of seed 11" in capsys.readouterr().err
+
+
+def test_earlier_paired_reports_join_seed_by_seed(tmp_path, capsys):
+    """A screen's pairs span sessions: the report over seeds 11-13's runs plus an earlier report of seeds 21-22 (from
+    their runs, since gone) equals the report over all five seeds' runs, figure by figure."""
+    first, second, both = tmp_path / "first", tmp_path / "second", tmp_path / "both"
+    for folder in (first, second, both):
+        folder.mkdir()
+    paired_runs(first)
+    for folder in (second, both):
+        for label, x in (("A", 1200), ("B", 1000)):
+            for seed in (21, 22):
+                final, last = further_keys((x + seed, 0.1), None, None, 0.5, None)
+                fake_run(folder, f"{label}{seed}", 1e-4, seed, [x + 10 * seed] * 4, flags=1, label=label, final=final, last=last)
+    paired_runs(both)
+    earlier, merged, direct = tmp_path / "earlier.json", tmp_path / "merged.json", tmp_path / "direct.json"
+    assert main(["--paired", "A", "B", str(second), "--json", str(earlier)]) == 0
+    assert main(["--paired", "A", "B", str(first), "--earlier", str(earlier), "--json", str(merged)]) == 0
+    assert f"Seeds from earlier paired reports as well: {earlier}." in capsys.readouterr().out
+    assert main(["--paired", "A", "B", str(both), "--json", str(direct)]) == 0
+    m, d = json.loads(merged.read_text()), json.loads(direct.read_text())
+    assert m["seeds"] == d["seeds"] == [11, 12, 13, 21, 22] and (m["a_runs"], m["b_runs"]) == (6, 6)
+    assert m["metrics"] == d["metrics"]
+    score = {x["metric"]: x for x in m["metrics"]}["last weights: score mean"]
+    assert score["diffs"] == [500.0, -100.0, 400.0, 200.0, 200.0]
+    # an earlier report alone, with no run folder, is a comparison too
+    assert main(["--paired", "A", "B", "--earlier", str(earlier)]) == 0
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: p.write_text('{"groups": []}'), "not a paired report"),
+        (lambda p: p.write_text("{"), "cannot read it as JSON"),
+        (
+            lambda p: main(["--paired", "B", "A", str(p.parent / "runs"), "--json", str(p)]),
+            "it compares 'B' - 'A', not 'A' - 'B'",
+        ),
+        (
+            lambda p: main(["--paired", "A", "B", str(p.parent / "runs"), "--json", str(p)]),
+            "seed 11 is already in the comparison",
+        ),
+    ],
+)
+def test_earlier_paired_reports_name_bad_input(tmp_path, capsys, make, message):
+    (tmp_path / "runs").mkdir()
+    paired_runs(tmp_path / "runs")
+    make(tmp_path / "earlier.json")
+    assert main(["--paired", "A", "B", str(tmp_path / "runs"), "--earlier", str(tmp_path / "earlier.json")]) == 2
+    assert message in capsys.readouterr().err
