@@ -62,7 +62,7 @@ class Collector:
         self.env_steps = 0  # steps of each env (they advance in lockstep)
         self.run_env_steps = 0  # each env's share of the run's env steps, from the weights (see load_weights)
         self.epsilon = epsilons(cfg.actor, cfg.actors, actor_id, 0)
-        self.net = build_q_network(spec, dueling=cfg.net.dueling, quantiles=cfg.net.quantiles).eval()  # the learner's layout
+        self.net = build_q_network(spec, dueling=cfg.net.dueling).eval()  # the learner's layout
         self.acting_net = acting_copy(self.net, cfg.actor.precision)  # what acts: rebuilt from every load
         self.actor_priorities = cfg.replay.prioritized and cfg.replay.initial_priority == "actor"
         learner = run.learner

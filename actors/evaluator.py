@@ -57,7 +57,7 @@ def build_network(env_cfg: EnvConfig, state_dict: dict | None = None, net_cfg: N
     """A CPU Q-network for ``env_cfg`` shaped by ``net_cfg`` (None: the defaults) in eval mode, loaded with ``state_dict``
     if given (``_orig_mod.`` prefixes accepted)."""
     shape = net_cfg or NetConfig()
-    net = build_q_network(env_spec(env_cfg), dueling=shape.dueling, quantiles=shape.quantiles)
+    net = build_q_network(env_spec(env_cfg), dueling=shape.dueling)
     if state_dict is not None:
         net.load_state_dict({k.removeprefix("_orig_mod."): v for k, v in state_dict.items()})
     return net.eval()

@@ -211,12 +211,11 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, r
     """The run's first [MAIN] lines: seed, folder and env, exploration and replay, evaluation schedule."""
     lc = learner.dqn.cfg
     vectors = " (256-bit CPU vectors)" if learner.dqn.cpu_vectors_pinned else ""
-    head = ("dueling" if cfg.net.dueling else "Nature-DQN") + (f", {cfg.net.quantiles}-quantile" if cfg.net.quantiles > 1 else "")
     mode = (
         "collecting only"
         if cfg.collect_only
         else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, compile: {lc.compile}{vectors}, batch {lc.micro_batch} x "
-        f"{lc.accum_steps}, {threads} torch thread(s), {head} head)"
+        f"{lc.accum_steps}, {threads} torch thread(s), {'dueling' if cfg.net.dueling else 'Nature-DQN'} head)"
     )
     seeds = f" (actors {cfg.actor.seed}, learner {cfg.learner.seed}, evaluations {cfg.eval.seed})"
     if (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (cfg.seed,) * 3:

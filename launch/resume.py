@@ -105,8 +105,7 @@ def resolved_start(cli: RunConfig) -> tuple[Resolved, dict | None]:
     ready = resolve_run(cfg, fresh=not cfg.resume)
     if resume_state is None:
         return ready, None
-    net = ready.cfg.net
-    why = checkpoint_mismatch(resume_state, build_q_network(ready.spec, dueling=net.dueling, quantiles=net.quantiles))
+    why = checkpoint_mismatch(resume_state, build_q_network(ready.spec, dueling=ready.cfg.net.dueling))
     if not why:
         return ready, resume_state
     if not latest:

@@ -1,4 +1,4 @@
-"""The DQN update: an n-step TD rule (shared/targets.py; Munchausen-DQN's on Mario), Huber or quantile Huber loss, Adam, clipping.
+"""The DQN update: an n-step TD rule (shared/targets.py; Munchausen-DQN's on Mario), Huber loss, Adam, clipping.
 
 One ``update()``: ``accum_steps`` micro-batches of ``micro_batch`` samples, each loss divided by ``accum_steps``, then one
 optimizer step; the rule (``build_rule``) names the forward passes it needs and this module runs them. Every forward
@@ -28,7 +28,7 @@ from shared.config import AUTO, ENV_AUTO_FIELDS, LearnerConfig, NetConfig
 from shared.errors import check
 from shared.network import batchnorm_trunk, build_q_network
 from shared.spec import EnvSpec
-from shared.targets import ONLINE_NEXT, TARGET_HERE, TARGET_NEXT, build_rule, quantile_huber_loss
+from shared.targets import ONLINE_NEXT, TARGET_HERE, TARGET_NEXT, build_rule
 
 
 def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
@@ -85,9 +85,7 @@ class DQNLearner:
             check(getattr(cfg, key) != AUTO, f"learner.{key}", AUTO, "is still auto: build the config with shared.resolution")
         self.cfg, self.device = cfg, device
         torch.manual_seed(cfg.seed)
-        shape = net or NetConfig()
-        self.quantiles = shape.quantiles  # > 1: QR-DQN's head and loss, the rule applied per quantile
-        self.online = build_q_network(spec, dueling=shape.dueling, quantiles=shape.quantiles).to(device)
+        self.online = build_q_network(spec, dueling=(net or NetConfig()).dueling).to(device)
         self.target = copy.deepcopy(self.online).eval().requires_grad_(False)
         cuda = device.type == "cuda"
         self.amp_dtype = resolve_amp(cfg.amp, device)
@@ -99,9 +97,8 @@ class DQNLearner:
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None)
         self.batchnorm_batch_stats = batchnorm_batch_stats
         self.rule = build_rule(cfg.munchausen_alpha, cfg.munchausen_tau)  # shared/targets.py
-        # the nets, or their torch.compile wrappers: Q-values [B, A], or with quantiles each action's [B, A, N]
-        self.online_fn = cast("Callable[..., torch.Tensor]", self.online.quantile_values if self.quantiles > 1 else self.online)
-        self.target_fn = cast("Callable[..., torch.Tensor]", self.target.quantile_values if self.quantiles > 1 else self.target)
+        self.online_fn: Callable[..., torch.Tensor] = self.online  # the nets, or their torch.compile wrappers
+        self.target_fn: Callable[..., torch.Tensor] = self.target
         # the statistics pass skips the head where every BatchNorm lies in the trunk: the same statistics, less work
         trunk = batchnorm_trunk(self.online)
         self.statistics_fn = cast("Callable[..., torch.Tensor]", self.online if trunk is None else self.online.trunk)
@@ -111,8 +108,8 @@ class DQNLearner:
         )
         if cfg.compile:
             mode = "reduce-overhead" if self.cuda_graphs else None
-            self.online_fn = torch.compile(self.online_fn, mode=mode)
-            self.target_fn = torch.compile(self.target_fn, mode=mode)
+            self.online_fn = torch.compile(self.online, mode=mode)
+            self.target_fn = torch.compile(self.target, mode=mode)
             self.statistics_fn = torch.compile(self.statistics_fn, mode=mode)
         self.params = list(self.online.parameters())  # the same tensors for the whole run (load_state_dict copies in)
         for p in self.params:  # allocated here, outside any CUDA graph; see the module docstring
@@ -131,38 +128,28 @@ class DQNLearner:
         obs, action = batch["obs"], batch["action"].unsqueeze(1)
         if self.cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()
-        q, next_quantiles = self.target_values(batch)
+        q = self.target_values(batch)
         with torch.no_grad(), self._autocast():
             if self.batchnorm_batch_stats:  # a train-mode pass whose only effect is to move the running statistics
                 self.online.train()
                 self.statistics_fn(obs)
             self.online.eval()
             if ONLINE_NEXT in self.rule.needs:  # Double DQN's argmax (Munchausen's soft value needs none)
-                q[ONLINE_NEXT] = self._q(self.online_fn(batch["next_obs"]).float()).clone()
+                q[ONLINE_NEXT] = self.online_fn(batch["next_obs"]).float().clone()
         with self._autocast():
-            taken = self.online_fn(obs).float()
-        reward = self.cfg.reward_scale * batch["reward"]
+            q_taken = self.online_fn(obs).float()
+        q_sa = q_taken.gather(1, action).squeeze(1)
+        target = self.rule.target(batch, self.cfg.reward_scale * batch["reward"], q)
         weight = batch.get("weight")  # importance-sampling weights of prioritized replay
-        if self.quantiles > 1:  # QR-DQN: [B, N] quantiles of the taken action against the rule's [B, N] targets
-            z_sa = taken.gather(1, action.unsqueeze(2).expand(-1, 1, self.quantiles)).squeeze(1)
-            target = self.rule.target(batch, reward, q, next_quantiles)
-            per_sample = quantile_huber_loss(z_sa, target)
-            q_sa, target = z_sa.mean(dim=1), target.mean(dim=1)  # the TD error of the means drives the priorities
+        if weight is None:
+            loss = F.smooth_l1_loss(q_sa, target)
         else:
-            q_sa = taken.gather(1, action).squeeze(1)
-            target = self.rule.target(batch, reward, q)
-            per_sample = F.smooth_l1_loss(q_sa, target, reduction="none")
-        loss = per_sample.mean() if weight is None else (weight * per_sample).mean()
+            loss = (weight * F.smooth_l1_loss(q_sa, target, reduction="none")).mean()
         return loss, (q_sa - target).detach().abs(), q_sa.detach()
 
-    def _q(self, out: torch.Tensor) -> torch.Tensor:
-        """Q-values [B, A] from a net function's output: the mean over the quantiles where there are several."""
-        return out.mean(dim=2) if self.quantiles > 1 else out
-
-    def target_values(self, batch: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
-        """The target net's fp32 Q at s' and, where the rule needs it, at s, by pass name, and with quantiles those of s'
-        [B, A, N] (else None): one forward over both (eval mode: each row on its own), cloned, as a later CUDA-graph
-        replay may reuse its memory."""
+    def target_values(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The target net's fp32 Q at s' and, where the rule needs it, at s, by pass name: one forward over both (eval
+        mode: each row on its own), cloned, as a later CUDA-graph replay may reuse its memory."""
         needs, next_obs = self.rule.needs, batch["next_obs"]
         parts = [(TARGET_NEXT, next_obs)]
         if TARGET_HERE in needs:
@@ -170,8 +157,7 @@ class DQNLearner:
         with torch.no_grad(), self._autocast():
             self.target.eval()
             both = self.target_fn(torch.cat([x for _, x in parts]) if len(parts) > 1 else next_obs).float().clone()
-        q = dict(zip([name for name, _ in parts], self._q(both).split([len(x) for _, x in parts])))
-        return q, (both[: len(next_obs)] if self.quantiles > 1 else None)
+        return dict(zip([name for name, _ in parts], both.split([len(x) for _, x in parts])))
 
     def update(self, replay: FrameReplay, batches: list[dict] | None = None) -> UpdateStats:
         """One optimizer step over ``accum_steps`` micro-batches (sampled from replay unless given)."""

@@ -378,13 +378,6 @@ class NetConfig:
     dueling: bool = True
     """Dueling head, Q = V(s) + A(s, a) - mean_a A(s, a) with two 512-unit streams, so the small gaps between actions
     are learned apart from the state's value; --net.no-dueling: the Nature-DQN head."""
-    quantiles: int = 1
-    """Return quantiles per action: 1, the expected-value head on a Huber loss; N > 1, QR-DQN's head of N quantile
-    midpoints on the quantile Huber loss (Dabney et al. 2018; Dopamine uses 200), the TD rule applied per quantile and
-    the mean over N the Q-value the actors play."""
-
-    def validate(self) -> None:
-        _check_range(self, "net.quantiles", 1, 1024, "must be an integer in [1, 1024] (1: the expected-value head)")
 
 
 @dataclass
@@ -500,7 +493,7 @@ class RunConfig:
         _check(self.log_every > 0, "log_every", self.log_every, "must be > 0")
         device = self.device
         _check(device in ("auto", "cpu") or device.startswith("cuda"), "device", device, "must be 'auto', 'cpu' or 'cuda[:i]'")
-        for part in (self.env, self.actor, self.replay, self.transport, self.learner, self.net, self.eval):
+        for part in (self.env, self.actor, self.replay, self.transport, self.learner, self.eval):
             part.validate()
         _check(
             not (self.spawn_actors and self.transport.curve_server_secret and not self.transport.curve_client_secret),

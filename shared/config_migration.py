@@ -113,6 +113,11 @@ _RETIRED: dict[tuple[str, str], tuple[Any, str]] = {
         "batch",
         "this run used LayerNorm, removed in warppipe after commit f46d2a1; evaluate it with that commit (git checkout f46d2a1)",
     ),
+    ("net", "quantiles"): (
+        1,
+        "this run used a quantile head, removed in warppipe after commit e00ad2c; evaluate it with that commit "
+        "(git checkout e00ad2c)",
+    ),
     ("learner", "ema_decay"): (0.0, ""),
     ("learner", "bootstrap_epsilon"): (0.0, ""),
     ("learner", "target_polyak"): (False, ""),

@@ -45,49 +45,33 @@ class _DuelingHead(nn.Module):
     compute_dtype: torch.dtype = torch.float32
     """The dtype of weights and activations: bfloat16 only in :func:`acting_copy`'s copies; Q-values are float32."""
 
-    quantiles: int = 1
-    """Return quantiles per action: 1, the expected-value head; N > 1, a QR-DQN head whose mean over N is the Q."""
-
-    def _make_head(self, in_features: int, hidden: int, num_actions: int, dueling: bool, quantiles: int = 1) -> None:
-        if quantiles < 1:
-            raise ValueError(f"quantiles {quantiles!r} must be >= 1")
-        self.dueling, self.num_actions, self.quantiles = dueling, num_actions, quantiles
+    def _make_head(self, in_features: int, hidden: int, num_actions: int, dueling: bool) -> None:
+        self.dueling = dueling
         if dueling:
-            self.value = _stream(in_features, hidden, quantiles)
-            self.advantage = _stream(in_features, hidden, num_actions * quantiles)
+            self.value, self.advantage = _stream(in_features, hidden, 1), _stream(in_features, hidden, num_actions)
         else:
-            self.head = _stream(in_features, hidden, num_actions * quantiles)
+            self.head = _stream(in_features, hidden, num_actions)
 
-    def _head_quantiles(self, x: torch.Tensor) -> torch.Tensor:
-        """Per-action quantile values [B, A, N] of the features ``x`` (dueling: V + A - mean_a A per quantile), fp32."""
+    def _head(self, x: torch.Tensor) -> torch.Tensor:
         with torch.autocast(x.device.type, enabled=False):  # the head in compute_dtype, the Q-values in fp32, always
             x = x.to(self.compute_dtype)
             if not self.dueling:
-                return self.head(x).view(-1, self.num_actions, self.quantiles).float()
-            advantage = self.advantage(x).view(-1, self.num_actions, self.quantiles)
-            return (self.value(x).unsqueeze(1) + advantage - advantage.mean(dim=1, keepdim=True)).float()
-
-    def _head(self, x: torch.Tensor) -> torch.Tensor:
-        z = self._head_quantiles(x)
-        return z.mean(dim=2) if self.quantiles > 1 else z.squeeze(2)
+                return self.head(x).float()
+            advantage = self.advantage(x)
+            return (self.value(x) + advantage - advantage.mean(dim=1, keepdim=True)).float()
 
     def trunk(self, obs: torch.Tensor) -> torch.Tensor:
         """The features of ``obs``, before the head."""
         return self.features(_as_float(obs, self.compute_dtype))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Q-values [B, A], fp32: the mean of the quantiles where the head has several."""
         return self._head(self.trunk(obs))
-
-    def quantile_values(self, obs: torch.Tensor) -> torch.Tensor:
-        """The head's quantile values [B, A, N] (N = :attr:`quantiles`; 1: the Q-values on a trailing axis)."""
-        return self._head_quantiles(self.trunk(obs))
 
 
 class QNetwork(_DuelingHead):
     """Maps uint8 stacks [B, C, H, W] to Q-values [B, num_actions]."""
 
-    def __init__(self, in_channels: int, num_actions: int, frame_size: int = 84, dueling: bool = True, quantiles: int = 1):
+    def __init__(self, in_channels: int, num_actions: int, frame_size: int = 84, dueling: bool = True):
         super().__init__()
         layers: list[nn.Module] = []
         c, side = in_channels, frame_size
@@ -95,7 +79,7 @@ class QNetwork(_DuelingHead):
             layers += [nn.Conv2d(c, out, kernel, stride, bias=False), nn.BatchNorm2d(out), nn.ReLU(inplace=True)]
             c, side = out, _conv_out(side, kernel, stride)
         self.features = nn.Sequential(*layers, nn.Flatten())
-        self._make_head(64 * side * side, 512, num_actions, dueling, quantiles)
+        self._make_head(64 * side * side, 512, num_actions, dueling)
         init_weights(self)
 
     def trunk(self, obs: torch.Tensor) -> torch.Tensor:
@@ -109,14 +93,7 @@ class MLPQNetwork(_DuelingHead):
     """Maps feature vectors [B, in_features] (trailing axes flattened) to Q-values [B, num_actions]: ``Linear -> BatchNorm1d
     -> ReLU`` per entry of ``hidden``, then QNetwork's head with streams of ``hidden[-1]`` units."""
 
-    def __init__(
-        self,
-        in_features: int,
-        num_actions: int,
-        hidden: tuple[int, ...] = (256, 256),
-        dueling: bool = True,
-        quantiles: int = 1,
-    ):
+    def __init__(self, in_features: int, num_actions: int, hidden: tuple[int, ...] = (256, 256), dueling: bool = True):
         super().__init__()
         layers: list[nn.Module] = [nn.Flatten()]
         width = in_features
@@ -124,7 +101,7 @@ class MLPQNetwork(_DuelingHead):
             layers += [nn.Linear(width, h, bias=False), nn.BatchNorm1d(h), nn.ReLU(inplace=True)]
             width = h
         self.features = nn.Sequential(*layers)
-        self._make_head(width, hidden[-1] if hidden else max(in_features, num_actions), num_actions, dueling, quantiles)
+        self._make_head(width, hidden[-1] if hidden else max(in_features, num_actions), num_actions, dueling)
         init_weights(self)
 
 
@@ -152,7 +129,6 @@ class SmallConvQNetwork(_DuelingHead):
         channels: tuple[int, ...] = (32, 64, 64),
         hidden: int = 256,
         max_side: int = 12,
-        quantiles: int = 1,
     ):
         super().__init__()
         layers: list[nn.Module] = []
@@ -163,7 +139,7 @@ class SmallConvQNetwork(_DuelingHead):
             c, h, w = out, (h - 1) // stride + 1, (w - 1) // stride + 1
         self.features = nn.Sequential(*layers, nn.Flatten())
         self.out_hw = (h, w)
-        self._make_head(c * h * w, hidden, num_actions, dueling, quantiles)
+        self._make_head(c * h * w, hidden, num_actions, dueling)
         init_weights(self)
 
 
@@ -233,16 +209,7 @@ class CellQNetwork(nn.Module):
 NATURE_MIN_SIZE = 36  # the smallest square frame QNetwork's three convolutions leave a 1x1 map of
 
 
-def _plan(spec, dueling: bool, frame_size: int | None, quantiles: int = 1) -> tuple[str, type[nn.Module], dict]:
-    family, cls, kwargs = _family(spec, dueling, frame_size)
-    if quantiles != 1:
-        if family == "cell":
-            raise ValueError(f"quantiles {quantiles!r}: the cell network (one Q per cell) has no quantile head; use 1")
-        kwargs["quantiles"] = quantiles
-    return family, cls, kwargs
-
-
-def _family(spec, dueling: bool, frame_size: int | None) -> tuple[str, type[nn.Module], dict]:
+def _plan(spec, dueling: bool, frame_size: int | None) -> tuple[str, type[nn.Module], dict]:
     shape = tuple(int(d) for d in spec.obs_shape)
     if len(shape) == 1:
         if spec.stack != 1:
@@ -287,12 +254,11 @@ def network_family(spec) -> str:
     return _plan(spec, True, None)[0]
 
 
-def build_q_network(spec, dueling: bool = True, frame_size: int | None = None, quantiles: int = 1) -> nn.Module:
+def build_q_network(spec, dueling: bool = True, frame_size: int | None = None) -> nn.Module:
     """The Q-network for an env's :class:`shared.spec.EnvSpec`, taking [B, *spec.input_shape]: MLPQNetwork for (F,)
     features, QNetwork for square frames of >= 36 px, CellQNetwork for (C, H, W) with one action per cell, else
-    SmallConvQNetwork. ``frame_size``, when given, must be the spec's frame side; anything else is a ValueError.
-    ``quantiles`` > 1: a QR-DQN head (not for the cell family)."""
-    _, cls, kwargs = _plan(spec, dueling, frame_size, quantiles)
+    SmallConvQNetwork. ``frame_size``, when given, must be the spec's frame side; anything else is a ValueError."""
+    _, cls, kwargs = _plan(spec, dueling, frame_size)
     return cls(**kwargs)
 
 

@@ -3,8 +3,6 @@
 A rule (:class:`TDRule`) names the forward passes it needs besides the online net at s (``needs``) and turns a batch
 and their fp32 Q-values into the target [B], so the learner never branches on the rule. Inputs: the scaled n-step
 return ``reward`` [B], ``discount`` [B] (gamma^L, 0 after a terminal); masks bool [B, A] (True = valid) or None.
-Given the target net's quantiles at s' [B, A, N] (a QR-DQN head), a rule values s' per quantile from them, its
-policy still the one of the mean Q, and returns [B, N] targets (as M-IQN does, google-research/munchausen_rl).
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from shared.network import masked_argmax
 
@@ -27,26 +24,9 @@ ONLINE_NEXT, TARGET_NEXT, TARGET_HERE = "online(s')", "target(s')", "target(s)"
 """The forward passes a rule may need: the online net at s', the target net at s' and at s."""
 
 
-QUANTILE_KAPPA = 1.0
-"""The quantile Huber loss's threshold (QR-DQN's kappa; Dopamine's and the M-IQN configurations' 1.0)."""
-
-
-def _per_action(x: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """A [B, A] tensor broadcast against per-action ``values`` [B, A] or [B, A, N]."""
-    return x.reshape(*x.shape, *(1,) * (values.dim() - 2))
-
-
-def _per_sample(x: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """A [B] tensor broadcast against per-sample ``values`` [B] or [B, N]."""
-    return x.reshape(-1, *(1,) * (values.dim() - 1))
-
-
 def double_q_bootstrap(online_q: torch.Tensor, target_q: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Double-DQN bootstrap value at s', [B] (or [B, N] from quantiles [B, A, N]): the target net's values at the online
-    net's best valid action."""
-    index = masked_argmax(online_q, mask)  # [B, 1]
-    index = _per_action(index, target_q).expand(-1, 1, *target_q.shape[2:])
-    return target_q.gather(1, index).squeeze(1)
+    """Double-DQN bootstrap value at s', [B]: the target net's Q at the online net's best valid action."""
+    return target_q.gather(1, masked_argmax(online_q, mask)).squeeze(1)
 
 
 def double_dqn(
@@ -55,14 +35,10 @@ def double_dqn(
     next_online_q: torch.Tensor,
     next_target_q: torch.Tensor,
     next_mask: torch.Tensor | None,
-    next_quantiles: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Double DQN (van Hasselt et al. 2016): ``r + discount * Q_target(s', argmax_a' Q_online(s', a'))``, over valid
-    actions. ``next_quantiles`` [B, A, N]: the same per quantile (QR-DQN's target distribution at the online argmax),
-    [B, N]."""
-    values = next_target_q if next_quantiles is None else next_quantiles
-    value = double_q_bootstrap(next_online_q, values, next_mask)
-    return _per_sample(reward, value) + _per_sample(discount, value) * value
+    actions."""
+    return reward + discount * double_q_bootstrap(next_online_q, next_target_q, next_mask)
 
 
 def log_policy(q: torch.Tensor, valid: torch.Tensor | None, tau: float) -> torch.Tensor:
@@ -80,24 +56,19 @@ def munchausen_terms(
     next_mask: torch.Tensor | None,
     tau: float,
     log_floor: float,
-    next_quantiles: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Munchausen-DQN's two terms (Vieillard et al. 2020): the bonus ``clamp(tau * log pi(a|s), log_floor, 0)`` [B] and
-    the soft value at s' (:func:`soft_value`; per quantile, [B, N], from ``next_quantiles``), pi = softmax(Q_target / tau)
-    over the valid actions."""
+    the soft value at s' (:func:`soft_value`), pi = softmax(Q_target / tau) over the valid actions."""
     bonus = (tau * log_policy(target_q, mask, tau).gather(1, action).squeeze(1)).clamp(min=log_floor, max=0.0)
-    return bonus, soft_value(next_target_q, next_mask, tau, next_quantiles)
+    return bonus, soft_value(next_target_q, next_mask, tau)
 
 
-def soft_value(q: torch.Tensor, mask: torch.Tensor | None, tau: float, values: torch.Tensor | None = None) -> torch.Tensor:
-    """``sum_a pi(a|s) (Q(s, a) - tau * log pi(a|s))`` [B], pi = softmax(Q / tau) over the valid actions; with ``values``
-    [B, A, N] (quantiles) in place of Q inside the sum, per quantile, [B, N]."""
+def soft_value(q: torch.Tensor, mask: torch.Tensor | None, tau: float) -> torch.Tensor:
+    """``sum_a pi(a|s) (Q(s, a) - tau * log pi(a|s))`` [B], pi = softmax(Q / tau) over the valid actions."""
     log_pi = log_policy(q, mask, tau)
-    values = q if values is None else values
-    log_pi, pi = _per_action(log_pi, values), _per_action(log_pi.exp(), values)
-    soft = pi * (values - tau * log_pi)
+    soft = log_pi.exp() * (q - tau * log_pi)
     if mask is not None:  # invalid actions: probability 0 and log -inf, whose product is NaN, not 0
-        soft = torch.where(_per_action(mask.bool(), values), soft, 0.0)
+        soft = torch.where(mask.bool(), soft, 0.0)
     return soft.sum(dim=1)
 
 
@@ -112,24 +83,11 @@ def munchausen(
     alpha: float,
     tau: float,
     log_floor: float = MUNCHAUSEN_LOG_FLOOR,
-    next_quantiles: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Munchausen-DQN: ``r + alpha * clamp(tau * log pi(a|s), l0, 0) + discount * soft value at s'``, both terms
-    from the target net (:func:`munchausen_terms`); no online argmax. ``next_quantiles`` [B, A, N]: the soft value per
-    quantile (M-IQN's target), [B, N]."""
-    bonus, value = munchausen_terms(target_q, action, mask, next_target_q, next_mask, tau, log_floor, next_quantiles)
-    return _per_sample(reward + alpha * bonus, value) + _per_sample(discount, value) * value
-
-
-def quantile_huber_loss(quantiles: torch.Tensor, target: torch.Tensor, kappa: float = QUANTILE_KAPPA) -> torch.Tensor:
-    """QR-DQN's loss per sample [B] (Dabney et al. 2018, eq. 10, as Dopamine sums it): for the online quantiles [B, N] at
-    the midpoints tau_i = (i + 0.5) / N and the target samples [B, M], the sum over i of the mean over j of
-    ``|tau_i - 1{u_ij < 0}| * huber_kappa(u_ij)``, u_ij = target_j - quantile_i."""
-    u = target.unsqueeze(1) - quantiles.unsqueeze(2)  # [B, N, M]
-    n = quantiles.shape[1]
-    midpoints = (torch.arange(n, device=quantiles.device, dtype=quantiles.dtype) + 0.5) / n
-    weight = (midpoints.view(1, n, 1) - (u.detach() < 0).to(u.dtype)).abs()
-    return (weight * F.huber_loss(u, u.new_zeros(()).expand_as(u), reduction="none", delta=kappa)).mean(dim=2).sum(dim=1)
+    from the target net (:func:`munchausen_terms`); no online argmax."""
+    bonus, soft = munchausen_terms(target_q, action, mask, next_target_q, next_mask, tau, log_floor)
+    return reward + alpha * bonus + discount * soft
 
 
 @dataclass(frozen=True)
@@ -139,9 +97,8 @@ class TDRule:
     name = "td"
     needs: frozenset[str] = frozenset()
 
-    def target(self, batch: Tensors, reward: torch.Tensor, q: Tensors, quantiles: torch.Tensor | None = None) -> torch.Tensor:
-        """The target [B] from the batch, ``reward`` and the passes ``q``; with the target net's ``quantiles`` at s'
-        [B, A, N], per quantile, [B, N]."""
+    def target(self, batch: Tensors, reward: torch.Tensor, q: Tensors) -> torch.Tensor:
+        """The target [B] from the batch, ``reward`` and the passes ``q``."""
         raise NotImplementedError
 
     def describe(self) -> str:
@@ -167,8 +124,8 @@ class DoubleDQN(TDRule):
     name = "double_dqn"
     needs: frozenset[str] = frozenset({ONLINE_NEXT, TARGET_NEXT})
 
-    def target(self, batch: Tensors, reward: torch.Tensor, q: Tensors, quantiles: torch.Tensor | None = None) -> torch.Tensor:
-        return double_dqn(reward, batch["discount"], q[ONLINE_NEXT], q[TARGET_NEXT], batch.get("next_mask"), quantiles)
+    def target(self, batch: Tensors, reward: torch.Tensor, q: Tensors) -> torch.Tensor:
+        return double_dqn(reward, batch["discount"], q[ONLINE_NEXT], q[TARGET_NEXT], batch.get("next_mask"))
 
 
 @dataclass(frozen=True)
@@ -180,11 +137,11 @@ class Munchausen(TDRule):
     alpha: float = 0.9
     tau: float = 0.03
 
-    def target(self, batch: Tensors, reward: torch.Tensor, q: Tensors, quantiles: torch.Tensor | None = None) -> torch.Tensor:
+    def target(self, batch: Tensors, reward: torch.Tensor, q: Tensors) -> torch.Tensor:
         action = batch["action"].unsqueeze(1)
         return munchausen(
             reward, batch["discount"], action, q[TARGET_HERE], batch.get("mask"), q[TARGET_NEXT], batch.get("next_mask"),
-            self.alpha, self.tau, next_quantiles=quantiles,
+            self.alpha, self.tau,
         )  # fmt: skip
 
     def describe(self) -> str:

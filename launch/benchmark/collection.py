@@ -98,7 +98,7 @@ def collection(cfg: RunConfig, seconds: float) -> dict:
     spec = env_spec(cfg.env)
     plane = DataPlane(cfg, spec, device).start()
     server = WeightServer(cfg.transport)
-    server.publish(0, build_q_network(spec, dueling=cfg.net.dueling, quantiles=cfg.net.quantiles))
+    server.publish(0, build_q_network(spec, dueling=cfg.net.dueling))
     server.start()
     ctx = spawn_context()
     stop, reports = ctx.Event(), ctx.Queue()

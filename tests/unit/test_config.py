@@ -48,8 +48,6 @@ from shared.resolution import learner_config, resolve_config
         ("replay.priority_beta_steps", -2, "replay.priority_beta_steps=-2"),
         ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
         ("learner.munchausen_tau", 0.0, "learner.munchausen_tau=0.0"),
-        ("net.quantiles", 0, "net.quantiles=0"),
-        ("net.quantiles", 2.5, "net.quantiles=2.5"),
         ("replay.capacity", 100, "replay.capacity=100"),
         ("replay.gamma", 1.5, "replay.gamma=1.5"),
         ("transport.host", "0.0.0.0", "transport.host='0.0.0.0'"),
@@ -243,7 +241,7 @@ def test_runs_saved_before_the_held_ratio_keep_the_cap_only_limiter_and_no_budge
 RETIRED_AT_THEIR_DEFAULTS = {
     "replay": {"ending_share": 0.0, "ending_steps": 8, "ending_reserve": 2000},
     "actor": {"death_penalty": 0.0, "success_bonus": 0.0, "explore_repeat": 0.0, "explore_repeat_max": 10},
-    "net": {"norm": "batch"},
+    "net": {"norm": "batch", "quantiles": 1},
     "learner": {
         "ema_decay": 0.0,
         "batchnorm_frozen_after": 0,
@@ -265,7 +263,7 @@ meant off: what every config.json saved before then holds."""
 def test_runs_saved_with_retired_options_load():
     """A config.json holding the retired options at their old defaults loads as today's defaults; an option that
     only shaped training is dropped whatever it held (its weights evaluate and resume as they are); a run whose
-    network today's code cannot build (LayerNorm) is refused, naming the option and the commit to use."""
+    network today's code cannot build (LayerNorm, a quantile head) is refused, naming the option and the commit to use."""
     import json
 
     today = resolve_config(RunConfig())
@@ -277,6 +275,10 @@ def test_runs_saved_with_retired_options_load():
     assert resolve_config(read_config(json.dumps(saved))) == today
     saved["net"]["norm"] = "layer"  # a network today's code does not build
     with pytest.raises(ConfigError, match=r"net\.norm='layer': this run used LayerNorm, removed .* commit [0-9a-f]{7}"):
+        read_config(json.dumps(saved))
+    saved["net"]["norm"] = "batch"
+    saved["net"]["quantiles"] = 200  # nor a quantile head
+    with pytest.raises(ConfigError, match=r"net\.quantiles=200: this run used a quantile head, removed .* commit [0-9a-f]{7}"):
         read_config(json.dumps(saved))
 
 

@@ -172,28 +172,6 @@ def test_acting_copy_folds_batchnorm_into_the_same_function_and_bf16_stays_close
         torch.testing.assert_close(fp32(obs), q_fp32)
 
 
-@pytest.mark.parametrize("name", ["mario", "snake_features", "snake_grid"])
-@pytest.mark.parametrize("dueling", [True, False])
-def test_a_quantile_head_plays_the_mean_of_its_quantiles(name, dueling):
-    """QR-DQN's head: [B, A, N] quantile values (dueling: V + A - mean_a A per quantile), whose mean over N is the Q the
-    net returns, its folded acting copy too; N = 1 is today's head, its one quantile the Q-value."""
-    spec = SPECS[name][0]
-    torch.manual_seed(0)
-    net = build_q_network(spec, dueling=dueling, quantiles=8).eval()
-    randomise_batchnorm(net)
-    obs = sample(spec, 3, seed=4)
-    with torch.no_grad():
-        z, q = net.quantile_values(obs), net(obs)
-        assert z.shape == (3, spec.num_actions, 8) and q.shape == (3, spec.num_actions)
-        assert not torch.allclose(z[..., 0], z[..., 1])  # the quantiles are outputs of their own
-        torch.testing.assert_close(q, z.mean(dim=2))
-        torch.testing.assert_close(acting_copy(net)(obs), q, atol=1e-4, rtol=1e-4)
-        plain = build_q_network(spec, dueling=dueling).eval()
-        torch.testing.assert_close(plain.quantile_values(obs).squeeze(2), plain(obs))
-    with pytest.raises(ValueError, match="quantiles 4: the cell network"):
-        build_q_network(FUEL_BREAKS, quantiles=4)
-
-
 def test_acting_copy_and_fold_reject_what_they_cannot_do():
     net = build_q_network(MARIO)
     with pytest.raises(ValueError, match="'fp16'"):

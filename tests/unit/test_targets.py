@@ -16,7 +16,6 @@ from shared.targets import (
     double_q_bootstrap,
     munchausen,
     munchausen_terms,
-    quantile_huber_loss,
 )
 
 
@@ -43,44 +42,6 @@ def test_munchausen_target_by_hand():
     # the action pi likes (3/4): tau * log pi = ln 3/4 = -0.2877, not clipped
     got = munchausen(torch.tensor([1.0]), torch.tensor([0.0]), torch.tensor([[1]]), q, None, q, None, alpha=0.9, tau=1.0)
     torch.testing.assert_close(got, torch.tensor([1.0 + 0.9 * math.log(0.75)]))
-
-
-def test_the_quantile_huber_loss_by_hand_and_against_a_loop_over_eq_10():
-    # quantiles (0, 1) at the midpoints (1/4, 3/4), target samples (0.5, 3), kappa 1. Quantile 0: u = (0.5, 3), both >= 0,
-    # weight 1/4: (0.25 * 0.125 + 0.25 * 2.5) / 2 = 0.328125. Quantile 1: u = (-0.5, 2), weights |3/4 - 1| = 1/4 and 3/4:
-    # (0.25 * 0.125 + 0.75 * 1.5) / 2 = 0.578125. Summed over the quantiles: 0.90625.
-    got = quantile_huber_loss(torch.tensor([[0.0, 1.0]]), torch.tensor([[0.5, 3.0]]))
-    torch.testing.assert_close(got, torch.tensor([0.90625]))
-    torch.manual_seed(0)
-    quantiles, target = torch.randn(3, 5), 2 * torch.randn(3, 4)
-    reference = torch.zeros(3)
-    for b in range(3):
-        for i in range(5):
-            for j in range(4):
-                u = float(target[b, j] - quantiles[b, i])
-                huber = 0.5 * u * u if abs(u) <= 1 else abs(u) - 0.5
-                reference[b] += abs((i + 0.5) / 5 - (u < 0)) * huber / 4
-    torch.testing.assert_close(quantile_huber_loss(quantiles, target), reference)
-
-
-@pytest.mark.parametrize("alpha", [0.0, 0.9])
-def test_a_rule_per_quantile_averages_to_the_rule_on_the_mean_q(alpha):
-    """Every rule is linear in the values it bootstraps on, its policy taken from the mean Q: the mean over N of the
-    per-quantile targets [B, N] is the scalar target on the mean Q [B], and one row checks a quantile by hand."""
-    torch.manual_seed(1)
-    quantiles = torch.randn(4, 3, 5)  # [B, A, N] at s'
-    q_next = quantiles.mean(dim=2)
-    batch = {"action": torch.tensor([0, 1, 2, 1]), "discount": torch.tensor([0.9, 0.0, 0.81, 0.9])}
-    batch["next_mask"] = torch.tensor([[True, True, False], [True, True, True], [True, True, True], [False, True, True]])
-    q = {"online(s')": torch.randn(4, 3), "target(s')": q_next, "target(s)": torch.randn(4, 3)}
-    rule, reward = build_rule(alpha, 0.5), torch.tensor([1.0, -2.0, 0.5, 3.0])
-    per_quantile = rule.target(batch, reward, q, quantiles)
-    assert per_quantile.shape == (4, 5)
-    torch.testing.assert_close(per_quantile.mean(dim=1), rule.target(batch, reward, q))
-    if alpha == 0:  # row 0: the online argmax among the valid {0, 1}, each quantile of that action
-        best = int(q["online(s')"][0, :2].argmax())
-        torch.testing.assert_close(per_quantile[0], 1.0 + 0.9 * quantiles[0, best])
-        torch.testing.assert_close(per_quantile[1], torch.full((5,), -2.0))  # terminal: the reward alone
 
 
 def test_the_config_builds_one_rule_that_says_which_passes_it_needs():

@@ -10,10 +10,9 @@ import torch
 
 from learner.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from learner.trainer import DQNLearner
-from shared.config import LearnerConfig, NetConfig
+from shared.config import LearnerConfig
 from shared.resolution import learner_config, resolve_config
 from shared.spec import EnvSpec
-from shared.targets import quantile_huber_loss
 from tests.support.batches import ACTIONS, SIZE, STACK, split, synthetic_batch
 
 SPEC = EnvSpec((SIZE, SIZE), "uint8", STACK, ACTIONS)
@@ -401,29 +400,6 @@ def test_double_dqn_target_bootstraps_on_the_target_net_at_the_online_argmax():
     torch.testing.assert_close(td, (q - target).abs(), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.9])
-def test_a_quantile_learner_regresses_its_quantiles_on_the_rules_per_quantile_target(alpha):
-    """--net.quantiles N: the loss is the quantile Huber loss of the online quantiles at the taken action against the
-    rule's [B, N] target from the target net's quantiles at s'; |TD| (the priorities) is that of the means; it trains."""
-    cfg = LearnerConfig(micro_batch=8, accum_steps=1, compile=False, amp="off", munchausen_alpha=alpha)
-    dqn = learner(cfg, net=NetConfig(quantiles=6), batchnorm_batch_stats=False)
-    dqn.online.eval()
-    dqn.target.eval()
-    batch = synthetic_batch(8)
-    with torch.no_grad():
-        z = dqn.online.quantile_values(batch["obs"])
-        z_next = dqn.target.quantile_values(batch["next_obs"])
-        q = {"online(s')": dqn.online(batch["next_obs"]), "target(s')": z_next.mean(2), "target(s)": dqn.target(batch["obs"])}
-    target = dqn.rule.target(batch, dqn.cfg.reward_scale * batch["reward"], q, z_next)
-    z_sa = z[torch.arange(8), batch["action"]]  # [B, N]
-    loss, td, q_sa = dqn.micro_loss(batch)
-    torch.testing.assert_close(loss, quantile_huber_loss(z_sa, target).mean(), atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(q_sa, z_sa.mean(1), atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(td, (z_sa.mean(1) - target.mean(1)).abs(), atol=1e-5, rtol=1e-5)
-    losses = [dqn.update(None, [batch]).loss for _ in range(30)]  # fixed targets: the regression makes progress
-    assert losses[-1] < 0.5 * losses[0], losses
-
-
 def munchausen_bonus(q_here, action, tau):
     """The reference bonus: clamp(tau * log softmax(Q_target(s) / tau)[a], -1, 0)."""
     log_pi = torch.log_softmax(q_here / tau, dim=1).gather(1, action[:, None]).squeeze(1)
@@ -513,8 +489,7 @@ def test_one_target_forward_over_s_prime_and_s_gives_each_batchs_own_values(alph
                 m.running_mean.uniform_(-1, 1)
                 m.running_var.uniform_(0.5, 2)
         alone_next, alone_here = dqn.target(batch["next_obs"]).float(), dqn.target(batch["obs"]).float()
-    passes, quantiles = dqn.target_values(batch)
-    assert quantiles is None  # the expected-value head
+    passes = dqn.target_values(batch)
     next_target, target_here = passes["target(s')"], passes.get("target(s)")
     torch.testing.assert_close(next_target, alone_next, rtol=1e-5, atol=1e-6)
     if alpha > 0:
