@@ -562,7 +562,8 @@ def paired_report(paths: list[str], a_label: str, b_label: str, earlier: tuple[s
     for label in (a_label, b_label):
         if label not in groups and not earlier:
             raise UsageError(f"--paired: no group {label!r} among the runs (groups: {', '.join(map(repr, groups))})")
-    runs_a, runs_b = groups.get(a_label, []), groups.get(b_label, [])
+    # a run still training (no eval_final.json) is neither paired nor counted; the warnings name it
+    runs_a, runs_b = ([r for r in groups.get(label, []) if r["final"] is not None] for label in (a_label, b_label))
     (a, a_none), (b, b_none) = _by_seed(a_label, runs_a), _by_seed(b_label, runs_b)
     here = sorted(set(a) & set(b))
     sides = ((a_label, a, b, a_none), (b_label, b, a, b_none))
@@ -587,7 +588,7 @@ def paired_report(paths: list[str], a_label: str, b_label: str, earlier: tuple[s
     out = {"a": a_label, "b": b_label, "a_runs": counts[0], "b_runs": counts[1], "seeds": seeds, "earlier": list(earlier)}
     out |= {"unmatched": unmatched, "power": POWER, "alpha": ALPHA}
     out["metrics"] = [_paired_metric(name, kind, seeds, fa, fb) for name, kind in kinds.items()]
-    return out | {"warnings": _left_out(runs_a + runs_b)}
+    return out | {"warnings": _left_out(groups.get(a_label, []) + groups.get(b_label, []))}
 
 
 def _value(kind: str, x: float | None) -> str:

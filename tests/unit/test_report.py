@@ -400,6 +400,20 @@ def test_paired_mode_matches_runs_by_seed(tmp_path, capsys):
     assert "| hazard goomba: pass rate | 11 | 70% | 60% | +10 pts |" in out
 
 
+def test_paired_mode_leaves_out_runs_still_training(tmp_path, capsys):
+    """A run without eval_final.json (still training) is not paired, counted or listed as unmatched; a warning names it."""
+    paired_runs(tmp_path)
+    for name, label, seed in (("A16", "A", 16), ("B14", "B", 14)):  # B14 would pair with A14 if it counted
+        (tmp_path / fake_run(tmp_path, name, 1e-4, seed, [500], label=label) / "eval_final.json").unlink()
+    out_json = tmp_path / "out" / "paired.json"
+    assert main(["--paired", "A", "B", str(tmp_path), "--json", str(out_json)]) == 0
+    p = json.loads(out_json.read_text())
+    assert (p["a_runs"], p["b_runs"], p["seeds"]) == (4, 4, [11, 12, 13])
+    assert [(u["group"], u["seed"]) for u in p["unmatched"]] == [("A", 14), ("B", 15)]
+    err = capsys.readouterr().err
+    assert f"warning: {tmp_path / 'A16'}: no eval_final.json" in err and f"warning: {tmp_path / 'B14'}: no eval_final.json" in err
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
