@@ -13,7 +13,7 @@ import signal
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,7 +22,7 @@ from actors.sender import BatchSender, StagedBatch
 from actors.slot_client import lease_slot
 from actors.weights_client import WeightClient
 from shared.config import RunConfig
-from shared.exploration import epsilons
+from shared.exploration import EpsilonGreedy, epsilons
 from shared.health import Heartbeat
 from shared.network import acting_copy, build_q_network, cpu_has_native_bf16
 from shared.parent import orphan_check
@@ -56,7 +56,7 @@ class Collector:
         n_env = cfg.actor.envs_per_actor
         self.spec = spec = run.spec
         stream = generation if generation >= 0 else (incarnation & 0xFFFFFFFF) | (1 << 32)  # never a generation
-        self.rng = np.random.default_rng([cfg.actor.seed, actor_id, stream])
+        self.policy = EpsilonGreedy(np.random.default_rng([cfg.actor.seed, actor_id, stream]), spec.num_actions)
         self.env = run.entry.make(cfg.env, [env_seed(cfg.actor.seed, actor_id, e) for e in range(n_env)])
         self.num_actions, self.masked = spec.num_actions, spec.masked
         self.env_steps = 0  # steps of each env (they advance in lockstep)
@@ -115,21 +115,7 @@ class Collector:
         """Epsilon-greedy actions of every env and the Q [E, A] they were chosen with (None: every env explored)."""
         if self.first_action_weights_version < 0:
             self.first_action_weights_version = self.weights_version
-        explore = self.rng.random(self.epsilon.shape) < self.epsilon
-        rows = np.flatnonzero(explore)
-        actions = np.zeros(len(explore), np.int64)
-        if len(rows):
-            actions[rows] = self.rng.integers(self.num_actions, size=len(rows))
-            if self.masked:  # a random valid action instead (the draw above keeps the stream as runs drew it)
-                actions[rows] = np.where(
-                    cast("np.ndarray", self.mask)[rows], self.rng.random((len(rows), self.num_actions)), -1.0
-                ).argmax(1)
-        if explore.all():
-            return actions, None
-        q = self.q_values()
-        # masked: self.mask is the env's current action mask (None only when not masked)
-        greedy = q.argmax(axis=1) if not self.masked else np.where(cast("np.ndarray", self.mask), q, -np.inf).argmax(axis=1)
-        return np.where(explore, actions, greedy), q
+        return self.policy.choose(self.epsilon, self.q_values, self.mask)
 
     def collect(self, n_steps: int, seq: int, refresh: Callable[[int], Any] | None = None) -> StagedBatch:
         """Play ``n_steps`` ticks of every env as one batch; ``refresh(have)`` gives newer weights between ticks, or None."""

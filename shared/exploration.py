@@ -1,4 +1,4 @@
-"""Exploration: each env's epsilon, annealed from 1.0 down to its own floor.
+"""Exploration: each env's epsilon, annealed from 1.0 down to its own floor, and the epsilon-greedy choice itself.
 
 Env ``i = actor_id * envs_per_actor + e`` of N explores with (``t``: actors/collector.py's clock; ``actor.epsilon >= 0``: fixed)
 
@@ -10,6 +10,8 @@ untrained network. Annealing from 1.0 fills replay with varied play first; the f
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -55,3 +57,33 @@ def mean_floor(cfg: ActorConfig, num_actors: int) -> float:
     if cfg.epsilon >= 0:
         return cfg.epsilon
     return float(np.mean(np.concatenate([epsilon_floors(cfg, num_actors, a) for a in range(num_actors)])))
+
+
+class EpsilonGreedy:
+    """The one epsilon-greedy (masked) choice: collectors, evaluations and drills all act through it. Each env explores
+    with its own epsilon (a uniform valid action), else takes the argmax of its Q over the valid actions."""
+
+    def __init__(self, rng: np.random.Generator, num_actions: int):
+        self.rng, self.num_actions = rng, num_actions
+
+    def choose(
+        self, epsilon: np.ndarray, q_of: Callable[[], np.ndarray], mask: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Actions [E] and the Q [E, A] they were chosen with (None: every env explored); ``q_of()`` is called only when
+        an env exploits. No exploration draw at epsilon 0 or 1 everywhere (pure greedy, pure random)."""
+        rng, n = self.rng, len(epsilon)
+        if (epsilon >= 1.0).all() or not epsilon.any():
+            explore = np.full(n, bool(epsilon[0] >= 1.0))
+        else:
+            explore = rng.random(n) < epsilon
+        rows = np.flatnonzero(explore)
+        actions = np.zeros(n, np.int64)
+        if len(rows):
+            actions[rows] = rng.integers(self.num_actions, size=len(rows))
+            if mask is not None:  # a random valid action instead (the draw above keeps the stream as runs drew it)
+                actions[rows] = np.where(mask[rows], rng.random((len(rows), self.num_actions)), -1.0).argmax(1)
+        if len(rows) == n:
+            return actions, None
+        q = q_of()
+        greedy = (q if mask is None else np.where(mask, q, -np.inf)).argmax(axis=1)
+        return np.where(explore, actions, greedy), q

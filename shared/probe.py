@@ -16,6 +16,7 @@ import numpy as np
 
 from shared.config import EnvConfig
 from shared.envs import entry_for, env_label, env_spec, make_vector_env
+from shared.exploration import EpsilonGreedy
 from shared.spec import EnvSpec
 
 __all__ = [
@@ -90,13 +91,6 @@ def stack_frames(frames: np.ndarray, first: np.ndarray, stack: int, index: np.nd
     return frames[np.maximum(idx[:, None] + offsets, start[:, None])]
 
 
-def _random_valid(rng: np.random.Generator, mask: np.ndarray | None, num_actions: int) -> int:
-    if mask is None:
-        return int(rng.integers(num_actions))
-    valid = np.flatnonzero(mask)
-    return int(valid[rng.integers(len(valid))])
-
-
 def scripted_play(env_cfg: EnvConfig, steps: int, seed: int = 0, explore: float = EXPLORE) -> Play:
     """``steps`` steps of the probe's scripted policy (module docstring) in one env seeded with ``seed``."""
     if steps < 1:
@@ -108,7 +102,8 @@ def scripted_play(env_cfg: EnvConfig, steps: int, seed: int = 0, explore: float 
     held = None if entry.probe_action is None else int(entry.probe_action(env_cfg))
     if held is not None and not 0 <= held < spec.num_actions:
         raise ValueError(f"env {entry.name!r}: probe_action {held} is not in [0, {spec.num_actions})")
-    rng = np.random.default_rng(seed)
+    policy = EpsilonGreedy(np.random.default_rng(seed), spec.num_actions)
+    hold = np.eye(spec.num_actions, dtype=np.float32)[[held or 0]]  # the held action as a one-hot "Q"
     frames = np.empty((steps, *spec.obs_shape), dtype=spec.obs_dtype)
     actions = np.empty(steps, np.int64)
     rewards = np.empty(steps, np.float32)
@@ -125,11 +120,10 @@ def scripted_play(env_cfg: EnvConfig, steps: int, seed: int = 0, explore: float 
             mask = None
             if masks is not None:
                 mask = masks[t] = env.action_mask()[0]
-            u = rng.random()
-            if held is not None and u >= explore and (mask is None or mask[held]):
-                a = held
-            else:
-                a = _random_valid(rng, mask, spec.num_actions)
+            random = held is None or (mask is not None and not mask[held])  # nothing to hold: a random valid action
+            a = int(
+                policy.choose(np.array([1.0 if random else explore]), lambda: hold, None if mask is None else mask[None])[0][0]
+            )
             obs, reward, term, trunc, info = env.step(np.array([a]))
             actions[t], rewards[t], terminated[t] = a, reward[0], term[0]
             if t + 1 < steps:
