@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from actors.evaluator import action_names_for, build_network, play_episodes, summarize
 from shared.config import RunConfig
-from shared.envs import entry_for, env_label, with_stage
+from shared.envs import action_names, entry_for, env_label, with_stage
+from shared.evaluation.episodes import build_network, play_episodes, summarize
 from shared.parent import orphan_check
 from shared.seeding import EVAL_ROUND, stream_seed
 
@@ -30,7 +30,7 @@ def eval_process_main(cfg: RunConfig, stop_event: Any, requests: Any, results: A
     env_cfg = with_stage(cfg.env, cfg.eval.stage)
     reference = entry_for(env_cfg).random_reference
     net = build_network(env_cfg, net_cfg=cfg.net)
-    names = action_names_for(env_cfg)
+    names = action_names(env_cfg)
     rounds = 0
     results.cancel_join_thread()  # a result (with its weights) the launcher never read must not hold up our exit
     stopping = lambda: stop_event.is_set() or bool(terminate) or orphaned()  # noqa: E731

@@ -30,7 +30,7 @@ stamp "done"
 ${PYTHON:-python3} - "$OUT" <<'PY'  # from the repository root, so shared/ imports
 import glob, os, re, sys
 
-from shared.results import read_metrics
+from shared.evaluation.names import read_metrics
 out = sys.argv[1]
 log = open(os.path.join(out, "learner.log")).read()
 for line in re.findall(r"\[MAIN\] (?:accounting|replay restored|resumed at|stopped after|actor \d+ now sends).*", log):

@@ -28,15 +28,15 @@ from typing import Annotated, Any, Literal
 import torch
 import tyro
 
-from actors.evaluator import Episode, action_names_for, build_network, episode_record, play_episodes, ranked_episode, summarize
 from launch.cli import UsageError, import_plugin, parse, plain, plugin_module, refuse_renamed, with_env_options
-from launch.final_eval import say_row, secondary_row, write_atomic
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from shared.config import ConfigError, EnvConfig, EvalConfig, RunConfig
 from shared.config_migration import read_config
-from shared.envs import EnvEntry, check_env, entry_for, env_label, env_spec
-from shared.hazards import clusters_for, format_hazards, hazard_table
-from shared.seeding import EVAL_LOW_EPSILON, EVAL_NOOP, stream_seed
+from shared.envs import EnvEntry, action_names, check_env, entry_for, env_label, env_spec
+from shared.evaluation.episodes import Episode, build_network, episode_record, play_episodes, ranked_episode, summarize
+from shared.evaluation.hazards import clusters_for, format_hazards, hazard_table
+from shared.evaluation.protocol import extra_rows, row_of, say_row
+from shared.writes import write_atomic
 
 PROG = "python -m launch.evaluate"
 RENAMED = {
@@ -212,7 +212,7 @@ def resolve(argv: list[str]) -> tuple[EvaluateArgs, dict]:
     entry, env = play_env(args, argv)
     action = None
     if args.action is not None:
-        names = action_names_for(env)
+        names = action_names(env)
         if args.action not in names or entry.make_single is None:
             raise UsageError(f"--action={args.action!r} must be one action of env {env.name}: {', '.join(names[:16])}")
         action = names.index(args.action)
@@ -235,7 +235,7 @@ def resolve(argv: list[str]) -> tuple[EvaluateArgs, dict]:
     job: dict[str, Any] = dict(env=env, net=net, action=action, run_dir=args.run_dir, checkpoint=ckpt_path, label=env_label(env))
     job["updates"] = counters.get("updates", (state or {}).get("learner", {}).get("updates"))
     job |= dict(env_steps=counters.get("inserted"), wall_seconds=counters.get("wall_seconds"))
-    job["secondary"] = {"low_epsilon": (ev.low_epsilon, low_n), "noop_greedy": (ev.noop_max, noop_n)}
+    job["secondary"] = extra_rows(ev, args.seed, low=low_n, noop=noop_n)
     job["json_path"] = args.json or os.path.join(args.run_dir or ".", f"eval-{env_label(env)}-{_tag(args)}.json")
     return args, job
 
@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _evaluate(args: EvaluateArgs, job: dict) -> int:
     env, net, greedy = job["env"], job["net"], args.policy == "greedy"
-    names, num_actions = action_names_for(env), env_spec(env).num_actions
+    names, num_actions = action_names(env), env_spec(env).num_actions
     counts = "".join(f", {k.replace('_', ' ')} {job[k]:,}" for k in ("updates", "env_steps") if isinstance(job[k], int))
     print(f"[EVAL] {job['run_dir'] or '-'}: checkpoint {job['checkpoint'] or '(no network)'}{counts}")
     label = f" {job['label']}" if job["label"] != env.name else ""
@@ -314,7 +314,7 @@ def _evaluate(args: EvaluateArgs, job: dict) -> int:
     video: dict | None = None
     status = 0
     if args.video:
-        from actors.evaluator import record_video  # imageio: only when filming
+        from shared.evaluation.video import record_video  # imageio: only when filming
 
         which, filmed = video_episode(episodes, greedy_ep, args.video_episode)
         try:
@@ -347,19 +347,15 @@ def play_secondary(args: EvaluateArgs, job: dict, clusters: list[tuple[str, floa
     env, net = job["env"], job["net"]
     entry = entry_for(env)
     words = entry.score.lower(), entry.success.lower()
-    (low_epsilon, low_n), (noop_max, noop_n) = job["secondary"]["low_epsilon"], job["secondary"]["noop_greedy"]
-    out: dict[str, dict | None] = {}
-    for key, n, epsilon, noops, purpose, title in (
-        ("low_epsilon", low_n, low_epsilon, 0, EVAL_LOW_EPSILON, f"epsilon {low_epsilon:g}"),
-        ("noop_greedy", noop_n, 0.0, noop_max, EVAL_NOOP, f"epsilon 0 after 0-{noop_max} no-ops"),
-    ):
-        out[key] = None
-        if n:
-            seed = stream_seed(args.seed, purpose)
-            played = play_episodes(net, env, n, epsilon, seed, policy=args.policy, action=job["action"], noop_max=noops)
-            head = {"epsilon": 1.0 if args.policy == "random" else epsilon} if key == "low_epsilon" else {"noop_max": noops}
-            out[key] = row = secondary_row(head, seed, [episode_record(e) for e in played], clusters)
-            say_row(f"[EVAL] {args.policy} at {title}", row, words, functools.partial(print, flush=True))
+    out: dict[str, dict | None] = {"low_epsilon": None, "noop_greedy": None}
+    for x in job["secondary"]:
+        epsilon = 1.0 if args.policy == "random" else x.epsilon
+        played = play_episodes(
+            net, env, x.episodes, x.epsilon, x.seed, policy=args.policy, action=job["action"], noop_max=x.noop_max
+        )
+        row = row_of([episode_record(e) for e in played], clusters, dataclasses.replace(x, epsilon=epsilon))
+        say_row(f"[EVAL] {args.policy} {x.title}", row, words, functools.partial(print, flush=True))
+        out[x.key] = dataclasses.asdict(row)
     return out
 
 

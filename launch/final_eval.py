@@ -12,167 +12,50 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
-import signal
 import sys
 import time
-from collections.abc import Callable
 from typing import Annotated, Any
 
-import numpy as np
-import torch
 import tyro
 
-from actors.evaluator import build_network, episode_record, play_episodes
 from launch.cli import UsageError, parse
-from launch.processes import spawn_context
 from learner.checkpoint import CHECKPOINT_NAME, has_checkpoint, load_best, load_checkpoint, load_kept, load_snapshots, save_best
 from learner.metrics import MetricsLog
 from shared.config import EvalConfig
 from shared.config_migration import read_config
 from shared.envs import entry_for, env_label, with_stage
-from shared.hazards import clusters_for, format_hazards, hazard_table
+from shared.evaluation.hazards import clusters_for, format_hazards
+from shared.evaluation.names import upgrade
+from shared.evaluation.protocol import (
+    SELECTION_LEVEL,
+    Echo,
+    Extra,
+    Jobs,
+    Words,
+    brief,
+    choose_best,
+    describe,
+    extra_rows,
+    play_rows,
+    row_of,
+    say_row,
+    score_line,
+)  # fmt: skip
+from shared.evaluation.result import RESULT_NAME, Candidate, FinalResult, KeptWeights, LateWindow, WeightsRow
 from shared.resolution import resolve_config
-from shared.results import upgrade
-from shared.seeding import EVAL_FINAL, EVAL_LATE, EVAL_LOW_EPSILON, EVAL_NOOP, EVAL_SELECT, stream_seed
+from shared.seeding import EVAL_FINAL, EVAL_SELECT, stream_seed
+from shared.writes import write_atomic
 
-RESULT_NAME = "eval_final.json"
 VIDEO_NAME = "best.mp4"  # best.pt's greedy episode, on envs that film (Mario)
-CONFIDENCE = 0.95
-SELECTION_LEVEL = 0.05
-"""Family-wise chance that ``best.pt`` is a snapshot whose mean score is no better than the last weights'."""
-EPISODES_PER_JOB = 5  # small enough that a 16-core host gets 20+ jobs from the final evaluation's 100 episodes
-# a row of episodes as ``play_rows`` takes it: (common, weights, episodes, seed, greedy)
-Row = tuple[dict, list[dict], int, int, bool]
-Echo = Callable[[str], None]
-Words = tuple[str, str]  # the env's words for its score and its success (Mario: distance, flags)
-
-
-def play_job(job: dict) -> dict:
-    """Worker: play ``job['episodes']`` episodes (after up to ``job['noop_max']`` no-ops) and one greedy one if asked."""
-    torch.set_num_threads(1)  # batch-1 forwards: one core per worker
-    net = build_network(job["env"], job["weights"], job["net"])
-    episodes = play_episodes(net, job["env"], job["episodes"], job["epsilon"], job["seed"], noop_max=int(job.get("noop_max", 0)))
-    greedy = play_episodes(net, job["env"], 1, 0.0, job["seed"])[0] if job["greedy"] else None
-    record = None if greedy is None else episode_record(greedy) | {"actions": greedy.actions.tolist()}
-    return {"episodes": [episode_record(e) for e in episodes], "greedy": record}
-
-
-def describe(records: list[dict]) -> dict:
-    """Mean score with a 95% bootstrap interval, success rate with a Wilson interval, mean return and length."""
-    from scipy import stats  # here, not at the top: SciPy adds about 0.9 s to every launch.local start
-
-    xs = np.array([r["score"] for r in records], dtype=np.float64)
-    successes = int(sum(bool(r["success"]) for r in records))
-    x_ci = [float(xs.mean())] * 2  # one episode, or all alike (a deterministic policy): no spread to resample
-    if len(xs) > 1 and np.ptp(xs) > 0:
-        boot = stats.bootstrap((xs,), np.mean, confidence_level=CONFIDENCE, n_resamples=9999, method="BCa", random_state=0)
-        x_ci = [float(boot.confidence_interval.low), float(boot.confidence_interval.high)]
-    rate_ci = stats.binomtest(successes, len(records)).proportion_ci(CONFIDENCE, method="wilson")
-    return {
-        "episodes": len(records),
-        "score_mean": float(xs.mean()),
-        "score_ci": x_ci,
-        "score_median": float(np.median(xs)),
-        "successes": successes,
-        "success_rate": successes / len(records),
-        "success_rate_ci": [float(rate_ci.low), float(rate_ci.high)],
-        "return_mean": float(np.mean([r["return"] for r in records])),
-        "length_mean": float(np.mean([r["length"] for r in records])),
-    }
-
-
-def described(records: list[dict], clusters: Any) -> dict:
-    """A row's ``summary`` (``describe``) and ``hazards`` (``hazard_table``)."""
-    return {"summary": describe(records), "hazards": hazard_table(records, clusters)}
-
-
-def secondary_row(head: dict, seed: int, records: list[dict], clusters: Any) -> dict:
-    """A secondary row (low_epsilon, noop_greedy) of eval_final.json and launch.evaluate's JSON."""
-    return head | {"stream_seed": seed} | described(records, clusters) | {"episodes": records}
 
 
 def _versioned(counters: dict) -> dict:
     return {"weights_version": int(counters["weights_version"]), "env_steps": int(counters["inserted"])}
 
 
-def choose_best(last: list[float], snapshots: list[list[float]], level: float = SELECTION_LEVEL) -> int | None:
-    """The snapshot (by index) that becomes best.pt, or None for the last weights: the highest mean among those above
-    ``last``'s in a one-sided Welch t-test at ``level / len(snapshots)`` (without spread: a strictly higher mean)."""
-    from scipy import stats
-
-    def better(xs: list[float]) -> bool:
-        if np.ptp(xs) == 0 and np.ptp(last) == 0:
-            return float(np.mean(xs)) > float(np.mean(last))
-        p = stats.ttest_ind(xs, last, equal_var=False, alternative="greater").pvalue
-        return bool(np.isfinite(p) and p < level / len(snapshots))
-
-    passed = [i for i, xs in enumerate(snapshots) if better(xs)]
-    return max(passed, key=lambda i: float(np.mean(snapshots[i]))) if passed else None
-
-
-def episode_jobs(episodes: int, seed: int) -> list[tuple[int, int]]:
-    """``(episodes, seed)`` per job: at most ``EPISODES_PER_JOB`` episodes each, job k on ``stream_seed(seed, k)``."""
-    if episodes < 1:
-        raise ValueError(f"episodes={episodes!r} must be >= 1")
-    return [
-        (min(EPISODES_PER_JOB, episodes - start), stream_seed(seed, k))
-        for k, start in enumerate(range(0, episodes, EPISODES_PER_JOB))
-    ]
-
-
-def play_rows(rows: list[Row], processes: int) -> list[list[dict]]:
-    """Each row's weights play the same episodes (``episode_jobs``), all rows' jobs in one pool; per row, per weights:
-    ``{"episodes": [records in job order], "greedy": the first job's greedy record or None}``."""
-    jobs: list[dict] = []
-    shapes: list[tuple[int, int]] = []  # per row: its weights, and the jobs of each
-    for common, weights, episodes, seed, greedy in rows:
-        split = episode_jobs(episodes, seed)
-        shapes.append((len(weights), len(split)))
-        for w in weights:
-            jobs += [dict(common, weights=w, episodes=n, seed=s, greedy=greedy and k == 0) for k, (n, s) in enumerate(split)]
-    played = iter(run_jobs(jobs, processes))
-    out = []
-    for count, n in shapes:
-        per_weights = [[next(played) for _ in range(n)] for _ in range(count)]
-        out.append([{"episodes": [e for got in w for e in got["episodes"]], "greedy": w[0]["greedy"]} for w in per_weights])
-    return out
-
-
-def score_line(s: dict, what: str, won: str) -> str:
-    """A ``describe`` summary in words: mean score with its interval, successes k/n = rate with its interval."""
-    return (
-        f"{what} mean {s['score_mean']:,.1f} [{s['score_ci'][0]:,.1f}, {s['score_ci'][1]:,.1f}], {won} {s['successes']}/"
-        f"{s['episodes']} = {s['success_rate']:.0%} [{s['success_rate_ci'][0]:.0%}, {s['success_rate_ci'][1]:.0%}] "
-        "(95% intervals)"
-    )
-
-
-def say_row(title: str, row: dict, words: Words, echo: Echo) -> None:
-    """A row's two lines: ``title: score_line`` and ``title hazards: ...``."""
-    echo(f"{title}: {score_line(row['summary'], *words)}")
-    echo(f"{title} hazards: {format_hazards(row['hazards'])}")
-
-
-def _brief(s: dict, words: Words) -> str:
-    return f"{words[0]} {s['score_mean']:,.1f}, {words[1]} {s['success_rate']:.0%}"
-
-
-def run_jobs(jobs: list[dict], processes: int) -> list[dict]:
-    """``play_job`` over ``jobs`` in a spawn pool of ``processes`` workers, results in job order."""
-    if processes <= 1 or len(jobs) == 1:
-        return [play_job(job) for job in jobs]
-    # the workers ignore SIGINT: the launcher decides, and terminates the pool on a second Ctrl-C
-    with spawn_context().Pool(min(processes, len(jobs)), signal.signal, (signal.SIGINT, signal.SIG_IGN)) as pool:
-        pending = pool.map_async(play_job, jobs, chunksize=1)
-        while not pending.ready():  # wait in slices, so a KeyboardInterrupt is seen here
-            pending.wait(0.5)
-        return pending.get()
-
-
-def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> dict | None:
-    """What ``eval_final.json`` holds after choosing and evaluating ``best.pt`` (None: no updates or no final episodes)."""
+def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> FinalResult | None:
+    """Choose and evaluate ``best.pt``, play the extra rows, write ``eval_final.json`` (None: no updates or no final episodes)."""
     checkpoint = load_checkpoint(run_dir, say=echo)
     cfg = resolve_config(read_config(checkpoint["config"]), validate=False)
     ev = cfg.eval
@@ -197,26 +80,45 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> di
         f"fresh episodes each at epsilon {ev.epsilon:g}, and one greedy episode"
     )
     kept = load_kept(run_dir)[-ev.keep_weights :] if ev.keep_weights and ev.late_episodes else []
-    more = more_rows(ev, common, online, kept, echo)
-    final_row = (common, [weights for _, weights, _ in contenders], ev.final_episodes, seed, True)
-    played, *played_more = play_rows([final_row, *more.values()], processes)
+    extras = extra_rows(ev, ev.seed, late=bool(kept))
+    say_plan(extras, kept, echo)
+    played, *played_extra = play_rows(
+        [(common, [weights for _, weights, _ in contenders], ev.final_episodes, seed, True)]
+        + [extra_jobs(x, common, online, kept) for x in extras],
+        processes,
+    )
     clusters = clusters_for(env)
-    result: dict[str, Any] = {"run_dir": run_dir, "seed": cfg.seed, "eval_seed": ev.seed, "stream_seed": seed}
-    inserted = int(counters["inserted"])
-    result |= {"epsilon": ev.epsilon, "env": env.name, "stage": env_label(env), "env_steps": inserted}
-    ratio = counters["samples_trained"] / inserted if inserted and "samples_trained" in counters else None  # replay ratio
-    result |= {"updates": int(counters["updates"]), "samples_per_transition": ratio}
-    result |= {"wall_seconds": float(counters.get("elapsed_seconds", 0.0)), "selection": selection, "seconds": 0.0}
+    rows = {}
     for (name, _, c), got in zip(contenders, played):
-        result[name] = _versioned(c) | described(got["episodes"], clusters) | {k: got[k] for k in ("greedy", "episodes")}
-    result.setdefault("best", dict(result["last"], same_as_last=True) if best_is_last else None)
-    result.update(more_results(ev, kept, dict(zip(more, played_more)), clusters))
-    filmed_name = "best.pt" if result["best"] else "the last weights"
-    filmed = dict((result["best"] or result["last"])["greedy"])
-    for name in ("last", "best"):  # the greedy episodes' actions: filmed below, not kept in the JSON
-        if result[name]:
-            result[name]["greedy"].pop("actions", None)
-    result["seconds"] = round(time.perf_counter() - started, 1)
+        row = row_of(got["episodes"], clusters)
+        rows[name] = WeightsRow(
+            row.summary, row.hazards, got["episodes"], seed, ev.epsilon, greedy=got["greedy"], **_versioned(c)
+        )
+    if best_is_last:
+        rows["best"] = dataclasses.replace(rows["last"], same_as_last=True)
+    inserted = int(counters["inserted"])
+    result = FinalResult(
+        run_dir, cfg.seed, ev.seed, seed, ev.epsilon, env.name, env_label(env), inserted, int(counters["updates"]),
+        counters["samples_trained"] / inserted if inserted and "samples_trained" in counters else None,  # replay ratio
+        float(counters.get("elapsed_seconds", 0.0)), rows["last"], rows.get("best"), selection=selection,
+    )  # fmt: skip
+    for x, per_weights in zip(extras, played_extra):
+        pooled = row_of([e for w in per_weights for e in w["episodes"]], clusters, x)
+        if x.key == "late_window":
+            late = [
+                KeptWeights(**_versioned(k["counters"]), summary=describe(w["episodes"]), episodes=w["episodes"])
+                for k, w in zip(kept, per_weights)
+            ]
+            result.late_window = LateWindow(**(vars(pooled) | {"episodes": []}), episodes_per_weights=x.episodes, weights=late)
+        else:
+            result.secondary[x.key] = pooled
+    result.secondary = {key: result.secondary.get(key) for key in ("low_epsilon", "noop_greedy")}
+    filmed_name = "best.pt" if result.best else "the last weights"
+    filmed = dict(rows.get("best", rows["last"]).greedy or {})
+    for contender in (result.last, result.best):  # the greedy episodes' actions: filmed below, not kept in the JSON
+        if contender is not None and contender.greedy:
+            contender.greedy = {k: v for k, v in contender.greedy.items() if k != "actions"}
+    result.seconds = round(time.perf_counter() - started, 1)
     write_results(run_dir, result)
     say_results(result, [name for name, *_ in contenders], best_is_last, words, echo)
     if entry.video:
@@ -226,7 +128,7 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> di
 
 def select_best(
     run_dir: str, checkpoint: dict, ev: EvalConfig, common: dict, processes: int, echo: Echo, words: Words
-) -> tuple[list[dict[str, Any]], dict | None]:
+) -> tuple[list[Candidate], dict | None]:
     """Step 1 of the module docstring: the selection's rows (the last weights, then each kept snapshot) and the
     checkpoint that is best.pt, written; without kept snapshots no rows and best.pt as training left it (None: none)."""
     snapshots = load_snapshots(run_dir)[: ev.keep_snapshots] if ev.keep_snapshots else []
@@ -241,99 +143,78 @@ def select_best(
     candidates = [last_weights, *snapshots]
     weights = [st["learner"]["online"] for st in candidates]
     (played,) = play_rows([(common, weights, ev.select_episodes, stream_seed(ev.seed, EVAL_SELECT), False)], processes)
-    selection: list[dict[str, Any]] = []
+    selection: list[Candidate] = []
     for name, st, got in zip(["last"] + ["snapshot"] * len(snapshots), candidates, played):
         fresh = describe(got["episodes"])
         trained = None if st.get("eval") is None else upgrade(st["eval"])
         during = None if trained is None else {k: trained[k] for k in ("score_mean", "success_rate", "episodes")}
-        row = {"weights": name} | _versioned(st["counters"]) | {"in_training": during, "fresh": fresh}
-        selection.append(row | {"score": [r["score"] for r in got["episodes"]]})
-        said = "" if trained is None else f"in training {_brief(trained, words)}; "
-        echo(f"[FINAL]   {name} v{row['weights_version']} ({row['env_steps']:,} env steps): {said}fresh {_brief(fresh, words)}")
-    chosen = choose_best(selection[0]["score"], [s["score"] for s in selection[1:]])
+        row = Candidate(
+            name, **_versioned(st["counters"]), in_training=during, fresh=fresh, score=[r["score"] for r in got["episodes"]]
+        )
+        selection.append(row)
+        said = "" if trained is None else f"in training {brief(trained, words)}; "
+        echo(f"[FINAL]   {name} v{row.weights_version} ({row.env_steps:,} env steps): {said}fresh {brief(fresh, words)}")
+    chosen = choose_best(selection[0].score, [s.score for s in selection[1:]])
     pick = 0 if chosen is None else chosen + 1
     best = candidates[pick]
     best.pop("path", None)
-    fresh = selection[pick]["fresh"]
-    best["eval"] = {k: fresh[k] for k in ("score_mean", "score_median", "success_rate", "return_mean", "episodes")}
-    best["eval"] |= {"epsilon": ev.epsilon, "chosen_from": [s["weights_version"] for s in selection], "chosen": pick}
+    chosen_fresh = dataclasses.asdict(selection[pick].fresh)
+    best["eval"] = {k: chosen_fresh[k] for k in ("score_mean", "score_median", "success_rate", "return_mean", "episodes")}
+    best["eval"] |= {"epsilon": ev.epsilon, "chosen_from": [s.weights_version for s in selection], "chosen": pick}
     save_best(run_dir, best)
-    echo(f"[FINAL]   best.pt: {'the last weights' if chosen is None else 'snapshot'} v{selection[pick]['weights_version']}")
+    echo(f"[FINAL]   best.pt: {'the last weights' if chosen is None else 'snapshot'} v{selection[pick].weights_version}")
     return selection, best
 
 
-def more_rows(ev: EvalConfig, common: dict, last_online: dict, kept: list[dict], echo: Echo) -> dict[str, Row]:
-    """Step 3's rows with episodes (late window, low epsilon, no-op greedy) as ``play_rows`` takes them, said in one line."""
-    more: dict[str, Row] = {}
+def extra_jobs(x: Extra, common: dict, last_online: dict, kept: list[dict]) -> Jobs:
+    """An extra row as ``play_rows`` takes it: the kept weights (late window) or the last weights play it."""
+    weights = [k["learner"]["online"] for k in kept] if x.key == "late_window" else [last_online]
+    return dict(common, epsilon=x.epsilon, noop_max=x.noop_max), weights, x.episodes, x.seed, False
+
+
+def say_plan(extras: list[Extra], kept: list[dict], echo: Echo) -> None:
+    """The extra rows in one line, before they play."""
     said = []
-    if kept:
-        more["late"] = (common, [k["learner"]["online"] for k in kept], ev.late_episodes, stream_seed(ev.seed, EVAL_LATE), False)
-        versions = f"v{kept[0]['counters']['weights_version']}-v{kept[-1]['counters']['weights_version']}"
-        said.append(
-            f"the late window, {len(kept)} kept weights ({versions}), {ev.late_episodes} episodes each at epsilon {ev.epsilon:g}"
-        )
-    if ev.low_epsilon_episodes:
-        low = dict(common, epsilon=ev.low_epsilon)
-        more["low_epsilon"] = (low, [last_online], ev.low_epsilon_episodes, stream_seed(ev.seed, EVAL_LOW_EPSILON), False)
-        said.append(f"the last weights {ev.low_epsilon_episodes} episodes at epsilon {ev.low_epsilon:g}")
-    if ev.noop_episodes:
-        noop = dict(common, epsilon=0.0, noop_max=ev.noop_max)
-        more["noop_greedy"] = (noop, [last_online], ev.noop_episodes, stream_seed(ev.seed, EVAL_NOOP), False)
-        said.append(f"{ev.noop_episodes} greedy episodes after 0-{ev.noop_max} no-op steps")
+    for x in extras:
+        if x.key == "late_window":
+            versions = f"v{kept[0]['counters']['weights_version']}-v{kept[-1]['counters']['weights_version']}"
+            said.append(
+                f"the late window, {len(kept)} kept weights ({versions}), {x.episodes} episodes each at epsilon {x.epsilon:g}"
+            )
+        else:
+            said.append(f"the last weights {x.episodes} episodes {x.title}")
     if said:
         echo(f"[FINAL] and on streams of their own: {'; '.join(said)}")
-    return more
 
 
-def more_results(ev: EvalConfig, kept: list[dict], got_more: dict[str, list[dict]], clusters: Any) -> dict[str, Any]:
-    """``late_window`` and ``secondary`` of ``eval_final.json`` from step 3's played rows (``write_results``)."""
-    late_window = None
-    if "late" in got_more:
-        pooled = [e for got in got_more["late"] for e in got["episodes"]]
-        weights = [
-            _versioned(k["counters"]) | {"summary": describe(got["episodes"]), "episodes": got["episodes"]}
-            for k, got in zip(kept, got_more["late"])
-        ]
-        late = {"epsilon": ev.epsilon, "episodes_per_weights": ev.late_episodes, "stream_seed": stream_seed(ev.seed, EVAL_LATE)}
-        late_window = late | {"weights": weights} | described(pooled, clusters)
-    secondary = {
-        key: secondary_row(head, stream_seed(ev.seed, purpose), got_more[key][0]["episodes"], clusters)
-        if key in got_more
-        else None
-        for key, head, purpose in (
-            ("low_epsilon", {"epsilon": ev.low_epsilon}, EVAL_LOW_EPSILON),
-            ("noop_greedy", {"noop_max": ev.noop_max}, EVAL_NOOP),
-        )
-    }
-    return {"late_window": late_window, "secondary": secondary}
-
-
-def say_results(result: dict, names: list[str], best_is_last: bool, words: Words, echo: Echo) -> None:
-    """The ``[FINAL]`` lines of the final evaluation's rows (each contender in ``names``, then step 3's)."""
+def say_results(result: FinalResult, names: list[str], best_is_last: bool, words: Words, echo: Echo) -> None:
+    """The ``[FINAL]`` lines of the final evaluation's rows (each contender in ``names``, then the extra rows)."""
     what, won = words
     for name in names:
-        r, g = result[name], result[name]["greedy"]
-        head = f"[FINAL] {name:<4} (v{r['weights_version']}, {r['env_steps']:,} env steps): {score_line(r['summary'], what, won)}"
-        echo(f"{head}; greedy episode {what} {g['score']:,g}{', success' if g['success'] else ''}")
-        echo(f"[FINAL] {name:<4} hazards: {format_hazards(r['hazards'])}")
+        r = getattr(result, name)
+        g = r.greedy or {}
+        head = f"[FINAL] {name:<4} (v{r.weights_version}, {r.env_steps:,} env steps): {score_line(r.summary, what, won)}"
+        echo(f"{head}; greedy episode {what} {g.get('score', 0):,g}{', success' if g.get('success') else ''}")
+        echo(f"[FINAL] {name:<4} hazards: {format_hazards(r.hazards)}")
     if best_is_last:
         echo("[FINAL] best: the last weights (no snapshot beat them on the selection's episodes)")
-    late = result["late_window"]
+    late = result.late_window
     if late is not None:
-        played = f"{len(late['weights'])} kept weights x {late['episodes_per_weights']} episodes at epsilon {late['epsilon']:g}"
-        echo(f"[FINAL] late window ({played}): {score_line(late['summary'], what, won)}")
-        for w in late["weights"]:
-            echo(f"[FINAL]   v{w['weights_version']} ({w['env_steps']:,} env steps): {_brief(w['summary'], words)}")
-        echo(f"[FINAL] late window hazards: {format_hazards(late['hazards'])}")
-    for key, title in (("low_epsilon", "last at epsilon {epsilon:g}"), ("noop_greedy", "last greedy after 0-{noop_max} no-ops")):
-        if (row := result["secondary"][key]) is not None:
-            say_row("[FINAL] " + title.format(**row), row, words, echo)
-    echo(f"[FINAL] wrote {os.path.join(result['run_dir'], RESULT_NAME)} in {result['seconds']:.0f}s")
+        played = f"{len(late.weights)} kept weights x {late.episodes_per_weights} episodes at epsilon {late.epsilon:g}"
+        echo(f"[FINAL] late window ({played}): {score_line(late.summary, what, won)}")
+        for w in late.weights:
+            echo(f"[FINAL]   v{w.weights_version} ({w.env_steps:,} env steps): {brief(w.summary, words)}")
+        echo(f"[FINAL] late window hazards: {format_hazards(late.hazards)}")
+    for key, row in result.secondary.items():
+        if row is not None:
+            title = Extra(key, 0, row.epsilon or 0.0, row.noop_max, 0).title
+            say_row(f"[FINAL] last {title}", row, words, echo)
+    echo(f"[FINAL] wrote {os.path.join(result.run_dir, RESULT_NAME)} in {result.seconds:.0f}s")
 
 
 def film_greedy(env: Any, actions: list[int], score: float, path: str, name: str, echo: Echo) -> None:
     """Film ``name``'s greedy episode to ``path``; a failure is said, not raised (the figures are already written)."""
-    from actors.evaluator import record_video  # imageio: only where an env films
+    from shared.evaluation.video import record_video  # imageio: only where an env films
 
     try:
         info = record_video(env, actions, path, expected_score=score)
@@ -343,29 +224,22 @@ def film_greedy(env: Any, actions: list[int], score: float, path: str, name: str
     echo(f"[FINAL] video of the greedy episode of {name} (score {score:,g}): {info.path} ({info.frames:,} frames)")
 
 
-def write_atomic(path: str, text: str, tmp: str = "") -> None:
-    """``text`` into ``path``: written whole to ``tmp`` (default: ``path`` + .tmp), then renamed into place."""
-    tmp = tmp or path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
-def write_results(run_dir: str, result: dict) -> None:
+def write_results(run_dir: str, result: FinalResult) -> None:
     """``eval_final.json`` (``best`` a copy of ``last`` with ``same_as_last`` when the selection kept it; a row without
     episodes null) and one ``final/`` metrics row at the run's last env step with each row's score and success rate."""
-    write_atomic(os.path.join(run_dir, RESULT_NAME), json.dumps(result, indent=2) + "\n")
-    secondary = result.get("secondary") or {}
+    write_atomic(os.path.join(run_dir, RESULT_NAME), result.to_json())
     figures: dict[str, Any] = {}
-    rows = {"last": result.get("last"), "best": result.get("best"), "late": result.get("late_window")}
-    for name, row in (rows | {"low_epsilon": secondary.get("low_epsilon"), "noop": secondary.get("noop_greedy")}).items():
+    rows = {"last": result.last, "best": result.best, "late": result.late_window}
+    for name, row in (
+        rows | {"low_epsilon": result.secondary.get("low_epsilon"), "noop": result.secondary.get("noop_greedy")}
+    ).items():
         if row:
-            s = row["summary"]
-            figures |= {f"final/{name}_score": s["score_mean"], f"final/{name}_success_rate": s["success_rate"]}
-            if name in ("last", "best"):
-                figures |= {f"final/{name}_return": s["return_mean"], f"final/{name}_greedy_score": row["greedy"]["score"]}
+            s = row.summary
+            figures |= {f"final/{name}_score": s.score_mean, f"final/{name}_success_rate": s.success_rate}
+            if isinstance(row, WeightsRow):
+                figures |= {f"final/{name}_return": s.return_mean, f"final/{name}_greedy_score": (row.greedy or {}).get("score")}
     with contextlib.closing(MetricsLog(run_dir)) as metrics:
-        metrics.write(result["updates"], result["env_steps"], result["wall_seconds"], figures)
+        metrics.write(result.updates, result.env_steps, result.wall_seconds, figures)
 
 
 @dataclasses.dataclass

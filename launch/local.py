@@ -35,7 +35,7 @@ from actors.collector import actor_main
 from actors.eval_actor import eval_process_main
 from launch.cli import parse_run_config
 from launch.exits import StopSignals, exit_code
-from launch.final_eval import RESULT_NAME, VIDEO_NAME, final_evaluation, write_atomic
+from launch.final_eval import VIDEO_NAME, final_evaluation
 from launch.machine import record_machine
 from launch.processes import BACKOFF_CAP_S, QUICK_EXIT_S, ActorPool, spawn_context, start_process, stop_processes
 from launch.resume import resolved_start
@@ -46,10 +46,12 @@ from learner.replay.saved import REPLAY_NAME
 from learner.schedule import EnvStepPeriod
 from shared.config import DEFAULT_BETA_STEPS, RunConfig
 from shared.envs import EnvEntry
+from shared.evaluation.result import RESULT_NAME
 from shared.exploration import epsilon_floors
 from shared.health import Heartbeat
 from shared.network import network_family
 from shared.spec import EnvSpec
+from shared.writes import write_atomic
 
 say = functools.partial(print, flush=True)  # the launcher's lines, read as they come (logs, tests)
 SILENT_SLOT_NOTICE = 60.0  # seconds after start when a slot that has sent nothing is reported (its replay share is idle)

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from shared.results import upgrade
+from shared.evaluation.names import upgrade
 
 CHECKPOINT_NAME = "checkpoint.pt"
 PREVIOUS_NAME = "checkpoint.prev.pt"

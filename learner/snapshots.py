@@ -13,7 +13,7 @@ from shared.writes import RefusedWrites
 
 
 def eval_figures(result: dict) -> dict[str, float]:
-    """The metrics row of an evaluation result (actors/evaluator.py ``eval_process_main``)."""
+    """The metrics row of an evaluation result (actors/eval_actor.py ``eval_process_main``)."""
     s = result["summary"]
     figures = {
         "eval/score": s["score_mean"],

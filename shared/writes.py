@@ -1,9 +1,10 @@
-"""Writes a full or failing disk may refuse: each refusal is counted by what was being written, the first of a
-kind and every hundredth after it are said, and the run goes on (the caller retries at its next occasion)."""
+"""How files are written: whole or not at all (``write_atomic``), and what a full or failing disk refused, counted by
+what was being written, the first of a kind and every hundredth after it said, while the run goes on."""
 
 from __future__ import annotations
 
 import collections
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -28,3 +29,11 @@ class RefusedWrites:
                 self.echo(f"[MAIN] {what} not written ({type(exc).__name__}: {exc}; {n} refused so far); the run goes on")
             return False
         return True
+
+
+def write_atomic(path: str, text: str, tmp: str = "") -> None:
+    """``text`` into ``path``: written whole to ``tmp`` (default: ``path`` + .tmp), then renamed into place."""
+    tmp = tmp or path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)

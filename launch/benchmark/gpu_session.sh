@@ -150,7 +150,7 @@ elif [ -f .whl/gpu_wheels.sh ]; then
 else
   skip wheels "no .whl/gpu_wheels.sh: the packages as installed"
 fi
-# the run's final evaluation (launch/final_eval.py: intervals and the selection's t-test) needs SciPy
+# the run's final evaluation (shared/evaluation/protocol.py: intervals and the selection's t-test) needs SciPy
 if "$PY" -c 'import scipy.stats' > /dev/null 2>&1; then
   record scipy 0 0 0 "the run plays its final evaluation"
 else

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from launch.cli import UsageError, parse
-from shared.results import read_metrics
+from shared.evaluation.names import read_metrics
+from shared.evaluation.result import RESULT_NAME, load_result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MEDIA = os.path.join(ROOT, "docs", "media")
@@ -36,9 +37,8 @@ def score_points(run: str) -> tuple[np.ndarray, np.ndarray]:
     """(env steps, mean score) of a run's in-training evaluations, then its final last-weights row."""
     rows, _ = read_metrics(os.path.join(run, "metrics.jsonl"))
     points = [(r["env_steps"], r["eval/score"]) for r in rows if "eval/score" in r]
-    with open(os.path.join(run, "eval_final.json")) as f:
-        last = json.load(f)["last"]
-    points.append((last["env_steps"], last["summary"]["score_mean"]))
+    last = load_result(os.path.join(run, RESULT_NAME)).last
+    points.append((last.env_steps, last.summary.score_mean))
     steps, scores = np.array(points, dtype=np.float64).T
     return steps, scores
 

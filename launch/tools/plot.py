@@ -8,7 +8,7 @@ JSON object per line (blank lines are ignored), each with ``step`` (learner upda
 evaluation row (``eval/score``: the mean score, Mario's furthest x_pos; ``eval/score_median``, ``eval/success_rate``,
 ...), any other an epoch row (``learner/loss``, ``learner/td_error``, ``learner/updates_per_s``,
 ``actor/experiences_per_s``, ``actor/return``: the behaviour policy's rolling mean, ...). Rows under Mario's words
-(``eval/x_pos``, ``eval/flag_rate``) are read through ``shared.results.upgrade``. Any key may be missing: a panel with
+(``eval/x_pos``, ``eval/flag_rate``) are read through ``shared.evaluation.names.upgrade``. Any key may be missing: a panel with
 no data for any run says "no data". Rows without a numeric ``env_steps`` are skipped with one warning line per run, a
 last line a stopped run left cut short with a note; any other line that is not a JSON object, or a folder without
 ``metrics.jsonl``, is an error: a message on stderr and exit code 2.
@@ -36,7 +36,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import EngFormatter, LogFormatter, PercentFormatter
 
 from launch.cli import UsageError, parse
-from shared.results import read_metrics
+from shared.evaluation.names import read_metrics
 
 if TYPE_CHECKING:  # types only: matplotlib.typing is 3.8+, setup.cfg asks >= 3.7
     from collections.abc import Sequence

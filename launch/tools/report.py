@@ -28,11 +28,13 @@ import numpy as np
 import tyro
 
 from launch.cli import UsageError, parse
-from launch.final_eval import RESULT_NAME, describe, write_atomic
 from launch.machine import MACHINE_NAME
 from launch.resume import flatten
 from launch.tools.stats import ALPHA, CONFIDENCE, POWER, mde_paired, mde_two_groups, paired, pooled_sd, t_interval
-from shared.results import read_metrics, upgrade
+from shared.evaluation.names import read_metrics, upgrade
+from shared.evaluation.protocol import describe
+from shared.evaluation.result import RESULT_NAME, load_result
+from shared.writes import write_atomic
 
 END_WINDOW = 200  # in score units; on Mario about one hazard of 1-1 (the first pipes' goomba stops runs at 600-720)
 # Config keys that never make two runs different treatments.
@@ -74,7 +76,7 @@ def load_run(path: str) -> dict:
     return {
         "path": path,
         "config": flatten(_read_json(os.path.join(path, "config.json"))),
-        "final": upgrade(_read_json(final)) if os.path.isfile(final) else None,
+        "final": load_result(final).to_dict() if os.path.isfile(final) else None,
         "machine": _read_json(machine) if os.path.isfile(machine) else None,
     }
 
@@ -281,7 +283,7 @@ def load_baseline(path: str) -> dict:
         records, policy = data["episodes"], data["policy"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"--baseline={path!r} is not a launch.evaluate JSON file ({exc})") from None
-    d = describe(records)
+    d = dataclasses.asdict(describe(records))
     name = policy if policy != "constant" else f"constant {data.get('action')}"
     where = f", stage {data['stage']}" if data.get("stage") else ""
     # the file's name tells apart baselines of one policy on two settings of an env (Mario with and without jump release)

@@ -79,10 +79,10 @@ class EnvEntry:
     random_reference: bool = False
     """In-training evaluations also play the random policy on the same seeds, to read a score against."""
     video: bool = False
-    """An episode can be filmed from its actions (actors/evaluator.py ``record_video``: Mario's emulator screen)."""
+    """An episode can be filmed from its actions (shared/evaluation/video.py ``record_video``: Mario's emulator screen)."""
     hazards: Callable[[EnvConfig], Sequence[tuple[str, float, float]]] | None = None
-    """Where episodes of this level end, as ``(name, lo, hi)`` score ranges in order (shared/hazards.py gives each one's
-    pass rate); None or empty: a histogram of end scores instead."""
+    """Where episodes of this level end, as ``(name, lo, hi)`` score ranges in order (shared/evaluation/hazards.py gives
+    each one's pass rate); None or empty: a histogram of end scores instead."""
     noop_action: Callable[[EnvConfig], int] | None = None
     """The action that does nothing, played at the start of a no-op-start evaluation episode; None: action 0."""
     probe_action: Callable[[EnvConfig], int] | None = None

@@ -11,13 +11,13 @@ import sys
 import pytest
 import torch
 
-from actors.evaluator import build_network, play_episodes
 from launch.cli import parse_run_config
 from launch.tools.report import score_text
 from learner.checkpoint import load_checkpoint
 from shared.config import AUTO, ConfigError, EnvConfig, ReplayConfig, RunConfig
 from shared.config_migration import read_config
 from shared.envs import BUILTIN, EnvEntry, entry_for, env_spec, names, options, register
+from shared.evaluation.episodes import build_network, play_episodes
 from shared.resolution import resolve_config
 from tests.support.learning import train_on_defaults
 from tests.support.paths import ROOT

@@ -1,4 +1,4 @@
-"""The evaluation rows past the main one: no-op starts (actors/evaluator.py), the final evaluation's late window and
+"""The evaluation rows past the main one: no-op starts (shared/evaluation/episodes.py), the final evaluation's late window and
 secondary rows with their hazard tables (launch/final_eval.py), and the same rows in a baseline's JSON
 (launch/evaluate.py). A run folder is made by hand on Catch (episodes of 9 steps), as launch.local leaves one."""
 
@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from actors.evaluator import build_network, episode_record, noop_counts, play_episodes
 from launch.evaluate import main as evaluate
-from launch.final_eval import episode_jobs, final_evaluation
+from launch.final_eval import final_evaluation
 from learner.checkpoint import save_best, save_checkpoint, save_kept
 from shared.config import EnvConfig, RunConfig
+from shared.evaluation.episodes import build_network, episode_record, noop_counts, play_episodes
+from shared.evaluation.protocol import episode_jobs
 from shared.seeding import EVAL_LATE, EVAL_LOW_EPSILON, EVAL_NOOP, stream_seed
 
 CATCH = EnvConfig(name="catch", frame_size=42)
@@ -82,8 +83,9 @@ def test_the_final_evaluation_adds_the_late_window_secondary_rows_and_hazards(tm
     run = tmp_path / "run"
     cfg = make_run(run)
     lines: list[str] = []
-    result = final_evaluation(str(run), processes=1, echo=lines.append)
-    assert result is not None
+    evaluated = final_evaluation(str(run), processes=1, echo=lines.append)
+    assert evaluated is not None
+    result = evaluated.to_dict()
     assert json.loads((run / "eval_final.json").read_text()) == json.loads(json.dumps(result))
     for name in ("last", "best"):  # the main rows as before, with where their episodes end
         row = result[name]
@@ -125,20 +127,21 @@ def test_the_final_evaluation_adds_the_late_window_secondary_rows_and_hazards(tm
         "[FINAL] late window hazards: ",
         "[FINAL] last at epsilon 0.01: return mean ",
         "[FINAL] last at epsilon 0.01 hazards: ",
-        "[FINAL] last greedy after 0-3 no-ops: return mean ",
-        "[FINAL] last greedy after 0-3 no-ops hazards: ",
+        "[FINAL] last at epsilon 0 after 0-3 no-ops: return mean ",
+        "[FINAL] last at epsilon 0 after 0-3 no-ops hazards: ",
     ):
         assert f"\n{start}" in f"\n{said}", (start, said)
 
     off = tmp_path / "off"  # rows at 0 episodes, and no kept weights to play: null, no figures, no lines
     make_run(off, late_episodes=0, low_epsilon_episodes=0, noop_episodes=0)
-    result = final_evaluation(str(off), processes=1, echo=lines.append)
-    assert result is not None
+    evaluated = final_evaluation(str(off), processes=1, echo=lines.append)
+    assert evaluated is not None
+    result = evaluated.to_dict()
     assert result["late_window"] is None and result["secondary"] == {"low_epsilon": None, "noop_greedy": None}
     (row,) = [json.loads(line) for line in (off / "metrics.jsonl").read_text().splitlines()]
     assert "hazards" in result["last"] and not any(k.startswith(("final/late", "final/low", "final/noop")) for k in row)
     assert not any(
-        line.startswith(("[FINAL] late", "[FINAL] last at", "[FINAL] last greedy")) for line in lines[len(said.splitlines()) :]
+        line.startswith(("[FINAL] late", "[FINAL] last at")) for line in lines[len(said.splitlines()) :]
     )
 
 

@@ -1,4 +1,4 @@
-"""launch.evaluate / actors.evaluator: a tiny Catch run folder end to end, a Mario video, bad input, and Snake and
+"""launch.evaluate / shared.evaluation.episodes: a tiny Catch run folder end to end, a Mario video, bad input, and Snake and
 fuel breaks played greedy and at random."""
 
 import json
@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from actors.evaluator import Episode, action_names_for, build_network, play_episodes, ranked_episode, summarize
 from launch.evaluate import main, video_episode
 from learner.checkpoint import save_best, save_checkpoint
 from shared.config import EnvConfig, RunConfig
+from shared.envs import action_names
 from shared.envs.fuelbreak import FuelbreakOptions
 from shared.envs.mario import MarioOptions
 from shared.envs.snake import SnakeOptions
+from shared.evaluation.episodes import Episode, build_network, play_episodes, ranked_episode, summarize
 
 # Mario tests play no secondary rows (they are tested in tests/integration/test_eval_rows.py)
 NO_ROWS = ("--low-epsilon-episodes", "0", "--noop-episodes", "0")
@@ -134,7 +135,7 @@ def test_play_episodes_policies():
     greedy = play_episodes(net, cfg, 3, 0.0, seed=2)
     rand = play_episodes(None, cfg, 20, 0.0, seed=2, policy="random")
     assert {int(x) for e in rand for x in e.actions} == {0, 1, 2}
-    s = summarize(greedy + rand, 3, action_names_for(cfg))
+    s = summarize(greedy + rand, 3(cfg))
     assert s["episodes"] == 23 and sum(s["action_counts"].values()) == s["steps"] == 23 * 9
     with pytest.raises(ValueError, match="greedy"):
         play_episodes(None, cfg, 1, 0.0, seed=0)
@@ -155,7 +156,7 @@ def test_ranked_episodes_and_names():
     assert video_episode(eps, None, "greedy") == (2, eps[2])  # a random policy has no greedy episode: the best
     assert video_episode(eps, greedy, "worst") == (3, eps[3]) and video_episode(eps, greedy, "1") == (1, eps[1])
     right_only = EnvConfig(options={"mario": MarioOptions(actions="right_only")})
-    assert action_names_for(right_only) == ["NOOP", "right", "right+A", "right+B", "right+A+B"]
+    assert action_names(right_only) == ["NOOP", "right", "right+A", "right+B", "right+A+B"]
 
 
 @pytest.mark.parametrize(
@@ -325,7 +326,7 @@ def test_gif_every_fourth_frame(tmp_path):
     pytest.importorskip("gym_super_mario_bros")
     from PIL import Image
 
-    from actors.evaluator import record_video
+    from shared.evaluation.video import record_video
 
     cfg = EnvConfig()
     actions = np.full(15, 4, np.uint8)  # right+A+B: Mario runs right from the start
@@ -343,8 +344,8 @@ def test_gif_every_fourth_frame(tmp_path):
 @pytest.mark.slow
 def test_the_final_evaluation_films_a_greedy_episode_and_says_a_failure_without_raising(tmp_path):
     pytest.importorskip("gym_super_mario_bros")
-    from actors.evaluator import record_video
     from launch.final_eval import film_greedy
+    from shared.evaluation.video import record_video
 
     cfg, actions = EnvConfig(), [4] * 15  # right+A+B from the start
     score = record_video(cfg, actions, str(tmp_path / "reference.mp4")).score
@@ -357,17 +358,17 @@ def test_the_final_evaluation_films_a_greedy_episode_and_says_a_failure_without_
 
 
 def test_evaluation_plays_vector_envs_greedy_and_random():
-    """actors/evaluator.py on Snake and fuel breaks: one episode per env, scores from info, valid actions only."""
-    from actors.evaluator import action_names_for, build_network, play_episodes, summarize
+    """shared/evaluation/episodes.py on Snake and fuel breaks: one episode per env, scores from info, valid actions only."""
     from learner.console import format_eval_line
     from shared.config import EnvConfig
+    from shared.evaluation.episodes import build_network, play_episodes, summarize
 
     fuel = EnvConfig(name="fuelbreak", options={"fuelbreak": FuelbreakOptions(size=12, budget=4)})
     episodes = play_episodes(build_network(fuel), fuel, 5, 0.0, seed=3)
     assert [e.length for e in episodes] == [4] * 5 and all(e.score >= 0 for e in episodes)
     assert all(len(set(e.actions.tolist())) == 4 for e in episodes)  # a cell never takes two breaks
     snake = EnvConfig(name="snake", options={"snake": SnakeOptions(size=6)})
-    names = action_names_for(snake)
+    names = action_names(snake)
     random = play_episodes(None, snake, 12, 1.0, seed=1, policy="random")
     again = play_episodes(None, snake, 12, 1.0, seed=1, policy="random")
     assert [e.score for e in random] == [e.score for e in again] and len(random) == 12  # seeded

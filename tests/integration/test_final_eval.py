@@ -17,10 +17,10 @@ import psutil
 import pytest
 import torch
 
-from launch.final_eval import EPISODES_PER_JOB, choose_best, describe, episode_jobs, play_job
 from shared.config import ConfigError, RunConfig
 from shared.config_migration import read_config
 from shared.envs import with_stage
+from shared.evaluation.protocol import EPISODES_PER_JOB, choose_best, describe, episode_jobs, play_job
 from shared.resolution import resolve_config
 from shared.seeding import EVAL_FINAL, EVAL_ROUND, EVAL_SELECT, draw_seed, stream_seed
 from tests.support.launcher import HANG_GUARD_S, ROOT, TRAINING, Launcher, assert_all_gone
@@ -77,7 +77,7 @@ def test_seed_streams_are_distinct_by_purpose_round_and_neighbouring_seeds():
 
 def test_describe_gives_the_mean_and_success_rate_with_intervals_around_them():
     records = [{"score": x, "success": x >= 3000, "return": x / 10, "length": 100} for x in (500, 1000, 1500, 3100, 3200)]
-    d = describe(records)
+    d = vars(describe(records))
     assert (d["episodes"], d["successes"], d["score_mean"], d["score_median"]) == (5, 2, 1860.0, 1500.0)
     assert d["success_rate"] == 0.4 and d["return_mean"] == 186.0 and d["length_mean"] == 100.0
     assert d["score_ci"][0] < 1860.0 < d["score_ci"][1] and 500 <= d["score_ci"][0] and d["score_ci"][1] <= 3200
@@ -85,7 +85,7 @@ def test_describe_gives_the_mean_and_success_rate_with_intervals_around_them():
     z, n, p = 1.959963984540054, 5, 0.4
     centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     assert d["success_rate_ci"] == pytest.approx([(centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)])
-    same = describe([{"score": 700, "success": False, "return": 1.0, "length": 9}] * 3)  # no spread: a point
+    same = vars(describe([{"score": 700, "success": False, "return": 1.0, "length": 9}] * 3))  # no spread: a point
     assert same["score_ci"] == [700.0, 700.0] and same["success_rate_ci"][0] == 0.0
 
 

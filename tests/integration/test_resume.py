@@ -84,8 +84,8 @@ def test_a_resume_after_a_stop_keeps_its_replay_and_does_not_explore_at_random_a
     """A run stopped before its budget saves its replay beside the checkpoint; the resume reads it back (the stream
     layout matches), and its new actors take the run's age from the weights: the resume's first epoch with new
     batches has the replay of the stop and its actors' epsilon at their floors (at most the highest + 0.05)."""
+    from shared.evaluation.names import read_metrics
     from shared.exploration import epsilon_floors
-    from shared.results import read_metrics
     from tests.support.launcher import EPOCH, HANG_GUARD_S, TRAINING, Launcher
 
     anneal = ("--actor.eps-anneal-steps", "200")

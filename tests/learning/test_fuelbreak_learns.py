@@ -18,11 +18,11 @@ for init seeds 0-5 against random's 16), so the bar is checked to fail for the n
 import pytest
 import torch
 
-from actors.evaluator import build_network
 from learner.checkpoint import load_checkpoint
 from shared.config_migration import read_config
 from shared.envs import options
 from shared.envs.fuelbreak import FuelbreakOptions
+from shared.evaluation.episodes import build_network
 from tests.support.learning import clears_bar, mean_score, train_on_defaults
 
 UPDATES = 1_500

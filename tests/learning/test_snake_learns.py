@@ -15,11 +15,11 @@ for the untrained network. Measured figures: docs/testing.md, docs/lab/testing-l
 import pytest
 import torch
 
-from actors.evaluator import build_network
 from learner.checkpoint import load_checkpoint
 from shared.config_migration import read_config
 from shared.envs import options
 from shared.envs.snake import SnakeOptions
+from shared.evaluation.episodes import build_network
 from tests.support.learning import clears_bar, mean_score, train_on_defaults
 
 UPDATES = 3_000

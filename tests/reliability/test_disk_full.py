@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from learner.metrics import METRICS_NAME, MetricsLog
-from shared.results import read_metrics
+from shared.evaluation.names import read_metrics
 from shared.writes import RefusedWrites
 from tests.support.launcher import EPOCH, HANG_GUARD_S, TRAINING, Launcher
 

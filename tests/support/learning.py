@@ -11,7 +11,7 @@ from tests.support.runs import free_base_port
 
 def mean_score(net, env_cfg, policy: str, episodes: int, seed: int) -> float:
     """Mean score (Snake's food, fuel breaks' cells saved) of ``episodes`` episodes at epsilon 0."""
-    from actors.evaluator import play_episodes
+    from shared.evaluation.episodes import play_episodes
 
     played = play_episodes(net, env_cfg, episodes, 0.0, seed=seed, policy=policy)
     return sum(e.score for e in played) / len(played)

@@ -1,4 +1,4 @@
-"""shared/hazards.py: per-hazard pass rates and the histogram of end scores, counted by hand; the envs' clusters and
+"""shared/evaluation/hazards.py: per-hazard pass rates and the histogram of end scores, counted by hand; the envs' clusters and
 no-op actions in the registry."""
 
 import pytest
@@ -6,7 +6,7 @@ import pytest
 from shared.config import EnvConfig
 from shared.envs import entry_for, with_stage
 from shared.envs.mario import ACTION_SETS, MarioOptions
-from shared.hazards import clusters_for, format_hazards, hazard_table
+from shared.evaluation.hazards import clusters_for, format_hazards, hazard_table
 
 
 def ep(score, success=False):

@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
-from actors.evaluator import build_network
 from shared.config import RunConfig
 from shared.config_migration import read_config
+from shared.evaluation.episodes import build_network
 from shared.network import (
     CellQNetwork,
     MLPQNetwork,

@@ -5,14 +5,17 @@ import json
 import numpy as np
 
 from launch.tools import pictures
+from shared.evaluation.result import FinalResult, Summary, WeightsRow
 
 
 def _run(folder, scores: list[float], final: float) -> str:
     folder.mkdir()
     rows = [{"step": i, "env_steps": 1000 * (i + 1), "wall_seconds": i, "eval/score": s} for i, s in enumerate(scores)]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    last = {"env_steps": 1000 * (len(scores) + 1), "summary": {"score_mean": final}}
-    (folder / "eval_final.json").write_text(json.dumps({"last": last}))
+    steps = 1000 * (len(scores) + 1)
+    last = WeightsRow(Summary(50, final, [final, final], final, 0, 0.0, [0.0, 0.1], 1.0, 9.0), env_steps=steps)
+    result = FinalResult(str(folder), 1, 1, 2, 0.05, "mario", "1-1", steps, 10, 4.0, 60.0, last)
+    (folder / "eval_final.json").write_text(result.to_json())
     return str(folder)
 
 

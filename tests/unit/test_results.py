@@ -1,8 +1,8 @@
-"""shared/results.py: files written under Mario's words read under the generic ones."""
+"""shared/evaluation/names.py: files written under Mario's words read under the generic ones."""
 
 import pytest
 
-from shared.results import read_metrics, upgrade
+from shared.evaluation.names import read_metrics, upgrade
 
 
 def test_every_old_key_is_renamed_at_any_depth_and_the_generic_one_wins_a_clash():
