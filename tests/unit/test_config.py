@@ -47,6 +47,9 @@ from shared.resolution import learner_config, resolve_config
         ("eval.every_env_steps", -1, "eval.every_env_steps=-1"),
         ("replay.priority_beta_steps", -2, "replay.priority_beta_steps=-2"),
         ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
+        ("learner.rule", "foo", "learner.rule='foo' must be auto, double or munchausen"),
+        ("learner.rule", "double_dqn", "learner.rule='double_dqn'"),
+        ("learner.munchausen_alpha", 0.0, "learner.munchausen_alpha=0.0 must be > 0 under learner.rule='munchausen'"),  # Mario's
         ("learner.munchausen_tau", 0.0, "learner.munchausen_tau=0.0"),
         ("replay.capacity", 100, "replay.capacity=100"),
         ("replay.gamma", 1.5, "replay.gamma=1.5"),
@@ -149,20 +152,46 @@ def test_auto_fields_take_the_envs_values_when_resolved_and_are_saved_resolved()
 
 
 @pytest.mark.parametrize(
-    "env,scale,sync,munchausen",
-    [("mario", 1 / 15, 16_000, 0.9), ("catch", 1.0, 2_000, 0.0), ("fake", 1.0, 2_000, 0.0), ("fuelbreak", 100.0, 32_000, 0.0)],
+    "env,scale,sync,rule",
+    [
+        ("mario", 1 / 15, 16_000, "munchausen"),
+        ("catch", 1.0, 2_000, "double"),
+        ("snake", 0.1, 2_000, "double"),
+        ("fake", 1.0, 2_000, "double"),
+        ("fuelbreak", 100.0, 32_000, "double"),
+    ],
 )
-def test_reward_scale_target_sync_and_munchausen_auto_per_env(env, scale, sync, munchausen):
+def test_reward_scale_target_sync_and_rule_auto_per_env(env, scale, sync, rule):
     cfg = learner_config(LearnerConfig(), env).resolved("cpu")
     assert cfg.reward_scale == pytest.approx(scale)
     assert cfg.target_sync_env_steps == sync
-    assert cfg.munchausen_alpha == munchausen
+    assert (cfg.rule, cfg.munchausen_alpha) == (rule, 0.9)  # alpha: Munchausen's weight wherever that rule is chosen
+    assert resolve_config(RunConfig(env=EnvConfig(name=env))).learner.rule == rule  # the run's resolution too
     assert learner_config(LearnerConfig(reward_scale=0.5), env).reward_scale == 0.5
     assert learner_config(LearnerConfig(target_sync_env_steps=7), env).target_sync_env_steps == 7
-    assert learner_config(LearnerConfig(munchausen_alpha=0.0), env).munchausen_alpha == 0.0  # set by hand: off
+    other = "double" if rule == "munchausen" else "munchausen"
+    assert learner_config(LearnerConfig(rule=other), env).rule == other  # set by hand: kept
     assert learner_config(LearnerConfig(munchausen_alpha=0.5), env).munchausen_alpha == 0.5
     with pytest.raises(ConfigError, match="learner.reward_scale=-1 is still auto"):
         LearnerConfig().resolved("cpu")  # the device's autos only: the env's come first
+
+
+def test_learner_rule_parses_by_name_and_refuses_munchausen_without_its_bonus():
+    from launch.cli import parse_run_config
+
+    assert parse_run_config(["--learner.rule", "munchausen"]).learner.rule == "munchausen"
+    assert parse_run_config([]).learner.rule == "auto"
+    catch = RunConfig(env=EnvConfig(name="catch"))
+    catch.learner.rule = "munchausen"
+    assert (resolve_config(catch).learner.rule, resolve_config(catch).learner.munchausen_alpha) == ("munchausen", 0.9)
+    catch.learner.munchausen_alpha = 0.0
+    with pytest.raises(ConfigError, match=r"learner\.munchausen_alpha=0\.0 .*--learner\.rule double"):
+        resolve_config(catch)
+    catch.learner.rule = "double"
+    assert resolve_config(catch).learner.munchausen_alpha == 0.0  # Double DQN reads no alpha: 0 is allowed
+    mario = RunConfig()
+    mario.learner.rule = "double"
+    assert resolve_config(mario).learner.rule == "double"  # set by hand on Mario: the Double-DQN target
 
 
 def test_old_layouts_load_through_one_migration(tmp_path):
