@@ -194,6 +194,22 @@ def test_learner_rule_parses_by_name_and_refuses_munchausen_without_its_bonus():
     assert resolve_config(mario).learner.rule == "double"  # set by hand on Mario: the Double-DQN target
 
 
+def test_runs_saved_before_learner_rule_take_the_rule_their_alpha_chose():
+    """Before learner.rule, munchausen_alpha chose the rule: above 0 Munchausen, 0 Double DQN, -1 the env's."""
+    saved = json.loads(resolve_config(RunConfig()).to_json())
+    saved["learner"].pop("rule")
+    for alpha, rule in ((0.9, "munchausen"), (0.5, "munchausen"), (0.0, "double"), (AUTO, "auto")):
+        saved["learner"]["munchausen_alpha"] = alpha
+        old = read_config(json.dumps(saved))
+        assert (old.learner.rule, old.learner.munchausen_alpha) == (rule, alpha)
+        resolved = resolve_config(old).learner  # Mario's run
+        assert resolved.rule == ("munchausen" if rule == "auto" else rule)
+    saved["learner"].pop("munchausen_alpha")  # saved before Munchausen: Double DQN
+    assert read_config(json.dumps(saved)).learner.rule == "double"
+    saved["learner"].update(rule="munchausen", munchausen_alpha=0.0)  # a rule saved is kept, even where alpha disagrees
+    assert read_config(json.dumps(saved)).learner.rule == "munchausen"
+
+
 def test_old_layouts_load_through_one_migration(tmp_path):
     """A config.json of the flat env layout (env.stage, env.snake_size, ...) loads nested, with the Mario
     behaviour those runs had where they did not save it; resume, evaluation and checkpoints all read it so."""
@@ -212,10 +228,12 @@ def test_old_layouts_load_through_one_migration(tmp_path):
     assert (snake.size, snake.obs, cfg.env.options["fuelbreak"]["budget"]) == (6, "grid", 9)
     env["jump_release"] = True  # saved: kept
     assert mario_options(read_config(json.dumps(flat)).env).jump_release is True
+    flat["learner"].pop("rule")  # saved before learner.rule
     flat["learner"]["munchausen_alpha"] = AUTO  # saved as auto (before resolve filled it in): kept
     assert read_config(json.dumps(flat)).learner.munchausen_alpha == -1
     flat["learner"].pop("munchausen_alpha")
-    assert read_config(json.dumps(flat)).learner.munchausen_alpha == 0.0  # not saved: the Double-DQN max
+    old = read_config(json.dumps(flat)).learner
+    assert (old.munchausen_alpha, old.rule) == (0.0, "double")  # not saved: the Double-DQN max
     (tmp_path / "config.json").write_text(json.dumps(flat))
     assert mario_options(resumed_config(RunConfig(resume=str(tmp_path))).env).stage == "1-3"
     today = resolve_config(RunConfig())
