@@ -68,7 +68,7 @@ class Collector:
         learner = run.learner
         self.reward_scale = learner.reward_scale  # the learner's TD-error units
         # the learner's target rule, so a transition's first priority is on the scale of its later ones
-        self.rule = build_rule(learner.munchausen_alpha, learner.munchausen_tau)
+        self.rule = build_rule(learner.rule, learner.munchausen_alpha, learner.munchausen_tau)
         self.weights_version = 0
         self.weights_run = 0  # the run those weights came from (0: none yet)
         self.first_action_weights_version = -1  # the weights the very first action used (tests check it)

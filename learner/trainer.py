@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from learner.replay.frames import FrameReplay, host_array
 from learner.resets import reset_network
-from shared.config import AUTO, ENV_AUTO_FIELDS, LearnerConfig, NetConfig
+from shared.config import AUTOS, ENV_AUTO_FIELDS, LearnerConfig, NetConfig
 from shared.errors import check
 from shared.network import batchnorm_trunk, build_q_network
 from shared.spec import EnvSpec
@@ -82,7 +82,8 @@ class DQNLearner:
         """``cfg``: a resolved learner config (no auto left); ``net``: the network's shape (None: the defaults);
         ``batchnorm_batch_stats`` False skips the statistics pass."""
         for key in ("micro_batch", "accum_steps", *ENV_AUTO_FIELDS["learner"]):
-            check(getattr(cfg, key) != AUTO, f"learner.{key}", AUTO, "is still auto: build the config with shared.resolution")
+            value = getattr(cfg, key)
+            check(value not in AUTOS, f"learner.{key}", value, "is still auto: build the config with shared.resolution")
         self.cfg, self.device = cfg, device
         torch.manual_seed(cfg.seed)
         self.online = build_q_network(spec, dueling=(net or NetConfig()).dueling).to(device)
@@ -96,7 +97,7 @@ class DQNLearner:
         fused = cuda or not self.scaler.is_enabled()
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.lr, eps=cfg.adam_eps, fused=fused or None)
         self.batchnorm_batch_stats = batchnorm_batch_stats
-        self.rule = build_rule(cfg.munchausen_alpha, cfg.munchausen_tau)  # shared/targets.py
+        self.rule = build_rule(cfg.rule, cfg.munchausen_alpha, cfg.munchausen_tau)  # shared/targets.py
         self.online_fn: Callable[..., torch.Tensor] = self.online  # the nets, or their torch.compile wrappers
         self.target_fn: Callable[..., torch.Tensor] = self.target
         # the statistics pass skips the head where every BatchNorm lies in the trunk: the same statistics, less work

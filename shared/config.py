@@ -21,6 +21,8 @@ from shared.errors import is_int as _is_int
 
 AUTO = -1
 """A numeric option at -1 takes a value that depends on the env, device or run (its docstring says which); strings say 'auto'."""
+AUTOS = (AUTO, "auto")
+"""Either auto: ``value in AUTOS`` (ENV_AUTO_FIELDS holds numeric options and learner.rule)."""
 
 DEFAULT_BETA_STEPS = 500_000  # replay.priority_beta_steps' auto for a run without an env-step budget
 
@@ -268,9 +270,12 @@ class LearnerConfig:
     target_sync_env_steps: int = AUTO
     """Env steps (transitions inserted) between target-network syncs, whatever the replay ratio or batch; -1: auto, the
     env's (Mario 16,000, fuel breaks 32,000, others 2,000)."""
+    rule: Literal["auto", "double", "munchausen"] = "auto"
+    """The TD rule (shared/targets.py): 'double' (Double DQN) or 'munchausen' (Munchausen-DQN, the munchausen_*
+    options); 'auto': the env's (munchausen on Mario, double elsewhere)."""
     munchausen_alpha: float = AUTO
-    """Munchausen-DQN's weight of the scaled log-policy bonus (shared/targets.py), which widens action gaps so a greedy
-    policy flips less between nearby weights; 0: the Double-DQN target; -1: the env's (0.9 on Mario, else 0)."""
+    """Munchausen-DQN's weight of the scaled log-policy bonus, which widens action gaps so a greedy policy flips less
+    between nearby weights; read under rule munchausen only; -1: the env's (0.9 on every built-in env)."""
     munchausen_tau: float = 0.03
     """Munchausen-DQN's softmax temperature, in units of scaled Q (the paper's 0.03 for rewards in [-1, 1])."""
     reset_env_steps: int = 0
@@ -323,7 +328,10 @@ class LearnerConfig:
         _check_range(self, "learner.target_sync_env_steps", 1, math.inf, "must be an integer >= 1 (-1: auto)", auto=AUTO)
         _check_range(self, "learner.reset_env_steps", 0, math.inf, "must be an integer >= 0 (0: never)")
         _check(0.0 <= self.reset_shrink <= 1.0, "learner.reset_shrink", self.reset_shrink, "must be in [0, 1]")
-        _check_range(self, "learner.munchausen_alpha", 0, 1, "must be in [0, 1] (0: off, -1: auto)", integer=False, auto=AUTO)
+        _check(self.rule in ("auto", "double", "munchausen"), "learner.rule", self.rule, "must be auto, double or munchausen")
+        _check_range(self, "learner.munchausen_alpha", 0, 1, "must be in [0, 1] (-1: auto)", integer=False, auto=AUTO)
+        why = "must be > 0 under learner.rule='munchausen' (alpha 0 once meant Double DQN: --learner.rule double)"
+        _check(self.rule != "munchausen" or self.munchausen_alpha != 0, "learner.munchausen_alpha", self.munchausen_alpha, why)
         _check(self.munchausen_tau > 0, "learner.munchausen_tau", self.munchausen_tau, "must be > 0")
         _check(self.updates_per_epoch >= 1, "learner.updates_per_epoch", self.updates_per_epoch, "must be >= 1")
         _check_range(self, "learner.broadcast_env_steps", 1, math.inf, "must be an integer >= 1 (-1: auto)", auto=AUTO)
@@ -350,7 +358,8 @@ class LearnerConfig:
         """A copy with the device's auto (-1) settings made concrete: batch 512 on CUDA, 64 on CPU; accumulation 1. The env's
         autos must be resolved already (shared/resolution.py): one still auto is an error naming it."""
         for key in ENV_AUTO_FIELDS["learner"]:
-            _check(getattr(self, key) != AUTO, f"learner.{key}", AUTO, "is still auto: resolve the run's config first")
+            value = getattr(self, key)
+            _check(value not in AUTOS, f"learner.{key}", value, "is still auto: resolve the run's config first")
         cuda = device_type == "cuda"
         return dataclasses.replace(
             self,
@@ -365,9 +374,9 @@ ENV_AUTO_FIELDS: dict[str, tuple[str, ...]] = {
     "env": ("max_episode_steps",),
     "replay": ("gamma",),
     "actor": ("envs_per_actor", "eps_anneal_steps"),
-    "learner": ("reward_scale", "target_sync_env_steps", "broadcast_env_steps", "munchausen_alpha"),
+    "learner": ("reward_scale", "target_sync_env_steps", "broadcast_env_steps", "munchausen_alpha", "rule"),
 }
-"""Options whose auto (-1) is the env's value, by section ('' the run): shared/resolution.py sets them from the
+"""Options whose auto (-1, a string's 'auto') is the env's value, by section ('' the run): shared/resolution.py sets them from the
 env's registry entry (the entry's field of the same name)."""
 
 
@@ -483,7 +492,7 @@ class RunConfig:
             for key in keys:
                 name = f"{section}.{key}" if section else key
                 value = getattr(getattr(self, section) if section else self, key)
-                _check(value != AUTO, name, value, "is still auto: resolve the config with shared.resolution first")
+                _check(value not in AUTOS, name, value, "is still auto: resolve the config with shared.resolution first")
         _check(1 <= self.actors <= 256, "actors", self.actors, "must be in [1, 256]")
         _check(self.duration >= 0, "duration", self.duration, "must be >= 0 (0: no time limit)")
         _check_range(self, "seed", -1, 2**31 - 1, "must be an integer in [0, 2**31) (-1: draw one)")

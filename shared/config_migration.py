@@ -29,8 +29,8 @@ def migrate(data: Any) -> Any:
     """A saved configuration (parsed JSON) in today's layout, so older runs resume and evaluate as they were trained: the
     one place that knows old layouts. Flat env options move under their env; an option a run did not save takes the
     value its code used (Mario: no jump release or stall truncation; no ``net``: the Nature-DQN head; the ratio a cap at
-    8; Munchausen alpha 0; no budget); an auto saved as 0 is -1; retired options go (:data:`_RETIRED`); periods in
-    updates or epochs become env steps (:func:`_periods_in_env_steps`).
+    8; Munchausen alpha 0; no ``rule``: the one its alpha chose; no budget); an auto saved as 0 is -1; retired options
+    go (:data:`_RETIRED`); periods in updates or epochs become env steps (:func:`_periods_in_env_steps`).
     """
     if not isinstance(data, dict):
         return data
@@ -53,6 +53,8 @@ def migrate(data: Any) -> Any:
         data["net"] = {"dueling": False}
     if isinstance(data.get("learner"), dict):  # runs saved before these options or defaults trained without them
         data["learner"] = {"exact_ratio": False, "munchausen_alpha": 0.0, "samples_per_insert": 8.0, **data["learner"]}
+        alpha = data["learner"]["munchausen_alpha"]  # before learner.rule, alpha above 0 chose Munchausen's rule
+        data["learner"].setdefault("rule", "auto" if alpha == AUTO else "munchausen" if alpha > 0 else "double")
         data.setdefault("total_env_steps", 0)
     for section, key in _ZERO_WAS_AUTO:
         if isinstance(data.get(section), dict) and data[section].get(key) == 0:

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from shared.config import AUTO, ENV_AUTO_FIELDS, SEEDED_SECTIONS, EnvConfig, LearnerConfig, RunConfig
+from shared.config import AUTO, AUTOS, ENV_AUTO_FIELDS, SEEDED_SECTIONS, EnvConfig, LearnerConfig, RunConfig
 from shared.envs import EnvEntry, check_env, entry_for, with_stage
 from shared.seeding import draw_seed
 from shared.spec import EnvSpec
@@ -45,7 +45,7 @@ def resolve_config(cfg: RunConfig, validate: bool = True) -> RunConfig:
     sections: dict[str, Any] = {"env": env}
     for section in {*ENV_AUTO_FIELDS, *SEEDED_SECTIONS} - {"", "env"}:  # env: check_env above
         owner = getattr(cfg, section)
-        changes = {key: getattr(entry, key) for key in ENV_AUTO_FIELDS.get(section, ()) if getattr(owner, key) == AUTO}
+        changes = {key: getattr(entry, key) for key in ENV_AUTO_FIELDS.get(section, ()) if getattr(owner, key) in AUTOS}
         if section in SEEDED_SECTIONS and owner.seed < 0:
             changes["seed"] = max(cfg.seed, 0)
         sections[section] = dataclasses.replace(owner, **changes)
@@ -70,5 +70,5 @@ def learner_config(cfg: LearnerConfig, env: EnvConfig | str = "", device_type: s
     entry's values (no env: :class:`EnvEntry`'s defaults), its device autos at ``device_type``'s."""
     source: Any = entry_for(env) if env else EnvEntry
     keys = ENV_AUTO_FIELDS["learner"]
-    cfg = dataclasses.replace(cfg, **{key: getattr(source, key) for key in keys if getattr(cfg, key) == AUTO})
+    cfg = dataclasses.replace(cfg, **{key: getattr(source, key) for key in keys if getattr(cfg, key) in AUTOS})
     return cfg.resolved(device_type)

@@ -121,7 +121,7 @@ class TDRule:
 class DoubleDQN(TDRule):
     """Double DQN (:func:`double_dqn`): the target net's value at the online net's argmax at s'."""
 
-    name = "double_dqn"
+    name = "double"
     needs: frozenset[str] = frozenset({ONLINE_NEXT, TARGET_NEXT})
 
     def target(self, batch: Tensors, reward: torch.Tensor, q: Tensors) -> torch.Tensor:
@@ -164,8 +164,10 @@ def _np_log_policy(q: np.ndarray, tau: float) -> np.ndarray:
         return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
-def build_rule(alpha: float, tau: float) -> TDRule:
-    """The run's rule from its resolved Munchausen settings: Munchausen's where ``alpha`` is above 0, else Double DQN's."""
-    if alpha > 0:
-        return Munchausen(alpha=alpha, tau=tau)
-    return DoubleDQN()
+RULES: dict[str, type[TDRule]] = {rule.name: rule for rule in (DoubleDQN, Munchausen)}
+"""The TD rules by name, the words of ``--learner.rule``."""
+
+
+def build_rule(name: str, alpha: float, tau: float) -> TDRule:
+    """The rule named ``name`` (:data:`RULES`; a resolved learner.rule), Munchausen's with its ``alpha`` and ``tau``."""
+    return Munchausen(alpha=alpha, tau=tau) if RULES[name] is Munchausen else RULES[name]()

@@ -96,8 +96,9 @@ class EnvEntry:
     eps_anneal_steps: int = 25_000
     target_sync_env_steps: int = 2_000
     broadcast_env_steps: int = 1_600
-    munchausen_alpha: float = 0.0
-    """0: the Double-DQN max."""
+    rule: str = "double"
+    """learner.rule's word: 'double' or 'munchausen' (shared/targets.py RULES)."""
+    munchausen_alpha: float = 0.9
     total_env_steps: int = 0
     """The budget a run on the defaults trains for (0: until stopped)."""
 

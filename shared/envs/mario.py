@@ -207,7 +207,7 @@ ENTRY = register(
         probe_action=_probe_action,
         reward_scale=1 / 15,
         target_sync_env_steps=16_000,
-        munchausen_alpha=0.9,
+        rule="munchausen",
         total_env_steps=300_000,
     )
 )

@@ -47,6 +47,9 @@ from shared.resolution import learner_config, resolve_config
         ("eval.every_env_steps", -1, "eval.every_env_steps=-1"),
         ("replay.priority_beta_steps", -2, "replay.priority_beta_steps=-2"),
         ("learner.munchausen_alpha", -0.5, "learner.munchausen_alpha=-0.5"),
+        ("learner.rule", "foo", "learner.rule='foo' must be auto, double or munchausen"),
+        ("learner.rule", "double_dqn", "learner.rule='double_dqn'"),
+        ("learner.munchausen_alpha", 0.0, "learner.munchausen_alpha=0.0 must be > 0 under learner.rule='munchausen'"),  # Mario's
         ("learner.munchausen_tau", 0.0, "learner.munchausen_tau=0.0"),
         ("replay.capacity", 100, "replay.capacity=100"),
         ("replay.gamma", 1.5, "replay.gamma=1.5"),
@@ -149,20 +152,62 @@ def test_auto_fields_take_the_envs_values_when_resolved_and_are_saved_resolved()
 
 
 @pytest.mark.parametrize(
-    "env,scale,sync,munchausen",
-    [("mario", 1 / 15, 16_000, 0.9), ("catch", 1.0, 2_000, 0.0), ("fake", 1.0, 2_000, 0.0), ("fuelbreak", 100.0, 32_000, 0.0)],
+    "env,scale,sync,rule",
+    [
+        ("mario", 1 / 15, 16_000, "munchausen"),
+        ("catch", 1.0, 2_000, "double"),
+        ("snake", 0.1, 2_000, "double"),
+        ("fake", 1.0, 2_000, "double"),
+        ("fuelbreak", 100.0, 32_000, "double"),
+    ],
 )
-def test_reward_scale_target_sync_and_munchausen_auto_per_env(env, scale, sync, munchausen):
+def test_reward_scale_target_sync_and_rule_auto_per_env(env, scale, sync, rule):
     cfg = learner_config(LearnerConfig(), env).resolved("cpu")
     assert cfg.reward_scale == pytest.approx(scale)
     assert cfg.target_sync_env_steps == sync
-    assert cfg.munchausen_alpha == munchausen
+    assert (cfg.rule, cfg.munchausen_alpha) == (rule, 0.9)  # alpha: Munchausen's weight wherever that rule is chosen
+    assert resolve_config(RunConfig(env=EnvConfig(name=env))).learner.rule == rule  # the run's resolution too
     assert learner_config(LearnerConfig(reward_scale=0.5), env).reward_scale == 0.5
     assert learner_config(LearnerConfig(target_sync_env_steps=7), env).target_sync_env_steps == 7
-    assert learner_config(LearnerConfig(munchausen_alpha=0.0), env).munchausen_alpha == 0.0  # set by hand: off
+    other = "double" if rule == "munchausen" else "munchausen"
+    assert learner_config(LearnerConfig(rule=other), env).rule == other  # set by hand: kept
     assert learner_config(LearnerConfig(munchausen_alpha=0.5), env).munchausen_alpha == 0.5
     with pytest.raises(ConfigError, match="learner.reward_scale=-1 is still auto"):
         LearnerConfig().resolved("cpu")  # the device's autos only: the env's come first
+
+
+def test_learner_rule_parses_by_name_and_refuses_munchausen_without_its_bonus():
+    from launch.cli import parse_run_config
+
+    assert parse_run_config(["--learner.rule", "munchausen"]).learner.rule == "munchausen"
+    assert parse_run_config([]).learner.rule == "auto"
+    catch = RunConfig(env=EnvConfig(name="catch"))
+    catch.learner.rule = "munchausen"
+    assert (resolve_config(catch).learner.rule, resolve_config(catch).learner.munchausen_alpha) == ("munchausen", 0.9)
+    catch.learner.munchausen_alpha = 0.0
+    with pytest.raises(ConfigError, match=r"learner\.munchausen_alpha=0\.0 .*--learner\.rule double"):
+        resolve_config(catch)
+    catch.learner.rule = "double"
+    assert resolve_config(catch).learner.munchausen_alpha == 0.0  # Double DQN reads no alpha: 0 is allowed
+    mario = RunConfig()
+    mario.learner.rule = "double"
+    assert resolve_config(mario).learner.rule == "double"  # set by hand on Mario: the Double-DQN target
+
+
+def test_runs_saved_before_learner_rule_take_the_rule_their_alpha_chose():
+    """Before learner.rule, munchausen_alpha chose the rule: above 0 Munchausen, 0 Double DQN, -1 the env's."""
+    saved = json.loads(resolve_config(RunConfig()).to_json())
+    saved["learner"].pop("rule")
+    for alpha, rule in ((0.9, "munchausen"), (0.5, "munchausen"), (0.0, "double"), (AUTO, "auto")):
+        saved["learner"]["munchausen_alpha"] = alpha
+        old = read_config(json.dumps(saved))
+        assert (old.learner.rule, old.learner.munchausen_alpha) == (rule, alpha)
+        resolved = resolve_config(old).learner  # Mario's run
+        assert resolved.rule == ("munchausen" if rule == "auto" else rule)
+    saved["learner"].pop("munchausen_alpha")  # saved before Munchausen: Double DQN
+    assert read_config(json.dumps(saved)).learner.rule == "double"
+    saved["learner"].update(rule="munchausen", munchausen_alpha=0.0)  # a rule saved is kept, even where alpha disagrees
+    assert read_config(json.dumps(saved)).learner.rule == "munchausen"
 
 
 def test_old_layouts_load_through_one_migration(tmp_path):
@@ -183,10 +228,12 @@ def test_old_layouts_load_through_one_migration(tmp_path):
     assert (snake.size, snake.obs, cfg.env.options["fuelbreak"]["budget"]) == (6, "grid", 9)
     env["jump_release"] = True  # saved: kept
     assert mario_options(read_config(json.dumps(flat)).env).jump_release is True
+    flat["learner"].pop("rule")  # saved before learner.rule
     flat["learner"]["munchausen_alpha"] = AUTO  # saved as auto (before resolve filled it in): kept
     assert read_config(json.dumps(flat)).learner.munchausen_alpha == -1
     flat["learner"].pop("munchausen_alpha")
-    assert read_config(json.dumps(flat)).learner.munchausen_alpha == 0.0  # not saved: the Double-DQN max
+    old = read_config(json.dumps(flat)).learner
+    assert (old.munchausen_alpha, old.rule) == (0.0, "double")  # not saved: the Double-DQN max
     (tmp_path / "config.json").write_text(json.dumps(flat))
     assert mario_options(resumed_config(RunConfig(resume=str(tmp_path))).env).stage == "1-3"
     today = resolve_config(RunConfig())

@@ -229,7 +229,9 @@ def test_actor_priorities_under_munchausen_use_the_learners_rule():
     the function DQNLearner trains on) for the same Q, per transition, truncations and terminations included."""
     E, T, A, n, gamma, scale, alpha, tau = 2, 30, 7, 3, 0.9, 1 / 15, 0.9, 0.03
     q, actions, rewards, terminated, first, next_first = munchausen_batch(np.random.default_rng(7), E, T, A)
-    got = n_step_priorities(q, actions, rewards, terminated, first, next_first, n, gamma, scale, rule=build_rule(alpha, tau))
+    got = n_step_priorities(
+        q, actions, rewards, terminated, first, next_first, n, gamma, scale, rule=build_rule("munchausen", alpha, tau)
+    )
     plain = n_step_priorities(q, actions, rewards, terminated, first, next_first, n, gamma, scale)
     here, there, taken, acts, rets, discounts, where = [], [], [], [], [], [], []
     for e, t, ret, steps, done in reference_returns(rewards, terminated, first, next_first, n, gamma):

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from shared.targets import (
+    RULES,
     TARGET_HERE,
     TARGET_NEXT,
     DoubleDQN,
@@ -44,12 +45,25 @@ def test_munchausen_target_by_hand():
     torch.testing.assert_close(got, torch.tensor([1.0 + 0.9 * math.log(0.75)]))
 
 
-def test_the_config_builds_one_rule_that_says_which_passes_it_needs():
-    assert isinstance(build_rule(0.0, 0.03), DoubleDQN)
-    assert build_rule(0.0, 0.03).needs == {"online(s')", "target(s')"}  # the online argmax, the target's value
-    rule = build_rule(0.9, 0.03)
-    assert isinstance(rule, Munchausen) and (rule.alpha, rule.tau) == (0.9, 0.03)
+def test_the_config_builds_the_rule_it_names_and_the_rule_says_which_passes_it_needs():
+    double = build_rule("double", 0.9, 0.03)  # Munchausen's constants do not make Double DQN Munchausen
+    assert type(double) is DoubleDQN and double.name == "double"
+    assert double.needs == {"online(s')", "target(s')"}  # the online argmax, the target's value
+    rule = build_rule("munchausen", 0.5, 0.1)
+    assert type(rule) is Munchausen and rule.name == "munchausen" and (rule.alpha, rule.tau) == (0.5, 0.1)
     assert rule.needs == {"target(s)", "target(s')"}  # no online argmax
+    with pytest.raises(KeyError, match="double_dqn"):
+        build_rule("double_dqn", 0.0, 0.03)  # the old name of Double DQN's rule is no option's word
+
+
+def test_the_rules_names_are_the_words_of_learner_rule():
+    from typing import get_args, get_type_hints
+
+    from shared.config import LearnerConfig
+
+    assert RULES == {"double": DoubleDQN, "munchausen": Munchausen}
+    assert all(rule.name == name for name, rule in RULES.items())
+    assert set(get_args(get_type_hints(LearnerConfig)["rule"])) == {"auto", *RULES}  # what --learner.rule accepts
 
 
 def test_double_q_bootstrap_gathers_the_target_at_the_online_argmax():
@@ -114,7 +128,7 @@ def test_munchausen_through_a_three_step_window_by_hand():
     # clipped to -1, so the bonus is -0.9; the soft value at s3 is ln 4 (test_munchausen_target_by_hand). The steps
     # inside the window (slots 1 and 2) add no bonus: 6.04 - 0.9 + 0.729 ln 4 = 6.15062.
     q = torch.tensor([[0.0, math.log(3.0)]])
-    rule = build_rule(0.9, 1.0)
+    rule = build_rule("munchausen", 0.9, 1.0)
     got = rule.target(batch, batch["reward"], {TARGET_HERE: q, TARGET_NEXT: q})
     torch.testing.assert_close(got, torch.tensor([6.04 - 0.9 + 0.729 * math.log(4.0)]))
     assert got.item() == pytest.approx(6.150616, abs=1e-5)

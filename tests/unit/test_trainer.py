@@ -13,6 +13,7 @@ from learner.trainer import DQNLearner
 from shared.config import LearnerConfig
 from shared.resolution import learner_config, resolve_config
 from shared.spec import EnvSpec
+from shared.targets import Munchausen
 from tests.support.batches import ACTIONS, SIZE, STACK, split, synthetic_batch
 
 SPEC = EnvSpec((SIZE, SIZE), "uint8", STACK, ACTIONS)
@@ -386,8 +387,8 @@ def learner_on_running_statistics(**options):
 
 
 def test_double_dqn_target_bootstraps_on_the_target_net_at_the_online_argmax():
-    """munchausen_alpha 0: target = r + discount * Q_target(s', argmax_a Q_online(s', a))."""
-    dqn, batch = learner_on_running_statistics(munchausen_alpha=0.0)
+    """learner.rule double: target = r + discount * Q_target(s', argmax_a Q_online(s', a))."""
+    dqn, batch = learner_on_running_statistics(rule="double")
     torch.manual_seed(5)
     with torch.no_grad():
         for p in dqn.online.parameters():  # an online net that has moved away from its target copy
@@ -407,10 +408,10 @@ def munchausen_bonus(q_here, action, tau):
 
 
 def test_munchausen_target_adds_the_log_policy_bonus_and_bootstraps_on_the_soft_value():
-    """munchausen_alpha a, tau t: target = r + a * clamp(t * log pi(a|s), -1, 0) + discount * t * logsumexp(Q'/t),
+    """Rule munchausen, alpha a, tau t: target = r + a * clamp(t * log pi(a|s), -1, 0) + discount * t * logsumexp(Q'/t),
     pi = softmax(Q_target(s) / t), Q' = Q_target(s')."""
     alpha, tau = 0.9, 0.03
-    dqn, batch = learner_on_running_statistics(munchausen_alpha=alpha, munchausen_tau=tau)
+    dqn, batch = learner_on_running_statistics(rule="munchausen", munchausen_alpha=alpha, munchausen_tau=tau)
     with torch.no_grad():
         q_here, q_next = dqn.target(batch["obs"]), dqn.target(batch["next_obs"])
     bonus = munchausen_bonus(q_here, batch["action"], tau)
@@ -420,10 +421,10 @@ def test_munchausen_target_adds_the_log_policy_bonus_and_bootstraps_on_the_soft_
     torch.testing.assert_close(td, (q - target).abs(), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("alpha, online_on_next_obs", [(0.0, 1), (0.9, 0)])
-def test_the_online_net_plays_s_prime_only_for_the_double_dqn_argmax(alpha, online_on_next_obs):
+@pytest.mark.parametrize("rule, online_on_next_obs", [("double", 1), ("munchausen", 0)])
+def test_the_online_net_plays_s_prime_only_for_the_double_dqn_argmax(rule, online_on_next_obs):
     """Munchausen bootstraps on the target net's soft value: the online net's forward on s' would be wasted work."""
-    dqn, batch = learner_on_running_statistics(munchausen_alpha=alpha)
+    dqn, batch = learner_on_running_statistics(rule=rule)
     seen = []
     dqn.online.register_forward_hook(lambda module, args, out: seen.append(args[0]))
     dqn.micro_loss(batch)
@@ -444,7 +445,7 @@ def mario_batch(n=16, reward=30.0):
 
 def test_td_target_uses_the_scaled_reward():
     cfg = LearnerConfig(
-        micro_batch=16, accum_steps=1, compile=False, amp="off", munchausen_alpha=0.0
+        micro_batch=16, accum_steps=1, compile=False, amp="off", rule="double"
     )  # Mario's Munchausen bonus would add to the reward
     dqn = DQNLearner(learner_config(cfg, "mario"), MARIO, CPU)
     batch = mario_batch()
@@ -453,9 +454,11 @@ def test_td_target_uses_the_scaled_reward():
 
 
 def test_mario_learner_trains_on_munchausen_target_by_default():
-    """learner.munchausen_alpha auto is 0.9 on Mario: at discount 0 the target is the scaled reward plus the bonus."""
+    """learner.rule auto is munchausen on Mario, alpha 0.9 and tau 0.03: at discount 0 the target is the scaled reward plus
+    the bonus."""
     dqn = DQNLearner(learner_config(LearnerConfig(micro_batch=16, accum_steps=1, compile=False, amp="off"), "mario"), MARIO, CPU)
-    assert dqn.cfg.munchausen_alpha == 0.9
+    assert (dqn.cfg.rule, dqn.cfg.munchausen_alpha, dqn.cfg.munchausen_tau) == ("munchausen", 0.9, 0.03)
+    assert type(dqn.rule) is Munchausen and (dqn.rule.alpha, dqn.rule.tau) == (0.9, 0.03)
     batch = mario_batch()
     dqn.target.eval()
     with torch.no_grad():
@@ -478,11 +481,11 @@ def test_the_learner_trains_the_function_the_actors_play():
     assert torch.allclose(q, played, atol=1e-5)
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.9])
-def test_one_target_forward_over_s_prime_and_s_gives_each_batchs_own_values(alpha):
+@pytest.mark.parametrize("rule", ["double", "munchausen"])
+def test_one_target_forward_over_s_prime_and_s_gives_each_batchs_own_values(rule):
     """Munchausen's target net runs once over s' and s stacked; eval-mode BatchNorm keeps the rows apart, so each half
     is what a forward of that batch alone gives. Double DQN needs only s'."""
-    dqn, batch = learner_on_running_statistics(munchausen_alpha=alpha)
+    dqn, batch = learner_on_running_statistics(rule=rule)
     with torch.no_grad():  # running statistics away from their defaults, so a batch-statistics forward would differ
         for m in dqn.target.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
@@ -492,7 +495,7 @@ def test_one_target_forward_over_s_prime_and_s_gives_each_batchs_own_values(alph
     passes = dqn.target_values(batch)
     next_target, target_here = passes["target(s')"], passes.get("target(s)")
     torch.testing.assert_close(next_target, alone_next, rtol=1e-5, atol=1e-6)
-    if alpha > 0:
+    if rule == "munchausen":
         assert target_here is not None
         torch.testing.assert_close(target_here, alone_here, rtol=1e-5, atol=1e-6)
     else:
