@@ -99,8 +99,9 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> Fi
     inserted = int(counters["inserted"])
     result = FinalResult(
         run_dir, cfg.seed, ev.seed, seed, ev.epsilon, env.name, env_label(env), inserted, int(counters["updates"]),
-        counters["samples_trained"] / inserted if inserted and "samples_trained" in counters else None,  # replay ratio
-        float(counters.get("elapsed_seconds", 0.0)), rows["last"], rows.get("best"), selection=selection,
+        wall_seconds=float(counters.get("elapsed_seconds", 0.0)), last=rows["last"], best=rows.get("best"),
+        samples_per_transition=counters["samples_trained"] / inserted if inserted and "samples_trained" in counters else None,
+        selection=selection,
     )  # fmt: skip
     for x, per_weights in zip(extras, played_extra):
         pooled = row_of([e for w in per_weights for e in w["episodes"]], clusters, x)
@@ -148,9 +149,8 @@ def select_best(
         fresh = describe(got["episodes"])
         trained = None if st.get("eval") is None else upgrade(st["eval"])
         during = None if trained is None else {k: trained[k] for k in ("score_mean", "success_rate", "episodes")}
-        row = Candidate(
-            name, **_versioned(st["counters"]), in_training=during, fresh=fresh, score=[r["score"] for r in got["episodes"]]
-        )
+        scores = [r["score"] for r in got["episodes"]]
+        row = Candidate(**_versioned(st["counters"]), in_training=during, fresh=fresh, weights=name, score=scores)
         selection.append(row)
         said = "" if trained is None else f"in training {brief(trained, words)}; "
         echo(f"[FINAL]   {name} v{row.weights_version} ({row.env_steps:,} env steps): {said}fresh {brief(fresh, words)}")

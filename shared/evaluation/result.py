@@ -78,12 +78,12 @@ class LateWindow(Row):
 class Candidate:
     """One candidate for best.pt in the selection: its in-training figures and its fresh episodes' scores."""
 
-    weights: str  # "last" or "snapshot"
     weights_version: int
     env_steps: int
     in_training: dict | None
     fresh: Summary
-    score: list[float]
+    weights: str = "snapshot"  # or "last"
+    score: list[float] = field(default_factory=list)  # each fresh episode's (files before the t-test lack them)
 
 
 @dataclass
@@ -99,9 +99,9 @@ class FinalResult:
     stage: str
     env_steps: int
     updates: int
-    samples_per_transition: float | None
     wall_seconds: float
     last: WeightsRow
+    samples_per_transition: float | None = None  # files before the replay ratio was held lack it
     best: WeightsRow | None = None
     late_window: LateWindow | None = None
     secondary: dict[str, Row | None] = field(default_factory=dict)  # low_epsilon, noop_greedy

@@ -140,9 +140,7 @@ def test_the_final_evaluation_adds_the_late_window_secondary_rows_and_hazards(tm
     assert result["late_window"] is None and result["secondary"] == {"low_epsilon": None, "noop_greedy": None}
     (row,) = [json.loads(line) for line in (off / "metrics.jsonl").read_text().splitlines()]
     assert "hazards" in result["last"] and not any(k.startswith(("final/late", "final/low", "final/noop")) for k in row)
-    assert not any(
-        line.startswith(("[FINAL] late", "[FINAL] last at")) for line in lines[len(said.splitlines()) :]
-    )
+    assert not any(line.startswith(("[FINAL] late", "[FINAL] last at")) for line in lines[len(said.splitlines()) :])
 
 
 def test_a_baseline_json_holds_the_secondary_rows_and_hazards(tmp_path, capsys):

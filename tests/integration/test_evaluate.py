@@ -135,7 +135,7 @@ def test_play_episodes_policies():
     greedy = play_episodes(net, cfg, 3, 0.0, seed=2)
     rand = play_episodes(None, cfg, 20, 0.0, seed=2, policy="random")
     assert {int(x) for e in rand for x in e.actions} == {0, 1, 2}
-    s = summarize(greedy + rand, 3(cfg))
+    s = summarize(greedy + rand, 3, action_names(cfg))
     assert s["episodes"] == 23 and sum(s["action_counts"].values()) == s["steps"] == 23 * 9
     with pytest.raises(ValueError, match="greedy"):
         play_episodes(None, cfg, 1, 0.0, seed=0)

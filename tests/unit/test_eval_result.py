@@ -6,7 +6,15 @@ import json
 import pytest
 
 from shared.evaluation.result import (
-    RESULT_VERSION, Candidate, FinalResult, KeptWeights, LateWindow, Row, Summary, WeightsRow, load_result,
+    RESULT_VERSION,
+    Candidate,
+    FinalResult,
+    KeptWeights,
+    LateWindow,
+    Row,
+    Summary,
+    WeightsRow,
+    load_result,
 )  # fmt: skip
 
 
@@ -20,9 +28,9 @@ def _result() -> FinalResult:
     last = WeightsRow(_summary(700.0), hazards, episodes, 11, 0.05, weights_version=7, env_steps=8000, greedy={"score": 1.0})
     late = LateWindow(_summary(650.0), hazards, [], 12, 0.05, 0, 25, [KeptWeights(6, 6400, _summary(600.0), episodes)])
     noop = Row(_summary(800.0, 0), hazards, episodes, 14, 0.0, 30)
-    selection = [Candidate("last", 7, 8000, None, _summary(700.0), [700.0, 710.0])]
+    selection = [Candidate(7, 8000, None, _summary(700.0), "last", [700.0, 710.0])]
     return FinalResult(
-        "runs/r", 5, 5, 10, 0.05, "mario", "1-1", 8000, 240, 3.9, 54.0, last, dataclasses.replace(last, same_as_last=True),
+        "runs/r", 5, 5, 10, 0.05, "mario", "1-1", 8000, 240, 54.0, last, 3.9, dataclasses.replace(last, same_as_last=True),
         late, {"low_epsilon": None, "noop_greedy": noop}, selection, 12.5,
     )  # fmt: skip
 

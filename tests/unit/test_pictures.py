@@ -14,7 +14,7 @@ def _run(folder, scores: list[float], final: float) -> str:
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     steps = 1000 * (len(scores) + 1)
     last = WeightsRow(Summary(50, final, [final, final], final, 0, 0.0, [0.0, 0.1], 1.0, 9.0), env_steps=steps)
-    result = FinalResult(str(folder), 1, 1, 2, 0.05, "mario", "1-1", steps, 10, 4.0, 60.0, last)
+    result = FinalResult(str(folder), 1, 1, 2, 0.05, "mario", "1-1", steps, 10, 60.0, last)
     (folder / "eval_final.json").write_text(result.to_json())
     return str(folder)
 

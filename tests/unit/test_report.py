@@ -26,16 +26,24 @@ def fake_run(
     cfg.learner.lr = lr
     (path / "config.json").write_text(resolve_config(cfg).to_json())
     (path / "machine.json").write_text(json.dumps({"cpu": "AMD EPYC", "cores": 2}))
-    score, success, mean, rate = ("x_pos", "flag", "x_pos_mean", "flag_rate") if old_names else SCORE_KEYS
+    score, success = ("x_pos", "flag") if old_names else SCORE_KEYS[:2]
     episodes = [{score: x, success: i < flags, "return": 1.0, "length": 100} for i, x in enumerate(x_means)]
-    summary = {"episodes": len(episodes), mean: float(np.mean(x_means)), rate: flags / len(episodes)}
+    written = summary(float(np.mean(x_means)), flags / len(episodes), len(episodes))
+    if old_names:  # Mario's words, as eval_final.json had them before the names were generic
+        written = {
+            {"score_mean": "x_pos_mean", "score_ci": "x_pos_ci", "success_rate": "flag_rate"}.get(k, k): v
+            for k, v in written.items()
+        }
+    head = {"run_dir": str(path), "seed": seed, "eval_seed": seed, "stream_seed": 1, "epsilon": 0.05, "env": "mario"}
+    head |= {"stage": "1-1", "updates": 100, "samples_per_transition": None}
     (path / "eval_final.json").write_text(
         json.dumps(
             {
+                **head,
                 "env_steps": env_steps,
                 "wall_seconds": wall,
-                "last": {"summary": summary, "episodes": episodes, **(last or {})},
-                "best": {"summary": summary, "episodes": episodes},
+                "last": {"summary": written, "episodes": episodes, **(last or {})},
+                "best": {"summary": written, "episodes": episodes},
                 **(final or {}),
             }
         )
@@ -59,8 +67,8 @@ def test_runs_are_grouped_by_the_config_value_they_differ_in_with_known_statisti
     # half-width t_{0.975,3} x SE = 3.182446 x 2,041.241 = 6,496.14 (a percentile bootstrap gave about [1,000, 7,750])
     assert a["score_mean_ci"] == pytest.approx([4000 - 6496.14, 4000 + 6496.14], abs=0.05)
     assert a["success_rate_ci"] == [0.25, 0.25] and a["interval"] == "95% t over 4 runs"
-    # one run: its own interval over episodes (this file's summary has none), labelled so
-    assert b["score_mean"] == 600.0 and b["score_mean_ci"] is None and b["interval"] == "95% over 2 episodes (one run)"
+    # one run: its own interval over episodes (this file's summary: 600 +- 100), labelled so
+    assert b["score_mean"] == 600.0 and b["score_mean_ci"] == [500.0, 700.0] and b["interval"] == "95% over 2 episodes (one run)"
 
 
 def test_labels_group_runs_and_runs_without_a_final_evaluation_are_named_and_left_out(tmp_path):
@@ -164,7 +172,7 @@ def test_the_per_run_table_says_where_most_missed_episodes_end(tmp_path, capsys)
     }  # ties: the leftmost window
     assert main([run, "--end-window", "500"]) == 0
     out = capsys.readouterr().out
-    assert "| hazard | r (5) | 1,488, 2/8 successes | 4 of 8 at 650-1,100 |" in out  # [650, 1,150): four ends
+    assert "| hazard | r (5) | 1,488 [1,388, 1,588], 2/8 successes | 4 of 8 at 650-1,100 |" in out  # [650, 1,150): four ends
     flawless = fake_run(tmp_path, "f", 1e-4, 6, [3200, 3300], flags=2, label="flawless")
     assert report([flawless], [])[0][0]["per_run"][0]["last"]["ends"] is None
     assert main([flawless]) == 0 and "| every episode succeeded |" in capsys.readouterr().out
