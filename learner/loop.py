@@ -86,6 +86,7 @@ class Learner:
         self._rebroadcast_at = 0.0  # when the weights were last sent again for actors on another run's
         self._started = time.monotonic()
         self.clock = EpochClock()
+        self._epoch, self._holding = EpochAccumulator(), False  # the open epoch; whether the last turn held intake back
 
     def compile(self) -> float:
         """Compile and warm up on a synthetic batch before any actor starts (no drops while compiling)."""
@@ -126,37 +127,45 @@ class Learner:
             return "env_steps"
         return ""
 
-    def run(self, deadline: float = 0.0, on_tick: Callable[[], None] | None = None) -> str:
-        """Loop until a stop, the monotonic ``deadline`` (if > 0), ``learner.steps`` updates or the budget; returns which."""
+    def step(self) -> bool:
+        """One turn: an update if replay is ready and the ratio allows (an epoch ends every ``updates_per_epoch``), then
+        intake within the ratio and the budget; whether it trained. ``run`` loops it."""
         cfg, c, total, replay = self.cfg.learner, self.counters, self.cfg.total_env_steps, self.plane.replay
-        epoch = EpochAccumulator()
+        turn, trained = time.monotonic(), False
+        ready = self.train and len(replay) >= cfg.min_replay and replay.num_sampleable() > 0
+        if ready and self.ratio.allows(c.samples_trained, c.inserted):
+            if self._epoch.updates == 0:  # an epoch's clock starts at its first update (not while replay fills)
+                self._epoch = EpochAccumulator(started=time.monotonic(), processed_at_start=self.plane.processed)
+            replay.anneal(c.inserted)  # prioritized replay's beta
+            self._epoch.add(self.dqn.update(replay))
+            c.updates += 1
+            c.samples_trained += self.dqn.effective_batch
+            trained = True
+            self._periodic(c.inserted)
+            if self._epoch.updates == cfg.updates_per_epoch:
+                self._end_epoch(self._epoch)
+                self._epoch = EpochAccumulator()
+        room = total - c.inserted if total else 1 << 62  # past the budget by at most the batch that reaches it
+        allowed = self.ratio.room(c.samples_trained, c.inserted, ready)  # held: the actors wait meanwhile
+        self._holding = allowed <= 0
+        self.plane.drain(timeout=0.0 if trained else 0.02, max_transitions=max(0, min(room, allowed)))
+        c.inserted = self._inserted_at_start + self.plane.processed
+        if self._epoch.updates:  # the epoch's clock runs: say where this turn went
+            spent = time.monotonic() - turn
+            self._epoch.starved += 0.0 if trained else spent
+            self._epoch.holding += spent if self._holding else 0.0
+        return trained
+
+    def run(self, deadline: float = 0.0, on_tick: Callable[[], None] | None = None) -> str:
+        """``step`` until a stop, the monotonic ``deadline`` (if > 0), ``learner.steps`` updates or the budget; returns which.
+        Between turns: the idle notice; every 0.25 s the service threads' liveness, a rebroadcast, ``on_tick``."""
+        self._epoch = EpochAccumulator()  # an epoch an earlier ``run`` left open starts over
         last_tick = heard = said = time.monotonic()  # heard: when experience last arrived; said: the last wait notice
         processed = self.plane.processed
         while not (reason := self.stop_reason(deadline)):
-            turn, trained = time.monotonic(), False
-            ready = self.train and len(replay) >= cfg.min_replay and replay.num_sampleable() > 0
-            if ready and self.ratio.allows(c.samples_trained, c.inserted):
-                if epoch.updates == 0:  # an epoch's clock starts at its first update (not while replay fills)
-                    epoch = EpochAccumulator(started=time.monotonic(), processed_at_start=self.plane.processed)
-                replay.anneal(c.inserted)  # prioritized replay's beta
-                epoch.add(self.dqn.update(replay))
-                c.updates += 1
-                c.samples_trained += self.dqn.effective_batch
-                trained = True
-                self._periodic(c.inserted)
-                if epoch.updates == cfg.updates_per_epoch:
-                    self._end_epoch(epoch)
-                    epoch = EpochAccumulator()
-            room = total - c.inserted if total else 1 << 62  # past the budget by at most the batch that reaches it
-            allowed = self.ratio.room(c.samples_trained, c.inserted, ready)  # held: the actors wait meanwhile
-            holding = allowed <= 0
-            self.plane.drain(timeout=0.0 if trained else 0.02, max_transitions=max(0, min(room, allowed)))
-            c.inserted = self._inserted_at_start + self.plane.processed
+            self.step()
             now = time.monotonic()
-            if epoch.updates:  # the epoch's clock runs: say where this turn went
-                epoch.starved += 0.0 if trained else now - turn
-                epoch.holding += now - turn if holding else 0.0
-            if self.plane.processed != processed or holding:  # holding back is not silence
+            if self.plane.processed != processed or self._holding:  # holding back is not silence
                 processed, heard = self.plane.processed, now
             elif now - heard >= IDLE_NOTICE_EVERY and now - said >= IDLE_NOTICE_EVERY:
                 said = now  # every actor may be dead or restarting: say so, at most once per IDLE_NOTICE_EVERY
