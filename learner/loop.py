@@ -16,7 +16,7 @@ from collections.abc import Callable
 from learner.broadcasts import BroadcastRecorder
 from learner.checkpoint import Checkpointer, read_published, record_published
 from learner.console import format_epoch_line, format_eval_line
-from learner.data_plane import DataPlane
+from learner.data_plane import DataPlane, DataPlaneStats
 from learner.epoch import Counters, EpochAccumulator, EpochClock, epoch_figures
 from learner.metrics import MetricsLog
 from learner.replay.saved import restore_replay, save_replay
@@ -27,6 +27,7 @@ from learner.supervised import check_alive
 from learner.trainer import DQNLearner
 from learner.warm_up import SyntheticReplay, compile_setting
 from learner.weights import WeightServer
+from shared.config import LearnerConfig
 from shared.resolution import Resolved
 from shared.wire import protocol
 from shared.writes import RefusedWrites
@@ -35,6 +36,39 @@ IDLE_NOTICE_EVERY = 10.0  # seconds without new experience before the loop says 
 REBROADCAST_EVERY = 1.0  # seconds between repeats of the current weights while an actor is on another run's
 
 STOP_REASONS = ("stopped", "duration", "updates", "env_steps")  # Learner.run's: a stop, the deadline, steps, env steps
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """The run's counters as the launcher prints them (``Learner.summary``)."""
+
+    epoch: int
+    updates: int
+    inserted: int  # env steps in replay over the whole run
+    weights_version: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Header:
+    """What the launcher's first lines say of the learner (``Learner.header``)."""
+
+    cfg: LearnerConfig  # as this machine resolved it (compile off without a compiler)
+    amp: str  # the autocast dtype, or 'off'
+    vectors_pinned: bool  # compiled CPU code held to 256-bit vectors
+    rule: str  # the TD rule in words
+    label: str  # the env's name for its settings
+
+
+@dataclasses.dataclass(frozen=True)
+class Ending:
+    """What ``Learner.shutdown`` leaves for the launcher's last lines."""
+
+    ledger: list  # per (slot, incarnation): seqs accepted, rejected, duplicated, missing
+    rejects: dict[str, int]  # rejected messages by reason
+    versions: list[int]  # per slot: the weights version of its latest batch
+    lags: list[int]  # per slot: versions behind the last weights
+    first_epoch_ratio: float | None  # the first epoch's updates/s over the later ones'
+    checkpoint_failed: bool  # the last checkpoint could not be written
 
 
 class Learner:
@@ -66,6 +100,7 @@ class Learner:
             self.plane.close()
             raise
         self.slots = SlotView(self.plane.consolidator, c)
+        self.stream_capacity = self.plane.replay.stream_capacity  # replay's transitions per env stream
         if resume_state is not None:
             restore_replay(run_dir, self.plane.replay)
         resumed_at = c.inserted if resume_state is not None else None
@@ -114,6 +149,49 @@ class Learner:
         if self.metrics is not None:
             self.metrics.close()
 
+    def shutdown(self, keep_replay: bool) -> Ending:
+        """Take in what is still in flight (the actors have stopped), then ``close``; what the last lines say."""
+        self.plane.drain_until_quiet(quiet=0.5, timeout=5.0)
+        plane, slots = self.plane, self.slots
+        taken = plane.ledger(), dict(plane.consolidator.rejects), slots.weights_versions(), slots.weights_lag()
+        self.close(keep_replay)
+        return Ending(*taken, self.clock.first_epoch_ratio(), self.checkpoints.failed)
+
+    def write_or_retry(self, name: str, write: Callable[[], object]) -> None:
+        """``write()`` now; one a full disk refuses is said, and written before the next checkpoint."""
+        if not self.refused.attempt(name, write):
+            self.checkpoints.pending[name] = write
+
+    def header(self) -> Header:
+        """The learner's settings and mode for the launcher's header."""
+        d, label = self.dqn, self.entry.label_of(self.cfg.env)
+        return Header(d.cfg, f"{d.amp_dtype or 'off'}", d.cpu_vectors_pinned, d.rule.describe(), label)
+
+    def summary(self) -> Summary:
+        """The counters now: epoch, updates, env steps inserted, weights version."""
+        c = self.counters
+        return Summary(c.epoch, c.updates, c.inserted, c.weights_version)
+
+    def processor_stats(self) -> DataPlaneStats:
+        """The data plane's figures now (the [PROCESSOR] line's)."""
+        return self.plane.stats()
+
+    def drain(self, timeout: float) -> int:
+        """Move what the actors sent into replay, waiting up to ``timeout`` s for a first batch; returns how many."""
+        return self.plane.drain(timeout=timeout)
+
+    def incarnations(self) -> list[int]:
+        """The incarnation whose batches each actor slot accepts (-1: none yet)."""
+        return self.slots.incarnations()
+
+    def release_slot(self, slot: int) -> None:
+        """Free ``slot``'s lease (its actor died) so the restarted actor takes it at once."""
+        self.slots.release(slot)
+
+    def current_weights(self) -> tuple[int, dict] | None:
+        """The last published (version, arrays), None before the first publish."""
+        return self.server.current()
+
     def stop_reason(self, deadline: float = 0.0) -> str:
         """Why the loop should end now (one of ``STOP_REASONS``), or '' while it should go on."""
         c, total = self.counters, self.cfg.total_env_steps
@@ -131,16 +209,15 @@ class Learner:
         """One turn: an update if replay is ready and the ratio allows (an epoch ends every ``updates_per_epoch``), then
         intake within the ratio and the budget; whether it trained. ``run`` loops it."""
         cfg, c, total, replay = self.cfg.learner, self.counters, self.cfg.total_env_steps, self.plane.replay
-        turn, trained = time.monotonic(), False
+        turn = time.monotonic()
         ready = self.train and len(replay) >= cfg.min_replay and replay.num_sampleable() > 0
-        if ready and self.ratio.allows(c.samples_trained, c.inserted):
+        if trained := ready and self.ratio.allows(c.samples_trained, c.inserted):
             if self._epoch.updates == 0:  # an epoch's clock starts at its first update (not while replay fills)
                 self._epoch = EpochAccumulator(started=time.monotonic(), processed_at_start=self.plane.processed)
             replay.anneal(c.inserted)  # prioritized replay's beta
             self._epoch.add(self.dqn.update(replay))
             c.updates += 1
             c.samples_trained += self.dqn.effective_batch
-            trained = True
             self._periodic(c.inserted)
             if self._epoch.updates == cfg.updates_per_epoch:
                 self._end_epoch(self._epoch)
