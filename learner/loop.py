@@ -1,9 +1,9 @@
-"""The learner's main loop: drain experience, train within the replay ratio, publish, checkpoint.
+"""The Learner: its loop (train within the replay ratio, drain experience, publish, checkpoint) and the face the launcher asks.
 
-Every iteration: move queued batches into replay; when replay is ready and the replay-ratio limiter allows, one update;
-every ``updates_per_epoch`` updates an epoch ends (learner/epoch.py) and a checkpoint starts when due. Target sync,
-broadcasts and resets follow periods in env steps (learner/schedule.py). Holding the ratio (``learner.exact_ratio``),
-intake waits for training, so a slow learner slows the actors instead of training less per env step.
+``step`` is one turn: when replay is ready and the replay-ratio limiter allows, one update, then queued batches move into
+replay; every ``updates_per_epoch`` updates an epoch ends (learner/epoch.py) and a checkpoint starts when due. ``run``
+repeats it, the housekeeping between turns. Target sync, broadcasts and resets follow periods in env steps
+(learner/schedule.py). Holding the ratio (``learner.exact_ratio``), intake waits for training: a slow learner slows the actors.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class Ending:
 
 
 class Learner:
-    """Owns the data plane, the DQN learner, the weight server, metrics and checkpoints."""
+    """Owns the data plane, the DQN learner, the weight server, metrics and checkpoints; callers ask it, not its parts."""
 
     def __init__(
         self, run: Resolved, run_dir: str, resume_state: dict | None = None, stop_requested: threading.Event | None = None
