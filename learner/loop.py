@@ -151,8 +151,8 @@ class Learner:
 
     def shutdown(self, keep_replay: bool) -> Ending:
         """Take in what is still in flight (the actors have stopped), then ``close``; what the last lines say."""
-        self.plane.drain_until_quiet(quiet=0.5, timeout=5.0)
         plane, slots = self.plane, self.slots
+        plane.drain_until_quiet(quiet=0.5, timeout=5.0)
         taken = plane.ledger(), dict(plane.consolidator.rejects), slots.weights_versions(), slots.weights_lag()
         self.close(keep_replay)
         return Ending(*taken, self.clock.first_epoch_ratio(), self.checkpoints.failed)
