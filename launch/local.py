@@ -109,8 +109,7 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
         "config.json": lambda: write_atomic(os.path.join(run_dir, "config.json"), cfg.to_json()),
         "machine.json": lambda: record_machine(run_dir),  # the machine the run's figures came from
     }.items():
-        if not learner.refused.attempt(name, write):
-            learner.checkpoints.pending[name] = write
+        learner.write_or_retry(name, write)
     print_header(cfg, learner, run_dir, threads, resumed=resume_state is not None)
     compile_seconds = learner.compile()
     if compile_seconds:
@@ -132,19 +131,16 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
         if supervisor.bar is not None:
             supervisor.bar.close()
         # read while the actors exit: their last batches leave their sockets only while someone reads them
-        codes = pool.stop_all(timeout=10.0, while_waiting=lambda: learner.plane.drain(timeout=0.05))
+        codes = pool.stop_all(timeout=10.0, while_waiting=lambda: learner.drain(timeout=0.05))
         if evaluator is not None:
             evaluator.stop()
-        learner.plane.drain_until_quiet(quiet=0.5, timeout=5.0)  # what is still in flight
-        lags, versions = learner.slots.weights_lag(), learner.slots.weights_versions()
-        ledger, rejects = learner.plane.ledger(), dict(learner.plane.consolidator.rejects)
-        learner.close(keep_replay=reason in ("stopped", "duration"))  # a run that may go on keeps what it collected
-    print_accounting(ledger, rejects)
-    elapsed = time.monotonic() - supervisor.start
-    say(format_processor_line(learner.plane.stats(), learner.plane.processed / max(elapsed, 1e-9)))
-    if (ratio := learner.clock.first_epoch_ratio()) is not None:
-        say(f"[MAIN] first epoch after warm-up ran at {ratio:.0%} of the later epochs' updates/s")
-    c = learner.counters
+        end = learner.shutdown(keep_replay=reason in ("stopped", "duration"))  # a run that may go on keeps what it collected
+    print_accounting(end.ledger, end.rejects)
+    elapsed, stats = time.monotonic() - supervisor.start, learner.processor_stats()
+    say(format_processor_line(stats, stats.processed / max(elapsed, 1e-9)))
+    if end.first_epoch_ratio is not None:
+        say(f"[MAIN] first epoch after warm-up ran at {end.first_epoch_ratio:.0%} of the later epochs' updates/s")
+    c = learner.summary()
     if not cfg.collect_only and c.updates and cfg.eval.final_episodes:
         if terminated.is_set():  # a container or job being stopped has seconds left, not minutes
             say(f"[MAIN] SIGTERM: no final evaluation (python -m launch.final_eval {run_dir} runs it)")
@@ -159,10 +155,10 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
     say(
         f"[MAIN] stopped after {elapsed:.1f}s by {stop_line(reason, cfg, c.inserted, c.updates)}: "
         f"epoch {c.epoch}, {c.updates} updates, {c.inserted:,} env steps, weights v{c.weights_version}, "
-        f"actor weights versions {versions} (lag {lags}), actor exit codes {codes}"
+        f"actor weights versions {end.versions} (lag {end.lags}), actor exit codes {codes}"
         + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else "")
     )
-    if learner.checkpoints.failed:
+    if end.checkpoint_failed:
         say(
             f"error: the last checkpoint could not be written (see above); {run_dir} keeps the newest one that was",
             file=sys.stderr,
@@ -211,19 +207,19 @@ def periods_phrase(cfg: RunConfig, lc) -> str:
 
 def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, resumed: bool) -> None:
     """The run's first [MAIN] lines: seed, folder and env, exploration and replay, evaluation schedule."""
-    lc = learner.dqn.cfg
-    vectors = " (256-bit CPU vectors)" if learner.dqn.cpu_vectors_pinned else ""
+    h = learner.header()
+    lc, vectors = h.cfg, " (256-bit CPU vectors)" if h.vectors_pinned else ""
     mode = (
         "collecting only"
         if cfg.collect_only
-        else f"training (AMP: {learner.dqn.amp_dtype or 'off'}, compile: {lc.compile}{vectors}, batch {lc.micro_batch} x "
+        else f"training (AMP: {h.amp}, compile: {lc.compile}{vectors}, batch {lc.micro_batch} x "
         f"{lc.accum_steps}, {threads} torch thread(s), {'dueling' if cfg.net.dueling else 'Nature-DQN'} head)"
     )
     seeds = f" (actors {cfg.actor.seed}, learner {cfg.learner.seed}, evaluations {cfg.eval.seed})"
     if (cfg.actor.seed, cfg.learner.seed, cfg.eval.seed) == (cfg.seed,) * 3:
         seeds = ""
     say(f"[MAIN] seed {cfg.seed if cfg.seed >= 0 else 'not saved (an older run)'}{seeds}")
-    label, device, spec = learner.entry.label_of(cfg.env), learner.device, spec_line(cfg, learner.entry, learner.spec)
+    label, device, spec = h.label, learner.device, spec_line(cfg, learner.entry, learner.spec)
     say(
         f"[MAIN] run folder {run_dir}, device {device}, {cfg.actors} actors x {cfg.actor.envs_per_actor} env(s) "
         f"on {cfg.env.name}{'' if label == cfg.env.name else ' ' + label} ({spec}), {mode}"
@@ -235,7 +231,7 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, r
         say(
             f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its floor ("
             f"{', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); {ratio_phrase(lc)}, reward scale {lc.reward_scale:.4g}, "
-            f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, lr {lc.lr:g}, {learner.dqn.rule.describe()}"
+            f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, lr {lc.lr:g}, {h.rule}"
         )
     if not cfg.collect_only:
         say(f"[MAIN] periods: {periods_phrase(cfg, lc)}")
@@ -253,7 +249,7 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, r
         )
         say(f"[MAIN] evaluation: {during}; at the end: {end} (seed {ev.seed})")
     if resumed:
-        c = learner.counters
+        c = learner.summary()
         say(f"[MAIN] resumed at epoch {c.epoch}, {c.updates} updates, weights v{c.weights_version}")
 
 
@@ -309,20 +305,20 @@ class Supervisor:
         self.report_new_incarnations()
 
     def _done(self, unit: str) -> int:
-        c = self.learner.counters
+        c = self.learner.summary()
         return {"env steps": c.inserted, "updates": c.updates, "s": int(time.monotonic() - self.start)}[unit]
 
     def print_processor_line(self, now: float) -> None:
         """The [PROCESSOR] line every log_every seconds."""
         if now - self.logged_at >= self.cfg.log_every:
-            processed = self.learner.plane.processed
-            rate = (processed - self.logged_processed) / (now - self.logged_at)
-            (self.bar.write if self.bar is not None else print)(format_processor_line(self.learner.plane.stats(), rate))
-            self.logged_at, self.logged_processed = now, processed
+            stats = self.learner.processor_stats()
+            rate = (stats.processed - self.logged_processed) / (now - self.logged_at)
+            (self.bar.write if self.bar is not None else print)(format_processor_line(stats, rate))
+            self.logged_at, self.logged_processed = now, stats.processed
 
     def restart_dead_actors(self) -> None:
         pool = self.pool
-        for slot, delay in pool.restart_dead(before_start=self.learner.slots.release):
+        for slot, delay in pool.restart_dead(before_start=self.learner.release_slot):
             if not delay:
                 say(f"[MAIN] actor {slot} exited; restarted (restarts: {pool.restarts[slot]})")
             else:
@@ -337,16 +333,16 @@ class Supervisor:
         if self.silent_reported or now - self.start < SILENT_SLOT_NOTICE:
             return
         self.silent_reported = True
-        silent = [slot for slot, inc in enumerate(self.learner.slots.incarnations()) if inc < 0]
+        silent = [slot for slot, inc in enumerate(self.learner.incarnations()) if inc < 0]
         if silent:
             self.learner.echo(
                 f"[MAIN] actor slot(s) {silent} sent nothing in {SILENT_SLOT_NOTICE:.0f}s: their shares "
-                f"of replay ({self.learner.plane.replay.stream_capacity:,} transitions per env) stay empty"
+                f"of replay ({self.learner.stream_capacity:,} transitions per env) stay empty"
             )
 
     def report_new_incarnations(self) -> None:
         """A slot whose sender changed (a restarted or replaced actor) is named with its old and new incarnation."""
-        for slot, incarnation in enumerate(self.learner.slots.incarnations()):
+        for slot, incarnation in enumerate(self.learner.incarnations()):
             if incarnation != (was := self.incarnations[slot]):
                 if was >= 0:
                     self.learner.echo(f"[MAIN] actor {slot} now sends as incarnation {incarnation:#x} (was {was:#x})")
@@ -380,14 +376,14 @@ class Evaluator:
         self.requests, self.results = ctx.Queue(maxsize=1), ctx.Queue()
         self.args = (cfg, self.stop_event, self.requests, self.results)  # the evaluation process's, at each (re)start
         self.proc = start_process(ctx, eval_process_main, self.args, name="evaluator")
-        self.period = EnvStepPeriod(cfg.eval.every_env_steps, learner.counters.inserted)
+        self.period = EnvStepPeriod(cfg.eval.every_env_steps, learner.summary().inserted)
 
     def tick(self) -> None:
-        c = self.learner.counters
+        c = self.learner.summary()
         if self.period.due(c.inserted):
             request = dict(updates=c.updates, env_steps=c.inserted, wall_seconds=round(self.learner.elapsed(), 3))
             with contextlib.suppress(queue.Full):  # never wait: while the last evaluation still runs this one is skipped
-                self.requests.put_nowait(request | {"weights": self.learner.server.current()})
+                self.requests.put_nowait(request | {"weights": self.learner.current_weights()})
         while True:
             try:
                 self.learner.record_eval(self.results.get_nowait())

@@ -1,9 +1,9 @@
-"""The learner's main loop: drain experience, train within the replay ratio, publish, checkpoint.
+"""The Learner: its loop (train within the replay ratio, drain experience, publish, checkpoint) and the face the launcher asks.
 
-Every iteration: move queued batches into replay; when replay is ready and the replay-ratio limiter allows, one update;
-every ``updates_per_epoch`` updates an epoch ends (learner/epoch.py) and a checkpoint starts when due. Target sync,
-broadcasts and resets follow periods in env steps (learner/schedule.py). Holding the ratio (``learner.exact_ratio``),
-intake waits for training, so a slow learner slows the actors instead of training less per env step.
+``step`` is one turn: when replay is ready and the replay-ratio limiter allows, one update, then queued batches move into
+replay; every ``updates_per_epoch`` updates an epoch ends (learner/epoch.py) and a checkpoint starts when due. ``run``
+repeats it, the housekeeping between turns. Target sync, broadcasts and resets follow periods in env steps
+(learner/schedule.py). Holding the ratio (``learner.exact_ratio``), intake waits for training: a slow learner slows the actors.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from learner.broadcasts import BroadcastRecorder
 from learner.checkpoint import Checkpointer, read_published, record_published
 from learner.console import format_epoch_line, format_eval_line
-from learner.data_plane import DataPlane
+from learner.data_plane import DataPlane, DataPlaneStats
 from learner.epoch import Counters, EpochAccumulator, EpochClock, epoch_figures
 from learner.metrics import MetricsLog
 from learner.replay.saved import restore_replay, save_replay
@@ -27,6 +27,7 @@ from learner.supervised import check_alive
 from learner.trainer import DQNLearner
 from learner.warm_up import SyntheticReplay, compile_setting
 from learner.weights import WeightServer
+from shared.config import LearnerConfig
 from shared.resolution import Resolved
 from shared.wire import protocol
 from shared.writes import RefusedWrites
@@ -37,8 +38,41 @@ REBROADCAST_EVERY = 1.0  # seconds between repeats of the current weights while 
 STOP_REASONS = ("stopped", "duration", "updates", "env_steps")  # Learner.run's: a stop, the deadline, steps, env steps
 
 
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """The run's counters as the launcher prints them (``Learner.summary``)."""
+
+    epoch: int
+    updates: int
+    inserted: int  # env steps in replay over the whole run
+    weights_version: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Header:
+    """What the launcher's first lines say of the learner (``Learner.header``)."""
+
+    cfg: LearnerConfig  # as this machine resolved it (compile off without a compiler)
+    amp: str  # the autocast dtype, or 'off'
+    vectors_pinned: bool  # compiled CPU code held to 256-bit vectors
+    rule: str  # the TD rule in words
+    label: str  # the env's name for its settings
+
+
+@dataclasses.dataclass(frozen=True)
+class Ending:
+    """What ``Learner.shutdown`` leaves for the launcher's last lines."""
+
+    ledger: list  # per (slot, incarnation): seqs accepted, rejected, duplicated, missing
+    rejects: dict[str, int]  # rejected messages by reason
+    versions: list[int]  # per slot: the weights version of its latest batch
+    lags: list[int]  # per slot: versions behind the last weights
+    first_epoch_ratio: float | None  # the first epoch's updates/s over the later ones'
+    checkpoint_failed: bool  # the last checkpoint could not be written
+
+
 class Learner:
-    """Owns the data plane, the DQN learner, the weight server, metrics and checkpoints."""
+    """Owns the data plane, the DQN learner, the weight server, metrics and checkpoints; callers ask it, not its parts."""
 
     def __init__(
         self, run: Resolved, run_dir: str, resume_state: dict | None = None, stop_requested: threading.Event | None = None
@@ -66,6 +100,7 @@ class Learner:
             self.plane.close()
             raise
         self.slots = SlotView(self.plane.consolidator, c)
+        self.stream_capacity = self.plane.replay.stream_capacity  # replay's transitions per env stream
         if resume_state is not None:
             restore_replay(run_dir, self.plane.replay)
         resumed_at = c.inserted if resume_state is not None else None
@@ -86,6 +121,7 @@ class Learner:
         self._rebroadcast_at = 0.0  # when the weights were last sent again for actors on another run's
         self._started = time.monotonic()
         self.clock = EpochClock()
+        self._epoch, self._holding = EpochAccumulator(), False  # the open epoch; whether the last turn held intake back
 
     def compile(self) -> float:
         """Compile and warm up on a synthetic batch before any actor starts (no drops while compiling)."""
@@ -113,6 +149,49 @@ class Learner:
         if self.metrics is not None:
             self.metrics.close()
 
+    def shutdown(self, keep_replay: bool) -> Ending:
+        """Take in what is still in flight (the actors have stopped), then ``close``; what the last lines say."""
+        plane, slots = self.plane, self.slots
+        plane.drain_until_quiet(quiet=0.5, timeout=5.0)
+        taken = plane.ledger(), dict(plane.consolidator.rejects), slots.weights_versions(), slots.weights_lag()
+        self.close(keep_replay)
+        return Ending(*taken, self.clock.first_epoch_ratio(), self.checkpoints.failed)
+
+    def write_or_retry(self, name: str, write: Callable[[], object]) -> None:
+        """``write()`` now; one a full disk refuses is said, and written before the next checkpoint."""
+        if not self.refused.attempt(name, write):
+            self.checkpoints.pending[name] = write
+
+    def header(self) -> Header:
+        """The learner's settings and mode for the launcher's header."""
+        d, label = self.dqn, self.entry.label_of(self.cfg.env)
+        return Header(d.cfg, f"{d.amp_dtype or 'off'}", d.cpu_vectors_pinned, d.rule.describe(), label)
+
+    def summary(self) -> Summary:
+        """The counters now: epoch, updates, env steps inserted, weights version."""
+        c = self.counters
+        return Summary(c.epoch, c.updates, c.inserted, c.weights_version)
+
+    def processor_stats(self) -> DataPlaneStats:
+        """The data plane's figures now (the [PROCESSOR] line's)."""
+        return self.plane.stats()
+
+    def drain(self, timeout: float) -> int:
+        """Move what the actors sent into replay, waiting up to ``timeout`` s for a first batch; returns how many."""
+        return self.plane.drain(timeout=timeout)
+
+    def incarnations(self) -> list[int]:
+        """The incarnation whose batches each actor slot accepts (-1: none yet)."""
+        return self.slots.incarnations()
+
+    def release_slot(self, slot: int) -> None:
+        """Free ``slot``'s lease (its actor died) so the restarted actor takes it at once."""
+        self.slots.release(slot)
+
+    def current_weights(self) -> tuple[int, dict] | None:
+        """The last published (version, arrays), None before the first publish."""
+        return self.server.current()
+
     def stop_reason(self, deadline: float = 0.0) -> str:
         """Why the loop should end now (one of ``STOP_REASONS``), or '' while it should go on."""
         c, total = self.counters, self.cfg.total_env_steps
@@ -126,37 +205,44 @@ class Learner:
             return "env_steps"
         return ""
 
-    def run(self, deadline: float = 0.0, on_tick: Callable[[], None] | None = None) -> str:
-        """Loop until a stop, the monotonic ``deadline`` (if > 0), ``learner.steps`` updates or the budget; returns which."""
+    def step(self) -> bool:
+        """One turn: an update if replay is ready and the ratio allows (an epoch ends every ``updates_per_epoch``), then
+        intake within the ratio and the budget; whether it trained. ``run`` loops it."""
         cfg, c, total, replay = self.cfg.learner, self.counters, self.cfg.total_env_steps, self.plane.replay
-        epoch = EpochAccumulator()
+        turn = time.monotonic()
+        ready = self.train and len(replay) >= cfg.min_replay and replay.num_sampleable() > 0
+        if trained := ready and self.ratio.allows(c.samples_trained, c.inserted):
+            if self._epoch.updates == 0:  # an epoch's clock starts at its first update (not while replay fills)
+                self._epoch = EpochAccumulator(started=time.monotonic(), processed_at_start=self.plane.processed)
+            replay.anneal(c.inserted)  # prioritized replay's beta
+            self._epoch.add(self.dqn.update(replay))
+            c.updates += 1
+            c.samples_trained += self.dqn.effective_batch
+            self._periodic(c.inserted)
+            if self._epoch.updates == cfg.updates_per_epoch:
+                self._end_epoch(self._epoch)
+                self._epoch = EpochAccumulator()
+        room = total - c.inserted if total else 1 << 62  # past the budget by at most the batch that reaches it
+        allowed = self.ratio.room(c.samples_trained, c.inserted, ready)  # held: the actors wait meanwhile
+        self._holding = allowed <= 0
+        self.plane.drain(timeout=0.0 if trained else 0.02, max_transitions=max(0, min(room, allowed)))
+        c.inserted = self._inserted_at_start + self.plane.processed
+        if self._epoch.updates:  # the epoch's clock runs: say where this turn went
+            spent = time.monotonic() - turn
+            self._epoch.starved += 0.0 if trained else spent
+            self._epoch.holding += spent if self._holding else 0.0
+        return trained
+
+    def run(self, deadline: float = 0.0, on_tick: Callable[[], None] | None = None) -> str:
+        """``step`` until a stop, the monotonic ``deadline`` (if > 0), ``learner.steps`` updates or the budget; returns which.
+        Between turns: the idle notice; every 0.25 s the service threads' liveness, a rebroadcast, ``on_tick``."""
+        self._epoch = EpochAccumulator()  # an epoch an earlier ``run`` left open starts over
         last_tick = heard = said = time.monotonic()  # heard: when experience last arrived; said: the last wait notice
         processed = self.plane.processed
         while not (reason := self.stop_reason(deadline)):
-            turn, trained = time.monotonic(), False
-            ready = self.train and len(replay) >= cfg.min_replay and replay.num_sampleable() > 0
-            if ready and self.ratio.allows(c.samples_trained, c.inserted):
-                if epoch.updates == 0:  # an epoch's clock starts at its first update (not while replay fills)
-                    epoch = EpochAccumulator(started=time.monotonic(), processed_at_start=self.plane.processed)
-                replay.anneal(c.inserted)  # prioritized replay's beta
-                epoch.add(self.dqn.update(replay))
-                c.updates += 1
-                c.samples_trained += self.dqn.effective_batch
-                trained = True
-                self._periodic(c.inserted)
-                if epoch.updates == cfg.updates_per_epoch:
-                    self._end_epoch(epoch)
-                    epoch = EpochAccumulator()
-            room = total - c.inserted if total else 1 << 62  # past the budget by at most the batch that reaches it
-            allowed = self.ratio.room(c.samples_trained, c.inserted, ready)  # held: the actors wait meanwhile
-            holding = allowed <= 0
-            self.plane.drain(timeout=0.0 if trained else 0.02, max_transitions=max(0, min(room, allowed)))
-            c.inserted = self._inserted_at_start + self.plane.processed
+            self.step()
             now = time.monotonic()
-            if epoch.updates:  # the epoch's clock runs: say where this turn went
-                epoch.starved += 0.0 if trained else now - turn
-                epoch.holding += now - turn if holding else 0.0
-            if self.plane.processed != processed or holding:  # holding back is not silence
+            if self.plane.processed != processed or self._holding:  # holding back is not silence
                 processed, heard = self.plane.processed, now
             elif now - heard >= IDLE_NOTICE_EVERY and now - said >= IDLE_NOTICE_EVERY:
                 said = now  # every actor may be dead or restarting: say so, at most once per IDLE_NOTICE_EVERY

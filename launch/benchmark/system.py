@@ -148,16 +148,12 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
         ctx = spawn_context()
         stop, reports = ctx.Event(), ctx.Queue()
         procs = [start_process(ctx, actor_main, (rc, slot, stop, reports), f"actor-{slot}") for slot in range(rc.actors)]
-        plane = learner.plane
         try:
-            _until(lambda: len(plane.replay), rc.learner.min_replay, lambda: plane.drain(timeout=0.05), FILL_ERROR)
-            window = _Window(device, procs, lambda: plane.processed).open()
+            _until(lambda: learner.processor_stats().buffer, rc.learner.min_replay, lambda: learner.drain(0.05), FILL_ERROR)
+            window = _Window(device, procs, lambda: learner.processor_stats().processed).open()
             learner.run(deadline=window.start + bench.system_seconds)
             _until(
-                lambda: learner.counters.epoch,
-                bench.system_min_epochs,
-                lambda: learner.run(deadline=time.monotonic() + 1),
-                EPOCHS_ERROR,
+                lambda: learner.summary().epoch, bench.system_min_epochs, lambda: learner.run(time.monotonic() + 1), EPOCHS_ERROR
             )
             window.close()
         finally:
@@ -167,10 +163,10 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
     rates = ([learner.clock.first_rate] if learner.clock.first_rate else []) + list(learner.clock.rates)
     epochs = [rc.learner.updates_per_epoch / r for r in rates]
     c = _collector(actor_reports, "submit_seconds", None, "batches", "sent_transitions")
-    drops = plane.stats().drops + sum(r["dropped_batches"] for r in actor_reports)
-    return _system_figures(
-        window, learner.counters.updates, learner.dqn.effective_batch, epochs, c, drops, plane.replay, compile_s
-    )
+    drops = learner.processor_stats().drops + sum(r["dropped_batches"] for r in actor_reports)
+    lc = learner.header().cfg  # the learner settings as resolved here (auto batch sizes made concrete)
+    batch = lc.micro_batch * lc.accum_steps
+    return _system_figures(window, learner.summary().updates, batch, epochs, c, drops, learner.plane.replay, compile_s)
 
 
 def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> dict:

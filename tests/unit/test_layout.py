@@ -117,3 +117,37 @@ def test_no_program_that_trains_or_plays_imports_the_analysis_tools():
     ]
     assert wrong == []
     assert {"launch.tools.report", "launch.tools.plot", "launch.tools.gendocs"} <= set(_graph())
+
+
+def _reaches_into_learner(source: str) -> list[str]:
+    """Each ``learner.part.x`` (or ``self.learner.part.x``) in ``source``: an attribute of one of a Learner's parts."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+            root = node.value.value  # learner in learner.part.x; self.learner in self.learner.part.x
+            if (isinstance(root, ast.Name) and root.id == "learner") or (
+                isinstance(root, ast.Attribute) and root.attr == "learner" and ast.unparse(root.value) == "self"
+            ):
+                found.append(ast.unparse(node))
+    return found
+
+
+def test_the_launcher_asks_the_learner_and_never_reaches_into_its_parts():
+    with open(os.path.join(ROOT, "launch", "local.py"), encoding="utf-8") as fh:
+        assert _reaches_into_learner(fh.read()) == []  # learner/loop.py's Learner answers: add a method there instead
+
+
+def test_a_reach_into_a_learner_part_is_found():
+    source = """
+def run(learner):
+    learner.plane.drain(timeout=0.05)
+    c = learner.counters
+    print(learner.summary().epoch, learner.slots.incarnations()[0], c.epoch, other.learner.plane)
+
+class Supervisor:
+    def tick(self):
+        self.learner.release_slot(0)
+        return self.learner.server.current(), self.learner.plane.replay.stream_capacity
+"""
+    found = ["learner.plane.drain", "learner.slots.incarnations", "self.learner.server.current", "self.learner.plane.replay"]
+    assert _reaches_into_learner(source) == found
