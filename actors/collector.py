@@ -23,9 +23,9 @@ from actors.slot_client import lease_slot
 from actors.weights_client import WeightClient
 from shared.config import RunConfig
 from shared.exploration import EpsilonGreedy, epsilons
-from shared.health import Heartbeat
+from shared.heartbeat import Heartbeat
 from shared.network import acting_copy, build_q_network, cpu_has_native_bf16
-from shared.parent import orphan_check
+from shared.orphans import orphan_check
 from shared.priorities import n_step_priorities
 from shared.resolution import Resolved, resolve_run
 from shared.targets import build_rule

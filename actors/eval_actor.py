@@ -17,7 +17,7 @@ import torch
 from shared.config import RunConfig
 from shared.envs import action_names, entry_for, env_label, with_stage
 from shared.evaluation.episodes import build_network, play_episodes, summarize
-from shared.parent import orphan_check
+from shared.orphans import orphan_check
 from shared.seeding import EVAL_ROUND, stream_seed
 
 

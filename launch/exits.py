@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from learner.supervised import ThreadDied
+from learner.thread_watch import ThreadDied
 from learner.trainer import NonFiniteUpdate
 from shared.errors import ConfigError
 

@@ -1,6 +1,6 @@
 """Container health check: ``python -m launch.health [--max-age S]``; exit 0 healthy, 1 not, with the reason.
 
-Reads the liveness file ``WARPPIPE_HEALTH_FILE`` names (shared/health.py): its writer must be alive, have written
+Reads the liveness file ``WARPPIPE_HEALTH_FILE`` names (shared/heartbeat.py): its writer must be alive, have written
 within ``--max-age`` seconds, and each TCP port it lists must accept a connection.
 """
 
@@ -14,7 +14,7 @@ import sys
 import time
 
 from launch.cli import UsageError, parse
-from shared.health import HEALTH_FILE_ENV
+from shared.heartbeat import HEALTH_FILE_ENV
 
 
 @dataclasses.dataclass

@@ -48,7 +48,7 @@ from shared.config import DEFAULT_BETA_STEPS, RunConfig
 from shared.envs import EnvEntry
 from shared.evaluation.result import RESULT_NAME
 from shared.exploration import epsilon_floors
-from shared.health import Heartbeat
+from shared.heartbeat import Heartbeat
 from shared.network import network_family
 from shared.spec import EnvSpec
 from shared.writes import write_atomic

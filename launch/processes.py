@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from shared.parent import orphan_check  # noqa: F401  (the launchers' children import it from here)
+from shared.orphans import orphan_check  # noqa: F401  (the launchers' children import it from here)
 
 _SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 QUICK_EXIT_S = 30.0  # an actor that exits sooner than this after its start counts as a failing start

@@ -20,7 +20,7 @@ import numpy as np
 import zmq
 
 from learner.slots import SlotTable
-from learner.supervised import SupervisedThread
+from learner.thread_watch import SupervisedThread
 from shared.config import TransportConfig
 from shared.wire import protocol
 from shared.wire.links import bind, held_kernel_buffer, open_socket

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from learner.consolidator import Consolidator
-from learner.replay.frames import FrameReplay
+from learner.replay.frame_ring import FrameReplay
 from learner.replay.prioritized import PrioritizedReplay
 from shared.config import RunConfig
 from shared.spec import EnvSpec

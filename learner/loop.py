@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from learner.broadcasts import BroadcastRecorder
+from learner.broadcast_figures import BroadcastRecorder
 from learner.checkpoint import Checkpointer, read_published, record_published
 from learner.console import format_epoch_line, format_eval_line
 from learner.data_plane import DataPlane, DataPlaneStats
@@ -23,10 +23,10 @@ from learner.replay.saved import restore_replay, save_replay
 from learner.schedule import EnvStepPeriod, ReplayRatio
 from learner.slot_view import SlotView
 from learner.snapshots import SnapshotKeeper, eval_figures
-from learner.supervised import check_alive
+from learner.thread_watch import check_alive
 from learner.trainer import DQNLearner
 from learner.warm_up import SyntheticReplay, compile_setting
-from learner.weights import WeightServer
+from learner.weight_server import WeightServer
 from shared.config import LearnerConfig
 from shared.resolution import Resolved
 from shared.wire import protocol

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from learner.replay.frames import FrameReplay, host_array
+from learner.replay.frame_ring import FrameReplay, host_array
 from learner.resets import reset_network
 from shared.config import AUTOS, ENV_AUTO_FIELDS, LearnerConfig, NetConfig
 from shared.errors import check

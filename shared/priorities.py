@@ -1,7 +1,7 @@
 """Initial replay priorities an actor computes for its own batch (Ape-X), with the replay's n-step rule and the
 learner's TD rule (shared/targets.py).
 
-The n-step return R follows learner/replay/frames.py, also stopping at the batch's end (later rewards are not known
+The n-step return R follows learner/replay/frame_ring.py, also stopping at the batch's end (later rewards are not known
 yet). With L steps added the priority is
 
     | reward_scale * R + first(t) + gamma**L * V(s_{t+L}) * (not terminated) - Q(s_t, a_t) |

@@ -17,7 +17,7 @@ import numpy as np
 
 OBS_DTYPES = ("uint8", "int8", "float16", "float32")
 """Observation dtypes (numpy names) an env may declare: the one list the wire (shared/wire/protocol.py) and the replay
-(learner/replay/frames.py) build their tables from."""
+(learner/replay/frame_ring.py) build their tables from."""
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,11 @@ import torch
 import tyro
 
 from launch.benchmark.collection import collection, env_ceiling
-from launch.benchmark.config import STAGES, BenchConfig, apply_quick
 from launch.benchmark.learner import learner_stage
+from launch.benchmark.options import STAGES, BenchConfig, apply_quick
 from launch.benchmark.replay import priority_stage, replay_stage
-from launch.benchmark.report import machine, render_table
 from launch.benchmark.system import system_stage
+from launch.benchmark.tables import machine, render_table
 from launch.benchmark.transport import transport
 from launch.cli import load_plugin, plain, run_config_type, subclass
 from shared.config import RunConfig

@@ -12,7 +12,7 @@ import torch
 from actors.collector import actor_main
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
-from learner.weights import WeightServer
+from learner.weight_server import WeightServer
 from shared.config import RunConfig
 from shared.envs import entry_for, env_spec, make_env, make_vector_env
 from shared.network import build_q_network

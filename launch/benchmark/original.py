@@ -21,9 +21,9 @@ import torch
 from actors.collector import Collector
 from actors.weights_client import WeightClient
 from launch.processes import orphan_check
-from learner.replay.frames import FrameReplay
+from learner.replay.frame_ring import FrameReplay
 from learner.trainer import DQNLearner
-from learner.weights import WeightServer
+from learner.weight_server import WeightServer
 from shared.config import RunConfig
 from shared.envs import env_spec
 from shared.resolution import resolve_run

@@ -9,7 +9,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from learner.replay.frames import FrameReplay
+from learner.replay.frame_ring import FrameReplay
 from learner.replay.prioritized import PrioritizedReplay
 from shared.config import RunConfig
 

@@ -17,8 +17,8 @@ import torch
 
 from actors.collector import actor_main
 from launch.benchmark.collection import exit_reports
-from launch.benchmark.config import BenchConfig
 from launch.benchmark.learner import reset_compiler
+from launch.benchmark.options import BenchConfig
 from launch.benchmark.original import OriginalLearner, original_collector_main
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.trainer import resolve_amp

@@ -1,6 +1,6 @@
 """PrioritizedReplay: FrameReplay with proportional prioritization (Schaul et al. 2016; Ape-X).
 
-Slot k is drawn with probability ``p_k**alpha / sum_j p_j**alpha`` over the sampleable slots (frames.py); a new slot
+Slot k is drawn with probability ``p_k**alpha / sum_j p_j**alpha`` over the sampleable slots (frame_ring.py); a new slot
 gets ``|initial| + eps`` (Ape-X: the actor's n-step TD errors) or the largest priority so far, ``update_priorities`` sets
 ``|td| + eps``, and a sample's ``weight`` is ``(N * P(k))**-beta`` over the batch's largest. The priorities and their
 sum tree are host numpy whatever the device.
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from learner.replay.frames import FrameReplay, to_device
+from learner.replay.frame_ring import FrameReplay, to_device
 from learner.replay.sum_tree import SumTree
 
 _MAX_REJECT_ROUNDS = 64

@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from learner.replay.frames import FrameReplay
+from learner.replay.frame_ring import FrameReplay
 
 REPLAY_NAME = "replay.pt"
 

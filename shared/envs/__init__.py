@@ -86,7 +86,7 @@ class EnvEntry:
     noop_action: Callable[[EnvConfig], int] | None = None
     """The action that does nothing, played at the start of a no-op-start evaluation episode; None: action 0."""
     probe_action: Callable[[EnvConfig], int] | None = None
-    """The action the probe set's scripted policy holds (shared/probe.py; Mario: right+A); None: a seeded random policy."""
+    """The action the probe set's scripted policy holds (shared/probe_set.py; Mario: right+A); None: a seeded random policy."""
     # The values the options of the same name (ENV_AUTO_FIELDS) take at -1 (auto) on this env:
     reward_scale: float = 1.0
     gamma: float = 0.9

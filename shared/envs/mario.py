@@ -186,7 +186,7 @@ def _noop_action(cfg: EnvConfig) -> int:
 
 def _probe_action(cfg: EnvConfig) -> int:
     """right+A, with the env's jump release (``launch.evaluate --policy constant --action right+A``): it reaches the
-    flag of 1-1 in 483 steps, so the probe set (shared/probe.py) spans the stage."""
+    flag of 1-1 in 483 steps, so the probe set (shared/probe_set.py) spans the stage."""
     return ACTION_SETS[mario_options(cfg).actions].index(["right", "A"])
 
 

@@ -63,7 +63,7 @@ base_port + slot) or -1 when refused, ``slots`` the learner's slot count, ``leas
 empty string or why it refused (learner/slots.py).
 
 A truncated episode (time limit, actor restart, a lost batch) is marked only by the next slot's ``first`` = 1 with
-``terminated`` = 0 on the slot before; see learner/replay/frames.py for how stacks and n-step returns use these flags.
+``terminated`` = 0 on the slot before; see learner/replay/frame_ring.py for how stacks and n-step returns use these flags.
 """
 
 from __future__ import annotations

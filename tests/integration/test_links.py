@@ -20,7 +20,7 @@ from actors.sender import BatchSender
 from actors.weights_client import WeightClient
 from launch.keys import KeysConfig, make_keys
 from learner.consolidator import Consolidator
-from learner.weights import WeightServer
+from learner.weight_server import WeightServer
 from shared.config import ConfigError, TransportConfig
 from shared.network import QNetwork
 from shared.wire import curve, protocol

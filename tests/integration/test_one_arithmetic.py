@@ -1,9 +1,9 @@
 """One arithmetic: the greedy policy the learner trains is the one the actors play.
 
-On Mario 1-1's probe states (shared/probe.py), a learner with the default config as a CPU run resolves it, trained a
+On Mario 1-1's probe states (shared/probe_set.py), a learner with the default config as a CPU run resolves it, trained a
 few hundred updates on real 1-1 transitions and reloaded from its checkpoint, picks the same greedy action through
 its own forward (the online net in eval mode through ``online_fn``, compiled where the config compiles, under its
-``_autocast()``) as the actors' copy of its published weights (learner/weights.py ``state_arrays``, the WEIGHTS
+``_autocast()``) as the actors' copy of its published weights (learner/weight_server.py ``state_arrays``, the WEIGHTS
 message, actors/collector.py ``load_weights``: BatchNorm folded, ``actor.precision`` fp32), on at least 99.5% of the
 states; at initialisation too. Under bf16 autocast the learner trained a function the actors did not play (the
 greedy action differed where the action gap is below bf16's rounding of the convolutions).
@@ -22,14 +22,14 @@ import torch
 
 from actors.collector import Collector
 from learner.checkpoint import load_checkpoint, save_checkpoint
-from learner.probe import ProbeMonitor
-from learner.replay.frames import FrameReplay
+from learner.probe_figures import ProbeMonitor
+from learner.replay.frame_ring import FrameReplay
 from learner.trainer import DQNLearner
 from learner.warm_up import missing_compiler
-from learner.weights import state_arrays
+from learner.weight_server import state_arrays
 from shared.config import RunConfig
 from shared.envs import env_spec
-from shared.probe import probe_set, scripted_play
+from shared.probe_set import probe_set, scripted_play
 from shared.resolution import resolve_config, resolve_run
 from shared.wire import protocol
 

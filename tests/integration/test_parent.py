@@ -1,4 +1,4 @@
-"""shared.parent.orphan_check: a child started by a launcher that is already dead when the child asks (it was
+"""shared.orphans.orphan_check: a child started by a launcher that is already dead when the child asks (it was
 still importing when the launcher was SIGKILLed) must still see that its launcher is gone."""
 
 import subprocess

@@ -19,7 +19,7 @@ from launch.actor import parse_learner
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
 from learner.slots import SlotTable
-from learner.weights import WeightServer
+from learner.weight_server import WeightServer
 from shared.config import ConfigError
 from shared.config_migration import read_config
 from shared.envs import env_spec

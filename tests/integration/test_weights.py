@@ -9,7 +9,7 @@ import torch
 import zmq
 
 from actors.weights_client import WeightClient
-from learner.weights import WeightServer, state_arrays, weights_endpoints
+from learner.weight_server import WeightServer, state_arrays, weights_endpoints
 from shared.config import ConfigError, TransportConfig
 from shared.wire import protocol
 from tests.support.networks import nets

@@ -2,7 +2,7 @@
 
 from actors.collector import actor_main
 from launch.processes import spawn_context, start_process
-from learner.weights import WeightServer
+from learner.weight_server import WeightServer
 from tests.support.networks import nets
 
 

@@ -24,7 +24,7 @@ from actors.collector import actor_main
 from launch.keys import KeysConfig, make_keys
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
-from learner.weights import WeightServer
+from learner.weight_server import WeightServer
 from shared.config import ConfigError, TransportConfig
 from shared.envs import env_spec
 from shared.network import QNetwork

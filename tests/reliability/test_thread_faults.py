@@ -9,7 +9,7 @@ import pytest
 import zmq
 
 from learner.loop import Learner
-from learner.supervised import ThreadDied
+from learner.thread_watch import ThreadDied
 from shared.resolution import resolve_run
 from shared.wire import protocol
 from tests.support.runs import small_config

@@ -8,7 +8,7 @@ def late_child(launcher_pid: int, out_path: str) -> None:
     deadline = time.monotonic() + 30
     while os.getppid() == launcher_pid and time.monotonic() < deadline:  # until re-parented
         time.sleep(0.05)
-    from shared.parent import orphan_check
+    from shared.orphans import orphan_check
 
     with open(out_path, "w") as fh:
         fh.write(f"{orphan_check()()}")

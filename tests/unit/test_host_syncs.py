@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from learner.replay.frames import FrameReplay
+from learner.replay.frame_ring import FrameReplay
 from learner.replay.prioritized import PrioritizedReplay
 from learner.trainer import DQNLearner
 from shared.config import LearnerConfig

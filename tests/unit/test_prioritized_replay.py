@@ -162,7 +162,7 @@ def test_uniform_is_alpha_zero_and_the_loss_weights_are_one():
 
 def reference_returns(rewards, terminated, first, next_first, n, gamma):
     """Per transition (e, t) with at least one step: (e, t, R, L, done), one at a time, straight from the n-step rule
-    (learner/replay/frames.py), cut at the batch end."""
+    (learner/replay/frame_ring.py), cut at the batch end."""
     E, T = rewards.shape
     for e in range(E):
         for t in range(T):

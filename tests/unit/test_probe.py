@@ -1,4 +1,4 @@
-"""The probe set (shared/probe.py) and the figures measured on it (learner/probe.py)."""
+"""The probe set (shared/probe_set.py) and the figures measured on it (learner/probe_figures.py)."""
 
 import os
 
@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from learner.probe import FIGURES, ProbeMonitor, probe_figures
+from learner.probe_figures import FIGURES, ProbeMonitor, probe_figures
 from shared.config import EnvConfig
 from shared.envs import action_names, env_spec
 from shared.envs.frames import FrameStacker
-from shared.probe import (
+from shared.probe_set import (
     PROBE_NAME,
     probe_set,
     probe_set_cached,
@@ -80,7 +80,7 @@ def test_the_run_folder_keeps_its_probe_set(tmp_path, monkeypatch):
     def no_play(*args, **kwargs):
         raise AssertionError("played again: the file was not read")
 
-    monkeypatch.setattr("shared.probe.scripted_play", no_play)
+    monkeypatch.setattr("shared.probe_set.scripted_play", no_play)
     read = probe_set_cached(str(tmp_path), cfg, n=8, seed=5)
     np.testing.assert_array_equal(read.states, made.states)
     np.testing.assert_array_equal(read.masks, made.masks)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from learner.replay.frames import FrameReplay
+from learner.replay.frame_ring import FrameReplay
 
 SHAPE = (6, 5)  # small and non-square, so a transposed frame cannot pass
 

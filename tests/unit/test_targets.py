@@ -105,7 +105,7 @@ def test_munchausen_soft_value_is_tau_logsumexp():
 def test_munchausen_through_a_three_step_window_by_hand():
     """The chosen rule on a 3-step window, from the replay's own sample: the 3-step return, the bonus of the first
     step's action only, and gamma^3 times the soft value at s3 (the rule issue 64's Tier 1 kept; docs/architecture.md)."""
-    from learner.replay.frames import FrameReplay
+    from learner.replay.frame_ring import FrameReplay
 
     gamma, T = 0.9, 6
     replay = FrameReplay(1, 16, frame_shape=(2, 2), stack=1, n_step=3, gamma=gamma)

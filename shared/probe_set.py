@@ -1,4 +1,4 @@
-"""The probe set: fixed states of an env, made deterministically, to measure a network on (learner/probe.py).
+"""The probe set: fixed states of an env, made deterministically, to measure a network on (learner/probe_figures.py).
 
 A seeded scripted policy plays one env for ``n * every`` steps and every ``every``-th state is kept, stacked as the
 actors stack them: the env's ``probe_action`` (Mario: right+A), a random valid action on a share ``explore`` of the
@@ -43,7 +43,7 @@ EVERY = 4
 
 @dataclass(frozen=True)
 class Play:
-    """``T`` steps of the scripted policy in the replay's slot layout (learner/replay/frames.py), one env: slot t holds
+    """``T`` steps of the scripted policy in the replay's slot layout (learner/replay/frame_ring.py), one env: slot t holds
     ``frames[t]``, the action chosen there, its reward and flags (a truncation: ``first[t + 1]`` without ``terminated[t]``)."""
 
     frames: np.ndarray

@@ -10,14 +10,14 @@ from typing import Any
 import torch
 
 from learner.checkpoint import save_kept
-from learner.probe import ProbeMonitor
+from learner.probe_figures import ProbeMonitor
 from learner.schedule import EnvStepPeriod
 from shared.config import RunConfig
-from shared.probe import probe_set_cached
+from shared.probe_set import probe_set_cached
 
 
 def probe_monitor(run_dir: str, cfg: RunConfig, device: torch.device) -> ProbeMonitor | None:
-    """The probe set's monitor (learner/probe.py), or None, said, where the env cannot be built here (training goes on)."""
+    """The probe set's monitor (learner/probe_figures.py), or None, said, where the env cannot be built here."""
     try:
         probe = probe_set_cached(run_dir, cfg.env)
     except Exception as exc:  # noqa: BLE001 - an instrument, never a reason to stop training

@@ -14,7 +14,7 @@ import torch
 import zmq
 
 from learner.slots import SlotTable
-from learner.supervised import SupervisedThread
+from learner.thread_watch import SupervisedThread
 from shared.config import TransportConfig
 from shared.wire import curve, protocol
 from shared.wire.links import bind, open_socket

@@ -1,4 +1,4 @@
-"""Figures of the learner's network on a fixed probe set (shared/probe.py): how often its greedy policy flips, and by
+"""Figures of the learner's network on a fixed probe set (shared/probe_set.py): how often its greedy policy flips, and by
 how much its best action leads.
 
 ``ProbeMonitor.observe(net)`` runs the network in eval mode and fp32 over the probe states and returns ``FIGURES``:
