@@ -11,22 +11,14 @@ import torch
 from learner.checkpoint import best_score, load_best, load_snapshots, save_best, save_snapshot, snapshot_path
 from shared.writes import RefusedWrites
 
+EVAL_FIGURES = {"score": "score_mean", "score_median": "score_median", "score_max": "score_max", "return": "return_mean"}
+EVAL_FIGURES |= {"success_rate": "success_rate", "length": "length_mean", "episodes": "episodes"}  # metric -> summary key
+
 
 def eval_figures(result: dict) -> dict[str, float]:
     """The metrics row of an evaluation result (actors/eval_actor.py ``eval_process_main``)."""
-    s = result["summary"]
-    figures = {
-        "eval/score": s["score_mean"],
-        "eval/score_median": s["score_median"],
-        "eval/score_max": s["score_max"],
-        "eval/success_rate": s["success_rate"],
-        "eval/return": s["return_mean"],
-        "eval/length": s["length_mean"],
-        "eval/episodes": s["episodes"],
-        "eval/epsilon": result["epsilon"],
-        "eval/weights_version": result["weights_version"],
-        "eval/seconds": result["seconds"],
-    }
+    figures = {f"eval/{name}": result["summary"][key] for name, key in EVAL_FIGURES.items()}
+    figures |= {f"eval/{key}": result[key] for key in ("epsilon", "weights_version", "seconds")}
     if result.get("random") is not None:  # envs with random_reference: a random policy on the same seeds
         figures |= {"eval/random_score": result["random"]["score_mean"], "eval/random_return": result["random"]["return_mean"]}
     return figures
