@@ -54,3 +54,20 @@ def test_epsilon_greedy_draws_nothing_when_every_env_is_greedy_or_random_and_ask
     assert rng.bit_generator.state == before  # greedy: no draw at all
     actions, got = policy.choose(np.ones(2), lambda: pytest.fail("Q asked while every env explores"))
     assert got is None and actions.tolist() == np.random.default_rng(3).integers(4, size=2).tolist()
+
+
+def test_no_module_but_exploration_draws_its_own_epsilon_greedy_choice():
+    import pathlib
+    import re
+
+    from tests.support.paths import ROOT
+
+    draw = re.compile(r"<\s*(self\.)?eps(ilon)?\b")  # a uniform draw compared with an epsilon (the old copies' form too)
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for package in ("actors", "learner", "shared", "launch")
+        for path in sorted(pathlib.Path(ROOT, package).rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if draw.search(line)
+    ]
+    assert [f.split(":")[0] for f in found] == ["shared/exploration.py"], found  # EpsilonGreedy.choose's draw alone
