@@ -245,18 +245,17 @@ def summarize_group(name: str, runs: list[dict], window: float = END_WINDOW) -> 
     best = [r["final"]["best"]["summary"] for r in done if r["final"]["best"]]
     per_run = []
     for r in runs:
-        f, m = r["final"], r["machine"] or {}
-        wall = (f or {}).get("wall_seconds") or 0.0
+        f = r["final"]
         per_run.append(
             {
                 "path": r["path"],
                 "seed": run_seed(r["config"]),
-                "cpu": cpu_label(m),
+                "cpu": cpu_label(r["machine"] or {}),
                 "env_steps": f["env_steps"] if f else None,
                 "samples_per_transition": replay_ratio(r["path"], f),
-                "env_steps_per_s": (f["env_steps"] / wall) if f and wall else None,
+                "env_steps_per_s": f["env_steps"] / f["wall_seconds"] if f and f["wall_seconds"] else None,
                 "last": evaluated(f["last"], window) if f else None,
-                "best": evaluated(f.get("best"), window) if f else None,
+                "best": evaluated(f["best"], window) if f else None,
             }
         )
     return {
@@ -411,7 +410,8 @@ def plot_groups(groups: list[dict], baselines: list[dict], out: str, points: int
         if not curves:
             continue
         # the env steps every run has evaluations around: from the latest first evaluation to the earliest last one
-        grid = np.linspace(max(c[0][0] for c in curves), max(min(c[0][-1] for c in curves), max(c[0][0] for c in curves)), points)
+        start = max(c[0][0] for c in curves)
+        grid = np.linspace(start, max(min(c[0][-1] for c in curves), start), points)
         ys = np.stack([np.interp(grid, *c) for c in curves])  # [runs, points]
         (line,) = ax.plot(grid, ys.mean(axis=0), label=f"{g['group']} ({len(curves)} run{'s' * (len(curves) > 1)})")
         if len(curves) > 1:
@@ -469,14 +469,10 @@ def report(paths: list[str], baseline_paths: list[str], window: float = END_WIND
 # ---- paired mode ----------------------------------------------------------------------------------------------------
 
 
-def probe_means(path: str, env_steps: int | None = None, tail: float = PROBE_TAIL) -> dict[str, float]:
-    """A run's ``PROBES``, each the mean of its metrics.jsonl rows in the last ``tail`` of ``env_steps`` (None: rows')."""
+def probe_means(path: str, env_steps: int, tail: float = PROBE_TAIL) -> dict[str, float]:
+    """A run's ``PROBES``, each the mean of its metrics.jsonl rows in the last ``tail`` of its ``env_steps``."""
     rows = [row for row in metrics_rows(path) if isinstance(row.get("env_steps"), (int, float))]
-    if env_steps is not None:
-        rows = [row for row in rows if any(key in row for key in PROBES)]
-    if not rows:
-        return {}
-    start = (1 - tail) * (env_steps if env_steps is not None else max(r["env_steps"] for r in rows))
+    start = (1 - tail) * env_steps
     out = {}
     for key in PROBES:
         values = [float(r[key]) for r in rows if r["env_steps"] >= start and isinstance(r.get(key), (int, float))]
@@ -487,18 +483,17 @@ def probe_means(path: str, env_steps: int | None = None, tail: float = PROBE_TAI
 
 
 def run_figures(run: dict) -> dict[str, tuple[str, float]]:
-    """One run's figures for the paired table: name -> (kind: "score", "rate" or "plain", value), those it has."""
+    """One evaluated run's figures for the paired table: name -> (kind: "score", "rate" or "plain", value), those it has."""
     out: dict[str, tuple[str, float]] = {}
     f = run["final"]
-    if f:
-        summaries = [("last weights", f["last"]["summary"]), *((SECONDARY[k], s) for k, (_, s) in further(f).items())]
-        for (prefix, s), (key, name, kind) in itertools.product(summaries, FIGURES):
-            if s and s.get(key) is not None:
-                out[f"{prefix}: {name}"] = (kind, float(s[key]))
-        for c in clusters(f["last"].get("hazards")):
-            if c.get("pass_rate") is not None:
-                out[f"hazard {c['name']}: pass rate"] = ("rate", float(c["pass_rate"]))
-    for key, value in probe_means(run["path"], f.get("env_steps") if f else None).items():
+    summaries = [("last weights", f["last"]["summary"]), *((SECONDARY[k], s) for k, (_, s) in further(f).items())]
+    for (prefix, s), (key, name, kind) in itertools.product(summaries, FIGURES):
+        if s and s.get(key) is not None:
+            out[f"{prefix}: {name}"] = (kind, float(s[key]))
+    for c in clusters(f["last"]["hazards"]):
+        if c.get("pass_rate") is not None:
+            out[f"hazard {c['name']}: pass rate"] = ("rate", float(c["pass_rate"]))
+    for key, value in probe_means(run["path"], f["env_steps"]).items():
         out[f"{key} (last {PROBE_TAIL:.0%} of env steps)"] = ("plain", value)
     return out
 
