@@ -1,9 +1,8 @@
 """The command lines of warppipe's programs, all parsed by tyro.
 
-:func:`parse` reads a program's own dataclass and turns tyro's error box into one :class:`UsageError` line. EnvConfig
-holds env options in one dict, but tyro needs a field per option: the types it parses are built from the env registry
-after ``--env.module`` (a plug-in) is imported, so every env's options are flags (``--env.mario.stage 1-2``), and
-:func:`plain` turns what tyro returns back into a plain config, its env options under ``env.options``.
+EnvConfig holds env options in one dict, but tyro needs a field per option: the types it parses are built from the env
+registry after ``--env.module`` (a plug-in) is imported, so every env's options are flags (``--env.mario.stage 1-2``),
+and :func:`plain` turns what tyro returns back into a plain config, its env options under ``env.options``.
 """
 
 from __future__ import annotations
@@ -122,16 +121,14 @@ def parse_run_config(argv: Sequence[str], description: str | None = None) -> Run
 def take_option(argv: Sequence[str], flag: str) -> tuple[str | None, list[str]]:
     """The value of ``flag`` in ``argv`` (the last one wins) and ``argv`` without it: a program's own option whose name
     a RunConfig section takes too (``launch.actor --learner HOST:PORT`` beside ``--learner.lr``)."""
-    value, rest, args, i = None, [], list(argv), 0
-    while i < len(args):
-        if args[i] == flag and i + 1 < len(args):
-            value, i = args[i + 1], i + 2
-            continue
-        if args[i].startswith(flag + "="):
-            value = args[i].split("=", 1)[1]
+    value, rest, args = None, [], iter(argv)
+    for arg in args:
+        if arg.startswith(flag + "="):
+            value = arg.split("=", 1)[1]
+        elif arg == flag and (following := next(args, None)) is not None:
+            value = following
         else:
-            rest.append(args[i])
-        i += 1
+            rest.append(arg)
     return value, rest
 
 

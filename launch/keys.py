@@ -2,12 +2,11 @@
 
     python -m launch.keys keys --name learner                          # keys/learner.key + keys/learner.key_secret
     python -m launch.keys keys --name actor0 actor1 --authorize keys/allowed   # actor keys, publics into the allow-list
-    python -m launch.keys /keys/learner --name learner --authorize /keys/actor --keep   # docker/compose.yml's keys service:
-    python -m launch.keys /keys/actor --name actor --authorize /keys/learner/allowed --keep  # each secret in its own volume
 
-NAME.key is the public certificate (share it); NAME.key_secret holds the secret key too (keep it on
-the machine that uses it; written with mode 600). The learner admits exactly the actors whose NAME.key
-is in its ``--transport.curve-authorized-dir``. Existing files are never overwritten without --force.
+NAME.key is the public certificate (share it); NAME.key_secret holds the secret key too (keep it on the machine that
+uses it; written with mode 600). The learner admits exactly the actors whose NAME.key is in its
+``--transport.curve-authorized-dir``. Existing files are never overwritten without --force (docker/compose.yml's keys
+service passes --keep, which keeps whole pairs).
 """
 
 from __future__ import annotations
@@ -49,28 +48,23 @@ def make_keys(cfg: KeysConfig) -> list[tuple[str, str]]:
     for name in cfg.name:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
             raise ValueError(f"name={name!r} must be letters, digits, '_', '.', '-' (it becomes a file name)")
-    names = cfg.name
-    if cfg.keep and not cfg.force:
-        names = tuple(n for n in cfg.name if not all(os.path.exists(os.path.join(cfg.dir, n + ext)) for ext in PAIR))
-        if cfg.authorize:  # a kept pair's public half still belongs in the allow-list
-            os.makedirs(cfg.authorize, exist_ok=True)
-            for n in cfg.name:
-                copy = os.path.join(cfg.authorize, f"{n}.key")
-                if n not in names and not os.path.exists(copy):
-                    shutil.copyfile(os.path.join(cfg.dir, f"{n}.key"), copy)
-        if not names:
-            return []
-        cfg = KeysConfig(cfg.dir, names, cfg.authorize, force=True)  # a half-written pair is made again
+    keep = cfg.keep and not cfg.force  # every whole pair; the others are made, a half-written one again
+    kept = [n for n in cfg.name if keep and all(os.path.exists(os.path.join(cfg.dir, n + ext)) for ext in PAIR)]
+    names = [n for n in cfg.name if n not in kept]
     targets = [os.path.join(cfg.dir, n + ext) for n in names for ext in PAIR]
     if cfg.authorize:
         targets += [os.path.join(cfg.authorize, f"{n}.key") for n in names]
-    if not cfg.force and (existing := [p for p in targets if os.path.exists(p)]):
+    if not (cfg.force or cfg.keep) and (existing := [p for p in targets if os.path.exists(p)]):
         raise ValueError(f"{existing} already exist; pass --force to overwrite")
     os.makedirs(cfg.dir, exist_ok=True)
     if cfg.authorize:
         os.makedirs(cfg.authorize, exist_ok=True)
+        for n in kept:  # a kept pair's public half still belongs in the allow-list
+            copy = os.path.join(cfg.authorize, f"{n}.key")
+            if not os.path.exists(copy):
+                shutil.copyfile(os.path.join(cfg.dir, f"{n}.key"), copy)
     made = []
-    for name in cfg.name:
+    for name in names:
         umask = os.umask(0o077)  # the secret file is never readable by others, not even for a moment
         try:
             public, secret = zmq.auth.create_certificates(cfg.dir, name)

@@ -1,8 +1,5 @@
-"""What machine a figure came from: CPU model, usable cores and the core topology, native bf16, GPU,
-torch version.
-
-Machines differ about 2x in learner speed (bf16 or not): every run folder keeps it (``machine.json``).
-"""
+"""What machine a figure came from (CPU model, cores and their topology, native bf16, GPU, torch version): machines
+differ about 2x in learner speed, so every run folder keeps its own (``machine.json``)."""
 
 from __future__ import annotations
 

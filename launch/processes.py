@@ -1,9 +1,8 @@
 """Actor process supervision: spawn, restart the dead, and stop every child for sure.
 
 Children start by 'spawn' (no forked torch or sockets) with OMP/MKL threads at 1 and SIGINT blocked through exec, so
-a Ctrl-C during their start-up never reaches them, and the launcher's own stays pending until they are started.
-``stop_all`` waits for each child (one that acknowledged the stop up to the hang guard ``STOP_GUARD_S``), then sends
-SIGTERM and SIGKILL: no child outlives the launcher, and a loaded machine does not turn a clean stop into a kill.
+a Ctrl-C during their start-up never reaches them. Stopping escalates to SIGTERM and SIGKILL, so no child outlives the
+launcher, after a wait long enough that a loaded machine does not turn a clean stop into a kill.
 """
 
 from __future__ import annotations
@@ -100,8 +99,7 @@ class ActorPool:
         self.started_at[slot] = time.monotonic()
 
     def restart_delay(self, slot: int) -> float:
-        """Seconds before ``slot`` starts again: none after a healthy run or a first quick exit, then 0.5 s doubling
-        per further quick exit in a row up to 30 s (an actor that cannot start does not spin re-importing torch)."""
+        """Seconds before ``slot`` starts again: a doubling backoff from its 2nd quick exit in a row (no spinning restarts)."""
         quick = self.quick_exits[slot]
         return 0.0 if quick <= 1 else min(BACKOFF_FIRST_S * 2 ** (quick - 2), BACKOFF_CAP_S)
 

@@ -86,10 +86,8 @@ def starting_point(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
         return cfg, None
     try:
         resume_state = load_resume_state(cfg.resume) if os.path.isfile(os.path.join(cfg.resume, "config.json")) else None
-    except FileNotFoundError as exc:
-        raise ConfigError(f"resume={cfg.resume!r}: {exc}") from None
-    except ValueError as exc:  # neither checkpoint.pt nor checkpoint.prev.pt can be read
-        if not latest:
+    except (FileNotFoundError, ValueError) as exc:  # ValueError: neither checkpoint.pt nor checkpoint.prev.pt can be read
+        if not latest or isinstance(exc, FileNotFoundError):
             raise ConfigError(f"resume={cfg.resume!r}: {exc}") from None
         print(f"[MAIN] --resume latest: {exc}; starting a new run (that folder is left as it is)", flush=True)
         cfg.resume = ""

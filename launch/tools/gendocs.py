@@ -3,13 +3,11 @@
     python -m launch.tools.gendocs            # rewrite them (make docs)
     python -m launch.tools.gendocs --check    # exit 1 when one is not current (what tests/unit/test_config.py checks)
 
-- docs/configuration.md, section "Configuration reference": every option is a field of a dataclass in
-  shared/config.py (an env's own options: its module in shared/envs/), and the string under each field is what
-  ``--help`` prints; this writes the same text as one table per section, between that heading and the next
-  "## " heading of the page.
+- docs/configuration.md, "Configuration reference": one table per section of shared/config.py (an env's options: its
+  module in shared/envs/), each field with the string under it, which ``--help`` prints.
 - docs/protocol.md: the wire's contract, the docstring of shared/wire/protocol.py.
-- docs/architecture.md, section "Layout": every module of actors/, learner/, shared/ and launch/ (a package as its
-  folder) with its docstring's first paragraph, between the two ``LAYOUT_*`` marker comments.
+- docs/architecture.md, "Layout": every module of actors/, learner/, shared/ and launch/ (a package as its folder) with
+  its docstring's first paragraph, between the two ``LAYOUT_*`` marker comments.
 """
 
 from __future__ import annotations
@@ -117,8 +115,7 @@ def protocol_page() -> str:
 
 
 def module_summaries() -> list[tuple[str, str]]:
-    """(path, summary) of every module of PACKAGES, a package as its folder (``shared/wire/``): the first paragraph of
-    its docstring in one line, '' when it has none."""
+    """(path, its docstring's first paragraph in one line) of every module of PACKAGES, a package as its folder."""
     rows: list[tuple[str, str]] = []
     for package in PACKAGES:
         for folder, _, files in os.walk(os.path.join(ROOT, package)):

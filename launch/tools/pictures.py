@@ -2,10 +2,9 @@
 
     python -m launch.tools.pictures --runs-root runs    # rewrite docs/media/curve-1-1.png and agent-1-1.gif
 
-The curve is the in-training evaluation score (epsilon 0.05) of the named runs against env steps, their mean as a line
-and their range as a band, ending at each run's final 50-episode last-weights row, with the baselines' headline means
-as flat lines. The GIF is the named run's best.pt playing one greedy episode (launch.evaluate, filmed from the
-emulator). Where a named folder is missing the pictures already committed stay, and the line says which one.
+The curve: the named runs' in-training evaluation score against env steps (mean line, range band) up to their final
+last-weights row, baselines as flat lines. The GIF: the named run's best.pt playing one greedy episode (launch.evaluate).
+Where a named folder is missing, the committed pictures stay.
 """
 
 from __future__ import annotations

@@ -2,22 +2,11 @@
 
     python -m launch.tools.plot runs/a runs/b --out curves.png --names apex,baseline --baseline-score 734
 
-Input: each positional argument is a run folder holding ``metrics.jsonl``, or a path straight to a ``.jsonl`` file: one
-JSON object per line (blank lines are ignored), each with ``step`` (learner updates so far), ``env_steps``
-(transitions inserted into replay over the whole run) and ``wall_seconds``. A row with any ``eval/`` key is an
-evaluation row (``eval/score``: the mean score, Mario's furthest x_pos; ``eval/score_median``, ``eval/success_rate``,
-...), any other an epoch row (``learner/loss``, ``learner/td_error``, ``learner/updates_per_s``,
-``actor/experiences_per_s``, ``actor/return``: the behaviour policy's rolling mean, ...). Rows under Mario's words
-(``eval/x_pos``, ``eval/flag_rate``) are read through ``shared.evaluation.names.upgrade``. Any key may be missing: a panel with
-no data for any run says "no data". Rows without a numeric ``env_steps`` are skipped with one warning line per run, a
-last line a stopped run left cut short with a note; any other line that is not a JSON object, or a folder without
-``metrics.jsonl``, is an error: a message on stderr and exit code 2.
-
-Output: one PNG (Agg, no window), five rows by two columns, against environment steps (left) and wall-clock minutes
-(right): the evaluation score (mean solid, median dashed, optional ``--baseline-score`` line), evaluation success
-rate, behaviour-policy return, loss and TD error (log scale when all positive), throughput (actor experiences/s solid
-on the left axis, learner updates/s dashed on the right). One colour per run. Prints per run the epoch and evaluation
-rows read and the last evaluation mean score, then the output path.
+Each argument is a run folder holding ``metrics.jsonl`` or a path to a ``.jsonl`` file. A row with an ``eval/`` key
+is an evaluation row, any other an epoch row; rows without a numeric ``env_steps`` are skipped with a warning, and a
+malformed file or a folder without ``metrics.jsonl`` is an error (exit 2). The PNG has five rows of panels against env
+steps (left) and wall-clock minutes (right): evaluation score, success rate, behaviour-policy return, loss and TD error,
+throughput; one colour per run, "no data" where no run has the figure.
 """
 
 from __future__ import annotations
@@ -97,10 +86,8 @@ def read_run(arg: str, name: str) -> Run:
     path = metrics_path(arg)
     try:
         rows, note = read_metrics(path)
-    except ValueError as exc:  # UnicodeDecodeError included
+    except (ValueError, OSError) as exc:  # read_metrics' ValueErrors name the file
         raise UsageError(str(exc) if str(exc).startswith(path) else f"{path}: cannot read ({exc})") from None
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc})") from None
     if note:
         print(f"note: {note}", file=sys.stderr)
     kept = [row for row in rows if is_number(row.get("env_steps"))]

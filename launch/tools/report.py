@@ -5,12 +5,10 @@
     python -m launch.tools.report --paired lr1e-4 baseline runs/ --json paired.json   # A - B on the seeds both ran
     python -m launch.tools.report --paired lr1e-4 baseline runs/ --earlier old.json   # ... and an earlier report's seeds
 
-Runs are grouped by ``--label``, else by the config values they differ in (``IGNORED`` excepted). A group's row gives
-the mean over runs of the last weights' score and success rate with a 95% Student t interval (stats.py says why; one
-run: its interval over episodes), then the late-window, low-epsilon, no-op and hazard rows and the minimum detectable
-effect; ``--baseline`` files (``launch.evaluate``) are rows over episodes. ``--paired A B`` matches two groups' runs
-by seed: per figure the A - B differences' mean with a t interval, sign count, SD and MDE; ``--earlier`` adds the seeds
-of paired reports written elsewhere (a screen's pairs span sessions and machines whose run folders are gone).
+Runs are grouped by ``--label``, else by the config values they differ in. A group's row: the mean over runs of the
+last weights' score and success rate with a 95% t interval (one run: over its episodes), then its further evaluations,
+hazards and minimum detectable effect. ``--paired A B`` matches two groups' runs by seed: per figure the mean A - B
+with a t interval, sign count, SD and MDE; ``--earlier`` adds the seeds of paired reports whose run folders are gone.
 """
 
 from __future__ import annotations
@@ -121,8 +119,7 @@ def interval_label(runs: int, episodes: int | None = None) -> str:
 
 
 def _over_runs(summaries: list[dict]) -> dict:
-    """A row's mean score and success rate with their intervals, under the JSON's names, of runs' summaries: t over
-    runs, or one run's own intervals over its episodes."""
+    """A row's mean score and success rate with their intervals: t over runs, or one run's own over its episodes."""
     score, score_ci = over_runs([s["score_mean"] for s in summaries])
     rate, rate_ci = over_runs([s["success_rate"] for s in summaries], rate=True)
     if len(summaries) == 1:
@@ -132,7 +129,7 @@ def _over_runs(summaries: list[dict]) -> dict:
 
 
 def _over_episodes(s: dict) -> dict:
-    """``_over_runs``'s figures of one evaluation's summary (launch/final_eval.py ``describe``): its own, over episodes."""
+    """``_over_runs``'s figures of one evaluation's summary: its own, over episodes."""
     figures = dict(score_mean=s["score_mean"], score_mean_ci=s.get("score_ci"), success_rate_mean=s["success_rate"])
     return figures | dict(success_rate_ci=s.get("success_rate_ci"), interval=f"95% over {s.get('episodes')} episodes")
 
@@ -157,7 +154,7 @@ def cpu_label(machine: dict) -> str | None:
 
 
 def replay_ratio(path: str, final: dict | None) -> float | None:
-    """Samples trained per transition: eval_final.json's, else (older runs) metrics.jsonl's last ``learner/replay_ratio``."""
+    """Samples trained per transition: eval_final.json's, else metrics.jsonl's last ``learner/replay_ratio``."""
     if final and final.get("samples_per_transition") is not None:
         return float(final["samples_per_transition"])
     ratios = [row["learner/replay_ratio"] for row in metrics_rows(path) if "learner/replay_ratio" in row]
@@ -179,8 +176,8 @@ def evaluated(part: dict | None, window: float) -> dict | None:
     """One evaluated set of weights of eval_final.json (last or best) as a per-run entry."""
     if not part:
         return None
-    entry = {**part["summary"], "weights_version": part.get("weights_version"), "env_steps": part.get("env_steps")}
-    if part.get("episodes"):  # older files lack the episodes: no "ends" then
+    entry = {**part["summary"], "weights_version": part["weights_version"], "env_steps": part["env_steps"]}
+    if part["episodes"]:  # no "ends" without the episodes
         entry["ends"] = densest_end(part["episodes"], window)
     return entry
 
@@ -245,21 +242,20 @@ def group_rows(done: list[dict]) -> list[dict]:
 
 def summarize_group(name: str, runs: list[dict], window: float = END_WINDOW) -> dict:
     done = [r for r in runs if r["final"] is not None]
-    best = [r["final"]["best"]["summary"] for r in done if r["final"].get("best")]
+    best = [r["final"]["best"]["summary"] for r in done if r["final"]["best"]]
     per_run = []
     for r in runs:
-        f, m = r["final"], r["machine"] or {}
-        wall = (f or {}).get("wall_seconds") or 0.0
+        f = r["final"]
         per_run.append(
             {
                 "path": r["path"],
                 "seed": run_seed(r["config"]),
-                "cpu": cpu_label(m),
+                "cpu": cpu_label(r["machine"] or {}),
                 "env_steps": f["env_steps"] if f else None,
                 "samples_per_transition": replay_ratio(r["path"], f),
-                "env_steps_per_s": (f["env_steps"] / wall) if f and wall else None,
+                "env_steps_per_s": f["env_steps"] / f["wall_seconds"] if f and f["wall_seconds"] else None,
                 "last": evaluated(f["last"], window) if f else None,
-                "best": evaluated(f.get("best"), window) if f else None,
+                "best": evaluated(f["best"], window) if f else None,
             }
         )
     return {
@@ -364,8 +360,8 @@ def markdown(groups: list[dict], baselines: list[dict]) -> str:
 
 
 def mde_figures(groups: list[dict]) -> dict | None:
-    """The minimum detectable effects (80% power, two-sided 5%) of two unpaired groups, from the pooled SD between runs
-    of the last weights' figures, per pair of sizes (each group against the first, then TIERS); None without an SD."""
+    """The minimum detectable effects of two unpaired groups per pair of sizes (each group against the first, then
+    TIERS), from the pooled SD between runs of the last weights' figures; None without an SD."""
     scores, rates = ([[p["last"][k] for p in g["per_run"] if p["last"]] for g in groups] for k in ("score_mean", "success_rate"))
     sd_score, sd_rate = pooled_sd(scores), pooled_sd(rates)
     if sd_score is None or sd_rate is None:
@@ -414,7 +410,8 @@ def plot_groups(groups: list[dict], baselines: list[dict], out: str, points: int
         if not curves:
             continue
         # the env steps every run has evaluations around: from the latest first evaluation to the earliest last one
-        grid = np.linspace(max(c[0][0] for c in curves), max(min(c[0][-1] for c in curves), max(c[0][0] for c in curves)), points)
+        start = max(c[0][0] for c in curves)
+        grid = np.linspace(start, max(min(c[0][-1] for c in curves), start), points)
         ys = np.stack([np.interp(grid, *c) for c in curves])  # [runs, points]
         (line,) = ax.plot(grid, ys.mean(axis=0), label=f"{g['group']} ({len(curves)} run{'s' * (len(curves) > 1)})")
         if len(curves) > 1:
@@ -472,15 +469,10 @@ def report(paths: list[str], baseline_paths: list[str], window: float = END_WIND
 # ---- paired mode ----------------------------------------------------------------------------------------------------
 
 
-def probe_means(path: str, env_steps: int | None = None, tail: float = PROBE_TAIL) -> dict[str, float]:
-    """A run's probe figures (``PROBES``): each one's mean over the metrics.jsonl rows in the last ``tail`` of the
-    run's env steps (``env_steps``: the run's total, else the largest env steps a row has)."""
+def probe_means(path: str, env_steps: int, tail: float = PROBE_TAIL) -> dict[str, float]:
+    """A run's ``PROBES``, each the mean of its metrics.jsonl rows in the last ``tail`` of its ``env_steps``."""
     rows = [row for row in metrics_rows(path) if isinstance(row.get("env_steps"), (int, float))]
-    if env_steps is not None:
-        rows = [row for row in rows if any(key in row for key in PROBES)]
-    if not rows:
-        return {}
-    start = (1 - tail) * (env_steps if env_steps is not None else max(r["env_steps"] for r in rows))
+    start = (1 - tail) * env_steps
     out = {}
     for key in PROBES:
         values = [float(r[key]) for r in rows if r["env_steps"] >= start and isinstance(r.get(key), (int, float))]
@@ -491,18 +483,17 @@ def probe_means(path: str, env_steps: int | None = None, tail: float = PROBE_TAI
 
 
 def run_figures(run: dict) -> dict[str, tuple[str, float]]:
-    """One run's figures for the paired table: name -> (kind: "score", "rate" or "plain", value), those it has."""
+    """One evaluated run's figures for the paired table: name -> (kind: "score", "rate" or "plain", value), those it has."""
     out: dict[str, tuple[str, float]] = {}
     f = run["final"]
-    if f:
-        summaries = [("last weights", f["last"]["summary"]), *((SECONDARY[k], s) for k, (_, s) in further(f).items())]
-        for (prefix, s), (key, name, kind) in itertools.product(summaries, FIGURES):
-            if s and s.get(key) is not None:
-                out[f"{prefix}: {name}"] = (kind, float(s[key]))
-        for c in clusters(f["last"].get("hazards")):
-            if c.get("pass_rate") is not None:
-                out[f"hazard {c['name']}: pass rate"] = ("rate", float(c["pass_rate"]))
-    for key, value in probe_means(run["path"], f.get("env_steps") if f else None).items():
+    summaries = [("last weights", f["last"]["summary"]), *((SECONDARY[k], s) for k, (_, s) in further(f).items())]
+    for (prefix, s), (key, name, kind) in itertools.product(summaries, FIGURES):
+        if s and s.get(key) is not None:
+            out[f"{prefix}: {name}"] = (kind, float(s[key]))
+    for c in clusters(f["last"]["hazards"]):
+        if c.get("pass_rate") is not None:
+            out[f"hazard {c['name']}: pass rate"] = ("rate", float(c["pass_rate"]))
+    for key, value in probe_means(run["path"], f["env_steps"]).items():
         out[f"{key} (last {PROBE_TAIL:.0%} of env steps)"] = ("plain", value)
     return out
 
@@ -535,8 +526,7 @@ def _paired_metric(name: str, kind: str, seeds: list, fa: dict, fb: dict) -> dic
 
 
 def earlier_figures(path: str, a_label: str, b_label: str) -> tuple[dict[int, dict], dict[int, dict], dict]:
-    """An earlier paired report's JSON (``--paired A B --json``) as per-seed figures, seed -> {name: (kind, value)}, for
-    A and for B (``run_figures``' form), and the report itself; it must compare the same two groups."""
+    """An earlier paired report of the same A and B (its ``--json``): A's and B's ``run_figures`` per seed, and the report."""
     try:
         data = _read_json(path)
     except (OSError, ValueError) as exc:
@@ -556,8 +546,7 @@ def earlier_figures(path: str, a_label: str, b_label: str) -> tuple[dict[int, di
 
 
 def paired_report(paths: list[str], a_label: str, b_label: str, earlier: tuple[str, ...] = ()) -> dict:
-    """The paired comparison of the groups ``a_label`` and ``b_label`` (module docstring), as a JSON-ready dict: the
-    runs under ``paths`` and the seeds of the ``earlier`` paired reports (a seed in two sources is an error)."""
+    """The paired comparison of two groups as a JSON-ready dict: the runs under ``paths`` and the ``earlier`` reports' seeds."""
     groups = group_runs([load_run(p) for p in find_runs(paths)]) if paths else {}
     if a_label == b_label:
         raise UsageError(f"--paired {a_label} {b_label}: name two different groups")
@@ -623,13 +612,13 @@ def paired_markdown(p: dict) -> str:
     lines = [head, "", header, "|---|---|---|---|---|---|" + "---|" * len(TIERS)]
     for m in p["metrics"]:
         kind = m["kind"]
-        mean = "-" if m["mean"] is None else _diff(kind, m["mean"])
+        mean = _diff(kind, m["mean"])
         if m["mean"] is not None and m["ci"]:
             mean += f" [{_diff(kind, m['ci'][0], False)}, {_diff(kind, m['ci'][1], False)}]"
         signs = f"{m['positive']} of {m['n']}" + (f" ({m['ties']} tied)" if m["ties"] else "")
         mde = {e["n"]: e["mde"] for e in m["mde"]}
-        spread = "-" if m["sd"] is None else _diff(kind, m["sd"]).lstrip("+")
-        cells = ["-" if mde.get(n) is None else _diff(kind, mde[n]).lstrip("+") for n in (m["n"], *TIERS)]
+        spread = _diff(kind, m["sd"]).lstrip("+")
+        cells = [_diff(kind, mde.get(n)).lstrip("+") for n in (m["n"], *TIERS)]
         missing = f" (no figure for seed {', '.join(map(str, m['missing']))})" if m["missing"] else ""
         lines.append(f"| {m['metric']}{missing} | {m['n']} | {mean} | {signs} | {spread} | {' | '.join(cells)} |")
     lines += ["", "| figure | seed | A | B | A - B |", "|---|---|---|---|---|"]

@@ -58,8 +58,7 @@ class Paired:
 
 
 def paired(a: Mapping[Hashable, float], b: Mapping[Hashable, float], confidence: float = CONFIDENCE) -> Paired:
-    """The paired comparison of two treatments run on the same seeds (``a``, ``b``: seed -> figure): the per-seed
-    differences A - B, their mean with its t interval and SE, their SD, and the sign count (ties apart)."""
+    """The :class:`Paired` comparison of two treatments run on the same seeds (``a``, ``b``: seed -> figure)."""
     common = sorted(set(a) & set(b), key=_order)
     xa, xb = [float(a[s]) for s in common], [float(b[s]) for s in common]
     d = np.asarray(xa, dtype=np.float64) - np.asarray(xb, dtype=np.float64)
@@ -97,8 +96,7 @@ def mde_two_groups(sd: float, n1: int, n2: int, alpha: float = ALPHA, power: flo
 
 
 def pooled_sd(samples: Sequence[Sequence[float]]) -> float | None:
-    """The pooled SD of several groups of runs, sqrt(sum (n_i - 1) s_i^2 / sum (n_i - 1)): the spread between runs of
-    one treatment that a minimum detectable effect needs. None when no group has two runs."""
+    """The pooled SD of groups of runs, sqrt(sum (n_i - 1) s_i^2 / sum (n_i - 1)); None when no group has two runs."""
     dof = sum(len(s) - 1 for s in samples if len(s) > 1)
     if dof == 0:
         return None
