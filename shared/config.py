@@ -97,8 +97,7 @@ class ActorConfig:
     weights_timeout: float = 60.0
     """Seconds a starting actor waits for the learner's current weights before its first action (0: do not ask)."""
     slot_wait: float = 0.0
-    """Actor without --actor-id: seconds it asks for a free slot while all are held, then exits with code 3 (0: wait
-    as a spare until a slot frees)."""
+    """Actor without --actor-id: seconds it asks for a free slot while all are held before exiting with code 3 (0: forever)."""
 
     def validate(self) -> None:
         _check(0 <= self.nice <= 19, "actor.nice", self.nice, "must be in [0, 19]")
@@ -182,8 +181,7 @@ class TransportConfig:
     max_steps_per_message: int = 4096
     """Largest steps-per-env a message may claim (validation bound)."""
     tcp_keepalive_idle: int = 60
-    """Seconds a TCP link may stay silent before the OS sends keepalive probes, under the 900 s after which Docker Swarm
-    drops an idle connection (0: off)."""
+    """Seconds a silent TCP link waits before the OS sends keepalive probes, below Docker Swarm's 900 s idle cut (0: off)."""
     tcp_keepalive_interval: int = 10
     """Seconds between TCP keepalive probes once a link is silent."""
     tcp_keepalive_count: int = 6
@@ -361,8 +359,7 @@ ENV_AUTO_FIELDS: dict[str, tuple[str, ...]] = {
     "actor": ("envs_per_actor", "eps_anneal_steps"),
     "learner": ("reward_scale", "target_sync_env_steps", "broadcast_env_steps", "munchausen_alpha", "rule"),
 }
-"""Options whose auto (-1, a string's 'auto') is the env's value, by section ('' the run): shared/resolution.py sets them from the
-env's registry entry (the entry's field of the same name)."""
+"""Options whose auto (-1, a string's 'auto') is the env's value, by section ('' the run), set by shared/resolution.py."""
 
 
 @dataclass
@@ -370,8 +367,7 @@ class NetConfig:
     """The Q-network's shape (shared/network.py), the same at the learner, the actors and the evaluator."""
 
     dueling: bool = True
-    """Dueling head, Q = V(s) + A(s, a) - mean_a A(s, a), so small action gaps are learned apart from the state's value;
-    --net.no-dueling: the Nature-DQN head."""
+    """Dueling head (Q = V(s) + A(s, a) - mean_a A(s, a)), so small action gaps are learned apart from V; off: Nature-DQN's."""
 
 
 @dataclass
@@ -379,8 +375,7 @@ class EvalConfig:
     """Evaluation during training: a separate process plays the current weights, never stalling training."""
 
     every_env_steps: int = 32_000
-    """Env steps (transitions inserted) between evaluations (0: off), skipped while the last one still runs; the weights
-    that score best are kept as best.pt in the run folder."""
+    """Env steps between evaluations, skipped while the last still runs (0: off); the best-scoring weights are kept as best.pt."""
     episodes: int = 10
     """Episodes per evaluation."""
     epsilon: float = 0.05
@@ -441,8 +436,7 @@ class RunConfig:
     label: str = ""
     """A name for the group of runs this one belongs to (e.g. 'lr1e-4'): launch.tools.report groups runs by it."""
     seed: int = -1
-    """The run's seed, from which the learner, actors and evaluations derive theirs; -1: the launcher draws one, shown
-    in the run header and saved in config.json."""
+    """The run's seed, from which every component derives its own; -1: the launcher draws one and saves it in config.json."""
     total_env_steps: int = AUTO
     """Stop once this many env steps were inserted into replay over the whole run, resumes included, after the final
     checkpoint and evaluation (0: no limit; -1: the env's budget, Mario 300,000, others none)."""
@@ -465,8 +459,7 @@ class RunConfig:
     progress: bool = True
     """Show a live progress bar with ETA toward the budget set: --total-env-steps, else --learner.steps, else --duration."""
     spawn_actors: bool = True
-    """Start the N actor processes here; --no-spawn-actors (python -m launch.learner): bind the N slots and wait for
-    external actors."""
+    """Start the N actor processes here; --no-spawn-actors (python -m launch.learner): bind the N slots for external actors."""
 
     def validate(self) -> RunConfig:
         """Check every field (ConfigError names the first bad one); returns self. The env's auto fields must have
