@@ -1,9 +1,8 @@
 """Every warppipe socket, made in one place: :func:`open_socket`, and what keeps a long-lived link alive.
 
-A NAT, a firewall or Docker Swarm's routing mesh (which forgets a TCP connection idle for 900 s) can drop a quiet link
-without telling either end, so every link carries TCP keepalives (the kernel's traffic keeps middleboxes' state fresh)
-and ZMTP heartbeats (answered by ZeroMQ's I/O threads even while Python is busy, so a dead peer is noticed in seconds
-and the connecting side reconnects by itself).
+A NAT, a firewall or Docker Swarm's routing mesh can drop a quiet link without telling either end, so every link
+carries TCP keepalives (keeping middleboxes' state fresh) and ZMTP heartbeats (answered by ZeroMQ's I/O threads even
+while Python is busy, so a dead peer is noticed in seconds and the connecting side reconnects).
 """
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ from shared.wire import curve
 from shared.wire.protocol import Limits, batch_dtypes
 
 HELD_KERNEL_BUFFER = 1 << 17
-"""Largest kernel send/receive buffer (bytes) of the experience sockets while the learner holds its replay ratio: under a
-slower learner every buffer stays full, and autotuned megabytes held batches past ``learner.max_weights_lag``."""
+"""Largest kernel send/receive buffer (bytes) of the experience sockets while the learner holds its replay ratio, so
+full buffers under a slower learner do not hold batches past ``learner.max_weights_lag``."""
 
 
 def held_kernel_buffer(spec: EnvSpec | Limits, envs: int, steps: int) -> int:
