@@ -26,8 +26,6 @@ __all__ = [
     "ProbeSet",
     "probe_set",
     "probe_set_cached",
-    "probe_states",
-    "probe_states_cached",
     "scripted_play",
     "stack_frames",
 ]
@@ -145,11 +143,6 @@ def probe_set(env_cfg: EnvConfig, n: int = 256, seed: int = 0, every: int = EVER
     return ProbeSet(play.stacks(spec.stack, index), masks, play.scores[index])
 
 
-def probe_states(env_cfg: EnvConfig, n: int = 256, seed: int = 0) -> np.ndarray:
-    """The states of :func:`probe_set`: ``[n, *spec.input_shape]`` of the env's observation dtype (deterministic)."""
-    return probe_set(env_cfg, n, seed).states
-
-
 def _check_matches(path: str, got: ProbeSet, spec: EnvSpec, n: int) -> None:
     want = (n, *spec.input_shape)
     if got.states.shape != want or got.states.dtype != np.dtype(spec.obs_dtype):
@@ -173,17 +166,10 @@ def probe_set_cached(run_dir: str, env_cfg: EnvConfig, n: int = 256, seed: int =
         return got
     got = probe_set(env_cfg, n, seed)
     arrays = {"states": got.states, "scores": got.scores} | ({"masks": got.masks} if got.masks is not None else {})
-    meta = {"env": np.array(env_cfg.name), "label": np.array(env_label(env_cfg)), "seed": np.array(seed)}
-    meta |= {"every": np.array(EVERY), "explore": np.array(EXPLORE)}
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "wb") as f:  # a file object: np.savez would append .npz to a name
-        np.savez_compressed(f, **arrays, **meta)
+        np.savez_compressed(f, **arrays, env=env_cfg.name, label=env_label(env_cfg), seed=seed, every=EVERY, explore=EXPLORE)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
     return got
-
-
-def probe_states_cached(run_dir: str, env_cfg: EnvConfig, n: int = 256) -> np.ndarray:
-    """The states of :func:`probe_set_cached`."""
-    return probe_set_cached(run_dir, env_cfg, n).states
