@@ -14,10 +14,6 @@ import torch
 from torch import nn
 
 
-def _conv_out(size: int, kernel: int, stride: int) -> int:
-    return (size - kernel) // stride + 1
-
-
 def _as_float(obs: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """uint8 -> ``dtype`` (the network's compute dtype) in [0, 1]; any other dtype -> ``dtype`` unchanged in value."""
     return obs.to(dtype) / 255.0 if obs.dtype == torch.uint8 else obs.to(dtype)
@@ -79,7 +75,7 @@ class QNetwork(_DuelingHead):
         c, side = in_channels, frame_size
         for out, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
             layers += [nn.Conv2d(c, out, kernel, stride, bias=False), nn.BatchNorm2d(out), nn.ReLU(inplace=True)]
-            c, side = out, _conv_out(side, kernel, stride)
+            c, side = out, (side - kernel) // stride + 1
         self.features = nn.Sequential(*layers, nn.Flatten())
         self._make_head(64 * side * side, 512, num_actions, dueling)
         init_weights(self)

@@ -71,9 +71,8 @@ def bind(sock: zmq.Socket, address: str, transport: TransportConfig, what: str) 
         if exc.errno != zmq.EADDRINUSE:
             raise
         raise ConfigError(
-            f"transport.base_port={transport.base_port} puts {what} on {address}, which another "
-            f"process holds (another run on this machine?): give this run free ports with "
-            f"--transport.base-port"
+            f"transport.base_port={transport.base_port} puts {what} on {address}, which another process holds "
+            "(another run on this machine?): give this run free ports with --transport.base-port"
         ) from exc
 
 
