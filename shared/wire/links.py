@@ -78,16 +78,13 @@ def bind(sock: zmq.Socket, address: str, transport: TransportConfig, what: str) 
 
 def link_options(sock: zmq.Socket, transport: TransportConfig) -> None:
     """Set TCP keepalives and ZMTP heartbeats from ``transport`` (0 turns either layer off)."""
+    sock.setsockopt(zmq.TCP_KEEPALIVE, int(transport.tcp_keepalive_idle > 0))
     if transport.tcp_keepalive_idle > 0:
-        sock.setsockopt(zmq.TCP_KEEPALIVE, 1)
         sock.setsockopt(zmq.TCP_KEEPALIVE_IDLE, int(transport.tcp_keepalive_idle))
         sock.setsockopt(zmq.TCP_KEEPALIVE_INTVL, int(transport.tcp_keepalive_interval))
         sock.setsockopt(zmq.TCP_KEEPALIVE_CNT, int(transport.tcp_keepalive_count))
-    else:
-        sock.setsockopt(zmq.TCP_KEEPALIVE, 0)
     if transport.heartbeat_interval > 0:
-        interval_ms = int(round(transport.heartbeat_interval * 1000))
-        timeout_ms = int(round(transport.heartbeat_timeout * 1000))
-        sock.setsockopt(zmq.HEARTBEAT_IVL, interval_ms)
+        timeout_ms = round(transport.heartbeat_timeout * 1000)
+        sock.setsockopt(zmq.HEARTBEAT_IVL, round(transport.heartbeat_interval * 1000))
         sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, timeout_ms)
         sock.setsockopt(zmq.HEARTBEAT_TTL, timeout_ms)  # the peer drops us too after this much silence
