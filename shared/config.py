@@ -338,8 +338,7 @@ class LearnerConfig:
         return self.exact_ratio and self.samples_per_insert > 0
 
     def resolved(self, device_type: str) -> LearnerConfig:
-        """A copy with the device's auto (-1) settings made concrete: batch 512 on CUDA, 64 on CPU; accumulation 1. The env's
-        autos must be resolved already (shared/resolution.py): one still auto is an error naming it."""
+        """A copy with the device's autos set (batch 512 on CUDA, 64 on CPU; accumulation 1); env autos must be resolved."""
         for key in ENV_AUTO_FIELDS["learner"]:
             value = getattr(self, key)
             _check(value not in AUTOS, f"learner.{key}", value, "is still auto: resolve the run's config first")

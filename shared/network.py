@@ -1,9 +1,8 @@
 """The Q-networks: Nature-DQN convolutions with BatchNorm for frames, and the family an env spec calls for.
 
-Every family: no bias before a BatchNorm (its shift replaces it), ReLUs in place, He initialisation; uint8 input is
-scaled to [0, 1] inside the network, other dtypes are used as they are. Heads are dueling (``value``/``advantage``,
-Q = V + A - mean A) or a plain ``head``, and run in fp32 even under autocast, so near-equal actions do not tie on
-bf16's grid. Actors run ``eval()`` mode (BatchNorm's running statistics, fine for a batch of one).
+Every family: no bias before a BatchNorm, ReLUs in place, He initialisation; uint8 input is scaled to [0, 1] inside the
+network, other dtypes are used as they are. Heads are dueling (``value``/``advantage``, Q = V + A - mean A) or a plain
+``head``, and run in fp32 even under autocast, so near-equal actions do not tie on bf16's grid. Actors run ``eval()`` mode.
 """
 
 from __future__ import annotations
@@ -304,8 +303,7 @@ def acting_copy(net: nn.Module, precision: str = "fp32") -> nn.Module:
 
 
 class _Fp32Output(nn.Module):
-    """A stream's last layer run in fp32 on bf16 features, so Q-values are fp32 sums, not on bf16's grid where near-equal
-    actions would tie; it costs only the [hidden x actions] product."""
+    """A stream's last layer run in fp32 on bf16 features, so Q-values are fp32 sums and near-equal actions do not tie."""
 
     def __init__(self, layer: nn.Module):
         super().__init__()

@@ -63,8 +63,7 @@ def open_socket(
 
 
 def bind(sock: zmq.Socket, address: str, transport: TransportConfig, what: str) -> None:
-    """Bind ``sock`` to ``address``; a port another process holds (most often another run's learner) raises ConfigError
-    naming ``transport.base_port``, the address and ``what`` it was for."""
+    """Bind ``sock`` to ``address``; a port another process holds raises ConfigError naming ``transport.base_port``."""
     try:
         sock.bind(address)
     except zmq.ZMQError as exc:

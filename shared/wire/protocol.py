@@ -438,8 +438,7 @@ def _decode_masks(
 
 
 def encode_weights(weights_version: int, state: dict[str, np.ndarray], run: int, env_steps: int = 0) -> list:
-    """Frames of a WEIGHTS message of run ``run``; ``state`` maps names to C-contiguous float32/int64 arrays; ``env_steps``:
-    the run's so far (actors anneal their exploration on it, so a resumed run's new actors do not play randomly again)."""
+    """Frames of a WEIGHTS message of run ``run``: ``state``'s float32/int64 arrays by name and the run's ``env_steps``."""
     names = list(state)
     arrays = [np.require(state[n], requirements="C") for n in names]  # keeps 0-d arrays 0-d
     for name, arr in zip(names, arrays):
