@@ -35,8 +35,7 @@ class EnvConfig:
     """Env (shared/envs/): 'mario' (nes-py Super Mario Bros), 'catch' (tiny pixel game), 'fake' (synthetic frames for
     plumbing tests), 'snake' (vectorized Snake), 'fuelbreak' (wildfire fuel breaks, masked) or one env.module registers."""
     module: str = ""
-    """Python module every process imports before looking env.name up: an env outside warppipe registers itself there
-    (shared/envs/__init__.py). Empty: a built-in env."""
+    """Module every process imports before looking env.name up, where an env outside warppipe registers (empty: none)."""
     frame_skip: int = 4
     """Frame envs (mario, catch, fake): emulator frames per agent step; the observation is the max of the last two."""
     frame_size: int = 84
@@ -44,11 +43,10 @@ class EnvConfig:
     stack: int = 4
     """Frame envs: frames per stacked observation given to the network."""
     max_episode_steps: int = AUTO
-    """Agent steps after which an episode is truncated (0: never; -1: the env's, 4,500 for Mario). Truncation
-    bootstraps; termination does not. Snake: its max_steps; fuel breaks end at their budget and ignore it."""
+    """Agent steps after which an episode is truncated, which bootstraps (0: never; -1: the env's, 4,500 for Mario).
+    Snake: its max_steps; fuel breaks end at their budget and ignore it."""
     options: dict[str, Any] = field(default_factory=dict)
-    """Each env's own options, by env name (``--env.snake.size 6``; ``env.snake`` in config.json): the dataclass its
-    entry declares (shared/envs/), read with ``shared.envs.options``. An env not named here takes its defaults."""
+    """Each env's own options, by env name (``--env.snake.size 6``; ``env.snake`` in config.json); unnamed: defaults."""
 
     def to_dict(self) -> dict[str, Any]:
         """The env as config.json holds it: each env's options under its name (``{"name": "mario", "mario": {...}}``)."""
@@ -70,13 +68,12 @@ class ActorConfig:
     """A collector process: its envs, exploration and how it batches and sends."""
 
     envs_per_actor: int = AUTO
-    """Envs one actor process steps as one vector env, their inference batched into one forward pass. -1: auto, 32 for
-    fuelbreak (its fire and per-cell network run for all of an actor's envs at once), 1 otherwise."""
+    """Envs one actor process steps as one vector env, one forward pass for all; -1: the env's (fuelbreak 32, else 1)."""
     batch_steps: int = 64
     """T: steps per env gathered into one message (each new frame is sent once)."""
     precision: Literal["fp32", "bf16"] = "fp32"
-    """The arithmetic of the actors' copy of the network: bf16 halves a forward pass over 8 envs on a CPU with native
-    bf16 and rounds Q-values by about 0.03; fp32 is faster over one env. Evaluation and the learner are unaffected."""
+    """The arithmetic of the actors' copy of the network: bf16 is faster over many envs on a CPU with native bf16 and
+    rounds Q-values slightly. Evaluation and the learner are unaffected."""
     epsilon: float = -1.0
     """Fixed exploration rate for every env; negative selects the schedule: each env anneals from 1.0 to its floor
     max(eps_min, eps_base**(1 + eps_alpha*i/(N-1))) (shared/exploration.py)."""
@@ -85,10 +82,10 @@ class ActorConfig:
     eps_alpha: float = 7.0
     """Ape-X epsilon exponent spread over the N envs of the run."""
     eps_min: float = 0.05
-    """Lowest floor of any env: with few envs Ape-X's spread leaves some nearly greedy (4 envs: 0.40, 0.05, 0.05, 0.05)."""
+    """Lowest floor of any env, so that with few envs Ape-X's spread leaves none nearly greedy."""
     eps_anneal_steps: int = AUTO
-    """Steps of each env over which its epsilon falls linearly from 1.0 to its floor; 0: start at the floor; -1: auto,
-    25,000 (Mario's 4 envs: the run's first 100K transitions), 1,000 for fuelbreak (128 envs: the first 128K)."""
+    """Steps of each env over which its epsilon falls linearly from 1.0 to its floor (0: start at the floor; -1: the
+    env's, 25,000, fuelbreak 1,000)."""
     max_staged_batches: int = 16
     """Batches an actor holds when the learner does not take them; beyond it the oldest is dropped and counted."""
     send_hwm: int = 4
@@ -96,13 +93,11 @@ class ActorConfig:
     seed: int = -1
     """Seed of the actors' envs and exploration (actor slot, env index and incarnation are mixed in); -1: the run's --seed."""
     nice: int = 10
-    """Niceness added to actor processes, so the learner wins the CPU when it trails its replay ratio and actors take
-    what it leaves; 0 shares the CPU evenly."""
+    """Niceness added to actor processes, so the learner wins the CPU when it trails its replay ratio (0: even share)."""
     weights_timeout: float = 60.0
     """Seconds a starting actor waits for the learner's current weights before its first action (0: do not ask)."""
     slot_wait: float = 0.0
-    """Actor without a fixed slot (python -m launch.actor without --actor-id): seconds it keeps asking the learner for
-    a free slot while every slot is held, then exits with code 3; 0: wait as a spare until a slot frees."""
+    """Actor without --actor-id: seconds it asks for a free slot while all are held before exiting with code 3 (0: forever)."""
 
     def validate(self) -> None:
         _check(0 <= self.nice <= 19, "actor.nice", self.nice, "must be in [0, 19]")
@@ -133,8 +128,7 @@ class ReplayConfig:
     """Discount factor; -1: the env's (0.9 for Mario, whose reward is dense: the x-velocity of every frame)."""
 
     prioritized: bool = True
-    """Proportional prioritized replay (Ape-X): slots are drawn in proportion to priority**alpha and the loss is
-    weighted by importance-sampling weights; off: uniform draws."""
+    """Proportional prioritized replay (Ape-X), the loss weighted by importance sampling; off: uniform draws."""
     initial_priority: Literal["actor", "max"] = "actor"
     """A new slot's priority: 'actor' (the actor's n-step TD error, sent with its batch, as Ape-X) or 'max' (the largest yet)."""
     priority_alpha: float = 0.6
@@ -142,8 +136,7 @@ class ReplayConfig:
     priority_beta: float = 0.4
     """Importance-sampling exponent at the start; it rises linearly to 1 over priority_beta_steps."""
     priority_beta_steps: int = AUTO
-    """Env steps (transitions inserted) over which beta rises to 1; -1: auto, the run's --total-env-steps (beta
-    reaches 1 as the run ends), 500,000 without a budget."""
+    """Env steps (transitions inserted) over which beta rises to 1; -1: the run's --total-env-steps, else 500,000."""
     priority_eps: float = 1e-3
     """Added to |TD error| so that no slot's priority is 0 (TD errors are in reward_scale units)."""
 
@@ -175,8 +168,8 @@ class TransportConfig:
     host: str = "127.0.0.1"
     """Address the learner binds and actors connect to. Anything but loopback requires CURVE keys (the curve_* options)."""
     base_port: int = 5600
-    """Actor slot i sends experience to base_port + i (one socket per actor); weights go out on base_port - 1 (PUB) and
-    are served on request on base_port - 2. Two runs on one machine need ranges that do not overlap (5600, 5700)."""
+    """Actor slot i sends experience to base_port + i; weights go out on base_port - 1 (PUB) and are served on request
+    on base_port - 2. Two runs on one machine need ranges that do not overlap."""
     max_message_bytes: int = 64 << 20
     """Largest message the learner accepts; a peer that sends more is disconnected by ZeroMQ."""
     recv_hwm: int = 8
@@ -188,8 +181,7 @@ class TransportConfig:
     max_steps_per_message: int = 4096
     """Largest steps-per-env a message may claim (validation bound)."""
     tcp_keepalive_idle: int = 60
-    """Seconds a TCP link may stay silent before the OS sends keepalive probes (shared/wire/links.py); well under the 900 s
-    after which Docker Swarm's routing mesh drops an idle connection. 0 turns keepalives off."""
+    """Seconds a silent TCP link waits before the OS sends keepalive probes, below Docker Swarm's 900 s idle cut (0: off)."""
     tcp_keepalive_interval: int = 10
     """Seconds between TCP keepalive probes once a link is silent."""
     tcp_keepalive_count: int = 6
@@ -199,8 +191,8 @@ class TransportConfig:
     heartbeat_timeout: float = 30.0
     """Seconds without traffic or heartbeat reply after which a peer is disconnected (the actor side reconnects by itself)."""
     slot_lease: float = 30.0
-    """Seconds a slot stays with its actor after that actor's last message; only then may another actor take it, unless the
-    launcher restarted the slot's process. Others' messages meanwhile are rejected as ``slot_owned``."""
+    """Seconds a slot stays with its actor after its last message before another actor may take it (unless the launcher
+    restarted the slot's process); others' messages meanwhile are rejected as ``slot_owned``."""
     curve_server_secret: str = ""
     """Learner: its secret CURVE certificate (NAME.key_secret); with curve_authorized_dir it encrypts every learner socket."""
     curve_authorized_dir: str = ""
@@ -256,11 +248,10 @@ class LearnerConfig:
     micro_batch: int = AUTO
     """Samples per micro-step (one forward/backward); -1: auto, 512 on CUDA, 64 on CPU."""
     accum_steps: int = AUTO
-    """Micro-steps accumulated per optimizer update (effective batch = micro_batch * accum_steps); -1: auto, 1 (at the
-    default samples_per_insert 4: one update per 16 transitions on CPU, per 128 on CUDA)."""
+    """Micro-steps accumulated per optimizer update (effective batch = micro_batch * accum_steps); -1: auto, 1."""
     reward_scale: float = AUTO
     """Rewards are multiplied by this in the TD target (replay and logged returns stay in game units); -1: the env's
-    (Mario 1/15, its per-frame reward clip; Snake 1/10; fuel breaks 100; 1 otherwise)."""
+    (Mario 1/15, Snake 1/10, fuel breaks 100, else 1)."""
     lr: float = 2.5e-4
     """Adam learning rate."""
     adam_eps: float = 1.5e-4
@@ -268,29 +259,24 @@ class LearnerConfig:
     max_grad_norm: float = 10.0
     """Gradient-norm clipping threshold (0: off)."""
     target_sync_env_steps: int = AUTO
-    """Env steps (transitions inserted) between target-network syncs, whatever the replay ratio or batch; -1: auto, the
-    env's (Mario 16,000, fuel breaks 32,000, others 2,000)."""
+    """Env steps between target-network syncs; -1: the env's (Mario 16,000, fuel breaks 32,000, others 2,000)."""
     rule: Literal["auto", "double", "munchausen"] = "auto"
     """The TD rule (shared/targets.py): 'double' (Double DQN) or 'munchausen' (Munchausen-DQN, the munchausen_*
     options); 'auto': the env's (munchausen on Mario, double elsewhere)."""
     munchausen_alpha: float = AUTO
-    """Munchausen-DQN's weight of the scaled log-policy bonus, which widens action gaps so a greedy policy flips less
-    between nearby weights; read under rule munchausen only; -1: the env's (0.9 on every built-in env)."""
+    """Munchausen-DQN's weight of the scaled log-policy bonus (rule munchausen only); -1: the env's (0.9 for built-in envs)."""
     munchausen_tau: float = 0.03
     """Munchausen-DQN's softmax temperature, in units of scaled Q (the paper's 0.03 for rewards in [-1, 1])."""
     reset_env_steps: int = 0
-    """Env steps between resets of the network (learner/resets.py: head re-initialized, the rest shrunk toward a fresh
-    draw, BatchNorm statistics re-estimated); none within one period of --total-env-steps. 0: never."""
+    """Env steps between network resets (learner/resets.py), none within one period of --total-env-steps (0: never)."""
     reset_shrink: float = 0.8
     """alpha of a reset's shrink-and-perturb, theta <- alpha * theta + (1 - alpha) * theta0 (SR-SPR's 0.8)."""
     updates_per_epoch: int = 20
     """Updates in one epoch (the unit of logging and checkpoint periods)."""
     broadcast_env_steps: int = AUTO
-    """Env steps (transitions inserted) between weight broadcasts to the actors, whatever the replay ratio; -1: auto,
-    the env's (fuel breaks 12,288: six of their 2,048-transition batches; others 1,600)."""
+    """Env steps between weight broadcasts to the actors; -1: the env's (fuel breaks 12,288, others 1,600)."""
     checkpoint_seconds: float = 60.0
-    """Seconds of wall-clock between checkpoints (the first epoch end after them; one is also written at exit);
-    by time, so a fast learner does not write its checkpoint every few seconds. 0: by checkpoint_every only."""
+    """Seconds between checkpoints (at the next epoch end; one is also written at exit); 0: by checkpoint_every only."""
     checkpoint_every: int = 0
     """Epochs between checkpoints as well, whatever the time (0: by checkpoint_seconds only)."""
     samples_per_insert: float = 4.0
@@ -300,25 +286,22 @@ class LearnerConfig:
     """Hold the replay ratio from both sides (actors wait while the learner trails it), so a run trains the same
     samples per env step on any machine; --learner.no-exact-ratio makes it a cap only."""
     ratio_slack: int = 4096
-    """Transitions the learner may take in beyond samples_per_insert's share before it waits (exact_ratio); the ratio stays
-    in [samples_per_insert * (1 - (ratio_slack + one batch) / env steps), samples_per_insert] (defaults, 200K: 3.9-4)."""
+    """Transitions the learner may take in beyond samples_per_insert's share before it waits (exact_ratio)."""
     min_replay: int = 5000
     """Transitions in replay before training starts."""
     amp: Literal["auto", "off", "bf16", "fp16"] = "auto"
-    """Mixed precision of the learner's convolutions (head and Q-values stay fp32). auto = off, so the learner trains the
-    fp32 function the actors play; bf16 or fp16 (with a gradient scaler) trade that for speed and near-tie action flips."""
+    """Mixed precision of the learner's convolutions (head and Q-values stay fp32); auto: off, so the learner trains the
+    fp32 function the actors play; bf16 or fp16 (with a gradient scaler) trade that for speed."""
     compile: bool = True
-    """torch.compile the network (mode reduce-overhead on CUDA; on a CPU under AMP, 256-bit vector code, see
-    learner/trainer.py); compiled and warmed up before the first epoch."""
+    """torch.compile the network (learner/trainer.py), compiled and warmed up before the first epoch."""
     steps: int = 0
     """Stop after this many updates in total, counting resumed ones (0: no limit); the run ends as with --duration."""
     threads: int = AUTO
-    """Torch intra-op threads of the learner; -1: auto, the cores local actors leave free (at least 1): spin-waiting
-    threads on cores the actors use slow the learner down."""
+    """Torch intra-op threads of the learner; -1: auto, the cores local actors leave free (at least 1)."""
     seed: int = -1
     """Seed of network initialisation and sampling; -1: the run's --seed."""
     max_weights_lag: int = 8
-    """Batches played with weights more than this many versions old are dropped as stale_weights (0: no limit; healthy: 1-2)."""
+    """Batches played with weights more than this many versions old are dropped as stale_weights (0: no limit)."""
 
     def validate(self) -> None:
         _check_range(self, "learner.micro_batch", 1, 65536, "must be in [1, 65536] (-1: auto)", integer=False, auto=AUTO)
@@ -355,8 +338,7 @@ class LearnerConfig:
         return self.exact_ratio and self.samples_per_insert > 0
 
     def resolved(self, device_type: str) -> LearnerConfig:
-        """A copy with the device's auto (-1) settings made concrete: batch 512 on CUDA, 64 on CPU; accumulation 1. The env's
-        autos must be resolved already (shared/resolution.py): one still auto is an error naming it."""
+        """A copy with the device's autos set (batch 512 on CUDA, 64 on CPU; accumulation 1); env autos must be resolved."""
         for key in ENV_AUTO_FIELDS["learner"]:
             value = getattr(self, key)
             _check(value not in AUTOS, f"learner.{key}", value, "is still auto: resolve the run's config first")
@@ -376,8 +358,7 @@ ENV_AUTO_FIELDS: dict[str, tuple[str, ...]] = {
     "actor": ("envs_per_actor", "eps_anneal_steps"),
     "learner": ("reward_scale", "target_sync_env_steps", "broadcast_env_steps", "munchausen_alpha", "rule"),
 }
-"""Options whose auto (-1, a string's 'auto') is the env's value, by section ('' the run): shared/resolution.py sets them from the
-env's registry entry (the entry's field of the same name)."""
+"""Options whose auto (-1, a string's 'auto') is the env's value, by section ('' the run), set by shared/resolution.py."""
 
 
 @dataclass
@@ -385,8 +366,7 @@ class NetConfig:
     """The Q-network's shape (shared/network.py), the same at the learner, the actors and the evaluator."""
 
     dueling: bool = True
-    """Dueling head, Q = V(s) + A(s, a) - mean_a A(s, a) with two 512-unit streams, so the small gaps between actions
-    are learned apart from the state's value; --net.no-dueling: the Nature-DQN head."""
+    """Dueling head (Q = V(s) + A(s, a) - mean_a A(s, a)), so small action gaps are learned apart from V; off: Nature-DQN's."""
 
 
 @dataclass
@@ -394,8 +374,7 @@ class EvalConfig:
     """Evaluation during training: a separate process plays the current weights, never stalling training."""
 
     every_env_steps: int = 32_000
-    """Env steps (transitions inserted) between evaluations (0: off). A request made while the last evaluation still
-    runs is skipped. The weights that score best are kept as best.pt in the run folder."""
+    """Env steps between evaluations, skipped while the last still runs (0: off); the best-scoring weights are kept as best.pt."""
     episodes: int = 10
     """Episodes per evaluation."""
     epsilon: float = 0.05
@@ -403,19 +382,18 @@ class EvalConfig:
     stage: str = ""
     """Mario stage to evaluate on; empty: the training stage."""
     keep_snapshots: int = 3
-    """Best-scoring evaluated weights kept as snapshots/v*.pt; at the run's end they and the last weights play select_episodes
-    each, and best.pt is the last unless a snapshot is better beyond chance (launch/final_eval.py). 0: the in-training best."""
+    """Best-scoring evaluated weights kept as snapshots/v*.pt, which at the run's end may replace the last weights as
+    best.pt if better beyond chance (launch/final_eval.py); 0: the in-training best."""
     select_episodes: int = 30
     """Episodes the last weights and each kept snapshot play at the run's end to choose best.pt (not those they are scored on)."""
     final_episodes: int = 50
     """Episodes the last weights and best.pt each play at the end of the run, at --eval.epsilon on seeds no
     in-training evaluation used, plus one greedy episode; eval_final.json (0: no final evaluation)."""
     seed: int = -1
-    """Seed of the evaluations' exploration and envs (each round, the end-of-run selection and the final
-    evaluation draw their own stream from it: shared/seeding.py); -1: the run's --seed."""
+    """Seed of the evaluations' exploration and envs (each draws its own stream from it); -1: the run's --seed."""
     keep_weights: int = 4
-    """Broadcast weights kept in the run folder's kept/ (the last K, spaced by keep_weights_env_steps): the late
-    window the final evaluation scores, so one lucky or unlucky last broadcast does not decide a run. 0: none."""
+    """Broadcast weights kept in the run folder's kept/ (the last K, spaced by keep_weights_env_steps), the late window
+    the final evaluation scores, so that no single broadcast decides a run (0: none)."""
     keep_weights_env_steps: int = 10_000
     """Env steps between kept weights (the first broadcast at or past each multiple is kept)."""
     late_episodes: int = 25
@@ -453,16 +431,14 @@ class RunConfig:
     collect_only: bool = False
     """Collect experience into replay without training (the data plane alone)."""
     duration: float = 0.0
-    """Stop after this many seconds of this invocation (0: no time limit). A wall-clock limit: the work done in it
-    depends on the machine; compare runs by --total-env-steps or --learner.steps instead."""
+    """Stop after this many seconds of this invocation (0: no time limit); the work done in it depends on the machine."""
     label: str = ""
     """A name for the group of runs this one belongs to (e.g. 'lr1e-4'): launch.tools.report groups runs by it."""
     seed: int = -1
-    """The run's seed, from which the learner, actors and evaluations derive theirs. -1: the launcher draws one, prints it in
-    the run header and saves it in config.json; --seed N repeats a run as far as process timing allows."""
+    """The run's seed, from which every component derives its own; -1: the launcher draws one and saves it in config.json."""
     total_env_steps: int = AUTO
-    """Stop once this many env steps (transitions) were inserted into replay over the whole run, resumes included;
-    then the final checkpoint and evaluation, exit 0. -1: the env's budget (Mario 300,000; others none); 0: no limit."""
+    """Stop once this many env steps were inserted into replay over the whole run, resumes included, after the final
+    checkpoint and evaluation (0: no limit; -1: the env's budget, Mario 300,000, others none)."""
     log_every: float = 5.0
     """Seconds between the console lines."""
     device: str = "auto"
@@ -482,8 +458,7 @@ class RunConfig:
     progress: bool = True
     """Show a live progress bar with ETA toward the budget set: --total-env-steps, else --learner.steps, else --duration."""
     spawn_actors: bool = True
-    """Start the N actor processes here; --no-spawn-actors (= python -m launch.learner) binds the N slots and waits for
-    external actors (python -m launch.actor --learner HOST:PORT)."""
+    """Start the N actor processes here; --no-spawn-actors (python -m launch.learner): bind the N slots for external actors."""
 
     def validate(self) -> RunConfig:
         """Check every field (ConfigError names the first bad one); returns self. The env's auto fields must have

@@ -26,12 +26,8 @@ _LEGACY_MARIO = {"jump_release": False, "no_progress_steps": 0}
 
 
 def migrate(data: Any) -> Any:
-    """A saved configuration (parsed JSON) in today's layout, so older runs resume and evaluate as they were trained: the
-    one place that knows old layouts. Flat env options move under their env; an option a run did not save takes the
-    value its code used (Mario: no jump release or stall truncation; no ``net``: the Nature-DQN head; the ratio a cap at
-    8; Munchausen alpha 0; no ``rule``: the one its alpha chose; no budget); an auto saved as 0 is -1; retired options
-    go (:data:`_RETIRED`); periods in updates or epochs become env steps (:func:`_periods_in_env_steps`).
-    """
+    """A saved configuration (parsed JSON) in today's layout, so older runs resume and evaluate as they were trained:
+    options move to where they live now, one a run did not save takes the value its code used, retired ones go."""
     if not isinstance(data, dict):
         return data
     data = {**data}

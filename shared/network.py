@@ -1,10 +1,8 @@
 """The Q-networks: Nature-DQN convolutions with BatchNorm for frames, and the family an env spec calls for.
 
-Every family: no bias before a BatchNorm (its shift replaces it), ReLUs in place, He initialisation; uint8 input is
-scaled to [0, 1] inside the network (uint8 is what travels and what replay stores), other dtypes are used as they are.
-Heads are dueling (``value``/``advantage``, Q = V + A - mean A) or a plain ``head``, and run in fp32 even under
-autocast: bf16 would round Q = 800 to steps of 4, so near-equal actions would tie and argmax favour the lowest index.
-Actors run ``eval()`` mode (BatchNorm's running statistics, fine for a batch of one).
+Every family: no bias before a BatchNorm, ReLUs in place, He initialisation; uint8 input is scaled to [0, 1] inside the
+network, other dtypes are used as they are. Heads are dueling (``value``/``advantage``, Q = V + A - mean A) or a plain
+``head``, and run in fp32 even under autocast, so near-equal actions do not tie on bf16's grid. Actors run ``eval()`` mode.
 """
 
 from __future__ import annotations
@@ -13,10 +11,6 @@ import copy
 
 import torch
 from torch import nn
-
-
-def _conv_out(size: int, kernel: int, stride: int) -> int:
-    return (size - kernel) // stride + 1
 
 
 def _as_float(obs: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -38,10 +32,13 @@ def _stream(in_features: int, hidden: int, outputs: int) -> nn.Sequential:
 
 
 class _DuelingHead(nn.Module):
-    """Base of the flat-feature families (QNetwork included): ``features`` then the head (fp32, dueling or plain)."""
+    """Base of every family: ``features`` then the head (fp32, dueling or plain)."""
 
     dueling: bool
     features: nn.Module
+    head: nn.Module  # a plain head, or
+    value: nn.Module  # a dueling head's two streams
+    advantage: nn.Module
     compute_dtype: torch.dtype = torch.float32
     """The dtype of weights and activations: bfloat16 only in :func:`acting_copy`'s copies; Q-values are float32."""
 
@@ -55,9 +52,9 @@ class _DuelingHead(nn.Module):
     def _head(self, x: torch.Tensor) -> torch.Tensor:
         with torch.autocast(x.device.type, enabled=False):  # the head in compute_dtype, the Q-values in fp32, always
             x = x.to(self.compute_dtype)
-            if not self.dueling:
-                return self.head(x).float()
-            advantage = self.advantage(x)
+            if not self.dueling:  # flatten(1): a cell head's [B, 1, H, W] map is [B, H*W]; flat heads stay as they are
+                return self.head(x).flatten(1).float()
+            advantage = self.advantage(x).flatten(1)
             return (self.value(x) + advantage - advantage.mean(dim=1, keepdim=True)).float()
 
     def trunk(self, obs: torch.Tensor) -> torch.Tensor:
@@ -77,7 +74,7 @@ class QNetwork(_DuelingHead):
         c, side = in_channels, frame_size
         for out, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
             layers += [nn.Conv2d(c, out, kernel, stride, bias=False), nn.BatchNorm2d(out), nn.ReLU(inplace=True)]
-            c, side = out, _conv_out(side, kernel, stride)
+            c, side = out, (side - kernel) // stride + 1
         self.features = nn.Sequential(*layers, nn.Flatten())
         self._make_head(64 * side * side, 512, num_actions, dueling)
         init_weights(self)
@@ -152,13 +149,10 @@ def cell_dilations(blocks: int, height: int, width: int, dilated: bool = True) -
     return tuple(min(2**i, cap) for i in range(blocks))
 
 
-class CellQNetwork(nn.Module):
+class CellQNetwork(_DuelingHead):
     """One Q-value per cell, [B, C, H, W] -> [B, H*W] (fp32), action = y * W + x: fully convolutional, ``blocks`` 3x3 convs
-    (3 x 16 see 7x7 cells, cheap on CPU) then a 1x1 conv to the advantage (or ``head``) map; ``value``: average pooling -> Linear.
-    ``dilated`` widens the view at the same MACs (:func:`cell_dilations`), though dilated convs ran 2x slower on CPU."""
-
-    compute_dtype: torch.dtype = torch.float32
-    """As :attr:`_DuelingHead.compute_dtype`."""
+    (3 x 16 see 7x7 cells) then a 1x1 conv to the advantage (or ``head``) map; ``value``: average pooling -> Linear.
+    ``dilated`` widens the view at the same MACs (:func:`cell_dilations`)."""
 
     def __init__(
         self,
@@ -190,19 +184,6 @@ class CellQNetwork(nn.Module):
             self.head = nn.Conv2d(channels, 1, kernel_size=1)
         init_weights(self)
 
-    def trunk(self, obs: torch.Tensor) -> torch.Tensor:
-        """The per-cell features of ``obs``, before the head."""
-        return self.features(_as_float(obs, self.compute_dtype))
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = self.trunk(obs)
-        with torch.autocast(x.device.type, enabled=False):  # the head in compute_dtype, the Q-values in fp32, always
-            x = x.to(self.compute_dtype)
-            if not self.dueling:
-                return self.head(x).flatten(1).float()
-            advantage = self.advantage(x).flatten(1)
-            return (self.value(x) + advantage - advantage.mean(dim=1, keepdim=True)).float()
-
 
 # --- Choosing the network from an EnvSpec ------------------------------------------------------
 
@@ -211,23 +192,27 @@ NATURE_MIN_SIZE = 36  # the smallest square frame QNetwork's three convolutions 
 
 def _plan(spec, dueling: bool, frame_size: int | None) -> tuple[str, type[nn.Module], dict]:
     shape = tuple(int(d) for d in spec.obs_shape)
+    head = dict(num_actions=spec.num_actions, dueling=dueling)
+    if len(shape) not in (1, 2, 3):
+        raise ValueError(
+            f"obs_shape {shape}: no network family for {len(shape)}-D observations "
+            "(1-D features, 2-D frames or 3-D (C, H, W) grids)"
+        )
     if len(shape) == 1:
         if spec.stack != 1:
             raise ValueError(
                 f"stack {spec.stack!r}: feature observations (obs_shape {shape}) take stack 1 "
                 "(put past values into the feature vector)"
             )
-        return "mlp", MLPQNetwork, dict(in_features=shape[0], num_actions=spec.num_actions, dueling=dueling)
+        return "mlp", MLPQNetwork, dict(in_features=shape[0], **head)
     if len(shape) == 2:
         h, w = shape
+        c = spec.stack
         if h != w:
             raise ValueError(f"obs_shape {shape}: 2-D frames go to QNetwork, which needs square frames (H == W)")
         if h < NATURE_MIN_SIZE:
             raise ValueError(f"obs_shape {shape}: QNetwork needs frames of at least {NATURE_MIN_SIZE} px")
-        if frame_size is not None and frame_size != h:
-            raise ValueError(f"frame_size {frame_size!r} does not match obs_shape {shape}")
-        return "nature", QNetwork, dict(in_channels=spec.stack, num_actions=spec.num_actions, frame_size=h, dueling=dueling)
-    if len(shape) == 3:
+    else:
         c, h, w = shape
         if spec.stack != 1:
             raise ValueError(
@@ -235,18 +220,11 @@ def _plan(spec, dueling: bool, frame_size: int | None) -> tuple[str, type[nn.Mod
             )
         if spec.num_actions == h * w:
             return "cell", CellQNetwork, dict(in_channels=c, height=h, width=w, dueling=dueling)
-        if h == w and h >= NATURE_MIN_SIZE:
-            if frame_size is not None and frame_size != h:
-                raise ValueError(f"frame_size {frame_size!r} does not match obs_shape {shape}")
-            return "nature", QNetwork, dict(in_channels=c, num_actions=spec.num_actions, frame_size=h, dueling=dueling)
-        return (
-            "small_conv",
-            SmallConvQNetwork,
-            dict(in_channels=c, height=h, width=w, num_actions=spec.num_actions, dueling=dueling),
-        )
-    raise ValueError(
-        f"obs_shape {shape}: no network family for {len(shape)}-D observations (1-D features, 2-D frames or 3-D (C, H, W) grids)"
-    )
+        if h != w or h < NATURE_MIN_SIZE:
+            return "small_conv", SmallConvQNetwork, dict(in_channels=c, height=h, width=w, **head)
+    if frame_size is not None and frame_size != h:
+        raise ValueError(f"frame_size {frame_size!r} does not match obs_shape {shape}")
+    return "nature", QNetwork, dict(in_channels=c, frame_size=h, **head)
 
 
 def network_family(spec) -> str:
@@ -280,7 +258,7 @@ ACTING_PRECISIONS = ("fp32", "bf16")
 
 
 def cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX); a bf16 update measured 1.4x faster than fp32 here."""
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX)."""
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
@@ -306,8 +284,8 @@ def fold_batchnorm(net: nn.Module) -> nn.Module:
 
 
 def acting_copy(net: nn.Module, precision: str = "fp32") -> nn.Module:
-    """An eval-mode copy of ``net`` for acting, no gradients, BatchNorm folded (5-7% faster on CPU); with ``precision``
-    'bf16' all in bfloat16 but each head stream's output layer (Q off by about 0.03; half the cost at a batch of 8)."""
+    """An eval-mode copy of ``net`` for acting, no gradients, BatchNorm folded; with ``precision`` 'bf16' all in bfloat16
+    but each head stream's output layer."""
     if precision not in ACTING_PRECISIONS:
         raise ValueError(f"precision {precision!r} must be one of {ACTING_PRECISIONS}")
     acting = fold_batchnorm(copy.deepcopy(net).eval())
@@ -325,8 +303,7 @@ def acting_copy(net: nn.Module, precision: str = "fp32") -> nn.Module:
 
 
 class _Fp32Output(nn.Module):
-    """A stream's last layer run in fp32 on bf16 features, so Q-values are fp32 sums, not on bf16's grid where near-equal
-    actions would tie; it costs only the [hidden x actions] product."""
+    """A stream's last layer run in fp32 on bf16 features, so Q-values are fp32 sums and near-equal actions do not tie."""
 
     def __init__(self, layer: nn.Module):
         super().__init__()

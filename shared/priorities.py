@@ -7,8 +7,7 @@ yet). With L steps added the priority is
     | reward_scale * R + first(t) + gamma**L * V(s_{t+L}) * (not terminated) - Q(s_t, a_t) |
 
 with the actor's own Q and the rule's numpy parts (:class:`shared.targets.TDRule`): V its bootstrap value and
-``first`` the term the window's first step adds (Munchausen's bonus), so a transition's first replay meets a priority
-of its own rule. L = 0 (a truncation slot, never sampled): 0. Vectorized over [E, T].
+``first`` the term the window's first step adds (Munchausen's bonus). L = 0 (a truncation slot, never sampled): 0.
 """
 
 from __future__ import annotations

@@ -11,8 +11,7 @@ import secrets
 
 import numpy as np
 
-# Purposes of the evaluation streams (stream_seed's second key), so no two draw the same stream: an in-training round,
-# the end-of-run selection, the final evaluation, its late window, low-epsilon and no-op-start rows.
+# Purposes of the evaluation streams (stream_seed's second key), so no two draw the same stream.
 EVAL_ROUND, EVAL_SELECT, EVAL_FINAL, EVAL_LATE, EVAL_LOW_EPSILON, EVAL_NOOP = 1, 2, 3, 4, 5, 6
 
 

@@ -36,8 +36,7 @@ def double_dqn(
     next_target_q: torch.Tensor,
     next_mask: torch.Tensor | None,
 ) -> torch.Tensor:
-    """Double DQN (van Hasselt et al. 2016): ``r + discount * Q_target(s', argmax_a' Q_online(s', a'))``, over valid
-    actions."""
+    """Double DQN (van Hasselt et al. 2016): ``r + discount * Q_target(s', argmax_a' Q_online(s', a'))``, a' valid."""
     return reward + discount * double_q_bootstrap(next_online_q, next_target_q, next_mask)
 
 
@@ -105,11 +104,9 @@ class TDRule:
         """The rule in a few words, for a run's header."""
         return "Double-DQN bootstrap"
 
-    # The actors' initial priorities (shared/priorities.py) in numpy, from the actor's own Q; -inf marks an invalid
-    # action. The same definitions as ``target``, whose tests hold the two together.
+    # ``target`` in numpy for the actors' initial priorities (shared/priorities.py), from the actor's own Q.
     def np_value(self, next_q: np.ndarray) -> np.ndarray:
-        """The value of s' [...] from its Q [..., A] (-inf: invalid): the max (the actor's own net stands in for Double
-        DQN's pair)."""
+        """The value of s' [...] from its Q [..., A] (-inf: invalid): the max (one net stands in for Double DQN's two)."""
         return next_q.max(-1)
 
     def np_first_term(self, q: np.ndarray, action: np.ndarray) -> np.ndarray:

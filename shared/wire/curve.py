@@ -1,8 +1,7 @@
 """CURVE encryption and the learner's allow-list of actor keys (ZeroMQ's CurveZMQ + ZAP).
 
 Off by default (loopback only). With the learner's keys set, every learner socket is a CURVE server admitting only the
-public keys in ``transport.curve_authorized_dir``, checked by pyzmq's ZAP handler, one per ``zmq.Context``; server
-sockets name a ZAP domain and enforce it, so without that handler ZeroMQ refuses every peer rather than admitting all.
+public keys in ``transport.curve_authorized_dir``, checked by pyzmq's ZAP handler (one per ``zmq.Context``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Every warppipe socket, made in one place: :func:`open_socket`, and what keeps a long-lived link alive.
 
-A NAT, a firewall or Docker Swarm's routing mesh (which forgets a TCP connection idle for 900 s) can drop a quiet link
-without telling either end, so every link carries TCP keepalives (the kernel's traffic keeps middleboxes' state fresh)
-and ZMTP heartbeats (answered by ZeroMQ's I/O threads even while Python is busy, so a dead peer is noticed in seconds
-and the connecting side reconnects by itself).
+A NAT, a firewall or Docker Swarm's routing mesh can drop a quiet link without telling either end, so every link
+carries TCP keepalives (keeping middleboxes' state fresh) and ZMTP heartbeats (answered by ZeroMQ's I/O threads even
+while Python is busy, so a dead peer is noticed in seconds and the connecting side reconnects).
 """
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ from shared.wire import curve
 from shared.wire.protocol import Limits, batch_dtypes
 
 HELD_KERNEL_BUFFER = 1 << 17
-"""Largest kernel send/receive buffer (bytes) of the experience sockets while the learner holds its replay ratio: under a
-slower learner every buffer stays full, and autotuned megabytes held batches past ``learner.max_weights_lag``."""
+"""Largest kernel send/receive buffer (bytes) of the experience sockets while the learner holds its replay ratio, so
+full buffers under a slower learner do not hold batches past ``learner.max_weights_lag``."""
 
 
 def held_kernel_buffer(spec: EnvSpec | Limits, envs: int, steps: int) -> int:
@@ -64,32 +63,27 @@ def open_socket(
 
 
 def bind(sock: zmq.Socket, address: str, transport: TransportConfig, what: str) -> None:
-    """Bind ``sock`` to ``address``; a port another process holds (most often another run's learner) raises ConfigError
-    naming ``transport.base_port``, the address and ``what`` it was for."""
+    """Bind ``sock`` to ``address``; a port another process holds raises ConfigError naming ``transport.base_port``."""
     try:
         sock.bind(address)
     except zmq.ZMQError as exc:
         if exc.errno != zmq.EADDRINUSE:
             raise
         raise ConfigError(
-            f"transport.base_port={transport.base_port} puts {what} on {address}, which another "
-            f"process holds (another run on this machine?): give this run free ports with "
-            f"--transport.base-port"
+            f"transport.base_port={transport.base_port} puts {what} on {address}, which another process holds "
+            "(another run on this machine?): give this run free ports with --transport.base-port"
         ) from exc
 
 
 def link_options(sock: zmq.Socket, transport: TransportConfig) -> None:
     """Set TCP keepalives and ZMTP heartbeats from ``transport`` (0 turns either layer off)."""
+    sock.setsockopt(zmq.TCP_KEEPALIVE, int(transport.tcp_keepalive_idle > 0))
     if transport.tcp_keepalive_idle > 0:
-        sock.setsockopt(zmq.TCP_KEEPALIVE, 1)
         sock.setsockopt(zmq.TCP_KEEPALIVE_IDLE, int(transport.tcp_keepalive_idle))
         sock.setsockopt(zmq.TCP_KEEPALIVE_INTVL, int(transport.tcp_keepalive_interval))
         sock.setsockopt(zmq.TCP_KEEPALIVE_CNT, int(transport.tcp_keepalive_count))
-    else:
-        sock.setsockopt(zmq.TCP_KEEPALIVE, 0)
     if transport.heartbeat_interval > 0:
-        interval_ms = int(round(transport.heartbeat_interval * 1000))
-        timeout_ms = int(round(transport.heartbeat_timeout * 1000))
-        sock.setsockopt(zmq.HEARTBEAT_IVL, interval_ms)
+        timeout_ms = round(transport.heartbeat_timeout * 1000)
+        sock.setsockopt(zmq.HEARTBEAT_IVL, round(transport.heartbeat_interval * 1000))
         sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, timeout_ms)
         sock.setsockopt(zmq.HEARTBEAT_TTL, timeout_ms)  # the peer drops us too after this much silence

@@ -14,8 +14,7 @@ BATCH (actor -> learner), protocol version 6. E envs, T steps, observations of s
     0      header       msgpack   map              see HEADER_KEYS below
     1      frames       OBS       [E, T, *S]       f_k: observation at which a_k was chosen; each one once
                                                    (OBS: the spec's dtype, one of OBS_DTYPES)
-    2      actions      u1 | u2   [E, T]           a_k < A; uint8 when A <= 256, else uint16 (fuel breaks on
-                                                   32x32 have 1024 actions)
+    2      actions      u1 | u2   [E, T]           a_k < A; uint8 when A <= 256, else uint16
     3      rewards      float32   [E, T]           r_k, reward of the step from f_k (finite)
     4      terminated   uint8     [E, T]           1: the step from f_k ended the episode by termination
     5      first        uint8     [E, T]           1: f_k is an episode's first (reset) frame
@@ -68,6 +67,7 @@ A truncated episode (time limit, actor restart, a lost batch) is marked only by 
 
 from __future__ import annotations
 
+import math
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -229,8 +229,7 @@ def encode_batch(
         if frames.dtype.name not in OBS_DTYPES or frames.dtype.byteorder == ">":
             raise ValueError(f"frames dtype {frames.dtype} is not one of {sorted(OBS_DTYPES)}")
         raise ValueError(f"actions must be uint8 or uint16, got {actions.dtype}")
-    if episodes is None:
-        episodes = _NO_EPISODES
+    episodes = _NO_EPISODES if episodes is None else episodes
     if episodes.dtype != np.float32 or episodes.shape[1:] != (len(EPISODE_FIELDS),) or not episodes.flags.c_contiguous:
         raise ValueError(
             f"episodes must be C-contiguous float32 [K, {len(EPISODE_FIELDS)}], got {episodes.dtype} {episodes.shape}"
@@ -393,28 +392,28 @@ def _decode_arrays(parts: Sequence[Any], limits: Limits, obs: tuple[int, ...]) -
 def _decode_episodes(part: Any, n_episodes: int) -> np.ndarray:
     """The episodes frame: K rows of EPISODE_FIELDS float32, finite, success 0 or 1."""
     buf = memoryview(part)
-    if buf.nbytes != n_episodes * len(EPISODE_FIELDS) * 4:
-        raise ProtocolError(
-            "size",
-            f"episodes: {buf.nbytes} bytes, expected {n_episodes * len(EPISODE_FIELDS) * 4} "
-            f"for [{n_episodes}, {len(EPISODE_FIELDS)}] float32",
-        )
-    episodes = np.frombuffer(buf, dtype=np.float32).reshape(n_episodes, len(EPISODE_FIELDS))
+    shape = (n_episodes, len(EPISODE_FIELDS))
+    if buf.nbytes != math.prod(shape) * 4:
+        raise ProtocolError("size", f"episodes: {buf.nbytes} bytes, expected {math.prod(shape) * 4} for {list(shape)} float32")
+    episodes = np.frombuffer(buf, dtype=np.float32).reshape(shape)
     if n_episodes and not (np.isfinite(episodes).all() and np.isin(episodes[:, 2], (0.0, 1.0)).all()):
         raise ProtocolError("values", "episodes must be finite, with success 0 or 1")
     return episodes
 
 
+def _optional_frame(part: Any, name: str, flag: str, on: int, shape: tuple[int, ...], dtype: type) -> np.ndarray | None:
+    """Frame ``name`` as ``shape`` ``dtype`` when its header flag ``flag`` is 1; empty, and None, when it is 0."""
+    buf = memoryview(part)
+    expected = math.prod(shape) * np.dtype(dtype).itemsize if on else 0
+    if buf.nbytes != expected:
+        raise ProtocolError("size", f"{name}: {buf.nbytes} bytes, expected {expected} ({flag}={on})")
+    return np.frombuffer(buf, dtype=dtype).reshape(shape) if on else None
+
+
 def _decode_priorities(part: Any, has_priorities: int, n_env: int, n_steps: int) -> np.ndarray | None:
     """The priorities frame: [E, T] float32, finite and >= 0, when P is 1; empty, and None, when it is 0."""
-    buf = memoryview(part)
-    expected = n_env * n_steps * 4 if has_priorities else 0
-    if buf.nbytes != expected:
-        raise ProtocolError("size", f"priorities: {buf.nbytes} bytes, expected {expected} (P={has_priorities})")
-    if not has_priorities:
-        return None
-    priorities = np.frombuffer(buf, dtype=np.float32).reshape(n_env, n_steps)
-    if not (np.isfinite(priorities).all() and (priorities >= 0).all()):
+    priorities = _optional_frame(part, "priorities", "P", has_priorities, (n_env, n_steps), np.float32)
+    if priorities is not None and not (np.isfinite(priorities).all() and (priorities >= 0).all()):
         raise ProtocolError("values", "priorities must be finite and >= 0")
     return priorities
 
@@ -423,14 +422,9 @@ def _decode_masks(
     part: Any, has_masks: int, n_env: int, n_steps: int, actions: np.ndarray, num_actions: int
 ) -> np.ndarray | None:
     """The packed masks frame: its size, no bits past A, a valid action in every slot, the taken one valid."""
-    buf = memoryview(part)
-    width = mask_bytes(num_actions)
-    expected = n_env * n_steps * width if has_masks else 0
-    if buf.nbytes != expected:
-        raise ProtocolError("size", f"masks: {buf.nbytes} bytes, expected {expected} (M={has_masks})")
-    if not has_masks:
+    masks = _optional_frame(part, "masks", "M", has_masks, (n_env, n_steps, mask_bytes(num_actions)), np.uint8)
+    if masks is None:
         return None
-    masks = np.frombuffer(buf, dtype=np.uint8).reshape(n_env, n_steps, width)
     spare = num_actions % 8
     if spare and (masks[:, :, -1] >> spare).any():
         raise ProtocolError("values", f"mask bits set past action {num_actions - 1}")
@@ -444,8 +438,7 @@ def _decode_masks(
 
 
 def encode_weights(weights_version: int, state: dict[str, np.ndarray], run: int, env_steps: int = 0) -> list:
-    """Frames of a WEIGHTS message of run ``run``; ``state`` maps names to C-contiguous float32/int64 arrays; ``env_steps``:
-    the run's so far (actors anneal their exploration on it, so a resumed run's new actors do not play randomly again)."""
+    """Frames of a WEIGHTS message of run ``run``: ``state``'s float32/int64 arrays by name and the run's ``env_steps``."""
     names = list(state)
     arrays = [np.require(state[n], requirements="C") for n in names]  # keeps 0-d arrays 0-d
     for name, arr in zip(names, arrays):
@@ -476,14 +469,10 @@ def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ..
         raise ProtocolError("kind", "not a WEIGHTS message of this protocol version")
     if len(parts) != 1 + len(expected):
         raise ProtocolError("frame_count", f"{len(parts)} frames, expected {1 + len(expected)}")
-    wv, run = header.get("wv"), header.get("run")
-    if type(wv) is not int or not 0 <= wv <= _INT64_MAX:
-        raise ProtocolError("field", f"wv={wv!r}")
-    if type(run) is not int or not 1 <= run <= _INT64_MAX:
-        raise ProtocolError("field", f"run={run!r}")
-    env_steps = header.get("es", 0)  # optional: a learner of an earlier release sends none
-    if type(env_steps) is not int or not 0 <= env_steps <= _INT64_MAX:
-        raise ProtocolError("field", f"es={env_steps!r}")
+    env_steps = header.get("es", 0)  # optional: 0 when absent
+    for key, value, low in (("wv", header.get("wv"), 0), ("run", header.get("run"), 1), ("es", env_steps, 0)):
+        if type(value) is not int or not low <= value <= _INT64_MAX:
+            raise ProtocolError("field", f"{key}={value!r}")
     names, dtypes, shapes = header.get("names"), header.get("dtypes"), header.get("shapes")
     if names != list(expected) or not isinstance(dtypes, list) or not isinstance(shapes, list):
         raise ProtocolError("field", "weight names differ from this network's")
@@ -497,7 +486,7 @@ def decode_weights(parts: Sequence[Any], expected: dict[str, tuple[tuple[int, ..
         if buf.nbytes != int(np.prod(want_shape)) * np_dtype.itemsize:
             raise ProtocolError("size", f"{name}: {buf.nbytes} bytes")
         out[name] = np.frombuffer(buf, dtype=np_dtype).reshape(want_shape)
-    return run, wv, out, env_steps
+    return header["run"], header["wv"], out, env_steps
 
 
 def new_run_id() -> int:
