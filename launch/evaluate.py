@@ -10,7 +10,7 @@
 RUN_DIR (made by ``launch.local``) gives the env (``--env.*`` change it; without a run, ``EnvConfig``'s defaults) and
 the network (``--net``). Beside the N episodes at ``--epsilon`` one greedy episode plays at epsilon 0 (Mario is
 deterministic given the actions), on envs without a single-env form (Snake, fuel breaks) a random policy plays the same
-seeds, then the final evaluation's secondary rows (launch/final_eval.py) on streams of their own from ``--seed``. The
+seeds, then the protocol's secondary rows (shared/evaluation/protocol.py) on streams of their own from ``--seed``. The
 JSON (``--json``; default ``eval-STAGE-eps0.05.json`` or ``eval-STAGE-random.json`` in RUN_DIR, else here) holds them
 all with every episode. Bad input prints one line on stderr naming the value and exits with 2.
 """

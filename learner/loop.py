@@ -39,16 +39,6 @@ STOP_REASONS = ("stopped", "duration", "updates", "env_steps")  # Learner.run's:
 
 
 @dataclasses.dataclass(frozen=True)
-class Summary:
-    """The run's counters as the launcher prints them (``Learner.summary``)."""
-
-    epoch: int
-    updates: int
-    inserted: int  # env steps in replay over the whole run
-    weights_version: int
-
-
-@dataclasses.dataclass(frozen=True)
 class Header:
     """What the launcher's first lines say of the learner (``Learner.header``)."""
 
@@ -167,10 +157,9 @@ class Learner:
         d, label = self.dqn, self.entry.label_of(self.cfg.env)
         return Header(d.cfg, f"{d.amp_dtype or 'off'}", d.cpu_vectors_pinned, d.rule.describe(), label)
 
-    def summary(self) -> Summary:
-        """The counters now: epoch, updates, env steps inserted, weights version."""
-        c = self.counters
-        return Summary(c.epoch, c.updates, c.inserted, c.weights_version)
+    def summary(self) -> Counters:
+        """A copy of the counters now: epoch, updates, env steps inserted, weights version, ..."""
+        return dataclasses.replace(self.counters)
 
     def processor_stats(self) -> DataPlaneStats:
         """The data plane's figures now (the [PROCESSOR] line's)."""
