@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from learner.replay.frame_ring import FrameReplay, host_array, to_device
+from learner.replay.frame_ring import FrameReplay, _check, host_array, to_device
 from learner.replay.sum_tree import SumTree
 
 _MAX_REJECT_ROUNDS = 64
@@ -32,10 +32,8 @@ class PrioritizedReplay(FrameReplay):
         """``beta_schedule``: the importance-sampling exponent at a run's env steps (``anneal``); None: 1."""
         super().__init__(*args, **kwargs)
         self.beta_schedule = beta_schedule
-        if not (isinstance(alpha, (int, float)) and 0.0 <= alpha <= 1.0):
-            raise ValueError(f"alpha={alpha!r} must be in [0, 1]")
-        if not (isinstance(eps, (int, float)) and eps > 0.0):
-            raise ValueError(f"eps={eps!r} must be > 0")
+        _check(isinstance(alpha, (int, float)) and 0.0 <= alpha <= 1.0, f"alpha={alpha!r} must be in [0, 1]")
+        _check(isinstance(eps, (int, float)) and eps > 0.0, f"eps={eps!r} must be > 0")
         self.alpha, self.eps = float(alpha), float(eps)
         self._prio = np.zeros(self.capacity, dtype=np.float64)  # p**alpha of every slot, also while expired
         self._tree = SumTree(self.capacity)  # p**alpha of slots of live streams, else 0
@@ -110,10 +108,8 @@ class PrioritizedReplay(FrameReplay):
         if priorities is not None:
             priorities = _numpy(priorities).astype(np.float64)
             shape = tuple(actions.shape)
-            if priorities.shape != shape:
-                raise ValueError(f"priorities shape {priorities.shape} must equal the actions' {shape}")
-            if not (np.isfinite(priorities).all() and (priorities >= 0).all()):
-                raise ValueError("priorities must be finite and >= 0")
+            _check(priorities.shape == shape, f"priorities shape {priorities.shape} must equal the actions' {shape}")
+            _check(np.isfinite(priorities).all() and (priorities >= 0).all(), "priorities must be finite and >= 0")
         return priorities
 
     def _written_hook(self, stream0: int, E: int, head: int, T: int, priorities: Any) -> None:
