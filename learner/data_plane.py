@@ -63,7 +63,6 @@ def make_replay(cfg: RunConfig, spec: EnvSpec, device: torch.device) -> FrameRep
 
 class DataPlane:
     def __init__(self, cfg: RunConfig, spec: EnvSpec, device: torch.device):
-        """``cfg``: the resolved run, ``spec`` its env's."""
         self.cfg = cfg
         self.envs_per_actor = cfg.actor.envs_per_actor
         self.replay = make_replay(cfg, spec, device)
