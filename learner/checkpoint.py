@@ -1,9 +1,7 @@
 """Checkpoints: written atomically, loadable with ``torch.load(..., weights_only=True)``.
 
-Each file is written to a temporary beside it, fsync'd and renamed into place, so a crash leaves the previous one whole.
-The replaced checkpoint stays as ``checkpoint.prev.pt``, which ``load_checkpoint`` falls back to when ``checkpoint.pt``
-is damaged; ``weights_version`` records every published version; ``best.pt`` and ``snapshots/`` (the checkpoint's
-layout) hold the best-scoring evaluated weights, among which the final evaluation (launch/final_eval.py) chooses.
+Each file is written to a temporary beside it, fsync'd and renamed into place, so a crash leaves the previous one whole;
+``best.pt`` and ``snapshots/`` hold the best-scoring evaluated weights, among which launch/final_eval.py chooses.
 """
 
 from __future__ import annotations
@@ -30,12 +28,15 @@ SNAPSHOT_DIR = "snapshots"
 KEPT_DIR = "kept"  # the last eval.keep_weights broadcast weights (the final evaluation's late window)
 
 
-def _write_temporary(path: str, state: dict) -> str:
-    """``state`` whole and fsync'd in a temporary file beside ``path``; on any error the file is removed."""
+def _write_temporary(path: str, state: dict | bytes) -> str:
+    """``state`` (bytes as they are) whole and fsync'd in a temporary file beside ``path``; on any error it is removed."""
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
         with open(tmp, "wb") as fh:
-            torch.save(state, fh)
+            if isinstance(state, bytes):
+                fh.write(state)
+            else:
+                torch.save(state, fh)
             fh.flush()
             os.fsync(fh.fileno())
     except BaseException:
@@ -213,12 +214,7 @@ def discard_partial(run_dir: str) -> list[str]:
 def record_published(run_dir: str, version: int) -> None:
     """Atomically note ``version`` as the newest weights version handed to actors."""
     path = os.path.join(run_dir, PUBLISHED_NAME)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as fh:
-        fh.write(f"{int(version)}\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    os.replace(_write_temporary(path, f"{int(version)}\n".encode()), path)
 
 
 def read_published(run_dir: str) -> int:

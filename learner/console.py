@@ -1,7 +1,6 @@
 """The learner's console lines: one function per kind of line, each reading figures the learner already keeps.
 
-``[MAIN] Epoch ...`` (:func:`format_epoch_line`), ``[MAIN] Eval at ...`` (:func:`format_eval_line`) and
-``[PROCESSOR] ...`` (:func:`format_processor_line`); docs/configuration.md explains how to read them.
+docs/configuration.md explains how to read them.
 """
 
 from __future__ import annotations
@@ -47,9 +46,8 @@ def format_processor_line(s: DataPlaneStats, rate: float) -> str:
     """The seed's console line, plus rejects and the arrival rate."""
     return (
         f"[PROCESSOR] Processed: {s.processed:,}, Batches: {s.batches:,}, Drops: {s.drops:,}, "
-        f"Lost in flight: {s.lost_in_flight:,}, "
-        f"Buffer: {s.buffer:,}, Consolidated Queue: {s.queued:,}, Rejected: {s.rejected:,}, "
-        f"Rate: {rate:,.0f}/s, Per actor: {s.per_actor}"
+        f"Lost in flight: {s.lost_in_flight:,}, Buffer: {s.buffer:,}, Consolidated Queue: {s.queued:,}, "
+        f"Rejected: {s.rejected:,}, Rate: {rate:,.0f}/s, Per actor: {s.per_actor}"
     )
 
 

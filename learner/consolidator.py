@@ -26,9 +26,7 @@ from shared.wire import protocol
 from shared.wire.links import bind, held_kernel_buffer, open_socket
 
 MAX_PER_SOCKET_PER_ROUND = 8  # fairness: drain at most this many messages from one actor before the next
-# Held, every batch waits for room in a full queue: a round takes one message per ready socket, starting one slot
-# further each round (8 from one actor left the others waiting long enough to lose batches in flight).
-HELD_PER_SOCKET_PER_ROUND = 1
+HELD_PER_SOCKET_PER_ROUND = 1  # held, each batch waits for room in the queue: one per socket a round, from a moving slot
 STALE_INCARNATIONS_KEPT = 16
 LEDGER_INCARNATIONS_KEPT = 16  # ledgers kept per slot; the oldest incarnation's is forgotten first
 
@@ -77,7 +75,6 @@ class SlotTrack:
     stats: dict = field(default_factory=dict)
     weights_version: int = 0
     run: int = 0  # the run of the weights its latest accepted batch was played with
-    other_run_batches: int = 0  # batches accepted that another run's weights played (a learner that started over)
     old_incarnations: collections.deque = field(default_factory=lambda: collections.deque(maxlen=STALE_INCARNATIONS_KEPT))
 
 
@@ -239,7 +236,6 @@ class Consolidator(SupervisedThread):
             counts.accepted_transitions += batch.num_transitions
         track.stats = batch.stats
         track.weights_version, track.run = batch.weights_version, batch.run
-        track.other_run_batches += not same_run
         return batch
 
     def _enqueue(self, batch: protocol.Batch) -> None:

@@ -1,7 +1,6 @@
 """The learner's data plane: sockets -> consolidation thread -> consolidated queue -> replay.
 
-``DataPlane`` owns the three pieces; ``drain()`` moves queued batches into replay (one vectorized copy per array per
-batch) on the thread that also samples, the learner's loop.
+``drain()`` moves queued batches into replay on the thread that also samples, the learner's loop.
 """
 
 from __future__ import annotations
@@ -51,11 +50,9 @@ def make_replay(cfg: RunConfig, spec: EnvSpec, device: torch.device) -> FrameRep
     r = cfg.replay
     kwargs: dict[str, Any] = dict(
         num_streams=cfg.actors * cfg.actor.envs_per_actor,
-        capacity=r.capacity,
         frame_shape=tuple(spec.obs_shape),
-        n_step=cfg.replay.n_step,
-        gamma=r.gamma,
         device=device,
+        **{key: getattr(r, key) for key in ("capacity", "n_step", "gamma")},
         **{key: getattr(spec, key) for key in ("stack", "obs_dtype", "num_actions", "masked")},
     )
     if r.prioritized:
@@ -66,7 +63,6 @@ def make_replay(cfg: RunConfig, spec: EnvSpec, device: torch.device) -> FrameRep
 
 class DataPlane:
     def __init__(self, cfg: RunConfig, spec: EnvSpec, device: torch.device):
-        """``cfg``: the resolved run, ``spec`` its env's."""
         self.cfg = cfg
         self.envs_per_actor = cfg.actor.envs_per_actor
         self.replay = make_replay(cfg, spec, device)

@@ -20,30 +20,6 @@ METRICS_NAME = "metrics.jsonl"
 ROLLED_BACK_NAME = "metrics.rolled_back.jsonl"
 
 
-def roll_back(run_dir: str, env_steps: int) -> int:
-    """Move ``metrics.jsonl``'s rows past ``env_steps`` to ``metrics.rolled_back.jsonl`` (the rest rewritten); how many."""
-    path = os.path.join(run_dir, METRICS_NAME)
-    if not os.path.isfile(path):
-        return 0
-    with open(path) as fh:
-        lines = [line for line in fh if line.strip()]
-    keep: list[str] = []
-    moved: list[str] = []
-    for line in lines:
-        try:
-            past = int(json.loads(line)["env_steps"]) > env_steps
-        except (ValueError, KeyError, TypeError):  # a row cut short by the crash: not a record of anything
-            past = True
-        (moved if past else keep).append(line if line.endswith("\n") else line + "\n")
-    if moved:
-        with open(os.path.join(run_dir, ROLLED_BACK_NAME), "a") as fh:
-            fh.writelines(moved)
-        with open(path + ".tmp", "w") as fh:
-            fh.writelines(keep)
-        os.replace(path + ".tmp", path)
-    return len(moved)
-
-
 class MetricsLog:
     """Appends rows to metrics.jsonl and scalars to TensorBoard; a refused write is said and its row left out whole."""
 
@@ -64,13 +40,32 @@ class MetricsLog:
         self._open_tensorboard()
 
     def _roll_back(self, resumed_at: int) -> None:
-        self.rolled_back = roll_back(self.run_dir, resumed_at)
-        if self.rolled_back:
-            print(
-                f"[MAIN] {self.rolled_back} metrics rows past the checkpoint ({resumed_at:,} env steps) moved "
-                f"to {ROLLED_BACK_NAME}: the training they describe was lost",
-                flush=True,
-            )
+        """Move ``metrics.jsonl``'s rows past ``resumed_at`` env steps to ``metrics.rolled_back.jsonl``, and say so."""
+        path = os.path.join(self.run_dir, METRICS_NAME)
+        if not os.path.isfile(path):
+            return
+        keep: list[str] = []
+        moved: list[str] = []
+        with open(path) as fh:
+            for line in filter(str.strip, fh):
+                try:
+                    past = int(json.loads(line)["env_steps"]) > resumed_at
+                except (ValueError, KeyError, TypeError):  # a row cut short by the crash: not a record of anything
+                    past = True
+                (moved if past else keep).append(line if line.endswith("\n") else line + "\n")
+        if not moved:
+            return
+        with open(os.path.join(self.run_dir, ROLLED_BACK_NAME), "a") as fh:
+            fh.writelines(moved)
+        with open(path + ".tmp", "w") as fh:
+            fh.writelines(keep)
+        os.replace(path + ".tmp", path)
+        self.rolled_back = len(moved)
+        print(
+            f"[MAIN] {self.rolled_back} metrics rows past the checkpoint ({resumed_at:,} env steps) moved "
+            f"to {ROLLED_BACK_NAME}: the training they describe was lost",
+            flush=True,
+        )
 
     def _open_tensorboard(self) -> None:
         if not self.tensorboard or self._writer is not None or time.monotonic() < self._tb_retry_at:

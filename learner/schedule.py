@@ -29,17 +29,16 @@ class EnvStepPeriod:
         if k <= self.mark:
             return False
         self.mark = k
-        return not (self.budget and k * self.period + self.last_part > self.budget)
+        return self._fits(k)
 
     def multiples(self, until: int) -> list[int]:
         """The env-step counts at which it fires in a run of ``until`` env steps (for the run header and tests)."""
         if not self.period:
             return []
-        return [
-            k * self.period
-            for k in range(1, until // self.period + 1)
-            if not (self.budget and k * self.period + self.last_part > self.budget)
-        ]
+        return [k * self.period for k in range(1, until // self.period + 1) if self._fits(k)]
+
+    def _fits(self, k: int) -> bool:
+        return not (self.budget and k * self.period + self.last_part > self.budget)
 
 
 class ReplayRatio:

@@ -1,12 +1,11 @@
 """The DQN update: an n-step TD rule (shared/targets.py; Munchausen-DQN's on Mario), Huber loss, Adam, clipping.
 
-One ``update()``: ``accum_steps`` micro-batches of ``micro_batch`` samples, each loss divided by ``accum_steps``, then one
-optimizer step; the rule (``build_rule``) names the forward passes it needs and this module runs them. Every forward
-uses BatchNorm's running statistics (the function the actors play), moved by a no-grad train-mode pass of the trunk.
-Full precision by default; bf16/fp16 cover the convolutions only, and a compiled low-precision CPU learner gets 256-bit
-vector code (512-bit code wrote non-finite gradients on a Xeon with AMX). Under ``torch.compile``'s CUDA graphs each
-micro-step clones what it keeps, and gradients live in buffers zeroed in place (pytorch/pytorch#169545). A non-finite
-update stops the run before the step (``NonFiniteUpdate``), except under fp16's GradScaler, which skips it.
+One ``update()``: ``accum_steps`` micro-batches, each loss divided by ``accum_steps``, then one optimizer step; the rule
+names the forward passes it needs. Every forward uses BatchNorm's running statistics (what the actors play), moved by a
+no-grad train-mode pass of the trunk. bf16/fp16 cover the convolutions only; a compiled low-precision CPU learner gets
+256-bit vector code. Under CUDA graphs each micro-step clones what it keeps, and gradients live in buffers zeroed in
+place (pytorch/pytorch#169545). A non-finite update stops the run before the step (``NonFiniteUpdate``), except under
+fp16's GradScaler, which skips it.
 """
 
 from __future__ import annotations
@@ -32,8 +31,7 @@ from shared.targets import ONLINE_NEXT, TARGET_HERE, TARGET_NEXT, build_rule
 
 
 def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for ``mode`` (None: full precision). 'auto' is full precision on every device: the actors play
-    an fp32 copy (under bf16 the greedy action differed in 6-43% of visited Mario states)."""
+    """The autocast dtype for ``mode`` (None: full precision, also for 'auto': the actors play an fp32 copy)."""
     dtypes = {"off": None, "auto": None, "bf16": torch.bfloat16, "fp16": torch.float16}
     if mode not in dtypes:
         raise ValueError(f"learner.amp={mode!r} must be auto, off, bf16 or fp16")
@@ -245,7 +243,7 @@ class DQNLearner:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Load what :meth:`state_dict` saved; other keys (``ema``, the retired moving average) are ignored."""
+        """Load what :meth:`state_dict` saved; other keys are ignored."""
         self.online.load_state_dict(state["online"])
         self.target.load_state_dict(state["target"])
         # the saved groups' "fused" would replace ours and decide where Adam's step goes: keep this learner's own choice

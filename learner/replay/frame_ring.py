@@ -71,10 +71,8 @@ class FrameReplay:
         num_actions: int = 256,
         masked: bool = False,
     ):
-        _check(_is_int(num_streams) and num_streams >= 1, f"num_streams={num_streams!r} must be an int >= 1")
-        _check(_is_int(capacity) and capacity >= 1, f"capacity={capacity!r} must be an int >= 1")
-        _check(_is_int(stack) and stack >= 1, f"stack={stack!r} must be an int >= 1")
-        _check(_is_int(n_step) and n_step >= 1, f"n_step={n_step!r} must be an int >= 1")
+        for name, value in (("num_streams", num_streams), ("capacity", capacity), ("stack", stack), ("n_step", n_step)):
+            _check(_is_int(value) and value >= 1, f"{name}={value!r} must be an int >= 1")
         _check(isinstance(gamma, (int, float)) and 0.0 < gamma <= 1.0, f"gamma={gamma!r} must be in (0, 1]")
         shape_ok = isinstance(frame_shape, (tuple, list)) and 1 <= len(frame_shape) <= MAX_OBS_DIMS
         _check(
@@ -259,7 +257,6 @@ class FrameReplay:
             done, include = on_device[:, 3].bool(), on_device[:, 4:].bool()
             flat_w = stream[:, None] * C + (slot[:, None] + self._offsets[: self.n_step]) % C
             rew_w = self._rewards.view(-1)[flat_w]
-            n = self.n_step
             # the stacks of slot i and of the bootstrap's slot i + L: two per sample
             at = torch.stack([slot, slot + steps], 1)  # [B, 2]
             kstream = stream[:, None].expand(B, 2).reshape(-1)
@@ -275,7 +272,7 @@ class FrameReplay:
                 extra_mask = {"mask": masks[:, 0], "next_mask": masks[:, 1]}
             extra = self._sampled(stream_h, slot_h, counts, self.beta if beta is None else beta)
 
-        reward = (rew_w * self._powers[:n] * include).sum(1)
+        reward = (rew_w * self._powers[: self.n_step] * include).sum(1)
         discount = torch.where(done, torch.zeros_like(reward), self._powers[steps])
         return {
             "obs": frames[:, 0],
@@ -404,7 +401,17 @@ class FrameReplay:
         return self.nbytes // self.capacity
 
     def _draw(self, lo: np.ndarray, counts: np.ndarray, generator: torch.Generator | None):
-        return _Draw(lo, counts, generator)
+        """Uniform draws over the sampleable slots: flat indices mapped to (stream, slot) by searchsorted, on the host."""
+        lo, counts = lo.astype(np.int64), counts.astype(np.int64)
+        cum = np.cumsum(counts)
+
+        def draw(k: int) -> tuple[np.ndarray, np.ndarray]:
+            u = torch.randint(int(cum[-1]), (k,), generator=generator).numpy()
+            stream = np.searchsorted(cum, u, side="right")
+            slot = lo[stream] + u - (cum[stream] - counts[stream])
+            return stream.astype(np.int64), slot.astype(np.int64)
+
+        return draw
 
     def _sampled(self, stream: np.ndarray, slot: np.ndarray, counts: np.ndarray, beta: float) -> dict:
         """Extra fields of a sample (under the lock) from its host (stream, slot); uniform draws add none."""
@@ -460,18 +467,3 @@ def to_device(x: torch.Tensor, device: torch.device, dtype: torch.dtype | None =
     if device.type == "cuda" and x.device.type == "cpu":
         return x.pin_memory().to(device, dtype, non_blocking=True)
     return x.to(device, dtype)
-
-
-class _Draw:
-    """Uniform draws over the sampleable slots: flat indices mapped to (stream, slot) by searchsorted, on the host."""
-
-    def __init__(self, lo: np.ndarray, counts: np.ndarray, generator: torch.Generator | None):
-        self.lo, self.counts = lo.astype(np.int64), counts.astype(np.int64)
-        self.cum = np.cumsum(self.counts)
-        self.generator = generator
-
-    def __call__(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        u = torch.randint(int(self.cum[-1]), (k,), generator=self.generator).numpy()
-        stream = np.searchsorted(self.cum, u, side="right")
-        slot = self.lo[stream] + u - (self.cum[stream] - self.counts[stream])
-        return stream.astype(np.int64), slot.astype(np.int64)

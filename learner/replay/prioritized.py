@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from learner.replay.frame_ring import FrameReplay, to_device
+from learner.replay.frame_ring import FrameReplay, _check, host_array, to_device
 from learner.replay.sum_tree import SumTree
 
 _MAX_REJECT_ROUNDS = 64
@@ -32,10 +32,8 @@ class PrioritizedReplay(FrameReplay):
         """``beta_schedule``: the importance-sampling exponent at a run's env steps (``anneal``); None: 1."""
         super().__init__(*args, **kwargs)
         self.beta_schedule = beta_schedule
-        if not (isinstance(alpha, (int, float)) and 0.0 <= alpha <= 1.0):
-            raise ValueError(f"alpha={alpha!r} must be in [0, 1]")
-        if not (isinstance(eps, (int, float)) and eps > 0.0):
-            raise ValueError(f"eps={eps!r} must be > 0")
+        _check(isinstance(alpha, (int, float)) and 0.0 <= alpha <= 1.0, f"alpha={alpha!r} must be in [0, 1]")
+        _check(isinstance(eps, (int, float)) and eps > 0.0, f"eps={eps!r} must be > 0")
         self.alpha, self.eps = float(alpha), float(eps)
         self._prio = np.zeros(self.capacity, dtype=np.float64)  # p**alpha of every slot, also while expired
         self._tree = SumTree(self.capacity)  # p**alpha of slots of live streams, else 0
@@ -94,9 +92,8 @@ class PrioritizedReplay(FrameReplay):
     def priority_stats(self) -> dict[str, float]:
         """Mean and max priority p over the slots held, the IS-weight minimum since the last call (max is 1)."""
         with self._lock:
-            held = np.minimum(self._head, self.stream_capacity)
             C = self.stream_capacity
-            mask = np.arange(C)[None, :] < held[:, None]
+            mask = np.arange(C)[None, :] < np.minimum(self._head, C)[:, None]  # the slots held
             p = self._prio.reshape(self.num_streams, C)[mask] ** (1.0 / self.alpha) if self.alpha > 0 else None
             weight_min, self._weight_min = self._weight_min, np.inf
         if p is None or p.size == 0:
@@ -111,34 +108,54 @@ class PrioritizedReplay(FrameReplay):
         if priorities is not None:
             priorities = _numpy(priorities).astype(np.float64)
             shape = tuple(actions.shape)
-            if priorities.shape != shape:
-                raise ValueError(f"priorities shape {priorities.shape} must equal the actions' {shape}")
-            if not (np.isfinite(priorities).all() and (priorities >= 0).all()):
-                raise ValueError("priorities must be finite and >= 0")
+            _check(priorities.shape == shape, f"priorities shape {priorities.shape} must equal the actions' {shape}")
+            _check(np.isfinite(priorities).all() and (priorities >= 0).all(), "priorities must be finite and >= 0")
         return priorities
 
     def _written_hook(self, stream0: int, E: int, head: int, T: int, priorities: Any) -> None:
         """Under the lock: the new slots' priorities into the tree (an expired stream's come back)."""
         C = self.stream_capacity
-        if priorities is None:
-            value = np.full((E, T), self.max_priority**self.alpha)
-        else:
-            value = (priorities + self.eps) ** self.alpha
+        value = np.full((E, T), self.max_priority**self.alpha) if priorities is None else (priorities + self.eps) ** self.alpha
         streams = np.arange(stream0, stream0 + E)
         leaf = (streams[:, None] * C + (head + np.arange(T)) % C).reshape(-1)
         self._prio[leaf] = value.reshape(-1)
-        zeroed = self._zeroed[streams]
-        if zeroed.any():  # an expired stream writes again: its retained slots come back
-            for s in streams[zeroed]:
-                self._tree.update(np.arange(s * C, (s + 1) * C), self._prio[s * C : (s + 1) * C])
-            self._zeroed[streams] = False
-        live = ~zeroed
-        if live.any():
-            self._tree.update(leaf.reshape(E, T)[live].reshape(-1), value[live].reshape(-1))
+        self._tree.update(leaf, self._prio[leaf])
+        for s in streams[self._zeroed[streams]]:  # an expired stream writes again: its retained slots come back
+            self._tree.update(np.arange(s * C, (s + 1) * C), self._prio[s * C : (s + 1) * C])
+        self._zeroed[streams] = False
 
     def _draw(self, lo: np.ndarray, counts: np.ndarray, generator: torch.Generator | None):
+        """Draws in proportion to the tree's leaves, rejecting unsampleable slots; the first call is stratified."""
         self._zero(np.flatnonzero(self._expired() & ~self._zeroed))  # newly expired: remove their mass
-        return _PriorityDraw(self._tree, self._head.copy(), lo, counts, self.stream_capacity, generator)
+        tree, heads, hi, C = self._tree, self._head.copy(), lo + counts, self.stream_capacity
+        stratified = True
+
+        def draw(k: int) -> tuple[np.ndarray, np.ndarray]:
+            nonlocal stratified
+            total = tree.total
+            stream = np.empty(k, dtype=np.int64)
+            slot = np.empty(k, dtype=np.int64)
+            todo = np.arange(k)
+            for _ in range(_MAX_REJECT_ROUNDS):
+                u = torch.rand(todo.size, generator=generator, dtype=torch.float64).numpy()
+                if stratified:
+                    u = (np.arange(todo.size) + u) / todo.size
+                    stratified = False
+                leaf = tree.find(u * total)
+                s, pos = leaf // C, leaf % C
+                h = heads[s]
+                a = np.where(h >= C, h - C + (pos - h) % C, pos)
+                ok = (a >= lo[s]) & (a < hi[s])
+                stream[todo[ok]], slot[todo[ok]] = s[ok], a[ok]
+                todo = todo[~ok]
+                if todo.size == 0:
+                    return stream, slot
+            raise RuntimeError(
+                f"prioritized sample: {todo.size} of {k} draws still outside the sampleable slots "
+                f"after {_MAX_REJECT_ROUNDS} rounds"
+            )
+
+        return draw
 
     def _sampled(self, stream: np.ndarray, slot: np.ndarray, counts: np.ndarray, beta: float) -> dict:
         leaf = stream * self.stream_capacity + slot % self.stream_capacity  # the host's draw: no copy back
@@ -153,41 +170,5 @@ class PrioritizedReplay(FrameReplay):
         return super().nbytes + self._prio.nbytes + self._tree.tree.nbytes
 
 
-class _PriorityDraw:
-    """Draws in proportion to the tree's leaves, rejecting unsampleable slots; the first call is stratified."""
-
-    def __init__(
-        self, tree: SumTree, heads: np.ndarray, lo: np.ndarray, counts: np.ndarray, C: int, generator: torch.Generator | None
-    ):
-        self.tree, self.heads, self.lo, self.hi, self.C = tree, heads, lo, lo + counts, C
-        self.generator = generator
-        self.stratified = True
-
-    def __call__(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        C, total = self.C, self.tree.total
-        stream = np.empty(k, dtype=np.int64)
-        slot = np.empty(k, dtype=np.int64)
-        todo = np.arange(k)
-        for _ in range(_MAX_REJECT_ROUNDS):
-            u = torch.rand(todo.size, generator=self.generator, dtype=torch.float64).numpy()
-            if self.stratified:
-                u = (np.arange(todo.size) + u) / todo.size
-                self.stratified = False
-            leaf = self.tree.find(u * total)
-            s, pos = leaf // C, leaf % C
-            h = self.heads[s]
-            a = np.where(h >= C, h - C + (pos - h) % C, pos)
-            ok = (a >= self.lo[s]) & (a < self.hi[s])
-            stream[todo[ok]], slot[todo[ok]] = s[ok], a[ok]
-            todo = todo[~ok]
-            if todo.size == 0:
-                return stream, slot
-        raise RuntimeError(
-            f"prioritized sample: {todo.size} of {k} draws still outside the sampleable slots after {_MAX_REJECT_ROUNDS} rounds"
-        )
-
-
 def _numpy(x: Any) -> np.ndarray:
-    if not isinstance(x, torch.Tensor):
-        return np.asarray(x)
-    return x.detach().numpy() if x.device.type == "cpu" else x.detach().cpu().numpy()
+    return host_array(x.detach()) if isinstance(x, torch.Tensor) else np.asarray(x)
