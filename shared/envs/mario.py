@@ -21,10 +21,7 @@ from shared.errors import ConfigError, check, check_range
 if TYPE_CHECKING:
     from shared.config import EnvConfig
 
-__all__ = ["ACTION_SETS", "HAZARDS", "MarioOptions", "make_mario_env", "mario_options", "parse_stage"]
-
-# Button lists, identical to gym_super_mario_bros.actions (a test checks it). Copied here so
-# importing this module (learner, fake env) does not import gym.
+# gym_super_mario_bros.actions' button lists (a test checks), copied so that importing this module does not import gym
 _RIGHT_ONLY = [["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"]]
 _SIMPLE = _RIGHT_ONLY + [["A"], ["left"]]
 ACTION_SETS: dict[str, list[list[str]]] = {
@@ -172,8 +169,7 @@ HAZARDS: dict[str, list[tuple[str, float, float]]] = {
         ("stairs", 2100, 3200),  # the stairs and the last pit; the flag is at about 3,161 (a success, not an end)
     ],
 }
-"""Per stage, the x_pos ranges where episodes that miss the flag end, clustered from the final evaluations of the
-1-1 runs in docs/lab/experiments/mario.md ("Where the last weights fail"); other stages: none yet."""
+"""Per stage, the x_pos ranges where episodes that miss the flag end (clustered in docs/lab/experiments/mario.md)."""
 
 
 def _hazards(cfg: EnvConfig) -> list[tuple[str, float, float]]:
@@ -185,8 +181,7 @@ def _noop_action(cfg: EnvConfig) -> int:
 
 
 def _probe_action(cfg: EnvConfig) -> int:
-    """right+A, with the env's jump release (``launch.evaluate --policy constant --action right+A``): it reaches the
-    flag of 1-1 in 483 steps, so the probe set (shared/probe_set.py) spans the stage."""
+    """right+A: with the env's jump release it reaches 1-1's flag, so the probe set (shared/probe_set.py) spans the stage."""
     return ACTION_SETS[mario_options(cfg).actions].index(["right", "A"])
 
 
@@ -211,5 +206,4 @@ ENTRY = register(
         total_env_steps=300_000,
     )
 )
-"""Reward clipped to +-15 per frame: scaled by 1/15. Target sync 16,000 env steps (at 4,000 the last weights fell below
-earlier snapshots); Munchausen (alpha 0.9) beat Double DQN at 300K env steps, every 1-1 group's budget (docs/lab)."""
+"""Rewards (clipped to +-15 a frame) scaled by 1/15; target sync, rule and budget as chosen in docs/lab/experiments/mario.md."""
