@@ -155,8 +155,9 @@ def _with_stage(cfg: EnvConfig, stage: str) -> EnvConfig:
     return dataclasses.replace(cfg, options={**cfg.options, "mario": dataclasses.replace(mario_options(cfg), stage=stage)})
 
 
-def _action_names(cfg: EnvConfig) -> list[str]:
-    return ["+".join(buttons) for buttons in ACTION_SETS[mario_options(cfg).actions]]
+def _buttons(cfg: EnvConfig) -> list[list[str]]:
+    """``cfg``'s button set: the buttons of each action, in action order."""
+    return ACTION_SETS[mario_options(cfg).actions]
 
 
 HAZARDS: dict[str, list[tuple[str, float, float]]] = {
@@ -172,24 +173,11 @@ HAZARDS: dict[str, list[tuple[str, float, float]]] = {
 """Per stage, the x_pos ranges where episodes that miss the flag end (clustered in docs/lab/experiments/mario.md)."""
 
 
-def _hazards(cfg: EnvConfig) -> list[tuple[str, float, float]]:
-    return list(HAZARDS.get(mario_options(cfg).stage, []))
-
-
-def _noop_action(cfg: EnvConfig) -> int:
-    return ACTION_SETS[mario_options(cfg).actions].index(["NOOP"])
-
-
-def _probe_action(cfg: EnvConfig) -> int:
-    """right+A: with the env's jump release it reaches 1-1's flag, so the probe set (shared/probe_set.py) spans the stage."""
-    return ACTION_SETS[mario_options(cfg).actions].index(["right", "A"])
-
-
 ENTRY = register(
     frame_entry(
         "mario",
         make_mario_env,
-        _action_names,
+        lambda cfg: ["+".join(buttons) for buttons in _buttons(cfg)],
         options_type=MarioOptions,
         stage=_with_stage,
         label=lambda cfg: mario_options(cfg).stage,
@@ -197,9 +185,10 @@ ENTRY = register(
         score="Distance",
         success="Flags",
         video=True,
-        hazards=_hazards,
-        noop_action=_noop_action,
-        probe_action=_probe_action,
+        hazards=lambda cfg: HAZARDS.get(mario_options(cfg).stage, []),
+        noop_action=lambda cfg: _buttons(cfg).index(["NOOP"]),
+        # right+A, with the jump release, reaches 1-1's flag: the probe set (shared/probe_set.py) spans the stage
+        probe_action=lambda cfg: _buttons(cfg).index(["right", "A"]),
         reward_scale=1 / 15,
         target_sync_env_steps=16_000,
         rule="munchausen",
