@@ -115,8 +115,7 @@ def names() -> list[str]:
 def entry_for(cfg: EnvConfig | str) -> EnvEntry:
     """The entry of ``cfg.name`` (or of a name): imports ``cfg.module`` first (a plug-in that registers it), then
     the built-in module of that name. ConfigError names an unknown env or a plug-in that does not import."""
-    name = cfg if isinstance(cfg, str) else cfg.name
-    module = "" if isinstance(cfg, str) else cfg.module
+    name, module = (cfg, "") if isinstance(cfg, str) else (cfg.name, cfg.module)
     if module:  # always, also for a name already known: a module that does not import is an error either way
         try:
             importlib.import_module(module)
@@ -174,8 +173,7 @@ def check_env(cfg: EnvConfig) -> tuple[EnvEntry, EnvConfig]:
     cfg = dataclasses.replace(cfg, **autos) if autos else cfg
     cfg.validate()
     known = set(names())
-    unknown = sorted(set(cfg.options) - known)
-    if unknown:
+    if unknown := sorted(set(cfg.options) - known):
         raise ConfigError(f"env.{unknown[0]}: options for an env that is not registered (known: {', '.join(sorted(known))})")
     if entry.options_type is not None:
         own: Any = options(cfg, entry.name, entry.options_type)
