@@ -1,8 +1,6 @@
 """A collector process: plays its envs epsilon-greedily and streams batches to the learner.
 
-Runs in its own process (``actor_main``): its E envs are one vector env (shared/envs/), and a local CPU copy of the
-network acts for all of them in one forward pass, skipped when every env explores. Every T ticks the batch goes to the
-learner over this actor's own socket, ``tcp://HOST:BASE_PORT+actor_id``.
+How a transition travels from here to replay: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -99,8 +97,8 @@ class Collector:
             return self.acting_net(torch.from_numpy(self.stacks)).numpy()
 
     def _late_q_values(self, ticks: list[np.ndarray]) -> np.ndarray:
-        """Q of the stacks of several ticks, float32 [len(ticks), E, A], in passes of one size (the last padded):
-        oneDNN keeps buffers for every input shape it sees, and one shape per count of ticks grew an actor by 100s of MB."""
+        """Q of the stacks of several ticks, float32 [len(ticks), E, A], in passes of one size (the last padded), as
+        oneDNN keeps buffers for every input shape it sees."""
         n_env = self.env.num_envs
         per_pass = -(-_LATE_CHUNK // n_env)  # ticks
         padded = ticks + [ticks[-1]] * (-len(ticks) % per_pass)
@@ -133,10 +131,8 @@ class Collector:
         start = time.perf_counter()
         batch_version, batch_run = -1, 0  # the weights of the batch's first step: the oldest it was played with
         for t in range(n_steps):
-            if refresh is not None:
-                newer = refresh(self.weights_version)
-                if newer is not None:
-                    self.load_weights(*newer)
+            if refresh is not None and (newer := refresh(self.weights_version)) is not None:
+                self.load_weights(*newer)
             if t == 0:
                 batch_version, batch_run = self.weights_version, self.weights_run
             clock = max(self.env_steps, self.run_env_steps)  # the exploration schedule's clock

@@ -1,8 +1,4 @@
-"""An actor's weight client (Acme's "variable client"): ask once at start, then take broadcasts.
-
-``fetch`` asks until the reply comes, so the actor has the current weights before its first action; ``poll`` drains
-the broadcasts without blocking and returns the newest to take, or None. Malformed messages are counted and ignored.
-"""
+"""An actor's weight client (Acme's "variable client"): ask once at start, then take broadcasts."""
 
 from __future__ import annotations
 
@@ -47,7 +43,7 @@ class WeightClient:
         self.env_steps = 0  # the run's env steps when those weights were sent (the exploration schedule's clock)
 
     def fetch(self, have: int, timeout: float, should_stop=lambda: False) -> tuple[int, dict] | None:
-        """Ask for the current weights; None if none came within ``timeout`` seconds."""
+        """Ask until the current weights come, so the actor has them before its first action; None after ``timeout`` s."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not should_stop():
             request = protocol.encode_weights_request(self.actor_id, self.incarnation, have)
@@ -87,6 +83,7 @@ class WeightClient:
         return newest[1], newest[2]
 
     def _decode(self, parts: list) -> tuple[int, int, dict, int] | None:
+        """(run, version, arrays, env_steps), or None for a malformed message (counted in ``rejected``)."""
         try:
             return protocol.decode_weights(parts, self.expected)
         except protocol.ProtocolError as exc:

@@ -2,9 +2,8 @@
 
     python -m launch.benchmark --actors 2 --seconds 20 --json bench.json
 
-Stages (``--stages``; docs/benchmark.md gives their figures): env_ceiling, collection, transport, replay, priority (not
-by default: 7 GB replays), learner, system. Each warms up before its timed window; env_ceiling and collection rounds
-alternate so the machine's drift hits both alike.
+Each stage (``--stages``; docs/benchmark.md gives their figures) warms up before its timed window; env_ceiling and
+collection rounds alternate so the machine's drift hits both alike.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import tyro
 
 from launch.benchmark.collection import collection, env_ceiling
 from launch.benchmark.learner import learner_stage
-from launch.benchmark.options import STAGES, BenchConfig, apply_quick
+from launch.benchmark.options import COLLECTIONS, STAGES, BenchConfig, apply_quick
 from launch.benchmark.replay import priority_stage, replay_stage
 from launch.benchmark.system import system_stage
 from launch.benchmark.tables import machine, render_table
@@ -31,12 +30,6 @@ from launch.cli import load_plugin, plain, run_config_type, subclass
 from shared.config import RunConfig
 from shared.config_migration import read_config
 from shared.resolution import resolve_config
-
-# The collection stage's two kinds: kind, label, and the actor setting it changes from the run's
-COLLECTIONS = (
-    ("random", "random actions", "epsilon", 1.0),
-    ("apex", "Ape-X eps-greedy", "eps_anneal_steps", 0),  # the floors from the first step: inference as in late training
-)
 
 
 def main(bench: BenchConfig) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from typing import Any
 
@@ -20,8 +21,6 @@ from shared.network import build_q_network
 
 def _bare_env_worker(cfg: RunConfig, index: int, go, seconds: float, out) -> None:
     """One process: warm up, say so, wait for ``go`` (all K warm), then step random (valid) actions for ``seconds``."""
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     rng = np.random.default_rng(index)
@@ -85,7 +84,7 @@ def exit_reports(report_queue: Any, count: int) -> list[dict]:
     return out
 
 
-def _cpu_seconds(procs: list) -> float:
+def cpu_seconds(procs: list) -> float:
     """CPU seconds used so far by this process and ``procs``."""
     times = [proc.cpu_times() for proc in [psutil.Process()] + [psutil.Process(p.pid) for p in procs]]
     return sum((t.user + t.system for t in times), 0.0)
@@ -112,7 +111,7 @@ def collection(cfg: RunConfig, seconds: float) -> dict:
             plane.drain(timeout=0.05)
         arrivals: list[list[tuple[float, int]]] = [[] for _ in range(cfg.actors)]  # (time, accepted) per message
         counts = plane.accepted_per_actor()
-        start, cpu0 = time.monotonic(), _cpu_seconds(procs)
+        start, cpu0 = time.monotonic(), cpu_seconds(procs)
         while True:
             now = time.monotonic()
             if now - start >= seconds and min(map(len, arrivals)) >= 3 or now - start >= 10 * seconds:
@@ -123,7 +122,7 @@ def collection(cfg: RunConfig, seconds: float) -> dict:
                 if after != before:
                     arrivals[slot].append((now, after))
             counts = latest
-        elapsed, cpu = time.monotonic() - start, _cpu_seconds(procs) - cpu0
+        elapsed, cpu = time.monotonic() - start, cpu_seconds(procs) - cpu0
         stats = plane.stats()
         rates = [(a[-1][1] - a[0][1]) / (a[-1][0] - a[0][0]) if len(a) >= 2 else 0.0 for a in arrivals]
         rate = sum(rates)

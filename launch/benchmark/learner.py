@@ -1,8 +1,4 @@
-"""Stage learner: the learner alone on a filled replay.
-
-Rows: the learner as a run sets it, on prioritized and uniform replay; where an update's time goes (``split``); fp32
-eager, AMP and AMP + compile, each without and with accumulation.
-"""
+"""Stage learner: the learner alone on a filled replay."""
 
 from __future__ import annotations
 
@@ -140,7 +136,8 @@ def update_split(dqn, replay: FrameReplay, reps: int) -> dict[str, float]:
 
 
 def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, epochs: int) -> dict:
-    """Learner alone on a filled replay (module docstring)."""
+    """The learner as a run sets it on prioritized and uniform replay, where an update's time goes (``split``), and fp32
+    eager, AMP and AMP + compile, each without and with accumulation."""
     from learner.trainer import DQNLearner
 
     replays = {"prioritized": _filled_replay(cfg, device, True), "uniform": _filled_replay(cfg, device, False)}

@@ -76,10 +76,15 @@ QUICK = dict(
 
 STAGES = ("env_ceiling", "collection", "transport", "replay", "priority", "learner", "system")
 
+# The collection stage's two kinds: kind, label, and the actor setting it changes from the run's
+COLLECTIONS = (
+    ("random", "random actions", "epsilon", 1.0),
+    ("apex", "Ape-X eps-greedy", "eps_anneal_steps", 0),  # the floors from the first step: inference as in late training
+)
 
-def apply_quick(bench: BenchConfig) -> BenchConfig:
+
+def apply_quick(bench: BenchConfig) -> None:
     defaults = BenchConfig()
     for name, value in QUICK.items():
         if getattr(bench, name) == getattr(defaults, name):
             setattr(bench, name, value)
-    return bench

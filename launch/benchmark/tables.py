@@ -13,6 +13,7 @@ import torch
 import zmq
 
 from launch.benchmark.learner import rates_text
+from launch.benchmark.options import COLLECTIONS
 from launch.benchmark.replay import render_priority_table
 from launch.machine import describe_machine
 
@@ -50,7 +51,7 @@ def render_table(r: dict) -> str:
 
 def _collection_rows(c: dict, r: dict) -> list[str]:
     rows = []
-    for kind, label in (("random", "random actions"), ("apex", "Ape-X eps-greedy")):
+    for kind, label, *_ in COLLECTIONS:
         text = f"| collection into replay, {label} | {c['transitions_per_s_' + kind]:,.1f} transitions/s"
         if f"efficiency_{kind}" in c:
             text += (

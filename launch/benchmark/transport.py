@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 import time
 
 import numpy as np
-import psutil
 import torch
 import zmq
 
+from launch.benchmark.collection import cpu_seconds
 from launch.processes import orphan_check, spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
 from shared.config import RunConfig
@@ -20,8 +21,6 @@ from shared.wire.links import open_socket
 
 def _synthetic_sender(cfg: RunConfig, slot: int, stop, batch: int) -> None:
     """Push the same pre-built 84x84 batch as fast as the socket takes it (no env)."""
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     size = cfg.env.frame_size
     rng = np.random.default_rng(slot)
@@ -59,12 +58,10 @@ def transport(cfg: RunConfig, senders: int, batch: int, seconds: float) -> dict:
         warm_end = time.monotonic() + 3.0
         while time.monotonic() < warm_end:
             plane.drain(timeout=0.05)
-        start_processed, start = plane.processed, time.monotonic()
-        cpu_start = psutil.Process().cpu_times()
+        start_processed, start, cpu0 = plane.processed, time.monotonic(), cpu_seconds([])
         while time.monotonic() - start < seconds:
             plane.drain(timeout=0.05)
-        elapsed = time.monotonic() - start
-        cpu = psutil.Process().cpu_times()
+        elapsed, cpu = time.monotonic() - start, cpu_seconds([]) - cpu0
         rate = (plane.processed - start_processed) / elapsed
     finally:
         stop_processes(procs, stop)
@@ -74,6 +71,6 @@ def transport(cfg: RunConfig, senders: int, batch: int, seconds: float) -> dict:
         "batch_frames": batch,
         "transitions_per_s": rate,
         "mb_per_s": rate * (cfg.env.frame_size**2 + 7) / 1e6,  # a frame's bytes and the transition's own
-        "learner_cpu_cores": (cpu.user + cpu.system - cpu_start.user - cpu_start.system) / elapsed,
+        "learner_cpu_cores": cpu / elapsed,
         "rejected": plane.stats().rejected,
     }

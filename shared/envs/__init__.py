@@ -1,12 +1,8 @@
 """Environments as registered plug-ins: one module per env, one registry.
 
 Every env is an :class:`EnvEntry`: how to build one actor's envs, its spec, action names, what its *score* and
-*success* mean (the rest of warppipe speaks only of those) and the values the auto settings take on it.
-
-Adding an env: a module that builds an :class:`EnvEntry` and calls :func:`register`, plus a line in :data:`BUILTIN`.
-Its own options are the dataclass its entry names (``options_type``): ``--env.snake.size``, ``env.snake`` in config.json,
-read with :func:`options`. An env outside warppipe needs no line: ``--env.module my_pkg.my_env --env.name my_env``
-makes every process import ``my_pkg.my_env`` before looking the name up.
+*success* mean and the values the auto settings take on it. Adding one (a module calling :func:`register`, a line in
+:data:`BUILTIN`, or ``--env.module`` for a plug-in) is described in docs/environments.md.
 """
 
 from __future__ import annotations
@@ -22,24 +18,6 @@ from shared.errors import ConfigError
 from shared.spec import EnvSpec, VectorEnv
 
 T = TypeVar("T")
-
-__all__ = [
-    "BUILTIN",
-    "EnvEntry",
-    "action_names",
-    "check_env",
-    "entry_for",
-    "env_label",
-    "env_spec",
-    "frame_entry",
-    "make_env",
-    "make_vector_env",
-    "names",
-    "options",
-    "options_types",
-    "register",
-    "with_stage",
-]
 
 BUILTIN: dict[str, str] = {
     "mario": "shared.envs.mario",
@@ -137,8 +115,7 @@ def names() -> list[str]:
 def entry_for(cfg: EnvConfig | str) -> EnvEntry:
     """The entry of ``cfg.name`` (or of a name): imports ``cfg.module`` first (a plug-in that registers it), then
     the built-in module of that name. ConfigError names an unknown env or a plug-in that does not import."""
-    name = cfg if isinstance(cfg, str) else cfg.name
-    module = "" if isinstance(cfg, str) else cfg.module
+    name, module = (cfg, "") if isinstance(cfg, str) else (cfg.name, cfg.module)
     if module:  # always, also for a name already known: a module that does not import is an error either way
         try:
             importlib.import_module(module)
@@ -196,8 +173,7 @@ def check_env(cfg: EnvConfig) -> tuple[EnvEntry, EnvConfig]:
     cfg = dataclasses.replace(cfg, **autos) if autos else cfg
     cfg.validate()
     known = set(names())
-    unknown = sorted(set(cfg.options) - known)
-    if unknown:
+    if unknown := sorted(set(cfg.options) - known):
         raise ConfigError(f"env.{unknown[0]}: options for an env that is not registered (known: {', '.join(sorted(known))})")
     if entry.options_type is not None:
         own: Any = options(cfg, entry.name, entry.options_type)

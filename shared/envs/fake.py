@@ -17,8 +17,6 @@ from shared.spec import checked_action
 if TYPE_CHECKING:
     from shared.config import EnvConfig
 
-__all__ = ["FAKE_EPISODE_RANGE", "FakeEnv", "FakeOptions"]
-
 FAKE_EPISODE_RANGE = (8, 256)
 """FakeEnv episode lengths (agent steps until termination) are drawn uniformly from [lo, hi]."""
 
@@ -45,7 +43,6 @@ class FakeEnv:
         self._n = cfg.frame_size * cfg.frame_size
         self._limit = cfg.max_episode_steps
         self._seed_all(seed)
-        self._pending_seed: int | None = None  # constructor seed already applied
         self._needs_reset = True
 
     def _seed_all(self, seed: int) -> None:

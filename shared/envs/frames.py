@@ -1,18 +1,10 @@
 """Frame envs: the single-env interface, its preprocessing, the agent's frame stack, and E of them as one
 vector env.
 
-:class:`FrameEnv`: ``reset(seed=None) -> frame`` and ``step(action) -> (frame, reward, terminated, truncated, info)``,
-with ``num_actions`` and ``frame_shape`` (size, size). Frames are fresh uint8 arrays the caller may keep; a seed given to
-``reset`` replaces the constructor's. ``terminated`` (do not bootstrap) and ``truncated`` (cut by a limit: bootstrap) are
-never both True; ``info`` holds ``score`` (the episode's so far) and ``success`` (this step). Stepping after an end
-without a reset raises RuntimeError; ``close()`` is idempotent.
-
-:class:`Preprocess` repeats an action ``frame_skip`` emulator frames (rewards summed, stopping at an episode's end) and
-returns the gray max of the last two, resized with ``INTER_AREA``; it truncates after ``max_episode_steps`` and, with
-``no_progress_steps``, that many steps without a new furthest score. The inner env may speak the old Gym or the
-Gymnasium API; what it returns decides, call by call. :class:`FrameStacker` keeps the agent's ``[stack, H, W]``
-observation; :class:`FrameVectorEnv` steps E frame envs under the vector-env contract (shared/spec.py), copying each
-frame (nes-py reuses one buffer) and resetting an env that ends at once; its ``success``: any step of the episode.
+:class:`FrameEnv`: ``reset(seed=None) -> frame`` (a seed replaces the constructor's) and ``step(action) -> (frame,
+reward, terminated, truncated, info)``: fresh uint8 frames, ``terminated`` (no bootstrap) and ``truncated`` never both,
+``info`` with ``score`` (the episode's so far) and ``success`` (this step); a step after an end without a reset raises
+RuntimeError; ``close()`` is idempotent. :class:`FrameVectorEnv` steps E of them under shared/spec.py's contract.
 """
 
 from __future__ import annotations
@@ -27,15 +19,13 @@ import numpy as np
 from shared.errors import ConfigError
 from shared.spec import EnvSpec, checked_action, checked_actions
 
-__all__ = ["FrameEnv", "FrameStacker", "FrameVectorEnv", "Preprocess"]
-
 SCORE_KINDS = ("furthest", "last")
 """How an env's score adds up over an episode: its furthest value (a distance) or its last (a return)."""
 
 
 @runtime_checkable
 class FrameEnv(Protocol):
-    """What actors, the benchmark and the tests step (see the module docstring)."""
+    """What actors, the benchmark and the tests step (the module docstring says how)."""
 
     num_actions: int
     frame_shape: tuple[int, int]
@@ -70,8 +60,10 @@ def _gray_source(frame: np.ndarray) -> tuple[np.ndarray, int] | None:
 
 
 class Preprocess:
-    """Frame skip, gray, max of the last two, resize and time limit around an RGB env (module docstring); ``seed_fn`` seeds
-    an ``inner`` whose ``reset`` takes no seed; score and success come from its info (``score_key``, ``success_key``)."""
+    """An RGB env (old Gym or Gymnasium API) as a :class:`FrameEnv`: each action repeated ``frame_skip`` frames (rewards
+    summed, stopping at an end), the gray max of the last two resized with INTER_AREA; truncated after
+    ``max_episode_steps`` or ``no_progress_steps`` without a new furthest score. ``seed_fn`` seeds an ``inner`` whose
+    ``reset`` takes no seed; score and success come from its info (``score_key``, ``success_key``)."""
 
     raw: Any = None
 
@@ -99,7 +91,6 @@ class Preprocess:
         self.num_actions = int(num_actions)
         self.frame_shape = (int(frame_size), int(frame_size))
         self._skip = int(frame_skip)
-        self._size = (int(frame_size), int(frame_size))  # cv2 wants (width, height); square anyway
         self._limit = int(max_episode_steps)
         self._stall_limit = int(no_progress_steps)  # steps without a new furthest score that truncate (0: off)
         self._furthest, self._stalled = float("-inf"), 0
@@ -116,7 +107,6 @@ class Preprocess:
         self._needs_reset = True
         self._closed = False
 
-    # -- helpers
     def _to_gray(self, frame: np.ndarray, dst: np.ndarray) -> np.ndarray:
         if frame is not self._src_obj:  # nes-py returns the same object every call: cached
             self._src_obj = frame
@@ -127,10 +117,9 @@ class Preprocess:
         return cv2.cvtColor(src, code, dst=dst)
 
     def _out(self, gray: np.ndarray) -> np.ndarray:
-        # a new [size, size] array every call: the caller may keep it
-        return cv2.resize(gray, self._size, interpolation=cv2.INTER_AREA)
+        # a new array every call (the caller may keep it); frame_shape is square, as cv2's (width, height)
+        return cv2.resize(gray, self.frame_shape, interpolation=cv2.INTER_AREA)
 
-    # -- FrameEnv
     def reset(self, seed: int | None = None) -> np.ndarray:
         if self._closed:
             raise RuntimeError("reset() on a closed env")
@@ -228,7 +217,7 @@ class FrameStacker:
 
 
 class FrameVectorEnv:
-    """Single frame envs (:class:`FrameEnv`) stepped side by side under the vector-env contract (module docstring)."""
+    """Single frame envs (:class:`FrameEnv`) stepped side by side as a shared/spec.py vector env; ``success``: any step's."""
 
     def __init__(self, envs: list, spec: EnvSpec):
         if not envs:
@@ -238,10 +227,6 @@ class FrameVectorEnv:
         self._success = np.zeros(self.num_envs, bool)  # any step of each env's episode so far succeeded
         self._mask = np.ones((self.num_envs, spec.num_actions), bool)
         self._started = False
-
-    @property
-    def inner(self) -> list:
-        return self.envs
 
     def reset(self, seed: int | None = None) -> np.ndarray:
         obs = np.empty((self.num_envs, *self._shape), np.uint8)

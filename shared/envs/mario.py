@@ -21,10 +21,7 @@ from shared.errors import ConfigError, check, check_range
 if TYPE_CHECKING:
     from shared.config import EnvConfig
 
-__all__ = ["ACTION_SETS", "HAZARDS", "MarioOptions", "make_mario_env", "mario_options", "parse_stage"]
-
-# Button lists, identical to gym_super_mario_bros.actions (a test checks it). Copied here so
-# importing this module (learner, fake env) does not import gym.
+# gym_super_mario_bros.actions' button lists (a test checks), copied so that importing this module does not import gym
 _RIGHT_ONLY = [["NOOP"], ["right"], ["right", "A"], ["right", "B"], ["right", "A", "B"]]
 _SIMPLE = _RIGHT_ONLY + [["A"], ["left"]]
 ACTION_SETS: dict[str, list[list[str]]] = {
@@ -158,8 +155,9 @@ def _with_stage(cfg: EnvConfig, stage: str) -> EnvConfig:
     return dataclasses.replace(cfg, options={**cfg.options, "mario": dataclasses.replace(mario_options(cfg), stage=stage)})
 
 
-def _action_names(cfg: EnvConfig) -> list[str]:
-    return ["+".join(buttons) for buttons in ACTION_SETS[mario_options(cfg).actions]]
+def _buttons(cfg: EnvConfig) -> list[list[str]]:
+    """``cfg``'s button set: the buttons of each action, in action order."""
+    return ACTION_SETS[mario_options(cfg).actions]
 
 
 HAZARDS: dict[str, list[tuple[str, float, float]]] = {
@@ -172,29 +170,14 @@ HAZARDS: dict[str, list[tuple[str, float, float]]] = {
         ("stairs", 2100, 3200),  # the stairs and the last pit; the flag is at about 3,161 (a success, not an end)
     ],
 }
-"""Per stage, the x_pos ranges where episodes that miss the flag end, clustered from the final evaluations of the
-1-1 runs in docs/lab/experiments/mario.md ("Where the last weights fail"); other stages: none yet."""
-
-
-def _hazards(cfg: EnvConfig) -> list[tuple[str, float, float]]:
-    return list(HAZARDS.get(mario_options(cfg).stage, []))
-
-
-def _noop_action(cfg: EnvConfig) -> int:
-    return ACTION_SETS[mario_options(cfg).actions].index(["NOOP"])
-
-
-def _probe_action(cfg: EnvConfig) -> int:
-    """right+A, with the env's jump release (``launch.evaluate --policy constant --action right+A``): it reaches the
-    flag of 1-1 in 483 steps, so the probe set (shared/probe_set.py) spans the stage."""
-    return ACTION_SETS[mario_options(cfg).actions].index(["right", "A"])
+"""Per stage, the x_pos ranges where episodes that miss the flag end (clustered in docs/lab/experiments/mario.md)."""
 
 
 ENTRY = register(
     frame_entry(
         "mario",
         make_mario_env,
-        _action_names,
+        lambda cfg: ["+".join(buttons) for buttons in _buttons(cfg)],
         options_type=MarioOptions,
         stage=_with_stage,
         label=lambda cfg: mario_options(cfg).stage,
@@ -202,14 +185,14 @@ ENTRY = register(
         score="Distance",
         success="Flags",
         video=True,
-        hazards=_hazards,
-        noop_action=_noop_action,
-        probe_action=_probe_action,
+        hazards=lambda cfg: HAZARDS.get(mario_options(cfg).stage, []),
+        noop_action=lambda cfg: _buttons(cfg).index(["NOOP"]),
+        # right+A, with the jump release, reaches 1-1's flag: the probe set (shared/probe_set.py) spans the stage
+        probe_action=lambda cfg: _buttons(cfg).index(["right", "A"]),
         reward_scale=1 / 15,
         target_sync_env_steps=16_000,
         rule="munchausen",
         total_env_steps=300_000,
     )
 )
-"""Reward clipped to +-15 per frame: scaled by 1/15. Target sync 16,000 env steps (at 4,000 the last weights fell below
-earlier snapshots); Munchausen (alpha 0.9) beat Double DQN at 300K env steps, every 1-1 group's budget (docs/lab)."""
+"""Rewards (clipped to +-15 a frame) scaled by 1/15; target sync, rule and budget as chosen in docs/lab/experiments/mario.md."""
