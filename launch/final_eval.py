@@ -90,10 +90,8 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> Fi
     clusters = clusters_for(env)
     rows = {}
     for (name, _, c), got in zip(contenders, played):
-        row = row_of(got["episodes"], clusters)
-        rows[name] = WeightsRow(
-            row.summary, row.hazards, got["episodes"], seed, ev.epsilon, greedy=got["greedy"], **_versioned(c)
-        )
+        row = vars(row_of(got["episodes"], clusters)) | {"stream_seed": seed, "epsilon": ev.epsilon}
+        rows[name] = WeightsRow(**row, greedy=got["greedy"], **_versioned(c))
     if best_is_last:
         rows["best"] = dataclasses.replace(rows["last"], same_as_last=True)
     inserted = int(counters["inserted"])
@@ -113,7 +111,6 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> Fi
             result.late_window = LateWindow(**(vars(pooled) | {"episodes": []}), episodes_per_weights=x.episodes, weights=late)
         else:
             result.secondary[x.key] = pooled
-    result.secondary = {key: result.secondary.get(key) for key in ("low_epsilon", "noop_greedy")}
     filmed_name = "best.pt" if result.best else "the last weights"
     filmed = dict(rows.get("best", rows["last"]).greedy or {})
     for contender in (result.last, result.best):  # the greedy episodes' actions: filmed below, not kept in the JSON

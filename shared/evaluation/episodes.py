@@ -17,6 +17,7 @@ import torch
 from shared.config import EnvConfig, NetConfig
 from shared.envs import entry_for, env_spec, make_env, make_vector_env
 from shared.envs.frames import FrameStacker
+from shared.errors import check
 from shared.exploration import EpsilonGreedy
 from shared.network import build_q_network
 from shared.wire.protocol import action_dtype
@@ -67,17 +68,12 @@ def play_episodes(
 ) -> list[Episode]:
     """Play ``episodes`` whole episodes on one env built with ``seed`` (vector envs: one per env) with ``policy`` "greedy"
     (epsilon-greedy on ``net``), "random" or "constant" (``action``); ``noop_max`` > 0: DQN Zoo's no-op starts."""
-    if policy not in POLICIES:
-        raise ValueError(f"policy={policy!r} must be one of {POLICIES}")
-    if episodes < 1:
-        raise ValueError(f"episodes={episodes!r} must be >= 1")
-    if not 0.0 <= epsilon <= 1.0:
-        raise ValueError(f"epsilon={epsilon!r} must be in [0, 1]")
-    if not (isinstance(noop_max, int) and noop_max >= 0):
-        raise ValueError(f"noop_max={noop_max!r} must be an integer >= 0")
+    check(policy in POLICIES, "policy", policy, f"must be one of {POLICIES}")
+    check(episodes >= 1, "episodes", episodes, "must be >= 1")
+    check(0.0 <= epsilon <= 1.0, "epsilon", epsilon, "must be in [0, 1]")
+    check(isinstance(noop_max, int) and noop_max >= 0, "noop_max", noop_max, "must be an integer >= 0")
     greedy, constant = policy == "greedy", policy == "constant"
-    if greedy and net is None:
-        raise ValueError("policy='greedy' needs a network")
+    check(not greedy or net is not None, "policy", policy, "needs a network")
     num_actions = env_spec(env_cfg).num_actions
     entry = entry_for(env_cfg)
     single = entry.make_single is not None
@@ -170,8 +166,7 @@ def _play_vector(
 
 def ranked_episode(episodes: list[Episode], which: str = "best") -> int:
     """Index of the 'best' (highest score, then return) or the 'worst' episode (lowest); the earlier one on a full tie."""
-    if which not in ("best", "worst"):
-        raise ValueError(f"which={which!r} must be 'best' or 'worst'")
+    check(which in ("best", "worst"), "which", which, "must be 'best' or 'worst'")
 
     def key(i: int) -> tuple[float, float]:
         return episodes[i].score, episodes[i].ret

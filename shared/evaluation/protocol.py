@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from shared.errors import check
 from shared.evaluation.episodes import build_network, episode_record, play_episodes
 from shared.evaluation.hazards import format_hazards, hazard_table
 from shared.evaluation.result import Row, Summary
@@ -115,8 +116,7 @@ def play_job(job: dict) -> dict:
 
 def episode_jobs(episodes: int, seed: int) -> list[tuple[int, int]]:
     """``(episodes, seed)`` per job: at most ``EPISODES_PER_JOB`` episodes each, job k on ``stream_seed(seed, k)``."""
-    if episodes < 1:
-        raise ValueError(f"episodes={episodes!r} must be >= 1")
+    check(episodes >= 1, "episodes", episodes, "must be >= 1")
     return [
         (min(EPISODES_PER_JOB, episodes - start), stream_seed(seed, k))
         for k, start in enumerate(range(0, episodes, EPISODES_PER_JOB))

@@ -104,7 +104,7 @@ class FinalResult:
     samples_per_transition: float | None = None  # files before the replay ratio was held lack it
     best: WeightsRow | None = None
     late_window: LateWindow | None = None
-    secondary: dict[str, Row | None] = field(default_factory=dict)  # low_epsilon, noop_greedy
+    secondary: dict[str, Row | None] = field(default_factory=lambda: {"low_epsilon": None, "noop_greedy": None})
     selection: list[Candidate] = field(default_factory=list)
     seconds: float = 0.0
     version: int = RESULT_VERSION
