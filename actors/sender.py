@@ -1,8 +1,7 @@
 """An actor's outbound link: one PUSH socket with a bounded local staging queue.
 
-``submit`` stages a batch and sends what the socket takes without blocking; past ``max_staged`` the oldest is dropped
-and counted. With ``wait_when_full`` (``learner.exact_ratio``) it waits for the socket instead, so a learner catching up
-pauses env steps rather than wasting them. ``close`` waits until ZeroMQ has let go of the uncopied arrays.
+Past ``max_staged`` staged batches the oldest is dropped; with ``wait_when_full`` (``learner.exact_ratio``) the sender
+waits for the socket instead, so a learner catching up pauses env steps rather than wasting them.
 """
 
 from __future__ import annotations
@@ -128,8 +127,7 @@ class BatchSender:
             if self._staged:
                 time.sleep(0.01)
         linger = max(0.0, deadline - time.monotonic()) + 0.1
-        self._socket.setsockopt(zmq.LINGER, int(linger * 1000))
-        self._socket.close()
+        self._socket.close(linger=int(linger * 1000))
         release_by = time.monotonic() + linger + TRACKER_GRACE_S
         try:
             for tracker in self._in_flight:

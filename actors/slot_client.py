@@ -31,10 +31,9 @@ def lease_slot(
     context: zmq.Context | None = None,
 ) -> dict | None:
     """The learner's grant (``slot`` >= 0), its refusal (``slot`` -1, ``reason``) after ``wait`` s, or None if stopped."""
-    ctx = context or zmq.Context.instance()
     _, router_addr = weights_endpoints(transport)
     # a SLOT reply is a few hundred bytes; weights replies are not for us
-    sock = open_socket(ctx, zmq.DEALER, transport, server=False, recv_hwm=4, max_message=1 << 16)
+    sock = open_socket(context or zmq.Context.instance(), zmq.DEALER, transport, server=False, recv_hwm=4, max_message=1 << 16)
     sock.connect(router_addr)
     started = time.monotonic()
     noticed, refusal = -NOTICE_EVERY, None
@@ -46,8 +45,7 @@ def lease_slot(
             now = time.monotonic()
             if reply is not None and reply["slot"] >= 0:
                 return reply
-            if reply is not None:
-                refusal = reply
+            refusal = reply or refusal
             if now - noticed >= NOTICE_EVERY:
                 noticed = now
                 if reply is None:

@@ -1,7 +1,4 @@
-"""Fuel breaks: place B breaks, one cell per step, to shrink a wildfire that is already decided.
-
-The game, the fire (Alexandridis et al. 2008), reward and observation are specified in docs/envs/fuelbreak.md.
-"""
+"""Fuel breaks: place B breaks, one cell per step, to shrink a wildfire that is already decided."""
 
 from __future__ import annotations
 
@@ -97,14 +94,6 @@ def _terciles(x: np.ndarray) -> np.ndarray:
     return (x > -0.4307).astype(np.int64) + (x > 0.4307)
 
 
-def random_valid_actions(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """One action per row of ``mask`` [E, A], uniform over its True entries (int64 [E])."""
-    mask = np.asarray(mask, bool)
-    if not mask.any(axis=1).all():
-        raise ValueError(f"rows {np.flatnonzero(~mask.any(axis=1)).tolist()} of the mask have no valid action")
-    return np.where(mask, rng.random(mask.shape), -1.0).argmax(axis=1)
-
-
 class FuelBreakVectorEnv:
     """E fuel-break games stepped together (docs/envs/fuelbreak.md)."""
 
@@ -182,14 +171,12 @@ class FuelBreakVectorEnv:
             raise ValueError("burnable and ignition must be [H, W], with ignitions only on burnable cells")
         if (burnable & ~ignition).sum() < self.budget:
             raise ValueError(f"only {(burnable & ~ignition).sum()} free cells for a budget of {self.budget}")
-        if uniforms is None:
-            uniforms = self._rng.random((8, h, w))
+        uniforms = self._rng.random((8, h, w)) if uniforms is None else uniforms
         idx = np.array([i])
         self.burnable[idx], self.ignition[idx] = burnable, ignition
         grid = lambda a, fill, dt: np.full((1, h, w), fill, dt) if a is None else np.asarray(a, dt)[None]  # noqa: E731
         land = grid(veg, 1, int), grid(den, 1, int), grid(elevation, 0.0, float)
         self._start(idx, *land, np.array([wind_dir], float), np.array([wind_speed], float), np.asarray(uniforms)[None])
-        self._started = True
         return self._observe()
 
     def _observe(self) -> np.ndarray:

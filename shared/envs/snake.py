@@ -1,7 +1,4 @@
-"""Snake, numpy-vectorized: E games on H x W grids stepped by one call (a :class:`~shared.spec.VectorEnv`).
-
-The game, its state and the features are specified in docs/envs/snake.md.
-"""
+"""Snake, numpy-vectorized: E games on H x W grids stepped by one call (a :class:`~shared.spec.VectorEnv`)."""
 
 from __future__ import annotations
 
@@ -30,19 +27,17 @@ _TURN = np.array([0, -1, 1])  # action -> heading change (clockwise headings)
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
     """splitmix64's finalizer on a uint64 array (wrapping arithmetic)."""
-    z = (z ^ (z >> _S30)) * _M1
-    z = (z ^ (z >> _S27)) * _M2
-    return z ^ (z >> _S31)
+    z = (z ^ (z >> 30)) * _M1
+    z = (z ^ (z >> 27)) * _M2
+    return z ^ (z >> 31)
 
 
 def free_region_sizes(free: np.ndarray) -> np.ndarray:
-    """Each cell's 4-connected free-region size in masks ``free[E, H, W]`` (0 if not free): label propagation with
-    hooking and pointer jumping, then one bincount (docs/envs/snake.md)."""
+    """Each cell's 4-connected free-region size in masks ``free[E, H, W]`` (0 if not free); how: docs/envs/snake.md."""
     free = np.asarray(free, dtype=bool)
     e, h, w = free.shape
     n = e * (h + 2) * (w + 2)
@@ -94,15 +89,14 @@ class SnakeVectorEnv:
         hunger = h * w if hunger is None else hunger
         if not isinstance(hunger, (int, np.integer)) or hunger < 1:
             raise ValueError(f"hunger {hunger!r} must be an integer >= 1")
-        self.num_envs, self.height, self.width = int(num_envs), int(h), int(w)
+        self.num_envs, self.height, self.width = e, h, w = int(num_envs), int(h), int(w)
         self.obs_kind, self.flood = obs, bool(flood)
         self.max_steps, self.hunger = int(max_steps), int(hunger)
-        shape: tuple[int, ...] = (3, self.height, self.width) if obs == "grid" else (14 if self.flood else 11,)
+        shape: tuple[int, ...] = (3, h, w) if obs == "grid" else (14 if self.flood else 11,)
         dtype = "uint8" if obs == "grid" else "float32"
         self.spec = EnvSpec(obs_shape=shape, obs_dtype=dtype, stack=1, num_actions=NUM_ACTIONS, masked=False)
-        e = self.num_envs
         self._ar = np.arange(e)
-        self._ttl = np.zeros((e, self.height, self.width), np.int32)
+        self._ttl = np.zeros((e, h, w), np.int32)
         self._head, self._food = np.zeros((e, 2), np.int64), np.zeros((e, 2), np.int64)
         self._heading, self._length, self._score, self._since_food, self._t = (np.zeros(e, np.int64) for _ in range(5))
         self._seed(seed)
@@ -229,8 +223,7 @@ class SnakeOptions:
     size: int = 10
     """Side of the square grid, in cells (>= 4)."""
     obs: Literal["features", "grid"] = "features"
-    """'features' (float32 (14,): danger, food direction, heading and three flood-fill region sizes; an MLP Q-network)
-    or 'grid' (uint8 (3, H, W) planes body, head, food; a small conv net)."""
+    """'features' (float32 (14,): danger, food direction, heading, flood fill; an MLP) or 'grid' (uint8 (3, H, W); a conv net)."""
     hunger: int = 0
     """Steps in a row without eating that truncate an episode; 0: the number of cells (a Hamiltonian cycle never starves)."""
     flood: bool = True

@@ -11,12 +11,19 @@ from shared.envs.fuelbreak import (
     DIRS,
     FuelBreakVectorEnv,
     burn,
-    random_valid_actions,
     spread_probability,
 )
 from shared.spec import VectorEnv
 
 FUEL, ELEV, BREAKS, IGNITIONS, BURNED, WIND_X, WIND_Y, BUDGET = range(8)
+
+
+def random_valid_actions(mask, rng):
+    """One action per row of ``mask`` [E, A], uniform over its True entries (int64 [E])."""
+    mask = np.asarray(mask, bool)
+    if not mask.any(axis=1).all():
+        raise ValueError(f"rows {np.flatnonzero(~mask.any(axis=1)).tolist()} of the mask have no valid action")
+    return np.where(mask, rng.random(mask.shape), -1.0).argmax(axis=1)
 
 
 def mask_from_obs(obs):
