@@ -1,9 +1,8 @@
 """Figures of the learner's network on a fixed probe set (shared/probe_set.py): how often its greedy policy flips, and by
 how much its best action leads.
 
-``ProbeMonitor.observe(net)`` runs the network in eval mode and fp32 over the probe states and returns ``FIGURES``:
-churn (share of greedy actions changed since the last call), the median action gap (best minus second-best Q, over
-valid actions), that gap relative to |best Q|, and the mean best Q.
+``ProbeMonitor.observe(net)`` returns ``FIGURES`` of the network in eval mode and fp32: churn (share of greedy actions
+changed since the last call), the median action gap (best minus second-best valid Q), that gap over |best Q|, the mean best Q.
 """
 
 from __future__ import annotations
@@ -14,8 +13,6 @@ import numpy as np
 import torch
 
 from shared.network import masked_argmax
-
-__all__ = ["FIGURES", "ProbeMonitor", "probe_figures"]
 
 FIGURES = ("probe/churn", "probe/gap", "probe/gap_relative", "probe/q_mean")  # ProbeMonitor.observe's keys, in order
 
@@ -28,8 +25,7 @@ def probe_figures(
     greedy = masked_argmax(q, masks).squeeze(1)
     filled = q if masks is None else q.masked_fill(~masks.bool(), float("-inf"))
     if q.shape[1] >= 2:
-        top = filled.topk(2, dim=1).values
-        best, second = top[:, 0], top[:, 1]
+        best, second = filled.topk(2, dim=1).values.unbind(1)
         gap = torch.where(torch.isfinite(second), best - second, torch.nan)  # one valid action: no gap
     else:
         best = filled[:, 0]

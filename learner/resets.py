@@ -31,9 +31,8 @@ def fresh_copy(net: nn.Module) -> nn.Module:
     fresh = copy.deepcopy(net)
     init_weights(fresh)
     for module in fresh.modules():
-        if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.affine:
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+            module.reset_parameters()  # scale 1, shift 0 (and fresh statistics, which a reset does not take)
     return fresh
 
 
@@ -51,18 +50,15 @@ def reset_network(
     fresh = fresh_copy(net) if fresh is None else fresh
     head = head_parameter_names(net)
     new = dict(fresh.named_parameters())
-    counts = {"reinitialized": 0, "shrunk": 0}
     for name, param in net.named_parameters():
         if name in head:
             param.copy_(new[name])
             for value in optimizer.state.get(param, {}).values():
                 if isinstance(value, torch.Tensor):
                     value.zero_()  # in place: fused Adam's step and moments keep their storage
-            counts["reinitialized"] += 1
         else:
             param.mul_(shrink).add_(new[name], alpha=1.0 - shrink)
-            counts["shrunk"] += 1
     frames = list(frames)
     if frames:
         update_bn(frames, net)  # resets the statistics, averages them over ``frames``, restores net's mode
-    return counts
+    return {"reinitialized": len(head), "shrunk": len(new) - len(head)}

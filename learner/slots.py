@@ -96,15 +96,12 @@ class SlotTable:
                 self.refused_requests += 1
                 return -1, f"slot {want} does not exist: this learner has {self.num_slots} slot(s) (--actors)"
             if peer:  # one claim per connection: its earlier claim (another incarnation's) is dropped
-                for slot, h in enumerate(self._holders):
-                    if h is not None and not h.sent and h.peer == peer:
-                        self._holders[slot] = None
+                self._holders = [None if h is not None and not h.sent and h.peer == peer else h for h in self._holders]
             claimed = sum(1 for s, h in enumerate(self._holders) if h is not None and not h.sent and not self._free(s, now))
             if claimed >= self.max_claims:
                 self.refused_requests += 1
                 return -1, f"{claimed} slot(s) are claimed by actors that have not sent yet; ask again in a moment"
-            candidates = [want] if want >= 0 else range(self.num_slots)
-            for slot in candidates:
+            for slot in [want] if want >= 0 else range(self.num_slots):
                 if self._free(slot, now):
                     self._take(slot, incarnation, key, now, sent=False, peer=peer)
                     self.claims += 1

@@ -77,15 +77,13 @@ class WeightServer(SupervisedThread):
 
     def serve(self) -> None:
         assert self._pub is not None and self._router is not None  # both bound in __init__, which raises otherwise
-        poller = zmq.Poller()
-        poller.register(self._router, zmq.POLLIN)
         try:
             while not self._stop_event.is_set():
                 with self._lock:
                     frames, unsent, self._unsent = self._frames, self._unsent, False
                 if unsent:  # set only once _frames holds a publish
                     self._pub.send_multipart(cast(list, frames), copy=False)
-                if poller.poll(timeout=20):
+                if self._router.poll(timeout=20):
                     self._answer(frames)
         finally:
             self._close_sockets()
@@ -103,20 +101,19 @@ class WeightServer(SupervisedThread):
                 self.bad_requests += 1
                 continue
             if request["kind"] == protocol.KIND_SLOT_REQUEST:
-                # the ZAP handler's User-Id (the client's key, a str) on a CURVE socket
-                self._answer_slot(identity, request, cast(str, parts[0].get("User-Id")) if self._curve else "")
+                key = cast(str, parts[0].get("User-Id")) if self._curve else ""  # the client's key, from the ZAP handler
+                self._router.send_multipart([identity, *self._slot_reply(identity, request, key)])
+                self.slot_requests += 1
             elif frames is not None:  # before the first publish there is nothing to give; the actor asks again
                 self._router.send_multipart([identity, *frames], copy=False)
 
-    def _answer_slot(self, identity, request: dict, key: str) -> None:
-        assert self._router is not None  # bound in __init__
+    def _slot_reply(self, identity, request: dict, key: str) -> list:
         if self.slots is None:  # a weights-only server (benchmark, tests): no slots to give
             slot, slots, lease, reason = -1, 1, 1.0, "this learner hands out no slots; give the actor --actor-id"
         else:
             slot, reason = self.slots.grant(request["inc"], request["want"], key, request["E"], peer=identity.bytes)
             slots, lease = self.slots.num_slots, self.slots.lease
-        self._router.send_multipart([identity, *protocol.encode_slot(request["inc"], slot, slots, lease, reason)])
-        self.slot_requests += 1
+        return protocol.encode_slot(request["inc"], slot, slots, lease, reason)
 
     def stop(self) -> None:
         self._stop_event.set()

@@ -7,6 +7,7 @@ writes them into replay under a lock the trainer takes too; batch 256, fp32, no 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import queue
 import signal
@@ -64,11 +65,9 @@ def original_collector_main(
         with lock:
             t1 = time.perf_counter()
             while not stop_event.is_set() and not orphaned():
-                try:
+                with contextlib.suppress(queue.Full):
                     shared_queue.put((actor_id, batch.arrays), timeout=0.1)
                     break
-                except queue.Full:
-                    continue
         lock_wait += t1 - t0
         blocked += time.perf_counter() - t0
         puts += 1
@@ -120,10 +119,9 @@ class OriginalLearner:
     def run(self, seconds: float) -> None:
         """Train for ``seconds``: epochs of ``updates_per_epoch`` updates, a broadcast every ``sync_every``."""
         deadline = time.monotonic() + seconds
-        per_epoch = self.cfg.learner.updates_per_epoch
         while time.monotonic() < deadline:
             start = time.monotonic()
-            for _ in range(per_epoch):
+            for _ in range(self.cfg.learner.updates_per_epoch):
                 with self.replay_lock:
                     batch = self.replay.sample(self.settings.batch)
                 self.dqn.update(self.replay, batches=[batch])

@@ -35,15 +35,13 @@ def replay_stage(cfg: RunConfig) -> dict:
         s0 = time.perf_counter()
         replay.add(i % 8, frames, actions, rewards, terminated, first)
         add_times.append(time.perf_counter() - s0)
-    for _ in range(5):
-        replay.sample(512)
     sample_times = []
-    for _ in range(50):
+    for _ in range(55):  # the first 5 warm up
         s0 = time.perf_counter()
         replay.sample(512)
         sample_times.append(time.perf_counter() - s0)
     add_s = statistics.median(add_times[50:])
-    sample_s = statistics.median(sample_times)
+    sample_s = statistics.median(sample_times[5:])
     naive_stacked = 2 * cfg.env.stack * size * size  # obs + next_obs stacks, uint8
     return {
         "bytes_per_transition": replay.bytes_per_transition,
@@ -59,14 +57,13 @@ def replay_stage(cfg: RunConfig) -> dict:
 def priority_stage(cfg: RunConfig, capacities: tuple[int, ...], batches: tuple[int, ...], repeats: int = 30) -> dict:
     """Per capacity and batch size, uniform vs prioritized: median ms of sample(B), of choosing its B slots alone (what
     prioritization changes), and of update_priorities(B), on 8 streams filled past wrap-around; one replay at a time."""
-    out: dict[str, Any]  # "{kind}_{capacity}_{batch}": the timings; "capacities", "batches": the lists
-    size, out = cfg.env.frame_size, {}
+    out: dict[str, Any] = {}  # "{kind}_{capacity}_{batch}": the timings; "capacities", "batches": the lists
     rng = np.random.default_rng(0)
     for capacity in capacities:
         for kind in ("uniform", "prioritized"):
             replay = _replay(cfg, capacity, prioritized=kind == "prioritized")
             t = min(4096, replay.stream_capacity)
-            frames = rng.integers(0, 256, (8, t, size, size), dtype=np.uint8)
+            frames = rng.integers(0, 256, (8, t, *replay.frame_shape), dtype=np.uint8)
             first = np.zeros((8, t), bool)
             first[:, ::200] = True
             terminated = np.roll(first, -1, axis=1)
@@ -76,8 +73,8 @@ def priority_stage(cfg: RunConfig, capacities: tuple[int, ...], batches: tuple[i
                 replay.add(0, frames, zeros_a, rewards, terminated, first, prio)
             lo, counts = replay._ranges(replay.heads)
             for batch in batches:
-                ms: dict[str, list[float]] = {"sample_ms": [], "update_ms": [], "draw_ms": []}
-                for i in range(repeats + 3):  # the first 3 warm up
+                spans = []  # seconds of sample(B), of update_priorities(B), of choosing B slots
+                for _ in range(repeats + 3):
                     s0 = time.perf_counter()
                     drawn = replay.sample(batch, beta=0.5)
                     s1 = time.perf_counter()
@@ -86,12 +83,10 @@ def priority_stage(cfg: RunConfig, capacities: tuple[int, ...], batches: tuple[i
                     s2 = time.perf_counter()
                     stream, slot = replay._draw(lo, counts, None)(batch)  # choosing the slots, without the frames
                     replay._sampled(stream, slot, counts, 0.5)
-                    s3 = time.perf_counter()
-                    if i >= 3:  # ms's keys in the order of these spans
-                        for key, seconds in zip(ms, (s1 - s0, s2 - s1, s3 - s2)):
-                            ms[key].append(seconds * 1e3)
+                    spans.append((s1 - s0, s2 - s1, time.perf_counter() - s2))
                 key = f"{kind}_{capacity}_{batch}"
-                out[key] = {k: statistics.median(v) for k, v in ms.items()}
+                timed = zip(("sample_ms", "update_ms", "draw_ms"), zip(*spans[3:]))  # the first 3 warm up
+                out[key] = {name: statistics.median(s * 1e3 for s in seconds) for name, seconds in timed}
                 print(f"priority: {kind} capacity {capacity:,} batch {batch}: {out[key]}", flush=True)
             del replay, frames
     out["capacities"], out["batches"] = list(capacities), list(batches)

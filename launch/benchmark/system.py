@@ -124,7 +124,6 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
     from shared.resolution import resolve_run
 
     rc = read_config(cfg.to_json())
-    rc.collect_only = False
     rc.learner = dataclasses.replace(
         rc.learner,
         micro_batch=bench.optimized_micro_batch,
@@ -132,7 +131,6 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
         amp="auto",
         compile=True,
         broadcast_env_steps=bench.optimized_broadcast_env_steps,
-        updates_per_epoch=bench.system_updates_per_epoch,
         samples_per_insert=0.0,
         min_replay=bench.system_min_replay,
         checkpoint_every=1 << 30,
@@ -171,16 +169,13 @@ def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -
 
 def system_original(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> dict:
     """The seed's original pipeline (launch/benchmark/original.py) with the same actors, env and window."""
-    rc = read_config(cfg.to_json())
-    rc.collect_only = False
-    rc.learner = dataclasses.replace(rc.learner, updates_per_epoch=bench.system_updates_per_epoch)
     settings = bench.original
     ctx = spawn_context()
     stop, reports, lock = ctx.Event(), ctx.Queue(), ctx.Lock()
     shared_queue = ctx.Queue(maxsize=settings.queue_size)
-    learner = OriginalLearner(rc, settings, shared_queue, device).start()
-    shared = (stop, shared_queue, lock, settings.chunk_steps, reports)  # every collector's arguments after (rc, slot)
-    procs = [start_process(ctx, original_collector_main, (rc, slot, *shared), f"collector-{slot}") for slot in range(rc.actors)]
+    learner = OriginalLearner(cfg, settings, shared_queue, device).start()
+    shared = (stop, shared_queue, lock, settings.chunk_steps, reports)  # every collector's arguments after (cfg, slot)
+    procs = [start_process(ctx, original_collector_main, (cfg, slot, *shared), f"collector-{slot}") for slot in range(cfg.actors)]
     try:
         _until(lambda: len(learner.replay), bench.system_min_replay, lambda: time.sleep(0.05), FILL_ERROR)
         window = _Window(device, procs, lambda: learner.processed).open()
@@ -211,11 +206,14 @@ def system_stage(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> di
             "amp": str(resolve_amp("auto", device)).removeprefix("torch."),
         },
     }
+    rc = read_config(cfg.to_json())  # both sides train, their epochs equally long
+    rc.collect_only = False
+    rc.learner = dataclasses.replace(rc.learner, updates_per_epoch=bench.system_updates_per_epoch)
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, (os.cpu_count() or 1) - cfg.actors))
     try:
         for side, run in (("original", system_original), ("optimized", system_optimized)):
-            f = out[side] = run(cfg, device, bench)
+            f = out[side] = run(rc, device, bench)
             print(f"system {side}: {f['experiences_per_s']:.1f} experiences/s, {f['batches_per_s']:.2f} batches/s", flush=True)
     finally:
         torch.set_num_threads(threads)

@@ -13,8 +13,7 @@ class SumTree:
     def __init__(self, size: int):
         if size < 1:
             raise ValueError(f"size={size!r} must be >= 1")
-        self.size = int(size)
-        self.leaves = 1 << max(0, (self.size - 1).bit_length())
+        self.leaves = 1 << (int(size) - 1).bit_length()
         self.depth = self.leaves.bit_length() - 1
         self.tree = np.zeros(2 * self.leaves, dtype=np.float64)
 
@@ -23,20 +22,17 @@ class SumTree:
         return float(self.tree[1])
 
     def get(self, index: np.ndarray) -> np.ndarray:
-        """Leaf values at ``index`` (int array)."""
         return self.tree[self.leaves + index]
 
     def update(self, index: np.ndarray, value: np.ndarray | float) -> None:
         """Set leaves ``index`` to ``value`` (>= 0; with repeated indices the last one wins) and fix their ancestors."""
-        index = np.asarray(index, dtype=np.int64).reshape(-1)
-        if index.size == 0:
+        node = np.asarray(index, dtype=np.int64).reshape(-1) + self.leaves
+        if node.size == 0:
             return
-        tree = self.tree
-        node = index + self.leaves
-        tree[node] = value
+        self.tree[node] = value
         node = np.unique(node >> 1)  # sorted from here on: shifting keeps it sorted
         while True:
-            tree[node] = tree[2 * node] + tree[2 * node + 1]
+            self.tree[node] = self.tree[2 * node] + self.tree[2 * node + 1]
             if node[0] == 1:
                 return
             node >>= 1
@@ -45,14 +41,12 @@ class SumTree:
     def find(self, prefix: np.ndarray) -> np.ndarray:
         """For each prefix sum u in [0, total): the leaf i with sum(leaves[:i]) <= u < sum(leaves[:i+1]); never a leaf of
         value 0 while the total is positive (rounding at a boundary goes to the side that holds mass)."""
-        tree = self.tree
         u = np.array(prefix, dtype=np.float64, copy=True).reshape(-1)
         node = np.ones(u.shape, dtype=np.int64)
         for _ in range(self.depth):
             left = node << 1
-            left_sum = tree[left]
-            right = (u >= left_sum) & (tree[left + 1] > 0)
-            right |= left_sum <= 0
+            left_sum = self.tree[left]
+            right = ((u >= left_sum) & (self.tree[left + 1] > 0)) | (left_sum <= 0)
             u -= np.where(right, left_sum, 0.0)
             node = left + right
         return node - self.leaves
