@@ -58,6 +58,9 @@ class EnvEntry:
     """In-training evaluations also play the random policy on the same seeds, to read a score against."""
     video: bool = False
     """An episode can be filmed from its actions (shared/evaluation/video.py ``record_video``: Mario's emulator screen)."""
+    states: bool = False
+    """Its single envs save and restore their state (``save_state() -> state``, ``restore_state(state) -> frame``, as
+    ALE's cloneState/restoreState): drills and training starts need it (docs/environments.md)."""
     hazards: Callable[[EnvConfig], Sequence[tuple[str, float, float]]] | None = None
     """Where episodes of this level end, as ``(name, lo, hi)`` score ranges in order (shared/evaluation/hazards.py gives
     each one's pass rate); None or empty: a histogram of end scores instead."""

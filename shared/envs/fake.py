@@ -81,6 +81,23 @@ class FakeEnv:
         info = {"score": 3.0 * self._t, "success": terminated and self._flag}
         return self._frame(), reward, terminated, truncated, info
 
+    def save_state(self) -> dict:
+        """The episode's state now: the counters and the draw stream's position (the pattern follows from the seed)."""
+        if self._needs_reset:
+            raise RuntimeError("save_state() outside an episode: reset() first")
+        rng = self._rng.bit_generator.state
+        return dict(seed=self._seed, count=self._count, length=self._length, flag=self._flag, t=self._t, rng=rng)
+
+    def restore_state(self, state: dict) -> np.ndarray:
+        """Start an episode at ``state`` (from ``save_state``); returns the frame last returned before it was saved."""
+        if state["seed"] != self._seed:
+            self._seed_all(state["seed"])
+        self._rng.bit_generator.state = state["rng"]
+        self._length, self._flag, self._t = state["length"], state["flag"], state["t"]
+        self._count = state["count"] - 1
+        self._needs_reset = False
+        return self._frame()
+
     def close(self) -> None:
         self._needs_reset = True
 
@@ -91,6 +108,7 @@ ENTRY = register(
         FakeEnv,
         lambda cfg: [f"action{i}" for i in range(options(cfg, "fake", FakeOptions).actions)],
         options_type=FakeOptions,
+        states=True,
         score="Distance",
         success="Flags",
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
 import cv2
@@ -35,6 +36,17 @@ class FrameEnv(Protocol):
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]: ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class FrameState:
+    """A :class:`Preprocess` env's saved state: its inner env's own (opaque), the episode's counters and its frame."""
+
+    inner: Any
+    t: int
+    furthest: float
+    stalled: int
+    frame: np.ndarray
 
 
 def _gray_source(frame: np.ndarray) -> tuple[np.ndarray, int] | None:
@@ -65,7 +77,10 @@ class Preprocess:
     ``max_episode_steps`` or ``no_progress_steps`` without a new furthest score. ``seed_fn`` seeds an ``inner`` whose
     ``reset`` takes no seed; score and success come from its info (``score_key``, ``success_key``)."""
 
-    raw: Any = None
+    @property
+    def raw(self) -> Any:
+        """The emulator under ``inner`` when it names one (Mario: the nes-py env in use), else None."""
+        return getattr(self.inner, "raw", None)
 
     def __init__(
         self,
@@ -104,6 +119,7 @@ class Preprocess:
         self._src_obj: np.ndarray | None = None  # the inner frame object last seen ...
         self._src: tuple[np.ndarray, int] | None = None  # ... and how to read it
         self._t = 0
+        self._frame: np.ndarray | None = None  # the observation last returned (save_state keeps a copy)
         self._needs_reset = True
         self._closed = False
 
@@ -139,7 +155,39 @@ class Preprocess:
         self._t = 0
         self._furthest, self._stalled = float("-inf"), 0
         self._needs_reset = False
-        return self._out(self._to_gray(frame, self._gray[0]))
+        self._frame = self._out(self._to_gray(frame, self._gray[0]))
+        return self._frame
+
+    @property
+    def has_states(self) -> bool:
+        """Whether the inner env saves and restores its state (``save_state``/``restore_state``; Mario's does)."""
+        return hasattr(self.inner, "save_state") and hasattr(self.inner, "restore_state")
+
+    def save_state(self) -> FrameState:
+        """The episode's state now: a later ``restore_state`` (on this env or one built alike) plays on from here, frame
+        for frame and reward for reward as this episode would."""
+        if not self.has_states:
+            raise TypeError(f"{type(self.inner).__name__} cannot save its state (it has no save_state/restore_state)")
+        if self._needs_reset or self._frame is None:
+            raise RuntimeError("save_state() outside an episode: reset() or restore_state() first")
+        return FrameState(self.inner.save_state(), self._t, self._furthest, self._stalled, self._frame.copy())
+
+    def restore_state(self, state: FrameState) -> np.ndarray:
+        """Start an episode at ``state`` (from ``save_state``); returns its frame, as ``reset`` returns the first."""
+        if self._closed:
+            raise RuntimeError("restore_state() on a closed env")
+        if not isinstance(state, FrameState):
+            raise TypeError(f"restore_state takes a FrameState from save_state, got {type(state).__name__}")
+        if state.frame.shape != self.frame_shape:
+            raise ValueError(f"a state of {state.frame.shape} frames restored on an env of {self.frame_shape} frames")
+        out = self.inner.restore_state(state.inner)
+        frame = np.asarray(out[0] if isinstance(out, tuple) else out)
+        if self._gray is None or self._gray[0].shape != frame.shape[:2]:
+            self._gray = [np.empty(frame.shape[:2], np.uint8), np.empty(frame.shape[:2], np.uint8)]
+        self._t, self._furthest, self._stalled = state.t, state.furthest, state.stalled
+        self._needs_reset = False
+        self._frame = state.frame.copy()
+        return self._frame
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
         a = checked_action(self._needs_reset, action, self.num_actions)
@@ -183,6 +231,7 @@ class Preprocess:
         self._needs_reset = terminated or truncated
         info["score"] = self._furthest if self.score_kind == "furthest" else x
         info["success"] = bool(info.get(self.success_key, False))
+        self._frame = obs
         return obs, float(total), terminated, truncated, info
 
     def close(self) -> None:
@@ -217,12 +266,14 @@ class FrameStacker:
 
 
 class FrameVectorEnv:
-    """Single frame envs (:class:`FrameEnv`) stepped side by side as a shared/spec.py vector env; ``success``: any step's."""
+    """Single frame envs (:class:`FrameEnv`) stepped side by side as a shared/spec.py vector env; ``success``: any step's.
+    ``starts(e)``, when set, gives the state env ``e``'s next episode starts at (None: the true start)."""
 
     def __init__(self, envs: list, spec: EnvSpec):
         if not envs:
             raise ConfigError("FrameVectorEnv needs at least one env")
         self.envs, self.spec, self.num_envs = list(envs), spec, len(envs)
+        self.starts: Callable[[int], Any] | None = None
         self._shape = tuple(spec.obs_shape)
         self._success = np.zeros(self.num_envs, bool)  # any step of each env's episode so far succeeded
         self._mask = np.ones((self.num_envs, spec.num_actions), bool)
@@ -252,7 +303,8 @@ class FrameVectorEnv:
             score[e], success[e] = info["score"], self._success[e]
             if term or trunc:
                 terminated[e], truncated[e] = term, trunc
-                obs[e] = env.reset()
+                state = self.starts(e) if self.starts is not None else None
+                obs[e] = env.reset() if state is None else env.restore_state(state)
                 self._success[e] = False
             else:
                 obs[e] = frame  # a copy: nes-py reuses its screen buffer
@@ -260,6 +312,10 @@ class FrameVectorEnv:
 
     def action_mask(self) -> np.ndarray:
         return self._mask.copy()
+
+    def save_state(self, e: int) -> Any:
+        """Env ``e``'s episode state now (its ``save_state``)."""
+        return self.envs[e].save_state()
 
     def close(self) -> None:
         for env in self.envs:

@@ -6,12 +6,15 @@ The emulator packages are imported only when an env is built, so the learner nev
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import io
 import math
 import sys
+import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -83,53 +86,107 @@ def _import_mario() -> tuple[Any, Any]:
     return SuperMarioBrosEnv, JoypadSpace
 
 
-class _JumpReleasePad:
-    """Action index -> NES button byte, releasing A for a frame when it would be held on the ground: SMB jumps only when A
-    goes down, which a frame stack cannot show. Holding A in the air still gives the full-height jump."""
+class _Pad:
+    """Action index -> NES button byte on the emulator, with the jump release: A released for a frame when it would be
+    held on the ground (SMB jumps only when A goes down, which a frame stack cannot show; held in the air it still gives
+    the full-height jump). It also gives the env states: a state is the bytes sent since the true start, and restoring
+    one resets an emulator parked at it. nes-py 8 keeps one backup per emulator, so up to ``parked`` extra emulators
+    each hold one state (least recently used replaced); parking one replays its bytes from a fresh emulator's start."""
 
     A = 0b00000001  # nes-py's JoypadSpace bit for the A button
     ON_GROUND_ADDR = 0x1D  # Player_FloatState: 0 on the ground
 
-    def __init__(self, joypad: Any, raw: Any) -> None:
-        self._joypad = joypad
-        self._raw_step = joypad.env.step
-        self._ram = raw.ram
-        self._bytes = [int(joypad._action_map[i]) for i in range(len(joypad._action_map))]
+    def __init__(self, make_raw: Callable[[], Any], action_bytes: list[int], jump_release: bool, parked: int) -> None:
+        self._make_raw, self._bytes, self._release, self._max_parked = make_raw, action_bytes, jump_release, parked
+        self._origin = self.raw = make_raw()  # its backup is the true start
+        self._ram = self.raw.ram
+        self._log = bytearray()  # bytes sent since the true start: the state
         self._held = self._held_before = 0  # bytes sent on the last frame and the one before
+        self._parked: collections.OrderedDict[bytes, Any] = collections.OrderedDict()  # state -> emulator, oldest use first
+        self.parks, self.park_seconds, self.park_frames = 0, 0.0, 0  # what parking cost (the benchmark reads them)
 
     def reset(self) -> Any:
+        self._use(self._origin)
+        self._log.clear()
         self._held = self._held_before = 0
-        return self._joypad.reset()
+        return self._origin.reset()
 
     def step(self, action: int) -> Any:
         byte = self._bytes[action]
         # the game acts on a press one frame late, so A must have been sent on both of the last two frames
-        if byte & self._held & self._held_before & self.A and self._ram[self.ON_GROUND_ADDR] == 0:
+        if self._release and byte & self._held & self._held_before & self.A and self._ram[self.ON_GROUND_ADDR] == 0:
             byte &= ~self.A
         self._held_before, self._held = self._held, byte
-        return self._raw_step(byte)
+        self._log.append(byte)
+        return self.raw.step(byte)
+
+    def save_state(self) -> bytes:
+        """This episode's state: the bytes sent since the true start (about 4 per agent step at frame skip 4)."""
+        return bytes(self._log)
+
+    def restore_state(self, state: bytes) -> Any:
+        """Reset to ``state`` (from ``save_state`` of a pad on the same stage and buttons); returns the screen."""
+        if not isinstance(state, bytes):
+            raise TypeError(f"a Mario state is the bytes save_state returned, got {type(state).__name__}")
+        raw = self._parked.pop(state, None) or self._park(state)
+        self._parked[state] = raw
+        while len(self._parked) > self._max_parked:
+            self._parked.popitem(last=False)[1].close()
+        self._use(raw)
+        self._log[:] = state
+        self._held = state[-1] if state else 0
+        self._held_before = state[-2] if len(state) > 1 else 0
+        return raw.reset()  # back to its backup: the state
+
+    def _park(self, state: bytes) -> Any:
+        start = time.perf_counter()
+        raw = self._make_raw()
+        step = raw.step
+        for byte in state:  # the emulator's frames, one call each: nes-py 8 has no other way to a state
+            if step(byte)[2]:
+                raw.close()
+                raise ValueError(f"this state's {len(state):,} frames end their episode: not a state of a live episode")
+        raw._backup()
+        self.parks += 1
+        self.park_seconds += time.perf_counter() - start
+        self.park_frames += len(state)
+        return raw
+
+    def _use(self, raw: Any) -> None:
+        self.raw, self._ram = raw, raw.ram
 
     def close(self) -> None:
-        self._joypad.close()
+        for raw in [self._origin, *self._parked.values()]:
+            if raw._env is not None:
+                raw.close()
+        self._parked.clear()
+
+
+PARKED_EMULATORS = 8
+"""Emulators each Mario env keeps parked at saved states (one nes-py 8.2 emulator, about 1 MB, holds one state)."""
 
 
 def make_mario_env(cfg: EnvConfig, seed: int) -> Any:
-    """Super Mario Bros built in this process: a frames.py ``Preprocess`` whose ``raw`` is the nes-py env. The game is
-    deterministic; ``seed`` seeds the raw env's unused ``np_random``, as every env takes one."""
+    """Super Mario Bros built in this process: a frames.py ``Preprocess`` whose ``raw`` is the nes-py env in use. The game
+    is deterministic; ``seed`` seeds the raw env's unused ``np_random``, as every env takes one."""
     from shared.envs.frames import Preprocess
 
     _, cfg = check_env(cfg)  # the episode cap at Mario's when auto, the options checked
     opts = mario_options(cfg)
     buttons = ACTION_SETS[opts.actions]
     SuperMarioBrosEnv, JoypadSpace = _import_mario()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        raw = SuperMarioBrosEnv(rom_mode="vanilla", lost_levels=False, target=parse_stage(opts.stage))
-        inner = JoypadSpace(raw, buttons)
-    if opts.jump_release:
-        inner = _JumpReleasePad(inner, raw)
+    target = parse_stage(opts.stage)
+
+    def make_raw() -> Any:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return SuperMarioBrosEnv(rom_mode="vanilla", lost_levels=False, target=target)
+
+    pad = _Pad(make_raw, [], opts.jump_release, PARKED_EMULATORS)
+    joypad = JoypadSpace(pad.raw, buttons)  # nes-py's own button bytes
+    pad._bytes = [int(joypad._action_map[i]) for i in range(len(buttons))]
     env = Preprocess(
-        inner,
+        pad,
         len(buttons),
         cfg.frame_skip,
         cfg.frame_size,
@@ -138,10 +195,9 @@ def make_mario_env(cfg: EnvConfig, seed: int) -> Any:
         success_key="flag_get",
         score_kind="furthest",
         seed=seed,
-        seed_fn=getattr(raw, "seed", None),
+        seed_fn=lambda s: pad.raw.seed(s),
         no_progress_steps=opts.no_progress_steps,
     )
-    env.raw = raw
     return env
 
 
@@ -185,6 +241,7 @@ ENTRY = register(
         score="Distance",
         success="Flags",
         video=True,
+        states=True,
         hazards=lambda cfg: HAZARDS.get(mario_options(cfg).stage, []),
         noop_action=lambda cfg: _buttons(cfg).index(["NOOP"]),
         # right+A, with the jump release, reaches 1-1's flag: the probe set (shared/probe_set.py) spans the stage
