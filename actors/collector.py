@@ -18,6 +18,7 @@ import torch
 
 from actors.sender import BatchSender, StagedBatch
 from actors.slot_client import lease_slot
+from actors.starts import StartChooser
 from actors.weights_client import WeightClient
 from shared.config import RunConfig
 from shared.exploration import EpsilonGreedy, epsilons
@@ -72,7 +73,7 @@ class Collector:
         self.first_action_weights_version = -1  # the weights the very first action used (tests check it)
         self.env_seconds = 0.0  # wall time inside the envs' step: the share of the actor's time its envs get
         self.first, self.episode_return = np.ones(n_env, dtype=np.uint8), np.zeros(n_env)
-        self.finished: list[np.ndarray] = []  # float32 [k, 3] (return, score, success) since the last batch
+        self.finished: list[np.ndarray] = []  # float32 [k, 4] (return, score, success, start) since the last batch
         self.stats: dict[str, float] = dict(
             steps=0, episodes=0, last_return=0.0, last_score=0, successes=0, fps=0.0, epsilon=float(self.epsilon.mean())
         )
@@ -83,6 +84,13 @@ class Collector:
         else:
             self.stacks = self.obs
         self.mask = self.env.action_mask() if self.masked else None
+        self.starts: StartChooser | None = None  # where each next episode starts (actor.start_share > 0)
+        a = cfg.actor
+        if a.start_share > 0:
+            hazards = run.entry.hazards_of(cfg.env)
+            rng = np.random.default_rng([cfg.actor.seed, actor_id, stream, 83])
+            self.starts = StartChooser(n_env, rng, a.start_share, a.start_lead, a.frontier_share, a.frontier_burst, hazards)
+            self.env.starts = self.starts.choose
 
     def load_weights(self, version: int, arrays: dict[str, np.ndarray], run: int = 0, env_steps: int = 0) -> None:
         """Act with weights ``version`` of run ``run`` from now on; ``env_steps`` (the run's) sets the exploration clock."""
@@ -137,6 +145,8 @@ class Collector:
                 batch_version, batch_run = self.weights_version, self.weights_run
             clock = max(self.env_steps, self.run_env_steps)  # the exploration schedule's clock
             self.epsilon = epsilons(self.cfg.actor, self.cfg.actors, self.actor_id, clock)
+            if self.starts is not None:  # a frontier burst or a forced press
+                self.epsilon = self.starts.epsilon(self.epsilon)
             frames[:, t] = self.obs
             first[:, t] = self.first
             if masks is not None:
@@ -163,17 +173,16 @@ class Collector:
             self.obs = obs
             self.first = done.astype(np.uint8)
             if done.any():
-                ended = np.flatnonzero(done)
-                if stacked:  # a new episode's stack is its reset observation repeated
-                    self.stacks[ended] = obs[ended, None]
-                self._end_episodes(ended, info)
+                self._new_episodes(np.flatnonzero(done), obs, info)
+            if self.starts is not None:
+                self.starts.stepped(self.env, info["score"], ~done)
             if self.masked:
                 self.mask = self.env.action_mask()
             self.env_steps += 1
         self.stats["steps"] += n_steps * n_env
         self.stats["fps"] = n_steps * n_env / max(time.perf_counter() - start, 1e-9)
         self.stats["epsilon"] = float(self.epsilon.mean())
-        episodes = np.concatenate(self.finished) if self.finished else np.zeros((0, 3), np.float32)
+        episodes = np.concatenate(self.finished) if self.finished else np.zeros((0, 4), np.float32)
         self.finished.clear()
         packed = None
         if masks is not None:
@@ -192,15 +201,26 @@ class Collector:
             seq, batch_version, (frames, actions, rewards, terminated, first), episodes, priorities, packed, batch_run
         )
 
-    def _end_episodes(self, ended: np.ndarray, info: dict[str, Any]) -> None:
-        """Record the episodes of envs ``ended`` (return, score, success); ``info`` was read before their reset."""
+    def _new_episodes(self, ended: np.ndarray, obs: np.ndarray, info: dict[str, Any]) -> None:
+        """Envs ``ended`` finished an episode and began the next (``obs``): record the finished, set the new stacks."""
+        if self.spec.stack > 1:  # a new episode's stack is its first observation repeated (replay rebuilds it so)
+            self.stacks[ended] = obs[ended, None]
+        where = None  # every episode at the true start
+        if self.starts is not None:
+            where = self.starts.ended(ended, info["score"][ended], info["success"][ended])
+        self._end_episodes(ended, info, where)
+
+    def _end_episodes(self, ended: np.ndarray, info: dict[str, Any], where: np.ndarray | None) -> None:
+        """Record the episodes of envs ``ended`` (return, score, success, where they started: None, all at the true
+        start); ``info`` was read before their reset."""
         returns = self.episode_return[ended]
         score, success = info["score"][ended], info["success"][ended]
+        start = np.zeros(len(ended)) if where is None else where
         self.stats["episodes"] += len(ended)
         self.stats["last_return"] = float(returns[-1])
         self.stats["last_score"] = float(score[-1])
         self.stats["successes"] += int(success.sum())
-        self.finished.append(np.stack([returns, score, success], 1).astype(np.float32))
+        self.finished.append(np.stack([returns, score, success, start], 1).astype(np.float32))
         self.episode_return[ended] = 0.0
 
     def close(self) -> None:

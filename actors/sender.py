@@ -28,7 +28,7 @@ class StagedBatch:
     seq: int
     weights_version: int
     arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # frames, actions, rewards, terminated, first
-    episodes: np.ndarray | None = None  # float32 [K, 3]: return, score, success of episodes finished in the batch
+    episodes: np.ndarray | None = None  # float32 [K, 4]: return, score, success, start of episodes finished in the batch
     priorities: np.ndarray | None = None  # float32 [E, T]: initial replay priorities (prioritized replay, actor source)
     masks: np.ndarray | None = None  # uint8 [E, T, ceil(A/8)]: packed action masks (masked envs)
     run: int = 0  # the run of the weights that played the first step (0: none yet)

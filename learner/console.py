@@ -23,7 +23,8 @@ def format_eval_line(result: dict) -> str:
 
 def format_epoch_line(epoch: int, f: dict[str, float], env: EnvEntry) -> str:
     """The seed's [MAIN] line plus throughput, what set the pace (Learner waiting: no experience to train on; Actors held:
-    intake held back for the ratio) and RSS; reward, score and success: means over the last 100 episodes, named by the env."""
+    intake held back for the ratio) and RSS; reward, score and success: means over the last 100 episodes begun at the
+    true start, named by the env; then those begun at saved states, when there are any."""
     score, success = env.score.capitalize(), env.success.capitalize()
     return (
         f"[MAIN] Epoch {epoch} - Loss: {f['learner/loss']:.4f}, TD Error: {f['learner/td_error']:.4f}, "
@@ -34,6 +35,20 @@ def format_epoch_line(epoch: int, f: dict[str, float], env: EnvEntry) -> str:
         f"Learner waiting: {f['learner/starved_share']:.0%}, Actors held: {f['learner/holding_share']:.0%}, "
         f"Weights: v{int(f['learner/weights_version'])} (max lag {int(f['actor/weights_lag_max'])}"
         f"{other_run_phrase(int(f.get('actor/other_run', 0)))}), RSS: {f['learner/rss_mb']:,.0f} MB"
+        f"{starts_phrase(f, score, success)}"
+    )
+
+
+def starts_phrase(f: dict[str, float], score: str, success: str) -> str:
+    """The share of episodes begun at saved states and their own score (the line's score is the true starts'); empty
+    when every episode began at the true start."""
+    hazard, frontier = int(f.get("actor/starts_hazard", 0)), int(f.get("actor/starts_frontier", 0))
+    if not hazard + frontier:
+        return ""
+    total = max(int(f["actor/episodes"]), 1)
+    return (
+        f", Starts: {(hazard + frontier) / total:.0%} saved ({hazard / total:.0%} hazard, {frontier / total:.0%} frontier; "
+        f"{score} {f['actor/started_score']:.1f}, {success} {f['actor/started_success_rate']:.0%})"
     )
 
 

@@ -86,8 +86,11 @@ class DataPlane:
             raise
         self.consolidator.max_weights_lag = cfg.learner.max_weights_lag
         self.processed = self.batches = self.episodes_total = self.successes_total = 0
-        # behaviour-policy episodes (return, score, success), newest last, across all actors
+        # behaviour-policy episodes (return, score, success, start), newest last, across all actors: those that began at
+        # the true start, and those that began at a saved state (actors/starts.py), apart
         self.episodes: collections.deque[list[float]] = collections.deque(maxlen=EPISODE_WINDOW)
+        self.started: collections.deque[list[float]] = collections.deque(maxlen=EPISODE_WINDOW)
+        self.start_counts = np.zeros(3, np.int64)  # episodes finished by where they started (the wire's start column)
 
     def start(self) -> DataPlane:
         self.consolidator.start()
@@ -109,7 +112,10 @@ class DataPlane:
             transitions += batch.num_transitions
             self.batches += 1
             if len(batch.episodes):
-                self.episodes.extend(batch.episodes.tolist())
+                kinds = batch.episodes[:, 3].astype(np.int64)
+                self.episodes.extend(batch.episodes[kinds == 0].tolist())
+                self.started.extend(batch.episodes[kinds != 0].tolist())
+                self.start_counts += np.bincount(kinds, minlength=3)
                 self.episodes_total += len(batch.episodes)
                 self.successes_total += int(batch.episodes[:, 2].sum())
             written += 1

@@ -87,7 +87,9 @@ def epoch_figures(acc: EpochAccumulator, seconds: float, c: Counters, plane: Any
     live = [t for t, h in zip(plane.consolidator.tracks, held) if t.stats and h]
     lags = [c.weights_version - t.weights_version for t in live if t.run == c.run]
     stats = plane.stats()
-    window = np.asarray(plane.episodes, dtype=np.float64).reshape(-1, 3)  # return, score, success
+    window = np.asarray(plane.episodes, dtype=np.float64).reshape(-1, 4)  # return, score, success, start: true starts
+    started = np.asarray(plane.started, dtype=np.float64).reshape(-1, 4)  # those from saved states
+    hazard, frontier = (int(n) for n in plane.start_counts[1:])
     return {
         **{f"learner/{name}": getattr(acc, name) / acc.updates for name in ("loss", "td_error", "q_mean")},
         "learner/updates_per_s": acc.updates / seconds,
@@ -105,6 +107,10 @@ def epoch_figures(acc: EpochAccumulator, seconds: float, c: Counters, plane: Any
         "actor/score": float(window[:, 1].mean()) if len(window) else 0.0,
         "actor/success_rate": float(window[:, 2].mean()) if len(window) else 0.0,
         "actor/episodes": plane.episodes_total,
+        "actor/starts_hazard": hazard,  # episodes begun at a saved state before a hazard, so far
+        "actor/starts_frontier": frontier,  # ... and at the frontier
+        "actor/started_score": float(started[:, 1].mean()) if len(started) else 0.0,
+        "actor/started_success_rate": float(started[:, 2].mean()) if len(started) else 0.0,
         "actor/successes": plane.successes_total,
         "actor/epsilon": statistics.mean(t.stats["epsilon"] for t in live) if live else 1.0,
         "actor/weights_lag_max": max(lags) if lags else 0.0,

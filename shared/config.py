@@ -86,6 +86,16 @@ class ActorConfig:
     eps_anneal_steps: int = AUTO
     """Steps of each env over which its epsilon falls linearly from 1.0 to its floor (0: start at the floor; -1: the
     env's, 25,000, fuelbreak 1,000)."""
+    start_share: float = 0.0
+    """Share of training episodes that start from a saved state of the actor's own play (a few steps before where recent
+    episodes died, or at their frontier) instead of the true start; envs that save states only (Mario). Evaluation
+    always starts at the true start (actors/starts.py)."""
+    start_lead: int = 12
+    """Agent steps before a recent episode's end (or its furthest point) where a saved-state start begins."""
+    frontier_share: float = 0.25
+    """Of the saved-state starts, the share at the frontier (the furthest recent states), each followed by random steps."""
+    frontier_burst: int = 32
+    """Random steps (epsilon 1) after a frontier start: exploration past the furthest point reached."""
     max_staged_batches: int = 16
     """Batches an actor holds when the learner does not take them; beyond it the oldest is dropped and counted."""
     send_hwm: int = 4
@@ -112,6 +122,10 @@ class ActorConfig:
         _check(self.eps_alpha >= 0, "actor.eps_alpha", self.eps_alpha, "must be >= 0")
         _check(0.0 <= self.eps_min <= 1.0, "actor.eps_min", self.eps_min, "must be in [0, 1]")
         _check(self.eps_anneal_steps >= 0, "actor.eps_anneal_steps", self.eps_anneal_steps, f"must be >= 0 {later}")
+        _check(0.0 <= self.start_share <= 1.0, "actor.start_share", self.start_share, "must be in [0, 1] (0: true starts only)")
+        _check(1 <= self.start_lead <= 1000, "actor.start_lead", self.start_lead, "must be in [1, 1000]")
+        _check(0.0 <= self.frontier_share <= 1.0, "actor.frontier_share", self.frontier_share, "must be in [0, 1]")
+        _check(0 <= self.frontier_burst <= 10_000, "actor.frontier_burst", self.frontier_burst, "must be in [0, 10000]")
         _check(self.max_staged_batches >= 1, "actor.max_staged_batches", self.max_staged_batches, "must be >= 1")
         _check(self.send_hwm >= 1, "actor.send_hwm", self.send_hwm, "must be >= 1")
 

@@ -13,6 +13,7 @@ import torch
 
 from shared.config import AUTO, AUTOS, ENV_AUTO_FIELDS, SEEDED_SECTIONS, EnvConfig, LearnerConfig, RunConfig
 from shared.envs import EnvEntry, check_env, entry_for, with_stage
+from shared.errors import ConfigError
 from shared.seeding import draw_seed
 from shared.spec import EnvSpec
 
@@ -42,6 +43,8 @@ def resolve_config(cfg: RunConfig, validate: bool = True) -> RunConfig:
     entry, env = check_env(cfg.env)
     if cfg.eval.stage:
         with_stage(env, cfg.eval.stage)
+    if cfg.actor.start_share > 0 and not entry.states:
+        raise ConfigError(f"actor.start_share={cfg.actor.start_share!r}: env {env.name!r} cannot save its state (use 0)")
     sections: dict[str, Any] = {"env": env}
     for section in {*ENV_AUTO_FIELDS, *SEEDED_SECTIONS} - {"", "env"}:  # env: check_env above
         owner = getattr(cfg, section)

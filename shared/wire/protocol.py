@@ -23,10 +23,11 @@ BATCH (actor -> learner), protocol version 6. E envs, T steps, observations of s
                                                    action mask at f_k (bit a of slot k: action a valid);
                                                    every slot has a valid action, a_k is valid, and the
                                                    padding bits past A are 0
-    7      episodes     float32   [K, 3]           one row per episode finished in this batch, any env:
+    7      episodes     float32   [K, 4]           one row per episode finished in this batch, any env:
                                                    return (game units, finite), score (finite, the env's:
                                                    Mario's max x_pos, Snake's food eaten, a game's return,
-                                                   negative too), success (0 or 1: Mario's flag)
+                                                   negative too), success (0 or 1: Mario's flag), start (0 the
+                                                   true start, 1 a hazard's saved state, 2 the frontier's)
     8      priorities   float32   [E, T] or [0]    initial replay priorities (|n-step TD error| of each slot by the
                                                    actor's network, finite, >= 0) when header P = 1; empty when P = 0
 
@@ -78,7 +79,7 @@ import numpy as np
 
 from shared.spec import OBS_DTYPES as SPEC_OBS_DTYPES
 
-VERSION = 6
+VERSION = 7
 KIND_BATCH = "batch"
 KIND_WEIGHTS = "weights"
 KIND_WEIGHTS_REQUEST = "weights_request"
@@ -91,7 +92,7 @@ ARRAY_NAMES = ("frames", "actions", "rewards", "terminated", "first")
 ARRAY_DTYPES = (np.dtype(np.uint8), np.dtype(np.uint8), np.dtype(np.float32), np.dtype(np.uint8), np.dtype(np.uint8))
 """Mario's dtypes (frames uint8, actions uint8); other specs change the first two (:func:`batch_dtypes`)."""
 OBS_DTYPES = {name: np.dtype(name) for name in SPEC_OBS_DTYPES}  # the dtypes an EnvSpec may declare
-EPISODE_FIELDS = ("return", "score", "success")  # the columns of the episodes frame
+EPISODE_FIELDS = ("return", "score", "success", "start")  # the columns of the episodes frame (start: actors/starts.py)
 HEADER_ALLOWANCE = 1 << 16  # bytes a BATCH's header and stats frames may take, in Limits.message_bound
 HEADER_KEYS = frozenset({"v", "kind", "actor", "inc", "seq", "wv", "run", "E", "T", "shape", "K", "P", "M", "dtypes", "stats"})
 MAX_OBS_DIMS = 4
@@ -188,7 +189,7 @@ class Batch:
     terminated: np.ndarray
     first: np.ndarray
     stats: dict[str, float]
-    episodes: np.ndarray  # float32 [K, 3]: return, score, success of each episode finished in the batch
+    episodes: np.ndarray  # float32 [K, 4]: return, score, success, start of each episode finished in the batch
     priorities: np.ndarray | None = None  # float32 [E, T]: the actor's initial replay priorities, if it sent them
     masks: np.ndarray | None = None  # uint8 [E, T, ceil(A/8)]: packed action masks (little bit order), masked envs
     run: int = 0  # the run whose weights played the first step (0: none yet)
@@ -390,14 +391,15 @@ def _decode_arrays(parts: Sequence[Any], limits: Limits, obs: tuple[int, ...]) -
 
 
 def _decode_episodes(part: Any, n_episodes: int) -> np.ndarray:
-    """The episodes frame: K rows of EPISODE_FIELDS float32, finite, success 0 or 1."""
+    """The episodes frame: K rows of EPISODE_FIELDS float32, finite, success 0 or 1, start 0, 1 or 2."""
     buf = memoryview(part)
     shape = (n_episodes, len(EPISODE_FIELDS))
     if buf.nbytes != math.prod(shape) * 4:
         raise ProtocolError("size", f"episodes: {buf.nbytes} bytes, expected {math.prod(shape) * 4} for {list(shape)} float32")
     episodes = np.frombuffer(buf, dtype=np.float32).reshape(shape)
-    if n_episodes and not (np.isfinite(episodes).all() and np.isin(episodes[:, 2], (0.0, 1.0)).all()):
-        raise ProtocolError("values", "episodes must be finite, with success 0 or 1")
+    flags_ok = np.isin(episodes[:, 2], (0.0, 1.0)).all() and np.isin(episodes[:, 3], (0.0, 1.0, 2.0)).all()
+    if n_episodes and not (np.isfinite(episodes).all() and flags_ok):
+        raise ProtocolError("values", "episodes must be finite, with success 0 or 1 and start 0, 1 or 2")
     return episodes
 
 

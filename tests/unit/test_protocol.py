@@ -104,7 +104,7 @@ def bad_messages():
     bad_flag = first.copy()
     bad_flag[0, 1] = 2
     yield "values", wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, bad_flag, STATS))
-    episodes = np.array([[12.5, 310.0, 0.0], [-3.0, 1200.0, 1.0]], np.float32)
+    episodes = np.array([[12.5, 310.0, 0.0, 0.0], [-3.0, 1200.0, 1.0, 2.0]], np.float32)
     good = wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, first, STATS, episodes))
     yield "field", with_header(good, K=frames.shape[0] * frames.shape[1] + 1)  # more episodes than steps
     prio = np.abs(rewards)
@@ -121,7 +121,7 @@ def bad_messages():
     yield "size", with_prio[:-1] + [with_prio[-1][:-4]]  # one priority short
     yield "field", with_header(with_prio, P=2)
     yield "size", with_header(good, K=1)  # header/episodes size mismatch
-    for row, col, value in ((0, 0, np.nan), (1, 1, np.inf), (1, 2, 0.5)):  # NaN return, infinite score, success 0.5
+    for row, col, value in ((0, 0, np.nan), (1, 1, np.inf), (1, 2, 0.5), (0, 3, 3.0)):  # NaN, inf, success 0.5, start 3
         bad = episodes.copy()
         bad[row, col] = value
         yield "values", wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, first, STATS, bad))
@@ -129,7 +129,7 @@ def bad_messages():
 
 def test_episodes_round_trip_exactly():
     frames, actions, rewards, terminated, first = make_arrays()
-    episodes = np.array([[12.5, 310.0, 0.0], [-3.25, 1200.0, 1.0], [0.0, 0.0, 0.0]], np.float32)
+    episodes = np.array([[12.5, 310.0, 0.0, 0.0], [-3.25, 1200.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]], np.float32)
     parts = wire(protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first, STATS, episodes))
     assert len(parts) == 9
     batch = protocol.decode_batch(parts, LIMITS)
@@ -137,7 +137,7 @@ def test_episodes_round_trip_exactly():
     none = protocol.decode_batch(
         wire(protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first, STATS)), LIMITS
     )
-    assert none.episodes.shape == (0, 3)
+    assert none.episodes.shape == (0, 4)
 
 
 def test_priorities_round_trip_exactly_and_are_optional():
@@ -319,13 +319,13 @@ def test_the_message_bound_follows_the_spec_and_the_largest_valid_batch_fits_it(
     spec = env_spec(cfg.env)
     limits = protocol.Limits.for_spec(spec, max_envs=64, max_steps=16)
     bound = limits.message_bound(2, 16)
-    assert bound == 2 * 16 * (36 * 36 + 1 + 4 + 1 + 1 + 4 + 12) + protocol.HEADER_ALLOWANCE
+    assert bound == 2 * 16 * (36 * 36 + 1 + 4 + 1 + 1 + 4 + 16) + protocol.HEADER_ALLOWANCE  # 16: an episode row
     shape = (2, 16)
     arrays = (np.zeros(shape + (36, 36), np.uint8), np.zeros(shape, np.uint8), np.zeros(shape, np.float32))
     arrays += (np.ones(shape, np.uint8), np.ones(shape, np.uint8))
     stats = {k: 0.0 for k in protocol.STAT_KEYS}
     parts = protocol.encode_batch(
-        0, 1, 0, 0, *arrays, stats=stats, priorities=np.ones(shape, np.float32), episodes=np.zeros((32, 3), np.float32)
+        0, 1, 0, 0, *arrays, stats=stats, priorities=np.ones(shape, np.float32), episodes=np.zeros((32, 4), np.float32)
     )
     assert sum(memoryview(p).nbytes for p in parts) <= bound
     plane = DataPlane(cfg, spec, torch.device("cpu"))
