@@ -23,6 +23,7 @@ from launch.benchmark.collection import collection, env_ceiling
 from launch.benchmark.learner import learner_stage
 from launch.benchmark.options import COLLECTIONS, STAGES, BenchConfig, apply_quick
 from launch.benchmark.replay import priority_stage, replay_stage
+from launch.benchmark.starts import starts_stage
 from launch.benchmark.system import system_stage
 from launch.benchmark.tables import machine, render_table
 from launch.benchmark.transport import transport
@@ -73,6 +74,11 @@ def main(bench: BenchConfig) -> dict:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     stage("learner", lambda: learner_stage(cfg, device, bench.learner_updates, bench.learner_epochs))
     stage("system", lambda: system_stage(cfg, device, bench))
+    stage(
+        "starts",
+        lambda: starts_stage(cfg, bench.rounds, bench.starts_warm_up, bench.starts_env_steps),
+        lambda s: f"starts: on/off speed {s['speed_on_over_off']:.2f}, RSS on - off {s['rss_on_minus_off_mb']:+.0f} MB",
+    )
     result["machine"] |= {"benchmark_seconds": time.monotonic() - started, "stage_seconds": stage_seconds, "quick": bench.quick}
     if bench.json:  # before rendering: the figures are kept whatever happens to the table
         with open(bench.json, "w") as fh:

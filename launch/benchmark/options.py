@@ -47,11 +47,16 @@ class BenchConfig:
     original: OriginalSettings = field(default_factory=OriginalSettings)
     """The seed's original pipeline (launch/benchmark/original.py)."""
     stages: tuple[str, ...] = ("env_ceiling", "collection", "transport", "replay", "learner", "system")
-    """Stages to run (also: priority, not in the default list: it fills 7 GB replays)."""
+    """Stages to run (also, not in the default list: priority, which fills 7 GB replays; starts, saved-state starts off
+    against on)."""
     priority_capacities: tuple[int, ...] = (100_000, 1_000_000)
     """Replay capacities of the priority stage."""
     priority_batches: tuple[int, ...] = (512, 2048)
     """Batch sizes of the priority stage."""
+    starts_warm_up: int = 1_000
+    """Starts stage: env steps each arm plays before its timed steps (the chooser learns where episodes end)."""
+    starts_env_steps: int = 3_000
+    """Starts stage: timed env steps of each arm in each round (--rounds rounds)."""
     quick: bool = False
     """Short windows (every option still at its default is shrunk): the whole run in under 3 minutes on 2 cores."""
     json: str = ""
@@ -74,7 +79,7 @@ QUICK = dict(
     system_updates_per_epoch=2,
 )
 
-STAGES = ("env_ceiling", "collection", "transport", "replay", "priority", "learner", "system")
+STAGES = ("env_ceiling", "collection", "transport", "replay", "priority", "learner", "system", "starts")
 
 # The collection stage's two kinds: kind, label, and the actor setting it changes from the run's
 COLLECTIONS = (

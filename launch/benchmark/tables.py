@@ -46,7 +46,20 @@ def render_table(r: dict) -> str:
         text += "\n\n" + render_priority_table(r["priority"])
     if "system" in r:
         text += "\n\n" + render_system_table(r["system"])
+    if "starts" in r:
+        text += "\n\n" + render_starts_table(r["starts"])
     return text
+
+
+def render_starts_table(s: dict) -> str:
+    """Saved-state starts off against on (one actor, alternating rounds): speed, RSS and the parks' cost."""
+    rows = [
+        f"| {arm} | {s['steps_per_s_' + arm]:,.1f} | {s['rss_mb_' + arm]:,.0f} | {s['parks_' + arm]:,.1f} | "
+        f"{s['park_seconds_' + arm]:,.1f} |"
+        for arm in ("off", "on")
+    ]
+    head = "| starts | env steps/s | actor RSS MB | parks | park seconds |\n|---|---|---|---|---|"
+    return f"{head}\n" + "\n".join(rows) + f"\n\non/off speed {s['speed_on_over_off']:.3f}, RSS on - off {s['rss_on_minus_off_mb']:+.1f} MB"
 
 
 def _collection_rows(c: dict, r: dict) -> list[str]:
