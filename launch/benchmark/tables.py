@@ -59,7 +59,8 @@ def render_starts_table(s: dict) -> str:
         for arm in ("off", "on")
     ]
     head = "| starts | env steps/s | actor RSS MB | parks | park seconds |\n|---|---|---|---|---|"
-    return f"{head}\n" + "\n".join(rows) + f"\n\non/off speed {s['speed_on_over_off']:.3f}, RSS on - off {s['rss_on_minus_off_mb']:+.1f} MB"
+    tail = f"on/off speed {s['speed_on_over_off']:.3f}, RSS on - off {s['rss_on_minus_off_mb']:+.1f} MB"
+    return f"{head}\n" + "\n".join(rows) + f"\n\n{tail}"
 
 
 def _collection_rows(c: dict, r: dict) -> list[str]:
