@@ -28,7 +28,9 @@ START_KINDS = ("true", "hazard", "frontier")
 """The wire's ``start`` column: where an episode started."""
 
 WINDOW = 256  # recent episode ends the death rates are taken over
-KEEP = 4  # states kept per cluster and at the frontier (the newest replace the oldest)
+KEEP = 2  # states kept per cluster and at the frontier (16 parked emulators per Mario env hold 6 hazards' and the frontier's)
+REUSE = 8  # starts from a kept state before a newer one may replace it: a state's first start parks an emulator there
+# (Mario: the prefix replayed, ~1.3 ms a frame here), the next ones reset it (0.1 ms)
 STALENESS = 0.3  # rho: the staleness share of a cluster's draw (PLR's mix)
 BIN = 128.0  # score width of a cluster on envs without named hazards
 
@@ -40,6 +42,7 @@ class Saved:
 
     state: Any
     score: float
+    uses: int = 0  # starts begun from it
 
 
 class StartChooser:
@@ -70,7 +73,7 @@ class StartChooser:
         self.burst_left = np.zeros(num_envs, np.int64)  # random steps still to take
         self._next: list[tuple[int, Saved | None, int]] = [(TRUE, None, -1)] * num_envs  # chosen at the reset, used after
         self.ends: collections.deque[tuple[float, float, bool]] = collections.deque(maxlen=WINDOW)  # (start, end, success)
-        self.pools: dict[int, collections.deque[Saved]] = {}  # cluster -> states before its recent ends
+        self.pools: dict[int, list[Saved]] = {}  # cluster -> states before its recent ends
         self.frontier: list[Saved] = []  # the furthest states, best first
         self.drawn_at: dict[int, int] = {}  # cluster -> the start count when it was last drawn
         self.starts = 0
@@ -104,6 +107,8 @@ class StartChooser:
                 kind, saved = HAZARD, pool[int(self.rng.integers(len(pool)))]
                 if self.rng.random() < 0.5:
                     force = int(self.rng.integers(self.lead))
+        if saved is not None:
+            saved.uses += 1
         self._next[e] = (kind, saved, force)
         return None if saved is None else saved.state
 
@@ -170,6 +175,17 @@ class StartChooser:
         self.drawn_at[k] = self.starts
         return k
 
+    @staticmethod
+    def _keep(pool: list[Saved], saved: Saved) -> None:
+        """Add ``saved`` to ``pool`` while it has room, else in place of its most used state once that one has been used
+        REUSE times (a parked state serves several starts before the newest death replaces it)."""
+        if len(pool) < KEEP:
+            pool.append(saved)
+            return
+        worn = max(range(len(pool)), key=lambda i: pool[i].uses)
+        if pool[worn].uses >= REUSE:
+            pool[worn] = saved
+
     def _back(self, recent: collections.deque[Saved]) -> Saved:
         """The saved state about ``lead`` steps before the newest (the oldest kept, early in an episode)."""
         return recent[max(len(recent) - 1 - -(-self.lead // self.every), 0)]
@@ -178,7 +194,7 @@ class StartChooser:
         recent = self.recent[e]
         self.ends.append((float(self.start_score[e]), score, success))
         if not success and recent:  # the state `lead` steps before this end goes into its cluster's pool
-            self.pools.setdefault(self.cluster(score), collections.deque(maxlen=KEEP)).append(self._back(recent))
+            self._keep(self.pools.setdefault(self.cluster(score), []), self._back(recent))
         best = self.before_best[e]
         if best is not None and (len(self.frontier) < KEEP or best.score > self.frontier[-1].score):
             self.frontier = sorted([*self.frontier, best], key=lambda s: -s.score)[:KEEP]

@@ -162,7 +162,7 @@ class _Pad:
         self._parked.clear()
 
 
-PARKED_EMULATORS = 8
+PARKED_EMULATORS = 16
 """Emulators each Mario env keeps parked at saved states (one nes-py 8.2 emulator, about 1 MB, holds one state)."""
 
 

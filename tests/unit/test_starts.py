@@ -5,7 +5,7 @@ fake env restores the states chosen (tests/integration/test_starts_run.py: a run
 import numpy as np
 import pytest
 
-from actors.starts import FRONTIER, HAZARD, KEEP, STALENESS, TRUE, StartChooser
+from actors.starts import FRONTIER, HAZARD, KEEP, REUSE, STALENESS, TRUE, StartChooser
 from shared.config import ActorConfig, EnvConfig, RunConfig
 from shared.envs import make_vector_env
 from shared.errors import ConfigError
@@ -45,7 +45,7 @@ def test_death_rates_are_ends_in_a_cluster_over_episodes_that_reached_it_and_wei
         play(c, env, list(np.linspace(10, 320, 40)), success=True)  # the flag: no state kept
     rates = c.death_rates()
     assert rates == pytest.approx({0: 1 / 10, 1: 4 / 9})  # b reached by 9 of 10 (the one dying in a did not)
-    assert sorted(c.pools) == [0, 1] and len(c.pools[1]) == 4 and len(c.pools[0]) == 1
+    assert sorted(c.pools) == [0, 1] and len(c.pools[1]) == KEEP and len(c.pools[0]) == 1
     clusters, p = c.weights()
     death = np.array([0.1, 4 / 9]) + 1e-3
     stale = np.array([1.0, 1.0])  # neither drawn yet
@@ -66,6 +66,19 @@ def test_a_hazard_start_is_a_state_lead_steps_before_a_recent_end():
     assert c.choose(0) == saved.state
     assert play(c, env, [150.0, 151.0]) == [TRUE]  # the finished episode had begun at the true start ...
     assert c.kind[0] == HAZARD and c.start_score[0] == saved.score  # ... and the next at the state
+
+
+def test_a_kept_state_serves_reuse_starts_before_a_newer_death_replaces_it():
+    c, env = chooser(), Env()
+    for _ in range(KEEP):
+        play(c, env, [float(x) for x in range(100, 140)])
+    kept = [s.state for s in c.pools[1]]
+    play(c, env, [float(x) for x in range(100, 140)])
+    assert [s.state for s in c.pools[1]] == kept  # full, none used yet: the newest death waits
+    for _ in range(REUSE):
+        c.pools[1][0].uses += 1
+    play(c, env, [float(x) for x in range(100, 140)])
+    assert c.pools[1][0].state not in kept and c.pools[1][1].state == kept[1]  # the worn one replaced
 
 
 def test_half_of_the_hazard_starts_carry_one_forced_press_within_the_lead_and_it_is_taken_at_epsilon_one():
