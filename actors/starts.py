@@ -29,7 +29,7 @@ START_KINDS = ("true", "hazard", "frontier")
 
 WINDOW = 256  # recent episode ends the death rates are taken over
 KEEP = 2  # states kept per cluster and at the frontier (16 parked emulators per Mario env hold 6 hazards' and the frontier's)
-REUSE = 8  # starts from a kept state before a newer one may replace it: a state's first start parks an emulator there
+REUSE = 32  # starts from a kept state before a newer one may replace it: a state's first start parks an emulator there
 # (Mario: the prefix replayed, ~1.3 ms a frame here), the next ones reset it (0.1 ms)
 STALENESS = 0.3  # rho: the staleness share of a cluster's draw (PLR's mix)
 BIN = 128.0  # score width of a cluster on envs without named hazards
