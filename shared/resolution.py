@@ -13,6 +13,7 @@ import torch
 
 from shared.config import AUTO, AUTOS, ENV_AUTO_FIELDS, SEEDED_SECTIONS, EnvConfig, LearnerConfig, RunConfig
 from shared.envs import EnvEntry, check_env, entry_for, with_stage
+from shared.errors import ConfigError
 from shared.seeding import draw_seed
 from shared.spec import EnvSpec
 
@@ -42,6 +43,10 @@ def resolve_config(cfg: RunConfig, validate: bool = True) -> RunConfig:
     entry, env = check_env(cfg.env)
     if cfg.eval.stage:
         with_stage(env, cfg.eval.stage)
+    if cfg.eval.drill_trials and not (entry.states and entry.make_single is not None):
+        raise ConfigError(
+            f"eval.drill_trials={cfg.eval.drill_trials!r} needs an env that saves its state; env.name={env.name!r} does not"
+        )
     sections: dict[str, Any] = {"env": env}
     for section in {*ENV_AUTO_FIELDS, *SEEDED_SECTIONS} - {"", "env"}:  # env: check_env above
         owner = getattr(cfg, section)
