@@ -54,7 +54,8 @@ def wilson_interval(passes: int, trials: int, z: float = Z95) -> tuple[float, fl
         return 0.0, 1.0
     n, p, z2 = trials, passes / trials, z * z
     centre, half = p + z2 / (2 * n), z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    return max(0.0, (centre - half) / (1 + z2 / n)), min(1.0, (centre + half) / (1 + z2 / n))
+    low, high = (centre - half) / (1 + z2 / n), (centre + half) / (1 + z2 / n)
+    return (0.0 if passes == 0 else low), (1.0 if passes == trials else high)  # exact at the ends, not 1e-18 off
 
 
 @dataclass(frozen=True)
