@@ -6,11 +6,13 @@
     python -m launch.evaluate --policy random --env.mario.stage 1-1 --episodes 20      # the random baseline
     python -m launch.evaluate --policy constant --action right+A --episodes 50  # hold right+A at epsilon 0.05
     python -m launch.evaluate --policy random --env.mario.actions right_only --env.mario.no-jump-release --episodes 50
+    python -m launch.evaluate runs/RUN --drills 20    # and 20 trials from a saved state just before each hazard
 
 RUN_DIR (made by ``launch.local``) gives the env (``--env.*`` change it; without a run, ``EnvConfig``'s defaults) and
 the network (``--net``). Beside the N episodes at ``--epsilon`` one greedy episode plays at epsilon 0 (Mario is
 deterministic given the actions), on envs without a single-env form (Snake, fuel breaks) a random policy plays the same
-seeds, then the protocol's secondary rows (shared/evaluation/protocol.py) on streams of their own from ``--seed``. The
+seeds, then the protocol's secondary rows (shared/evaluation/protocol.py) on streams of their own from ``--seed``, and
+with ``--drills N`` N trials per hazard from a saved state before it (shared/evaluation/drills.py). The
 JSON (``--json``; default ``eval-STAGE-eps0.05.json`` or ``eval-STAGE-random.json`` in RUN_DIR, else here) holds them
 all with every episode. Bad input prints one line on stderr naming the value and exits with 2.
 """
@@ -33,9 +35,11 @@ from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from shared.config import ConfigError, EnvConfig, EvalConfig, RunConfig
 from shared.config_migration import read_config
 from shared.envs import EnvEntry, action_names, check_env, entry_for, env_label, env_spec
+from shared.evaluation.drills import LEAD, format_drills, play_drills
 from shared.evaluation.episodes import Episode, build_network, episode_record, play_episodes, ranked_episode, summarize
 from shared.evaluation.hazards import clusters_for, format_hazards, hazard_table
 from shared.evaluation.protocol import extra_rows, row_of, say_row
+from shared.seeding import EVAL_DRILLS, stream_seed
 from shared.writes import write_atomic
 
 PROG = "python -m launch.evaluate"
@@ -82,6 +86,11 @@ class EvaluateArgs:
     noop_episodes: int | None = None
     """Episodes of the secondary row at epsilon 0 after 0-eval.noop_max no-op steps (default: the run's
     eval.noop_episodes, else 30; 0: none)."""
+    drills: int = 0
+    """Trials per drill point and variant: each hazard played from a saved state --drill-lead steps before it, plain and
+    with one forced random press, at --epsilon (shared/evaluation/drills.py; envs with states, Mario; 0: no drills)."""
+    drill_lead: int = LEAD
+    """Agent steps from a drill point's state to its hazard."""
     env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
     """The env played: the run's (without RUN_DIR: the defaults) with the --env.* options given changed."""
 
@@ -119,6 +128,10 @@ def check_args(args: EvaluateArgs) -> None:
     for flag, count in (("--low-epsilon-episodes", args.low_epsilon_episodes), ("--noop-episodes", args.noop_episodes)):
         if count is not None and not 0 <= count <= 1000:
             raise UsageError(f"{flag}={count!r} must be in [0, 1000] (0: no such row)")
+    if not 0 <= args.drills <= 1000:
+        raise UsageError(f"--drills={args.drills!r} must be in [0, 1000] (0: no drills)")
+    if not 1 <= args.drill_lead <= 1000:
+        raise UsageError(f"--drill-lead={args.drill_lead!r} must be in [1, 1000]")
     if args.video is not None and os.path.splitext(args.video)[1].lower() not in (".mp4", ".gif"):
         raise UsageError(f"--video={args.video!r} must end in .mp4 or .gif")
     which = args.video_episode
@@ -216,6 +229,10 @@ def resolve(argv: list[str]) -> tuple[EvaluateArgs, dict]:
         if args.action not in names or entry.make_single is None:
             raise UsageError(f"--action={args.action!r} must be one action of env {env.name}: {', '.join(names[:16])}")
         action = names.index(args.action)
+    if args.drills and not (entry.states and entry.make_single is not None):
+        raise UsageError(
+            f"--drills={args.drills} needs an env that saves its state (Mario, fake), this one is env.name={env.name!r}"
+        )
     if args.video is not None and not entry.video:
         raise UsageError(f"--video={args.video!r} needs an env that films (Mario), this one is env.name={env.name!r}")
     net = None
@@ -311,6 +328,7 @@ def _evaluate(args: EvaluateArgs, job: dict) -> int:
     hazards = hazard_table(records, clusters)
     print(f"[EVAL] hazards: {format_hazards(hazards)}")
     secondary = play_secondary(args, job, clusters)
+    drills = play_drills_row(args, job) if args.drills else None
     video: dict | None = None
     status = 0
     if args.video:
@@ -334,7 +352,7 @@ def _evaluate(args: EvaluateArgs, job: dict) -> int:
     result |= {"policy": args.policy, "net": args.net if greedy else None, "seed": args.seed, "env": env.to_dict()}
     greedy_row = None if greedy_ep is None else {**(greedy_summary or {}), "episode": episode_record(greedy_ep)}
     result |= {"summary": summary, "greedy": greedy_row, "random": random_summary, "episodes": records, "hazards": hazards}
-    result |= {"secondary": secondary, "video": video, "eval_seconds": seconds}
+    result |= {"secondary": secondary, "drills": drills, "video": video, "eval_seconds": seconds}
     path = job["json_path"]
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     write_atomic(path, json.dumps(result, indent=2) + "\n", tmp=f"{path}.tmp-{os.getpid()}")
@@ -357,6 +375,27 @@ def play_secondary(args: EvaluateArgs, job: dict, clusters: list[tuple[str, floa
         say_row(f"[EVAL] {args.policy} {x.title}", row, words, functools.partial(print, flush=True))
         out[x.key] = dataclasses.asdict(row)
     return out
+
+
+def play_drills_row(args: EvaluateArgs, job: dict) -> dict:
+    """The drills of this policy (``--drills`` trials per point and variant, on a stream of its own from ``--seed``),
+    printed as ``[DRILL]`` lines; their JSON."""
+    env = job["env"]
+    seed = stream_seed(args.seed, EVAL_DRILLS)
+    net = job["net"] if args.policy == "greedy" else None
+    print(
+        f"[DRILL] {args.drills} trials per hazard and variant, from {args.drill_lead} steps before it, "
+        f"policy {args.policy} at epsilon {1.0 if args.policy == 'random' else args.epsilon:g}",
+        flush=True,
+    )
+    drills = play_drills(
+        env, args.drills, args.epsilon, seed, args.drill_lead, policy=args.policy, net=net, action=job["action"]
+    )  # fmt: skip
+    for line in format_drills(drills):
+        print(f"[DRILL] {line}", flush=True)
+    steps = sum(p.steps for p in drills.points)
+    print(f"[DRILL] {steps:,} agent steps in {drills.seconds:.1f} s, the reference and its states included", flush=True)
+    return dataclasses.asdict(drills)
 
 
 if __name__ == "__main__":

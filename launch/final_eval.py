@@ -5,7 +5,8 @@
 On streams of their own from ``eval.seed`` (docs/architecture.md, "Seeds, final evaluation and reports"): ``best.pt``
 is chosen among the last weights and the kept snapshots on fresh episodes (``choose_best``), both then play more fresh
 ones, then the late-window, low-epsilon and no-op rows; in jobs of ``EPISODES_PER_JOB`` episodes, each on its own
-stream, so the episodes do not depend on the core count.
+stream, so the episodes do not depend on the core count. With ``eval.drill_trials`` the last weights then drill each
+hazard from a saved state before it (shared/evaluation/drills.py), one job per point and variant.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from learner.metrics import MetricsLog
 from shared.config import EvalConfig
 from shared.config_migration import read_config
 from shared.envs import entry_for, env_label, with_stage
+from shared.evaluation.drills import format_drills, play_drills
 from shared.evaluation.hazards import clusters_for, format_hazards
 from shared.evaluation.names import upgrade
 from shared.evaluation.protocol import (
@@ -42,9 +44,9 @@ from shared.evaluation.protocol import (
     say_row,
     score_line,
 )  # fmt: skip
-from shared.evaluation.result import RESULT_NAME, Candidate, FinalResult, KeptWeights, LateWindow, WeightsRow
+from shared.evaluation.result import RESULT_NAME, Candidate, Drills, FinalResult, KeptWeights, LateWindow, WeightsRow
 from shared.resolution import resolve_config
-from shared.seeding import EVAL_FINAL, EVAL_SELECT, stream_seed
+from shared.seeding import EVAL_DRILLS, EVAL_FINAL, EVAL_SELECT, stream_seed
 from shared.writes import write_atomic
 
 VIDEO_NAME = "best.mp4"  # best.pt's greedy episode, on envs that film (Mario)
@@ -111,6 +113,8 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> Fi
             result.late_window = LateWindow(**(vars(pooled) | {"episodes": []}), episodes_per_weights=x.episodes, weights=late)
         else:
             result.secondary[x.key] = pooled
+    if ev.drill_trials:
+        result.drills = play_final_drills(env, ev, online, cfg.net, processes, echo)
     filmed_name = "best.pt" if result.best else "the last weights"
     filmed = dict(rows.get("best", rows["last"]).greedy or {})
     for contender in (result.last, result.best):  # the greedy episodes' actions: filmed below, not kept in the JSON
@@ -207,6 +211,21 @@ def say_results(result: FinalResult, names: list[str], best_is_last: bool, words
             title = Extra(key, 0, row.epsilon or 0.0, row.noop_max, 0).title
             say_row(f"[FINAL] last {title}", row, words, echo)
     echo(f"[FINAL] wrote {os.path.join(result.run_dir, RESULT_NAME)} in {result.seconds:.0f}s")
+
+
+def play_final_drills(env: Any, ev: EvalConfig, online: dict, net_cfg: Any, processes: int, echo: Echo) -> Drills:
+    """The last weights' drills (``eval.drill_trials`` trials per point and variant at ``eval.epsilon``), said."""
+    echo(
+        f"[FINAL] drills: the last weights, {ev.drill_trials} trials per hazard and variant from {ev.drill_lead} steps "
+        f"before it, at epsilon {ev.epsilon:g}"
+    )
+    seed = stream_seed(ev.seed, EVAL_DRILLS)
+    drills = play_drills(
+        env, ev.drill_trials, ev.epsilon, seed, ev.drill_lead, weights=online, net_cfg=net_cfg, processes=processes
+    )
+    for line in format_drills(drills):
+        echo(f"[FINAL] drill {line}")
+    return drills
 
 
 def film_greedy(env: Any, actions: list[int], score: float, path: str, name: str, echo: Echo) -> None:

@@ -420,6 +420,12 @@ class EvalConfig:
     """Episodes of the greedy row after 0-noop_max random no-op steps (DQN Zoo's protocol; 0: no such row)."""
     noop_max: int = 30
     """The most no-op steps before a no-op row's greedy episode takes over (uniform in [0, noop_max])."""
+    drill_trials: int = 0
+    """Trials per drill point and variant the last weights play at the run's end, at --eval.epsilon: each hazard from a
+    saved state drill_lead steps before it, plain and with one forced random press (shared/evaluation/drills.py; envs
+    that save their state; 0: no drills)."""
+    drill_lead: int = 12
+    """Agent steps from a drill point's state to its hazard."""
 
     def validate(self) -> None:
         _check_range(self, "eval.every_env_steps", 0, math.inf, "must be an integer >= 0 (0: off)")
@@ -434,6 +440,8 @@ class EvalConfig:
             _check_range(self, f"eval.{name}", 0, 1000, "must be an integer in [0, 1000] (0: no such row)")
         _check(0.0 <= self.low_epsilon <= 1.0, "eval.low_epsilon", self.low_epsilon, "must be in [0, 1]")
         _check_range(self, "eval.noop_max", 0, 1000, "must be an integer in [0, 1000]")
+        _check_range(self, "eval.drill_trials", 0, 1000, "must be an integer in [0, 1000] (0: no drills)")
+        _check_range(self, "eval.drill_lead", 1, 1000, "must be an integer in [1, 1000]")
 
 
 @dataclass

@@ -45,6 +45,10 @@ def resolve_config(cfg: RunConfig, validate: bool = True) -> RunConfig:
         with_stage(env, cfg.eval.stage)
     if cfg.actor.start_share > 0 and not entry.states:
         raise ConfigError(f"actor.start_share={cfg.actor.start_share!r}: env {env.name!r} cannot save its state (use 0)")
+    if cfg.eval.drill_trials and not (entry.states and entry.make_single is not None):
+        raise ConfigError(
+            f"eval.drill_trials={cfg.eval.drill_trials!r} needs an env that saves its state; env.name={env.name!r} does not"
+        )
     sections: dict[str, Any] = {"env": env}
     for section in {*ENV_AUTO_FIELDS, *SEEDED_SECTIONS} - {"", "env"}:  # env: check_env above
         owner = getattr(cfg, section)

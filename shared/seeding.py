@@ -12,7 +12,7 @@ import secrets
 import numpy as np
 
 # Purposes of the evaluation streams (stream_seed's second key), so no two draw the same stream.
-EVAL_ROUND, EVAL_SELECT, EVAL_FINAL, EVAL_LATE, EVAL_LOW_EPSILON, EVAL_NOOP = 1, 2, 3, 4, 5, 6
+EVAL_ROUND, EVAL_SELECT, EVAL_FINAL, EVAL_LATE, EVAL_LOW_EPSILON, EVAL_NOOP, EVAL_DRILLS = 1, 2, 3, 4, 5, 6, 7
 
 
 def draw_seed() -> int:

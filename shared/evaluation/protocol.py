@@ -141,13 +141,14 @@ def play_rows(rows: list[Jobs], processes: int) -> list[list[dict]]:
     return out
 
 
-def run_jobs(jobs: list[dict], processes: int) -> list[dict]:
-    """``play_job`` over ``jobs`` in a spawn pool of ``processes`` workers, results in job order."""
+def run_jobs(jobs: list[dict], processes: int, worker: Callable[[dict], dict] = play_job) -> list[dict]:
+    """``worker`` (a module-level function; ``play_job``) over ``jobs`` in a spawn pool of ``processes`` workers, results
+    in job order."""
     if processes <= 1 or len(jobs) == 1:
-        return [play_job(job) for job in jobs]
+        return [worker(job) for job in jobs]
     # the workers ignore SIGINT: the launcher decides, and terminates the pool on a second Ctrl-C
     with get_context("spawn").Pool(min(processes, len(jobs)), signal.signal, (signal.SIGINT, signal.SIG_IGN)) as pool:
-        pending = pool.map_async(play_job, jobs, chunksize=1)
+        pending = pool.map_async(worker, jobs, chunksize=1)
         while not pending.ready():  # wait in slices, so a KeyboardInterrupt is seen here
             pending.wait(0.5)
         return pending.get()

@@ -87,6 +87,43 @@ class Candidate:
 
 
 @dataclass
+class Drill:
+    """One drill point (shared/evaluation/drills.py): trials from the reference's state ``lead`` steps before ``lo``,
+    passed when the score reaches ``hi`` or the episode succeeds; plain, and with one forced random press."""
+
+    name: str
+    lo: float
+    hi: float
+    x: float  # the reference's score at the state (0 at the true start)
+    t: int  # the state's agent step in the reference
+    lead: int  # steps the reference took from the state to ``lo`` (``Drills.lead``, fewer near the start)
+    trials: int  # per variant
+    passes: int
+    pass_rate: float
+    pass_rate_ci: list[float]  # 95% Wilson
+    forced_passes: int
+    forced_pass_rate: float
+    forced_pass_rate_ci: list[float]
+    steps: int = 0  # agent steps played in this point's trials, both variants
+
+
+@dataclass
+class Drills:
+    """The drill row: each point's pass rates at ``epsilon``, ``trials`` per variant, from ``seed``; the product of the
+    plain pass rates predicts the success rate (None: the reference missed the success, so the points do not span it, or
+    there is no point)."""
+
+    epsilon: float
+    trials: int
+    lead: int
+    seed: int
+    points: list[Drill]
+    predicted_success_rate: float | None
+    reference: dict = field(default_factory=dict)  # {try, success, score, length}: the scripted episode the points lie on
+    seconds: float = 0.0
+
+
+@dataclass
 class FinalResult:
     """What ``eval_final.json`` holds: the run, the selection of best.pt, and every row of the final evaluation."""
 
@@ -108,6 +145,7 @@ class FinalResult:
     selection: list[Candidate] = field(default_factory=list)
     seconds: float = 0.0
     version: int = RESULT_VERSION
+    drills: Drills | None = None  # eval.drill_trials > 0: the last weights' drills (files before them lack it)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2) + "\n"

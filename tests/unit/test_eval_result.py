@@ -8,6 +8,8 @@ import pytest
 from shared.evaluation.result import (
     RESULT_VERSION,
     Candidate,
+    Drill,
+    Drills,
     FinalResult,
     KeptWeights,
     LateWindow,
@@ -61,7 +63,26 @@ def test_an_old_file_under_mario_words_without_a_version_loads(tmp_path):
     )
     assert got.best is not None and got.best.same_as_last and got.late_window is None and got.selection == []
     assert got.secondary["noop_greedy"].noop_max == 30 and got.secondary["noop_greedy"].summary.success_rate == 0.5
-    assert got.version == RESULT_VERSION
+    assert got.version == RESULT_VERSION and got.drills is None
+
+
+def _drills() -> Drills:
+    goomba = Drill("goomba", 250.0, 400.0, 198.0, 26, 12, 20, 19, 0.95, [0.76, 0.99], 16, 0.8, [0.58, 0.92], 1200)
+    pipes = Drill("pipes", 400.0, 900.0, 319.0, 48, 12, 20, 5, 0.25, [0.11, 0.47], 3, 0.15, [0.05, 0.36], 3400)
+    reference = {"try": 2, "success": True, "score": 3161.0, "length": 492}
+    return Drills(0.05, 20, 12, 77, [goomba, pipes], 0.95 * 0.25, reference, 41.5)
+
+
+def test_a_result_with_drills_round_trips_and_a_version_2_file_without_them_loads(tmp_path):
+    path = tmp_path / "eval_final.json"
+    path.write_text(dataclasses.replace(_result(), drills=_drills()).to_json())
+    back = load_result(str(path))
+    assert back.drills == _drills() and isinstance(back.drills.points[1], Drill) and back.drills.points[1].forced_passes == 3
+    assert back.to_json() == path.read_text() and json.loads(path.read_text())["version"] == RESULT_VERSION == 2
+    before = _result().to_dict()  # as this release wrote it before the drills: no key
+    del before["drills"]
+    (tmp_path / "v2.json").write_text(json.dumps(before))
+    assert load_result(str(tmp_path / "v2.json")) == _result()
 
 
 def test_a_file_that_is_not_a_result_is_refused_by_name(tmp_path):
