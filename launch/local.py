@@ -27,6 +27,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -39,6 +40,7 @@ from launch.final_eval import VIDEO_NAME, final_evaluation
 from launch.machine import record_machine
 from launch.processes import BACKOFF_CAP_S, QUICK_EXIT_S, ActorPool, spawn_context, start_process, stop_processes
 from launch.resume import resolved_start
+from launch.run_lock import RunFolderLock
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from learner.console import format_processor_line
 from learner.loop import Learner
@@ -50,6 +52,7 @@ from shared.evaluation.result import RESULT_NAME
 from shared.exploration import epsilon_floors
 from shared.heartbeat import Heartbeat
 from shared.network import network_family
+from shared.resolution import Resolved
 from shared.spec import EnvSpec
 from shared.writes import write_atomic
 
@@ -95,11 +98,20 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
     """The run ``cfg`` asks for, to its end; ``signals``: the program's, installed at its start (else here), so a stop
     during start-up is neither ignored nor raised through half-built sockets."""
     signals = signals or StopSignals().install()
-    stopping, terminated = signals.stopping, signals.terminated
     ready, resume_state = resolved_start(cfg)
     cfg = ready.cfg
     run_dir = cfg.resume or os.path.join(cfg.run_dir, time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
     os.makedirs(run_dir, exist_ok=True)
+    lock = RunFolderLock(run_dir).acquire()  # one learner per run folder: a second one here exits 2
+    try:
+        return _train(ready, resume_state, run_dir, signals)
+    finally:
+        lock.release()
+
+
+def _train(ready: Resolved, resume_state: Any, run_dir: str, signals: StopSignals) -> int:
+    """Train in ``run_dir`` to the run's end, then its final evaluation; the exit code."""
+    cfg, stopping, terminated = ready.cfg, signals.stopping, signals.terminated
     local_actors = cfg.actors if cfg.spawn_actors else 0  # launch.learner: the actors run elsewhere
     threads = cfg.learner.threads if cfg.learner.threads > 0 else max(1, (os.cpu_count() or 1) - local_actors)
     torch.set_num_threads(threads)  # actors each keep a core busy; spin-waiting extra threads only slow us down
