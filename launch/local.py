@@ -39,7 +39,7 @@ from launch.exits import StopSignals, exit_code
 from launch.final_eval import VIDEO_NAME, final_evaluation
 from launch.machine import record_machine
 from launch.processes import BACKOFF_CAP_S, QUICK_EXIT_S, ActorPool, spawn_context, start_process, stop_processes
-from launch.resume import resolved_start
+from launch.resume import finished_line, resolved_start
 from launch.run_lock import RunFolderLock
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from learner.console import format_processor_line
@@ -104,6 +104,9 @@ def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
     os.makedirs(run_dir, exist_ok=True)
     lock = RunFolderLock(run_dir).acquire()  # one learner per run folder: a second one here exits 2
     try:
+        if finished := finished_line(cfg, resume_state, run_dir):  # a restarted learner of a finished run stops here
+            say(finished)
+            return 0
         return _train(ready, resume_state, run_dir, signals)
     finally:
         lock.release()

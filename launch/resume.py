@@ -11,6 +11,7 @@ import os
 from learner.checkpoint import checkpoint_mismatch, checkpoint_mtime, has_checkpoint, load_resume_state
 from shared.config import AUTO, ConfigError, RunConfig
 from shared.config_migration import read_config
+from shared.evaluation.result import RESULT_NAME
 from shared.network import build_q_network
 from shared.resolution import Resolved, resolve_run
 
@@ -114,3 +115,22 @@ def resolved_start(cli: RunConfig) -> tuple[Resolved, dict | None]:
         flush=True,
     )
     return resolve_run(fresh, fresh=True), None
+
+
+def finished_line(cfg: RunConfig, resume_state: dict | None, run_dir: str) -> str:
+    """A line saying the run in ``run_dir`` is finished: it continues from a checkpoint at or past its budget (as given
+    now: a larger ``--total-env-steps`` or ``--learner.steps`` continues it) and its final evaluation was written.
+    Empty otherwise. A restarted learner then exits 0 instead of evaluating the same run again."""
+    if resume_state is None or not os.path.isfile(os.path.join(run_dir, RESULT_NAME)):
+        return ""
+    c = resume_state["counters"]
+    if cfg.total_env_steps and c["inserted"] >= cfg.total_env_steps:
+        budget = f"{c['inserted']:,} of --total-env-steps {cfg.total_env_steps:,} env steps"
+    elif cfg.learner.steps and c["updates"] >= cfg.learner.steps:
+        budget = f"{c['updates']:,} of --learner.steps {cfg.learner.steps:,} updates"
+    else:
+        return ""
+    return (
+        f"[MAIN] {run_dir} is finished ({budget}; its final evaluation is {RESULT_NAME}): nothing to do "
+        "(a larger budget continues it)"
+    )
