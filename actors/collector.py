@@ -11,7 +11,7 @@ import signal
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -21,6 +21,7 @@ from actors.slot_client import lease_slot
 from actors.starts import StartChooser
 from actors.weights_client import WeightClient
 from shared.config import RunConfig
+from shared.envs.frames import FrameVectorEnv
 from shared.exploration import EpsilonGreedy, epsilons
 from shared.heartbeat import Heartbeat
 from shared.network import acting_copy, build_q_network, cpu_has_native_bf16
@@ -90,7 +91,7 @@ class Collector:
             hazards = run.entry.hazards_of(cfg.env)
             rng = np.random.default_rng([cfg.actor.seed, actor_id, stream, 83])
             self.starts = StartChooser(n_env, rng, a.start_share, a.start_lead, a.frontier_share, a.frontier_burst, hazards)
-            self.env.starts = self.starts.choose
+            cast(FrameVectorEnv, self.env).starts = self.starts.choose  # entry.states: single frame envs side by side
 
     def load_weights(self, version: int, arrays: dict[str, np.ndarray], run: int = 0, env_steps: int = 0) -> None:
         """Act with weights ``version`` of run ``run`` from now on; ``env_steps`` (the run's) sets the exploration clock."""
