@@ -13,6 +13,7 @@ import pytest
 from launch.run_lock import LOCK_NAME, RunFolderBusy, RunFolderLock
 from tests.support.launcher import EPOCH, TRAINING, Launcher, resume_without_actors
 from tests.support.paths import ROOT
+from tests.support.runs import free_base_port
 
 HOLD = (
     "import sys, time; from launch.run_lock import RunFolderLock; "
@@ -44,7 +45,7 @@ def test_a_second_learner_on_a_live_runs_folder_exits_2_and_the_first_trains_on(
         while not (run_dir / "checkpoint.pt").exists() and time.monotonic() < deadline:  # what a resume reads first
             time.sleep(0.2)
         metrics = (run_dir / "metrics.jsonl").read_text()
-        second = resume_without_actors(str(run_dir))
+        second = resume_without_actors(str(run_dir), "--transport.base-port", str(free_base_port(4)))  # ports of its own
         assert second.returncode == 2, second.stdout + second.stderr
         assert re.search(rf"run folder {re.escape(str(run_dir))} is in use by the learner with pid {run.proc.pid}", second.stderr)
         assert (run_dir / "metrics.jsonl").read_text().startswith(metrics)  # nothing of the second's written there
