@@ -15,14 +15,16 @@ from tests.support.launcher import EPOCH, TRAINING, Launcher, resume_without_act
 from tests.support.paths import ROOT
 from tests.support.runs import free_base_port
 
-HOLD = (
-    "import sys, time; from launch.run_lock import RunFolderLock; "
-    "RunFolderLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(600)"
+HOLD = (  # holds the lock until its stdin closes (or it is killed): an event, not a time
+    "import sys; from launch.run_lock import RunFolderLock; "
+    "RunFolderLock(sys.argv[1]).acquire(); print('held', flush=True); sys.stdin.read()"
 )
 
 
 def test_a_second_lock_names_the_holders_pid_and_a_dead_holder_frees_the_folder(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(RunFolderBusy, match=rf"in use by the learner with pid {holder.pid}: one learner per run folder"):
