@@ -1,4 +1,4 @@
-"""Training starts: where each env's next training episode begins (issue 83; docs/training-starts.md).
+"""Training starts: where each env's next training episode begins (docs/starts.md).
 
 An actor keeps states of its own recent play (an env that can save them: ``EnvEntry.states``). When an episode ends a
 share ``actor.start_share`` of the next episodes start from one of them instead of the true start:
