@@ -31,7 +31,7 @@ from shared.envs import check_env, entry_for, env_spec, make_env
 from shared.envs.frames import FrameStacker
 from shared.errors import ConfigError, check, is_int
 from shared.evaluation.episodes import POLICIES, Episode, build_network, play_episodes
-from shared.evaluation.protocol import run_jobs
+from shared.evaluation.protocol import run_jobs, wilson_interval
 from shared.evaluation.result import Drill, Drills
 from shared.exploration import EpsilonGreedy
 from shared.seeding import stream_seed
@@ -43,19 +43,6 @@ REFERENCE_EPSILON = 0.05  # the reference's random presses around the probe acti
 REFERENCE_TRIES = 50
 REFERENCE_STREAM = 0x64726C6C  # "drll": the reference tries' streams; on Mario 1-1 its first try reaches the flag
 SPACING = 256  # score between points on levels without named hazards
-Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: two-sided 95%
-
-
-def wilson_interval(passes: int, trials: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval of a rate of ``passes`` in ``trials``: with p = passes / n,
-    ``(p + z^2/2n -+ z sqrt(p (1 - p) / n + z^2 / 4n^2)) / (1 + z^2/n)``; (0, 1) without trials."""
-    check(is_int(passes) and is_int(trials) and 0 <= passes <= trials, "passes", passes, f"must be an integer in [0, {trials}]")
-    if trials == 0:
-        return 0.0, 1.0
-    n, p, z2 = trials, passes / trials, z * z
-    centre, half = p + z2 / (2 * n), z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    low, high = (centre - half) / (1 + z2 / n), (centre + half) / (1 + z2 / n)
-    return (0.0 if passes == 0 else low), (1.0 if passes == trials else high)  # exact at the ends, not 1e-18 off
 
 
 @dataclass(frozen=True)

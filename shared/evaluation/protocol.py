@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from shared.errors import check
+from shared.errors import check, is_int
 from shared.evaluation.episodes import build_network, episode_record, play_episodes
 from shared.evaluation.hazards import format_hazards, hazard_table
 from shared.evaluation.result import Row, Summary
@@ -63,6 +63,18 @@ def extra_rows(ev: Any, seed: int, late: bool = False, low: int | None = None, n
     return [r for r in rows if r.episodes]
 
 
+def wilson_interval(successes: int, trials: int) -> tuple[float, float]:
+    """The 95% Wilson score interval of ``successes`` in ``trials`` (SciPy's), exactly 0 and 1 at the ends; (0, 1)
+    without trials."""
+    check(is_int(successes) and is_int(trials) and 0 <= successes <= trials, "successes", successes, f"must be in [0, {trials}]")
+    if trials == 0:
+        return 0.0, 1.0
+    from scipy import stats  # here, not at the top: SciPy adds about 0.9 s to every launch.local start
+
+    ci = stats.binomtest(successes, trials).proportion_ci(CONFIDENCE, method="wilson")
+    return (0.0 if successes == 0 else float(ci.low)), (1.0 if successes == trials else float(ci.high))
+
+
 def describe(records: list[dict]) -> Summary:
     """Mean score with a 95% bootstrap interval, success rate with a Wilson interval, mean return and length."""
     from scipy import stats  # here, not at the top: SciPy adds about 0.9 s to every launch.local start
@@ -73,10 +85,10 @@ def describe(records: list[dict]) -> Summary:
     if len(xs) > 1 and np.ptp(xs) > 0:
         boot = stats.bootstrap((xs,), np.mean, confidence_level=CONFIDENCE, n_resamples=9999, method="BCa", random_state=0)
         x_ci = [float(boot.confidence_interval.low), float(boot.confidence_interval.high)]
-    rate_ci = stats.binomtest(successes, len(records)).proportion_ci(CONFIDENCE, method="wilson")
+    rate_ci = wilson_interval(successes, len(records))
     return Summary(
         len(records), float(xs.mean()), x_ci, float(np.median(xs)), successes, successes / len(records),
-        [float(rate_ci.low), float(rate_ci.high)], float(np.mean([r["return"] for r in records])),
+        list(rate_ci), float(np.mean([r["return"] for r in records])),
         float(np.mean([r["length"] for r in records])),
     )  # fmt: skip
 
