@@ -268,7 +268,8 @@ def actor_main(
                 echo=lambda line: print(line, flush=True),
             )
             if lease is None or lease["slot"] < 0:
-                report = dict(actor=-1, incarnation=incarnation, batches=0, refused=lease["reason"] if lease else "stopped")
+                refused, skew = (lease["reason"], lease.get("version_skew", "")) if lease else ("stopped", "")
+                report = dict(actor=-1, incarnation=incarnation, batches=0, refused=refused, version_skew=skew)
                 break
             actor_id, check_every = lease["slot"], lease["lease"] / 2
             run = dataclasses.replace(run, cfg=dataclasses.replace(run.cfg, actors=lease["slots"]))

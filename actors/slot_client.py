@@ -30,7 +30,8 @@ def lease_slot(
     echo: Callable[[str], None] = print,
     context: zmq.Context | None = None,
 ) -> dict | None:
-    """The learner's grant (``slot`` >= 0), its refusal (``slot`` -1, ``reason``) after ``wait`` s, or None if stopped."""
+    """The learner's grant (``slot`` >= 0), its refusal (``slot`` -1, ``reason``) after ``wait`` s (at once, with
+    ``version_skew``, from a learner of another protocol version), or None if stopped."""
     _, router_addr = weights_endpoints(transport)
     # a SLOT reply is a few hundred bytes; weights replies are not for us
     sock = open_socket(context or zmq.Context.instance(), zmq.DEALER, transport, server=False, recv_hwm=4, max_message=1 << 16)
@@ -43,7 +44,7 @@ def lease_slot(
                 sock.send_multipart(protocol.encode_slot_request(incarnation, want, envs), flags=zmq.NOBLOCK)
             reply = _await_reply(sock, incarnation, timeout=1.0)
             now = time.monotonic()
-            if reply is not None and reply["slot"] >= 0:
+            if reply is not None and (reply["slot"] >= 0 or reply.get("version_skew")):
                 return reply
             refusal = reply or refusal
             if now - noticed >= NOTICE_EVERY:
@@ -64,9 +65,13 @@ def _await_reply(sock: zmq.Socket, incarnation: int, timeout: float) -> dict | N
     while (left := deadline - time.monotonic()) > 0:
         if not sock.poll(timeout=max(1, int(left * 1000))):
             return None
+        parts = sock.recv_multipart(copy=False)
         try:
-            reply = protocol.decode_slot(sock.recv_multipart(copy=False))
+            reply = protocol.decode_slot(parts)
         except protocol.ProtocolError:
+            if (theirs := protocol.decode_version_refusal(parts)) is not None:  # a learner of another release
+                skew = f"the learner speaks protocol version {theirs}, this actor {protocol.VERSION}"
+                return dict(slot=-1, reason=skew, version_skew=skew)
             continue  # not a SLOT reply (or garbled): ignore it
         if reply["inc"] == incarnation:
             return reply

@@ -8,7 +8,8 @@ Without ``--actor-id`` the actor asks the learner for a free slot, so replicas n
 other flag is launch.local's and must match the learner's. For containers (flags win): ``WARPPIPE_LEARNER``,
 ``WARPPIPE_ACTOR_ID``, ``WARPPIPE_ARGS`` (more flags, split like a shell line), ``WARPPIPE_KEY_WAIT`` (seconds to wait
 for CURVE key files). It keeps playing while the learner is down. Exit codes: 0 on SIGINT or SIGTERM (its report as
-one ``[ACTOR] {...}`` JSON line), 2 on a bad setting, 3 when no slot came in ``--actor.slot-wait`` seconds.
+one ``[ACTOR] {...}`` JSON line), 2 on a bad setting, 3 when no slot came in ``--actor.slot-wait`` seconds, 4 when the
+learner speaks another protocol version (its slot reply or its broadcasts name both versions).
 """
 
 from __future__ import annotations

@@ -12,13 +12,14 @@ import dataclasses
 import functools
 import importlib
 import io
+import json
 import sys
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import tyro
 
-from shared.config import ConfigError, EnvConfig, RunConfig
+from shared.config import ConfigError, EnvConfig, RunConfig, flatten
 from shared.envs import options, options_types
 
 T = TypeVar("T")
@@ -116,6 +117,24 @@ def parse_run_config(argv: Sequence[str], description: str | None = None) -> Run
     argv = list(argv)
     load_plugin(argv)
     return plain(tyro.cli(run_config_type(), args=argv, description=description))
+
+
+def given_options(argv: Sequence[str], cfg: RunConfig) -> frozenset[str]:
+    """The dotted names of ``cfg``'s options that ``argv`` (which tyro parsed into ``cfg``) gives, at their default or
+    not: ``--transport.base-port 5600`` and ``--actors=4`` give ``transport.base_port`` and ``actors``, ``--no-progress``
+    gives ``progress``. tyro does not say which options it was given (brentyi/tyro#254), so the flags are read here."""
+    known = flatten(json.loads(cfg.to_json()))
+    given: set[str] = set()
+    for arg in argv:
+        if not arg.startswith("--"):
+            continue  # a value: tyro accepted argv, so every option in it is a flag of its own
+        name = arg[2:].split("=", 1)[0].replace("-", "_")
+        *owners, field = name.split(".")
+        if name not in known and field.startswith("no_"):  # a boolean's negation: --learner.no-exact-ratio
+            name = ".".join([*owners, field.removeprefix("no_")])
+        if name in known:
+            given.add(name)
+    return frozenset(given)
 
 
 def take_option(argv: Sequence[str], flag: str) -> tuple[str | None, list[str]]:

@@ -25,6 +25,7 @@ from learner.checkpoint import CHECKPOINT_NAME, has_checkpoint, load_best, load_
 from learner.metrics import MetricsLog
 from shared.config import EvalConfig
 from shared.config_migration import read_config
+from shared.cpus import usable_cpus
 from shared.envs import entry_for, env_label, with_stage
 from shared.evaluation.drills import format_drills, play_drills
 from shared.evaluation.hazards import clusters_for, format_hazards
@@ -64,7 +65,7 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> Fi
     if ev.final_episodes == 0 or not checkpoint.get("counters", {}).get("updates"):
         return None
     counters, online = checkpoint["counters"], checkpoint["learner"]["online"]
-    processes = processes or len(os.sched_getaffinity(0))  # the cores this process may use (taskset, containers)
+    processes = processes or usable_cpus()  # the cores this process may use (taskset, a container's CPU quota)
     env = with_stage(cfg.env, ev.stage)  # as the in-training evaluations play
     started = time.perf_counter()
     entry = entry_for(env)

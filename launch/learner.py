@@ -14,7 +14,7 @@ import os
 import shlex
 import sys
 
-from launch.cli import parse_run_config
+from launch.cli import given_options, parse_run_config
 from launch.exits import StopSignals, exit_code
 from launch.local import run
 from shared.wire.curve import key_wait, wait_for_key_files
@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     signals = StopSignals().install()
     argv = shlex.split(os.environ.get("WARPPIPE_ARGS", "")) + list(sys.argv[1:] if argv is None else argv)
     cfg = parse_run_config(argv, description=__doc__)
+    given = given_options(argv, cfg)  # WARPPIPE_ARGS's options count as given, as the command line's do
     cfg.spawn_actors = False
 
     def body() -> int:
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         if signals.stopping.is_set():
             print("[MAIN] a stop signal before the run began: nothing was started", flush=True)
             return 0
-        return run(cfg, signals)
+        return run(cfg, signals, given)
 
     return exit_code(body)
 

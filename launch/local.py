@@ -27,6 +27,8 @@ import signal
 import sys
 import threading
 import time
+import traceback
+from collections.abc import Callable, Collection
 from typing import Any
 
 import torch
@@ -34,11 +36,28 @@ from tqdm import tqdm
 
 from actors.collector import actor_main
 from actors.eval_actor import eval_process_main
-from launch.cli import parse_run_config
+from launch.cli import given_options, parse_run_config
 from launch.exits import StopSignals, exit_code
+from launch.failures import (
+    EXIT_REPEATED,
+    REPEATS_TO_STOP,
+    checkpoint_stamp,
+    clear_failures,
+    error_line,
+    record_failure,
+    repeated_line,
+)
 from launch.final_eval import VIDEO_NAME, final_evaluation
 from launch.machine import record_machine
-from launch.processes import BACKOFF_CAP_S, QUICK_EXIT_S, ActorPool, spawn_context, start_process, stop_processes
+from launch.processes import (
+    BACKOFF_CAP_S,
+    QUICK_EXIT_S,
+    ActorPool,
+    backoff_delay,
+    spawn_context,
+    start_process,
+    stop_processes,
+)
 from launch.resume import finished_line, resolved_start
 from launch.run_lock import RunFolderLock
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
@@ -47,7 +66,9 @@ from learner.loop import Learner
 from learner.replay.saved import REPLAY_NAME
 from learner.schedule import EnvStepPeriod
 from shared.config import DEFAULT_BETA_STEPS, RunConfig
+from shared.cpus import usable_cpus
 from shared.envs import EnvEntry
+from shared.errors import ConfigError
 from shared.evaluation.result import RESULT_NAME
 from shared.exploration import epsilon_floors
 from shared.heartbeat import Heartbeat
@@ -94,20 +115,37 @@ def stop_line(reason: str, cfg: RunConfig, inserted: int, updates: int) -> str:
     return f"--duration {cfg.duration:g}s reached" if reason == "duration" else "a stop signal (Ctrl-C or SIGTERM)"
 
 
-def run(cfg: RunConfig, signals: StopSignals | None = None) -> int:
+def run(cfg: RunConfig, signals: StopSignals | None = None, given: Collection[str] | None = None) -> int:
     """The run ``cfg`` asks for, to its end; ``signals``: the program's, installed at its start (else here), so a stop
-    during start-up is neither ignored nor raised through half-built sockets."""
+    during start-up is neither ignored nor raised through half-built sockets; ``given``: the options its command line
+    gave (launch.cli.given_options), which a resume takes where it may change them."""
     signals = signals or StopSignals().install()
-    ready, resume_state = resolved_start(cfg)
+    ready, resume_state = resolved_start(cfg, given)
     cfg = ready.cfg
     run_dir = cfg.resume or os.path.join(cfg.run_dir, time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
     os.makedirs(run_dir, exist_ok=True)
     lock = RunFolderLock(run_dir).acquire()  # one learner per run folder: a second one here exits 2
+    stamp = checkpoint_stamp(resume_state)
     try:
         if finished := finished_line(cfg, resume_state, run_dir):  # a restarted learner of a finished run stops here
             say(finished)
             return 0
-        return _train(ready, resume_state, run_dir, signals)
+        if repeated := repeated_line(run_dir, stamp):  # this checkpoint's last starts all failed alike
+            say(repeated, file=sys.stderr)
+            return EXIT_REPEATED
+        try:
+            code = _train(ready, resume_state, run_dir, signals)
+        except ConfigError:
+            raise
+        except Exception as exc:  # counted per checkpoint: a failure restarting cannot cure ends the loop
+            if record_failure(run_dir, stamp, error_line(exc)) < REPEATS_TO_STOP:
+                raise
+            traceback.print_exc()
+            say(repeated_line(run_dir, stamp), file=sys.stderr)
+            return EXIT_REPEATED
+        if code == 0:
+            clear_failures(run_dir)
+        return code
     finally:
         lock.release()
 
@@ -116,7 +154,7 @@ def _train(ready: Resolved, resume_state: Any, run_dir: str, signals: StopSignal
     """Train in ``run_dir`` to the run's end, then its final evaluation; the exit code."""
     cfg, stopping, terminated = ready.cfg, signals.stopping, signals.terminated
     local_actors = cfg.actors if cfg.spawn_actors else 0  # launch.learner: the actors run elsewhere
-    threads = cfg.learner.threads if cfg.learner.threads > 0 else max(1, (os.cpu_count() or 1) - local_actors)
+    threads = cfg.learner.threads if cfg.learner.threads > 0 else max(1, usable_cpus() - local_actors)
     torch.set_num_threads(threads)  # actors each keep a core busy; spin-waiting extra threads only slow us down
     learner = Learner(ready, run_dir, resume_state, stop_requested=stopping)
     for name, write in {  # a full disk: said, and written before the next checkpoint instead
@@ -139,7 +177,7 @@ def _train(ready: Resolved, resume_state: Any, run_dir: str, signals: StopSignal
     )
     supervisor = Supervisor(cfg, learner, pool, evaluator)
     deadline = supervisor.start + cfg.duration if cfg.duration > 0 else 0.0
-    reason = "stopped"
+    reason = "failed"  # until the loop returns: an error exit keeps no replay (it may hold what caused the error)
     try:
         reason = learner.run(deadline=deadline, on_tick=supervisor.tick)
     finally:
@@ -384,14 +422,17 @@ def final_evaluation_or_skip(run_dir: str, stopping: threading.Event) -> None:
 class Evaluator:
     """The evaluation process (actors/eval_actor.py) and its two queues, driven from the launcher's tick."""
 
-    def __init__(self, cfg: RunConfig, learner: Learner):
-        self.learner = learner
+    def __init__(self, cfg: RunConfig, learner: Learner, target: Callable = eval_process_main):
+        """``target(cfg, stop_event, requests, results)``: the evaluation process's body."""
+        self.learner, self.target = learner, target
         ctx = spawn_context()
         self.stop_event = ctx.Event()
         self.requests, self.results = ctx.Queue(maxsize=1), ctx.Queue()
         self.args = (cfg, self.stop_event, self.requests, self.results)  # the evaluation process's, at each (re)start
-        self.proc = start_process(ctx, eval_process_main, self.args, name="evaluator")
+        self.proc = start_process(ctx, target, self.args, name="evaluator")
         self.period = EnvStepPeriod(cfg.eval.every_env_steps, learner.summary().inserted)
+        self.started_at, self.quick_exits = time.monotonic(), 0  # restarts back off as the actors' do
+        self.due: float | None = None  # when the exited process starts again
 
     def tick(self) -> None:
         c = self.learner.summary()
@@ -404,9 +445,18 @@ class Evaluator:
                 self.learner.record_eval(self.results.get_nowait())
             except queue.Empty:
                 break
-        if not self.proc.is_alive() and not self.stop_event.is_set():
-            self.learner.echo(f"[MAIN] the evaluation process exited ({self.proc.exitcode}); restarted")
-            self.proc = start_process(spawn_context(), eval_process_main, self.args, name="evaluator")
+        if self.proc.is_alive() or self.stop_event.is_set():
+            return
+        now = time.monotonic()
+        if self.due is None:
+            self.quick_exits = self.quick_exits + 1 if now - self.started_at < QUICK_EXIT_S else 0
+            delay = backoff_delay(self.quick_exits)
+            self.due = now + delay
+            wait = f" in {delay:g}s (its exit {self.quick_exits} in a row within {QUICK_EXIT_S:g}s of its start)" if delay else ""
+            self.learner.echo(f"[MAIN] the evaluation process exited ({self.proc.exitcode}); restarting{wait}")
+        if now >= self.due:
+            self.due, self.started_at = None, now
+            self.proc = start_process(spawn_context(), self.target, self.args, name="evaluator")
 
     def stop(self) -> None:
         # a request carries the weights (megabytes): one the evaluator never took must not hold up our exit
@@ -416,8 +466,10 @@ class Evaluator:
 
 def main(argv: list[str] | None = None) -> int:
     signals = StopSignals().install()
-    cfg = parse_run_config(sys.argv[1:] if argv is None else argv, description=__doc__)
-    return exit_code(lambda: run(cfg, signals))
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = parse_run_config(argv, description=__doc__)
+    given = given_options(argv, cfg)
+    return exit_code(lambda: run(cfg, signals, given))
 
 
 if __name__ == "__main__":

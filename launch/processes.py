@@ -72,6 +72,12 @@ def stop_processes(
     return [None if p is None else p.exitcode for p in procs]
 
 
+def backoff_delay(quick_exits: int) -> float:
+    """Seconds before a child that exited ``quick_exits`` times in a row within QUICK_EXIT_S starts again: none after
+    the first, then doubling from BACKOFF_FIRST_S up to BACKOFF_CAP_S (no spinning restarts)."""
+    return 0.0 if quick_exits <= 1 else min(BACKOFF_FIRST_S * 2 ** (quick_exits - 2), BACKOFF_CAP_S)
+
+
 class ActorPool:
     """N actor slots, each a process running ``target(cfg, slot, stop_event, report_queue, generation=G)``, G the
     slot's restarts so far (its exploration stream: a run repeated with the same seed explores the same way)."""
@@ -99,9 +105,8 @@ class ActorPool:
         self.started_at[slot] = time.monotonic()
 
     def restart_delay(self, slot: int) -> float:
-        """Seconds before ``slot`` starts again: a doubling backoff from its 2nd quick exit in a row (no spinning restarts)."""
-        quick = self.quick_exits[slot]
-        return 0.0 if quick <= 1 else min(BACKOFF_FIRST_S * 2 ** (quick - 2), BACKOFF_CAP_S)
+        """Seconds before ``slot`` starts again (``backoff_delay`` of its quick exits in a row)."""
+        return backoff_delay(self.quick_exits[slot])
 
     def restart_dead(self, before_start: Callable[[int], None] | None = None) -> list[tuple[int, float]]:
         """Schedule a restart of every slot whose process exited (after ``restart_delay``), start those due; (slot, delay)s."""

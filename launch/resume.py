@@ -1,5 +1,6 @@
 """Where a run starts: a new run, or a run folder resumed (``--resume RUN`` or ``latest``) with its own config,
-the options a resume may change taken from the command line and every other given option named as kept."""
+the options a resume may change taken from the command line where it gives them (at their default too) and every
+other given option named as kept."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import dataclasses
 import functools
 import json
 import os
+from collections.abc import Collection
 
 from learner.checkpoint import checkpoint_mismatch, checkpoint_mtime, has_checkpoint, load_resume_state
-from shared.config import AUTO, ConfigError, RunConfig
+from shared.config import ConfigError, RunConfig, flatten
 from shared.config_migration import read_config
 from shared.evaluation.result import RESULT_NAME
 from shared.network import build_q_network
@@ -28,39 +30,41 @@ RESUME_CHANGES = (
     "transport.curve_server_public",
     "transport.curve_authorized_dir",
 )
-# Budgets of the whole run: a resume keeps the saved one unless the command line sets one (not 0, not auto).
+# Budgets of the whole run: a resume keeps the saved one unless the command line gives one (0: none; auto: the env's).
 RESUME_BUDGETS = ("total_env_steps", "learner.steps")
 FINDS_THE_RUN = ("run_dir",)  # given with --resume latest to say where the run is, not to change it
 
 
-def flatten(d: dict, prefix: str = "") -> dict:
-    """Every value of the nested dict ``d`` by its dotted name (``learner.lr``, ``env.mario.stage``)."""
-    out: dict = {}
-    for key, value in d.items():
-        out.update(flatten(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
-    return out
-
-
-def resumed_config(cli: RunConfig) -> RunConfig:
-    """The run folder's saved config with what a resume may change taken from the command line; every other option
-    the command line gives (one that differs from its default) and the run holds otherwise is named in one line."""
+def resumed_config(cli: RunConfig, given: Collection[str] | None = None) -> RunConfig:
+    """The run folder's saved config with the options a resume may change taken from the command line where it gives
+    them, each change named in one line; every other option it gives that the run holds otherwise is named as kept in
+    another. ``given``: the dotted names the command line gave, at their default or not (launch.cli.given_options);
+    None, a config built in code: those that differ from their defaults."""
     path = os.path.join(cli.resume, "config.json")
     if not os.path.exists(path):
         raise ConfigError(f"resume={cli.resume!r} is not a run folder (no config.json)")
     with open(path) as fh:
         saved = read_config(fh.read())
-    given, defaults, kept = (flatten(json.loads(c.to_json())) for c in (cli, RunConfig(), saved))
+    values, kept = (flatten(json.loads(c.to_json())) for c in (cli, saved))
+    if given is None:
+        defaults = flatten(json.loads(RunConfig().to_json()))
+        given = {name for name, value in values.items() if value != defaults.get(name)}
     for name in RESUME_OVERRIDES:
         setattr(saved, name, getattr(cli, name))
-    ignored = []
-    for name, value in given.items():
-        if value == defaults.get(name) or name in RESUME_OVERRIDES or name in FINDS_THE_RUN:
-            continue  # not given (an option given at its default counts as not given)
-        if name in RESUME_CHANGES or (name in RESUME_BUDGETS and value and value != AUTO):
+    taken: list[str] = []  # what the resume changes
+    ignored: list[str] = []  # what it keeps though given
+    for name, value in values.items():  # in config.json's order, so each line reads the same every time
+        if name not in given or name in RESUME_OVERRIDES or name in FINDS_THE_RUN or value == kept.get(name):
+            continue  # not given, always taken, or the run's own value: nothing to change or say
+        said = f"--{name.replace('_', '-')} {value!r} (the run's: {kept.get(name)!r})"
+        if name in RESUME_CHANGES or name in RESUME_BUDGETS:
             *owners, field = name.split(".")
             setattr(functools.reduce(getattr, owners, saved), field, value)
-        elif value != kept.get(name):
-            ignored.append(f"--{name.replace('_', '-')} {value!r} (the run's: {kept.get(name)!r})")
+            taken.append(said)
+        else:
+            ignored.append(said)
+    if taken:
+        print(f"[MAIN] --resume takes from the command line: {', '.join(taken)}", flush=True)
     if ignored:
         print(f"[MAIN] --resume keeps the run's own settings, not those given: {', '.join(ignored)}", flush=True)
     return saved
@@ -73,9 +77,10 @@ def latest_run(run_dir: str) -> str:
     return max(runs, key=checkpoint_mtime, default="")
 
 
-def starting_point(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
+def starting_point(cfg: RunConfig, given: Collection[str] | None = None) -> tuple[RunConfig, dict | None]:
     """The config to run and the checkpoint it continues: ``--resume``'s (``latest``: the newest run under ``--run-dir``
-    with a checkpoint, else a new one) with the options a resume may change; without it, the command line's and None."""
+    with a checkpoint, else a new one) with the options a resume may change (``given``: :func:`resumed_config`'s);
+    without it, the command line's and None."""
     latest = cfg.resume == "latest"
     if latest:  # a restarted container continues its run; the first start begins one
         cfg.resume = latest_run(cfg.run_dir)
@@ -93,14 +98,15 @@ def starting_point(cfg: RunConfig) -> tuple[RunConfig, dict | None]:
         print(f"[MAIN] --resume latest: {exc}; starting a new run (that folder is left as it is)", flush=True)
         cfg.resume = ""
         return cfg, None
-    return resumed_config(cfg), resume_state
+    return resumed_config(cfg, given), resume_state
 
 
-def resolved_start(cli: RunConfig) -> tuple[Resolved, dict | None]:
-    """The run resolved and the checkpoint it continues from. A checkpoint this release cannot load: ``--resume RUN``
-    exits 2 on it, ``--resume latest`` starts a new run beside it (a restarted container must not loop on it)."""
+def resolved_start(cli: RunConfig, given: Collection[str] | None = None) -> tuple[Resolved, dict | None]:
+    """The run resolved and the checkpoint it continues from (``given``: :func:`resumed_config`'s). A checkpoint this
+    release cannot load: ``--resume RUN`` exits 2 on it, ``--resume latest`` starts a new run beside it (a restarted
+    container must not loop on it)."""
     latest, fresh = cli.resume == "latest", dataclasses.replace(cli, resume="")
-    cfg, resume_state = starting_point(cli)
+    cfg, resume_state = starting_point(cli, given)
     ready = resolve_run(cfg, fresh=not cfg.resume)
     if resume_state is None:
         return ready, None

@@ -135,4 +135,5 @@ def priority_figures(replay: Any) -> dict[str, float]:
         "replay/is_weight_min": s["weight_min"],
         "replay/is_weight_max": 1.0,
         "replay/is_beta": replay.beta,
+        "replay/uniform_draws": replay.uniform_draws,  # draws past the rejection rounds, since the start
     }

@@ -85,6 +85,7 @@ class Learner:
         self.plane = DataPlane(self.cfg, self.spec, run.device)
         try:
             self.server = WeightServer(self.cfg.transport, slots=self.plane.consolidator.slots, run=c.run)
+            self.server.echo = lambda line: self.echo(line)  # the launcher's route past its progress bar
             self.plane.consolidator.run_id = c.run
         except BaseException:  # e.g. its ports held by another run: the experience sockets are let go too
             self.plane.close()

@@ -7,6 +7,7 @@ has the current weights before its first action. The ROUTER also answers SLOT_RE
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import cast
 
 import numpy as np
@@ -57,6 +58,8 @@ class WeightServer(SupervisedThread):
         self._stop_event = threading.Event()
         self.version = -1
         self.bad_requests = self.slot_requests = 0
+        self.refused_versions: set[int] = set()  # protocol versions of requests answered VERSION_REFUSED (said once each)
+        self.echo: Callable[[str], None] = lambda line: print(line, flush=True)
 
     def publish(self, version: int, net: torch.nn.Module, env_steps: int = 0) -> None:
         """Broadcast ``net``'s weights as ``version``, with the run's ``env_steps`` so far (the actors' exploration)."""
@@ -99,6 +102,14 @@ class WeightServer(SupervisedThread):
                 request = protocol.decode_request(parts)
             except protocol.ProtocolError:
                 self.bad_requests += 1
+                if (theirs := protocol.request_version(parts)) is not None:  # another release: say so to both sides
+                    self._router.send_multipart([identity, *protocol.encode_version_refusal(theirs)])
+                    if theirs not in self.refused_versions:
+                        self.refused_versions.add(theirs)
+                        self.echo(
+                            f"[MAIN] an actor of protocol version {theirs} asked for weights or a slot; this learner speaks "
+                            f"{protocol.VERSION}: refused, naming both versions"
+                        )
                 continue
             if request["kind"] == protocol.KIND_SLOT_REQUEST:
                 key = cast(str, parts[0].get("User-Id")) if self._curve else ""  # the client's key, from the ZAP handler

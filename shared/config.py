@@ -550,6 +550,14 @@ def _cert_holds(path: str, kind: str) -> bool:
         return False
 
 
+def flatten(d: dict, prefix: str = "") -> dict:
+    """Every value of the nested dict ``d`` by its dotted name (``learner.lr``, ``env.mario.stage``)."""
+    out: dict = {}
+    for key, value in d.items():
+        out.update(flatten(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return out
+
+
 def from_dict(cls: type, data: dict) -> Any:
     """Build dataclass ``cls`` from a dict, recursing into nested dataclasses; unknown keys are an error."""
     names = {f.name: f for f in dataclasses.fields(cls)}

@@ -27,8 +27,8 @@ import tyro
 
 from launch.cli import UsageError, parse
 from launch.machine import MACHINE_NAME
-from launch.resume import flatten
 from launch.tools.stats import ALPHA, CONFIDENCE, POWER, mde_paired, mde_two_groups, paired, pooled_sd, t_interval
+from shared.config import flatten
 from shared.evaluation.names import read_metrics, upgrade
 from shared.evaluation.protocol import describe
 from shared.evaluation.result import RESULT_NAME, load_result

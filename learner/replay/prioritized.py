@@ -1,9 +1,11 @@
 """PrioritizedReplay: FrameReplay with proportional prioritization (Schaul et al. 2016; Ape-X).
 
 Slot k is drawn with probability ``p_k**alpha / sum_j p_j**alpha`` over the sampleable slots (frame_ring.py); a new slot
-gets ``|initial| + eps`` (Ape-X: the actor's n-step TD errors) or the largest priority so far, ``update_priorities`` sets
-``|td| + eps``, and a sample's ``weight`` is ``(N * P(k))**-beta`` over the batch's largest. The priorities and their
-sum tree are host numpy whatever the device.
+gets ``|initial| + eps`` (Ape-X: the actor's n-step TD errors, at most MAX_PRIORITY) or the largest priority so far,
+``update_priorities`` sets ``|td| + eps``, and a sample's ``weight`` is ``(N * P(k))**-beta`` over the batch's largest.
+A slot with no successor step (a truncation) holds no mass, as it is never sampled; draws still outside the
+sampleable slots after the rejection rounds are made uniformly over them (counted), so no mix of priorities can stop
+sampling. The priorities and their sum tree are host numpy whatever the device.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import torch
 
 from learner.replay.frame_ring import FrameReplay, _check, host_array, to_device
 from learner.replay.sum_tree import SumTree
+from shared.wire.protocol import MAX_PRIORITY
 
 _MAX_REJECT_ROUNDS = 64
 
@@ -40,6 +43,7 @@ class PrioritizedReplay(FrameReplay):
         self._zeroed = np.zeros(self.num_streams, dtype=bool)  # streams whose leaves are zero in the tree
         self.max_priority = 1.0
         self._weight_min = np.inf  # smallest IS weight drawn since the last priority_stats()
+        self.uniform_draws = 0  # draws made uniformly after the rejection rounds (a replay whose mass sits elsewhere)
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
@@ -110,6 +114,8 @@ class PrioritizedReplay(FrameReplay):
             shape = tuple(actions.shape)
             _check(priorities.shape == shape, f"priorities shape {priorities.shape} must equal the actions' {shape}")
             _check(np.isfinite(priorities).all() and (priorities >= 0).all(), "priorities must be finite and >= 0")
+            worst = float(priorities.max(initial=0.0))
+            _check(worst <= MAX_PRIORITY, f"priority {worst:.3g} is above the bound {MAX_PRIORITY:g}")
         return priorities
 
     def _written_hook(self, stream0: int, E: int, head: int, T: int, priorities: Any) -> None:
@@ -119,15 +125,26 @@ class PrioritizedReplay(FrameReplay):
         streams = np.arange(stream0, stream0 + E)
         leaf = (streams[:, None] * C + (head + np.arange(T)) % C).reshape(-1)
         self._prio[leaf] = value.reshape(-1)
+        # a slot followed by an episode's first frame without terminating has no successor: no mass (never sampled);
+        # known now for the batch's slots but its last, and for the slot before the batch (unless the batch overwrote it)
+        j0 = head - 1 if 0 < head and T < C else head
+        j = j0 + np.arange(head + T - 1 - j0)
+        at, after = streams[:, None] * C + j % C, streams[:, None] * C + (j + 1) % C
+        no_successor = self._first_host.reshape(-1)[after] & ~self._terminated_host.reshape(-1)[at]
+        self._prio[at[no_successor]] = 0.0
         self._tree.update(leaf, self._prio[leaf])
+        if j0 < head:
+            self._tree.update(at[:, 0], self._prio[at[:, 0]])
         for s in streams[self._zeroed[streams]]:  # an expired stream writes again: its retained slots come back
             self._tree.update(np.arange(s * C, (s + 1) * C), self._prio[s * C : (s + 1) * C])
         self._zeroed[streams] = False
 
     def _draw(self, lo: np.ndarray, counts: np.ndarray, generator: torch.Generator | None):
-        """Draws in proportion to the tree's leaves, rejecting unsampleable slots; the first call is stratified."""
+        """Draws in proportion to the tree's leaves, rejecting unsampleable slots; the first call is stratified. Draws
+        still outside after the rejection rounds (the mass sits on slots not yet sampleable) are made uniformly."""
         self._zero(np.flatnonzero(self._expired() & ~self._zeroed))  # newly expired: remove their mass
         tree, heads, hi, C = self._tree, self._head.copy(), lo + counts, self.stream_capacity
+        uniform = super()._draw(lo, counts, generator)
         stratified = True
 
         def draw(k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -136,7 +153,7 @@ class PrioritizedReplay(FrameReplay):
             stream = np.empty(k, dtype=np.int64)
             slot = np.empty(k, dtype=np.int64)
             todo = np.arange(k)
-            for _ in range(_MAX_REJECT_ROUNDS):
+            for _ in range(_MAX_REJECT_ROUNDS if total > 0 else 0):
                 u = torch.rand(todo.size, generator=generator, dtype=torch.float64).numpy()
                 if stratified:
                     u = (np.arange(todo.size) + u) / todo.size
@@ -150,10 +167,9 @@ class PrioritizedReplay(FrameReplay):
                 todo = todo[~ok]
                 if todo.size == 0:
                     return stream, slot
-            raise RuntimeError(
-                f"prioritized sample: {todo.size} of {k} draws still outside the sampleable slots "
-                f"after {_MAX_REJECT_ROUNDS} rounds"
-            )
+            stream[todo], slot[todo] = uniform(int(todo.size))
+            self.uniform_draws += int(todo.size)
+            return stream, slot
 
         return draw
 

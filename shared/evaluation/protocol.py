@@ -7,8 +7,11 @@ has its extra rows (``Extra``): the late window, the last weights at a low epsil
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import Any
@@ -153,17 +156,47 @@ def play_rows(rows: list[Jobs], processes: int) -> list[list[dict]]:
     return out
 
 
+POOL_ATTEMPTS = 3  # pools in a row that may lose a worker (killed, out of memory) before the jobs left are named
+
+
 def run_jobs(jobs: list[dict], processes: int, worker: Callable[[dict], dict] = play_job) -> list[dict]:
     """``worker`` (a module-level function; ``play_job``) over ``jobs`` in a spawn pool of ``processes`` workers, results
-    in job order."""
+    in job order. A worker that dies takes its pool with it: the unfinished jobs (seeded, so their episodes are the
+    same) go to a fresh pool, up to ``POOL_ATTEMPTS`` pools; then a RuntimeError names them."""
     if processes <= 1 or len(jobs) == 1:
         return [worker(job) for job in jobs]
-    # the workers ignore SIGINT: the launcher decides, and terminates the pool on a second Ctrl-C
-    with get_context("spawn").Pool(min(processes, len(jobs)), signal.signal, (signal.SIGINT, signal.SIG_IGN)) as pool:
-        pending = pool.map_async(worker, jobs, chunksize=1)
-        while not pending.ready():  # wait in slices, so a KeyboardInterrupt is seen here
-            pending.wait(0.5)
-        return pending.get()
+    results: dict[int, dict] = {}
+    for _ in range(POOL_ATTEMPTS):
+        with contextlib.suppress(BrokenProcessPool):
+            _pool(jobs, [i for i in range(len(jobs)) if i not in results], processes, worker, results)
+        if len(results) == len(jobs):
+            return [results[i] for i in range(len(jobs))]
+    left = [i for i in range(len(jobs)) if i not in results]
+    raise RuntimeError(
+        f"evaluation jobs {left} of {len(jobs)} lost their worker process in {POOL_ATTEMPTS} pools in a row "
+        "(killed, or out of memory?)"
+    )
+
+
+def _pool(jobs: list[dict], todo: list[int], processes: int, worker: Callable, results: dict[int, dict]) -> None:
+    """Play ``jobs[todo]`` in one pool into ``results``; BrokenProcessPool when a worker died (those done are kept)."""
+    # the workers ignore SIGINT: the launcher decides, and ends the pool on a second Ctrl-C
+    spawn, ignore = get_context("spawn"), (signal.SIGINT, signal.SIG_IGN)
+    pool = ProcessPoolExecutor(min(processes, len(todo)), mp_context=spawn, initializer=signal.signal, initargs=ignore)
+    try:
+        futures = {pool.submit(worker, jobs[i]): i for i in todo}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=0.5)  # in slices, so a KeyboardInterrupt is seen here
+            for future in sorted(done, key=lambda f: f.exception() is not None):  # keep what finished, then raise
+                results[futures[future]] = future.result()
+    except BaseException:
+        workers = list((pool._processes or {}).values())  # no public way to end busy workers before Python 3.14
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in workers:
+            proc.terminate()
+        raise
+    pool.shutdown(wait=True)
 
 
 def score_line(s: Summary, what: str, won: str) -> str:

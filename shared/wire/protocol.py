@@ -62,6 +62,10 @@ the incarnation asks for slot ``want`` (-1: any free slot) for ``E`` envs per me
 base_port + slot) or -1 when refused, ``slots`` the learner's slot count, ``lease`` its lease in seconds, ``reason`` an
 empty string or why it refused (learner/slots.py).
 
+VERSION_REFUSED (learner -> actor, on the ROUTER): the reply to a request of another protocol version, one frame
+``{kind: "version_refused", v, yours}`` (the learner's version and the request's), a layout no release changes, so an
+actor of any version can say which versions differ and exit.
+
 A truncated episode (time limit, actor restart, a lost batch) is marked only by the next slot's ``first`` = 1 with
 ``terminated`` = 0 on the slot before; see learner/replay/frame_ring.py for how stacks and n-step returns use these flags.
 """
@@ -85,6 +89,7 @@ KIND_WEIGHTS = "weights"
 KIND_WEIGHTS_REQUEST = "weights_request"
 KIND_SLOT_REQUEST = "slot_request"
 KIND_SLOT = "slot"
+KIND_VERSION_REFUSED = "version_refused"  # the learner's answer to a request of another version: its layout never changes
 MAX_REASON_CHARS = 240  # the header decoder reads strings of at most 256 characters
 WEIGHT_DTYPES = frozenset({"<f4", "<i8"})
 
@@ -111,6 +116,10 @@ STAT_KEYS = frozenset(
     }
 )
 MAX_HEADER_BYTES = 4096
+# Per-step values above these are a diverged actor or a forged batch, never play: one such batch would own the
+# prioritized replay's mass (or overflow an n-step return) for as long as it is retained.
+MAX_ABS_REWARD = 1e6  # game units per step (Mario's are at most 15 before scaling)
+MAX_PRIORITY = 1e6  # |n-step TD error| in reward_scale units (Mario runs stay below 10)
 _INT64_MAX = (1 << 63) - 1
 
 
@@ -385,6 +394,8 @@ def _decode_arrays(parts: Sequence[Any], limits: Limits, obs: tuple[int, ...]) -
         raise ProtocolError("values", "terminated/first flags must be 0 or 1")
     if not np.isfinite(rewards).all():
         raise ProtocolError("values", "non-finite reward")
+    if (worst := float(np.abs(rewards).max())) > MAX_ABS_REWARD:
+        raise ProtocolError("values", f"reward of magnitude {worst:.3g} above the bound {MAX_ABS_REWARD:g}")
     if frames.dtype.kind == "f" and not np.isfinite(frames).all():
         raise ProtocolError("values", "non-finite observation")
     return arrays
@@ -413,10 +424,12 @@ def _optional_frame(part: Any, name: str, flag: str, on: int, shape: tuple[int, 
 
 
 def _decode_priorities(part: Any, has_priorities: int, n_env: int, n_steps: int) -> np.ndarray | None:
-    """The priorities frame: [E, T] float32, finite and >= 0, when P is 1; empty, and None, when it is 0."""
+    """The priorities frame: [E, T] float32 in [0, MAX_PRIORITY], when P is 1; empty, and None, when it is 0."""
     priorities = _optional_frame(part, "priorities", "P", has_priorities, (n_env, n_steps), np.float32)
     if priorities is not None and not (np.isfinite(priorities).all() and (priorities >= 0).all()):
         raise ProtocolError("values", "priorities must be finite and >= 0")
+    if priorities is not None and (worst := float(priorities.max())) > MAX_PRIORITY:
+        raise ProtocolError("values", f"priority {worst:.3g} above the bound {MAX_PRIORITY:g}")
     return priorities
 
 
@@ -535,6 +548,33 @@ def decode_request(parts: Sequence[Any]) -> dict:
     for key in keys:
         _int_field(header, key, -1, _INT64_MAX)
     return header
+
+
+def request_version(parts: Sequence[Any]) -> int | None:
+    """The protocol version of a SLOT_REQUEST or WEIGHTS_REQUEST of another version (any release's layout), else None."""
+    try:
+        header = _one_frame_header(parts)
+    except ProtocolError:
+        return None
+    version = header.get("v")
+    if type(version) is not int or version == VERSION or header.get("kind") not in _REQUEST_KEYS:
+        return None
+    return version
+
+
+def encode_version_refusal(theirs: int) -> list:
+    """The learner's reply to a request of version ``theirs``: its own version, in a layout every release reads."""
+    return _one_frame({"kind": KIND_VERSION_REFUSED, "v": VERSION, "yours": int(theirs)})
+
+
+def decode_version_refusal(parts: Sequence[Any]) -> int | None:
+    """The learner's protocol version from a VERSION_REFUSED reply, else None (any other message)."""
+    try:
+        header = _one_frame_header(parts)
+    except ProtocolError:
+        return None
+    version = header.get("v")
+    return version if header.get("kind") == KIND_VERSION_REFUSED and type(version) is int else None
 
 
 def encode_slot_request(incarnation: int, want: int, envs: int) -> list:

@@ -1,5 +1,6 @@
 """Version skew is loud: a batch of another protocol version names its slot and both versions at the learner; an
-actor whose learner broadcasts another version exits non-zero saying so; a checkpoint this release's network cannot
+actor whose learner broadcasts another version exits non-zero saying so, and so does a leasing actor (the Compose
+default), whose slot request the learner answers with a refusal naming both versions; a checkpoint this release's network cannot
 load is named and exits 2 (``--resume RUN``) or is left beside a new run (``--resume latest``), never a crash loop."""
 
 import json
@@ -14,8 +15,10 @@ import torch
 import zmq
 
 from learner.data_plane import DataPlane
+from learner.loop import Learner
 from shared.envs import env_spec
 from shared.network import build_q_network
+from shared.resolution import resolve_run
 from shared.wire import protocol
 from tests.support.launcher import HANG_GUARD_S, TRAINING, run_fake
 from tests.support.messages import valid_batch
@@ -87,6 +90,40 @@ def test_an_actor_whose_learner_broadcasts_another_version_exits_4(tmp_path):
             actor.kill()
             actor.wait(timeout=10)
         pub.close()
+
+
+def test_a_request_of_another_version_is_answered_with_both_versions():
+    for request in (protocol.encode_slot_request(7, -1, 2), protocol.encode_weights_request(0, 7, -1)):
+        assert protocol.request_version(request) is None  # this version's: decoded as usual
+        assert protocol.request_version(other_version(request)) == protocol.VERSION + 1
+    assert protocol.request_version([b"\x00garbage"]) is None
+    assert protocol.request_version(protocol.encode_slot(7, 0, 1, 30.0)) is None  # a reply, not a request
+    refusal = protocol.encode_version_refusal(protocol.VERSION + 1)
+    assert msgpack.unpackb(refusal[0]) == {"kind": "version_refused", "v": protocol.VERSION, "yours": protocol.VERSION + 1}
+    assert protocol.decode_version_refusal(refusal) == protocol.VERSION
+    assert protocol.decode_version_refusal(protocol.encode_slot(7, 0, 1, 30.0)) is None
+
+
+def test_a_leasing_actor_of_another_version_exits_4_naming_both_versions(tmp_path, capfd):
+    """The lease path (Compose's and Swarm's default): the learner answers the request with VERSION_REFUSED, says so
+    once, and the actor exits 4 at its first answer instead of asking "no answer from the learner" forever."""
+    cfg = small_config(actors=1, envs=1)
+    learner = Learner(resolve_run(cfg, device="cpu"), str(tmp_path)).start()
+    cmd = [sys.executable, "-m", "tests.support.other_version_actor", "--actors", "1", "--env.name", "fake"]
+    cmd += ["--transport.base-port", str(cfg.transport.base_port), "--actor.slot-wait", "0"]
+    try:
+        actor = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S)
+        assert actor.returncode == 4, actor.stdout + actor.stderr
+        skew = f"the learner speaks protocol version {protocol.VERSION}, this actor {protocol.VERSION + 1}"
+        assert skew in actor.stderr, actor.stderr
+        assert learner.server.refused_versions == {protocol.VERSION + 1}
+    finally:
+        learner.close()
+    said = [line for line in capfd.readouterr().out.splitlines() if "asked for weights or a slot" in line]
+    assert said == [
+        f"[MAIN] an actor of protocol version {protocol.VERSION + 1} asked for weights or a slot; this learner speaks "
+        f"{protocol.VERSION}: refused, naming both versions"
+    ]
 
 
 def test_a_checkpoint_this_network_cannot_load_is_named_and_latest_starts_over(tmp_path):

@@ -11,6 +11,7 @@ from learner.replay.sum_tree import SumTree
 from shared.priorities import n_step_priorities
 from shared.resolution import resolve_run
 from shared.targets import MUNCHAUSEN_LOG_FLOOR, build_rule, munchausen_terms
+from shared.wire.protocol import MAX_PRIORITY
 
 H = W = 4
 
@@ -148,6 +149,35 @@ def test_bad_priorities_are_refused_before_anything_is_written():
     assert replay.heads.tolist() == [16]
     with pytest.raises(ValueError, match="non-finite"):
         replay.update_priorities([0], [3], [np.inf])
+
+
+def test_a_batch_of_truncations_at_the_priority_bound_cannot_stop_sampling():
+    """Issue 84's poisoned batch, within the wire's bounds: every step a truncation (no successor, never sampled)
+    at the largest priority allowed. Its slots hold no mass; the batch's last slot, not yet sampleable, holds nearly
+    all of it, so most draws fall past the rejection rounds and are made uniformly; every draw is still a
+    sampleable slot of the other stream, and a priority above the bound is refused."""
+    replay = PrioritizedReplay(2, 128, frame_shape=(H, W), stack=2, n_step=1, gamma=0.9)
+    add(replay, 0, 64, 0, priorities=np.full(64, 0.5))
+    add(replay, 1, 32, 0, truncated=range(32), priorities=np.full(32, MAX_PRIORITY))
+    leaves = replay._tree.get(64 + np.arange(32))
+    np.testing.assert_array_equal(leaves[:31], 0.0)  # slots 0..30 are followed by a first frame: no mass
+    assert leaves[31] == pytest.approx((MAX_PRIORITY + replay.eps) ** replay.alpha)  # its successor is not known yet
+    batch = replay.sample(256, generator=torch.Generator().manual_seed(0))
+    assert (batch["stream"] == 0).all()
+    assert (batch["slot"] <= 62).all()  # stream 0's sampleable slots: all but the last (n 1)
+    assert replay.uniform_draws > 0
+    with pytest.raises(ValueError, match=r"priority 2e\+06 is above the bound 1e\+06"):
+        add(replay, 0, 8, 64, priorities=np.full(8, 2e6))
+    assert replay.heads.tolist() == [64, 32]
+
+
+def test_a_truncation_ending_a_batch_loses_its_mass_when_the_next_batch_shows_it():
+    replay = PrioritizedReplay(1, 64, frame_shape=(H, W), stack=2, n_step=1, gamma=0.9, alpha=1.0)
+    add(replay, 0, 8, 0, truncated=[7], priorities=np.full(8, 2.0))
+    assert replay._tree.get(np.array([7]))[0] == pytest.approx(2.0 + replay.eps)  # its successor is not known yet
+    add(replay, 0, 8, 8, truncated=[7], priorities=np.full(8, 2.0))  # slot 8 is a first frame: 7 was a truncation
+    np.testing.assert_array_equal(replay._tree.get(np.array([7])), 0.0)
+    assert replay._tree.total == pytest.approx(15 * (2.0 + replay.eps))
 
 
 def test_uniform_is_alpha_zero_and_the_loss_weights_are_one():

@@ -156,6 +156,28 @@ def test_priorities_round_trip_exactly_and_are_optional():
         protocol.encode_batch(1, 2, 3, 4, frames, actions, rewards, terminated, first, STATS, priorities=prio[:, :4])
 
 
+def test_per_step_values_past_their_bounds_are_refused_naming_the_value():
+    """A batch that would own the prioritized replay's mass, or overflow an n-step return, is refused at validation;
+    values at the bound pass."""
+    frames, actions, rewards, terminated, first = make_arrays()
+    at_bound = np.full(rewards.shape, protocol.MAX_PRIORITY, np.float32)
+    batch = protocol.decode_batch(
+        wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, first, STATS, priorities=at_bound)),
+        LIMITS,
+    )
+    assert batch.priorities.max() == protocol.MAX_PRIORITY
+    poison = np.full(rewards.shape, 3e38, np.float32)
+    parts = wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, rewards, terminated, first, STATS, priorities=poison))
+    with pytest.raises(protocol.ProtocolError, match=r"priority 3e\+38 above the bound 1e\+06") as info:
+        protocol.decode_batch(parts, LIMITS)
+    assert info.value.reason == "values"
+    huge = rewards.copy()
+    huge[1, 0] = -2e6
+    parts = wire(protocol.encode_batch(0, 1, 0, 0, frames, actions, huge, terminated, first, STATS))
+    with pytest.raises(protocol.ProtocolError, match=r"reward of magnitude 2e\+06 above the bound 1e\+06"):
+        protocol.decode_batch(parts, LIMITS)
+
+
 @pytest.mark.parametrize("reason,parts", list(bad_messages()))
 def test_bad_message_is_rejected_with_reason(reason, parts):
     with pytest.raises(protocol.ProtocolError) as info:
