@@ -20,7 +20,7 @@ from shared.resolution import Resolved, resolve_run
 # Options a resumed run always takes from the command line.
 RESUME_OVERRIDES = ("duration", "log_every", "progress", "resume", "spawn_actors")
 # Options a resumed run takes from the command line when it gives them: the slots (Compose's WARPPIPE_SLOTS), where
-# it listens and with which keys. Its replay starts empty, so a new slot count only changes how it is split.
+# it listens and with which keys. A new slot count changes the replay's layout: a saved replay is then not used.
 RESUME_CHANGES = (
     "actors",
     "transport.host",

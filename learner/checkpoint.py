@@ -282,16 +282,22 @@ class Checkpointer:
         self._last = time.monotonic()
         return self._write(self.state())
 
-    def start(self, epoch: int) -> None:
-        """Write a checkpoint by a thread of its own, from a CPU copy of the state taken now; ``poll`` says how it went."""
+    def start(self, epoch: int, then: Callable[[bool], None] | None = None) -> None:
+        """Write a checkpoint by a thread of its own, from a CPU copy of the state taken now; ``poll`` says how it went.
+        ``then(written)`` runs on that thread once the save is over (the replay saved with it: put in place or dropped)."""
         state, error = cpu_copy(self.state()), []
         self._last = time.monotonic()
 
         def write() -> None:
+            written = False
             try:
                 self._write(state)
+                written = True
             except (OSError, RuntimeError) as exc:  # torch.save reports a failed write as RuntimeError
                 error.append(exc)
+            finally:
+                if then is not None:
+                    then(written)
 
         thread = threading.Thread(target=write, name="checkpoint", daemon=True)
         self._writing = (thread, epoch, error)

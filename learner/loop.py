@@ -19,7 +19,14 @@ from learner.console import format_epoch_line, format_eval_line
 from learner.data_plane import DataPlane, DataPlaneStats
 from learner.epoch import Counters, EpochAccumulator, EpochClock, epoch_figures
 from learner.metrics import MetricsLog
-from learner.replay.saved import restore_replay, save_replay
+from learner.replay.saved import (
+    PendingReplay,
+    discard_stale_replay,
+    replay_stamp,
+    restore_replay,
+    save_replay,
+    write_replay,
+)
 from learner.schedule import EnvStepPeriod, ReplayRatio
 from learner.slot_view import SlotView
 from learner.snapshots import SnapshotKeeper, eval_figures
@@ -92,8 +99,8 @@ class Learner:
             raise
         self.slots = SlotView(self.plane.consolidator, c)
         self.stream_capacity = self.plane.replay.stream_capacity  # replay's transitions per env stream
-        if resume_state is not None:
-            restore_replay(run_dir, self.plane.replay)
+        if resume_state is not None:  # the replay saved with the checkpoint resumed (not a previous one's)
+            restore_replay(run_dir, self.plane.replay, replay_stamp(resume_state["counters"]), self.echo)
         resumed_at = c.inserted if resume_state is not None else None
         self.metrics = MetricsLog(run_dir, resumed_at=resumed_at, refused=self.refused) if self.train else None
         self.stop_requested = stop_requested if stop_requested is not None else threading.Event()
@@ -110,6 +117,7 @@ class Learner:
             run_dir, self._checkpoint_state, self.refused.echo, lc.checkpoint_every, lc.checkpoint_seconds
         )
         self._rebroadcast_at = 0.0  # when the weights were last sent again for actors on another run's
+        self._checkpoints_started = 0  # at epoch ends, by this start: every replay_every-th saves the replay with it
         self._started = time.monotonic()
         self.clock = EpochClock()
         self._epoch, self._holding = EpochAccumulator(), False  # the open epoch; whether the last turn held intake back
@@ -131,10 +139,14 @@ class Learner:
         self.stop_requested.set()
 
     def close(self, keep_replay: bool = False) -> None:
-        """The last checkpoint, and with ``keep_replay`` (a stop before the budget) the replay; then the sockets."""
+        """The last checkpoint, and with ``keep_replay`` (a stop before the budget) the replay saved with it; without, a
+        saved replay of an earlier checkpoint is removed, as a resume of the last would not use it. Then the sockets."""
         if self.train and self.counters.updates > 0 and self.checkpoints.save_or_say(self.counters.epoch, last=True):
+            stamp = self._replay_stamp()
             if keep_replay:
-                self.refused.attempt("the replay", save_replay, self.run_dir, self.plane.replay)
+                self.refused.attempt("the replay", save_replay, self.run_dir, self.plane.replay, stamp)
+            elif removed := discard_stale_replay(self.run_dir, stamp):
+                self.echo(f"[MAIN] removed {removed}: saved with an earlier checkpoint, which a resume of the last does not use")
         self.server.stop()
         self.plane.close()
         if self.metrics is not None:
@@ -280,7 +292,35 @@ class Learner:
         self.metrics.write(c.updates, c.inserted, self.elapsed(), figures)
         self.checkpoints.poll()
         if self.checkpoints.due(c.epoch):
-            self.checkpoints.start(c.epoch)
+            self.checkpoints.start(c.epoch, self._replay_with_checkpoint())
+
+    def _replay_with_checkpoint(self) -> Callable[[bool], None] | None:
+        """At every ``replay_every``-th checkpoint of this start: the replay written now, as the counters the checkpoint takes
+        stand, and what its thread does once that checkpoint is over: put the replay in place, or drop it with a failed one.
+        None with a checkpoint tried again after a failure (each epoch: the replay waits for the next regular one)."""
+        self._checkpoints_started += 1
+        every = self.dqn.cfg.replay_every
+        if not every or self._checkpoints_started % every or self.checkpoints.failed:
+            return None
+        written: list[PendingReplay] = []
+
+        def write() -> None:
+            written.append(write_replay(self.run_dir, self.plane.replay, self._replay_stamp()))
+
+        if not self.refused.attempt("the replay", write):  # a full disk: said, the temporary folder gone
+            return None
+
+        def then(checkpoint_written: bool) -> None:
+            if checkpoint_written:
+                self.refused.attempt("the replay", written[0].commit)
+            else:
+                written[0].discard()  # it belongs to a checkpoint that is not on disk
+
+        return then
+
+    def _replay_stamp(self) -> dict[str, int]:
+        """The stamp of a replay saved now: the counters a checkpoint taken now holds."""
+        return replay_stamp(dataclasses.asdict(self.counters))
 
     def _publish(self, version: int) -> bool:
         """Broadcast the weights as ``version`` once it is on disk (a resume goes above it); a refused record skips it."""

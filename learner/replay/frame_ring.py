@@ -346,33 +346,21 @@ class FrameReplay:
             "masked": self.masked,
         }
 
-    def state_dict(self) -> dict[str, Any]:
-        """Everything written so far, on the CPU (``load_state_dict`` restores it into a replay of the same layout)."""
-        with self._lock:
-            arrays = {"head": self._head, "last_write": self._last_write}
-            return {
-                "layout": self.layout(),
-                "written": self._written,
-                **{k: v.to("cpu", copy=True) for k, v in self._rings().items()},
-                **{k: torch.from_numpy(v.copy()) for k, v in arrays.items()},
-            }
+    def saved_arrays(self) -> dict[str, torch.Tensor | np.ndarray]:
+        """What a saved replay holds (learner/replay/saved.py) by name: this replay's own rings and host arrays, not copies;
+        read or fill them only under ``_lock``. The host mirrors of the flags are not among them: ``restored`` rebuilds them."""
+        return {**self._rings(), "head": self._head, "last_write": self._last_write}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore ``state_dict()``'s content; ValueError naming what differs when the layout does not match."""
-        if state.get("layout") != self.layout():
-            raise ValueError(f"a replay saved as {state.get('layout')} does not fit this one, {self.layout()}")
-        with self._lock:
-            for name, ring in self._rings().items():
-                ring.copy_(state[name])
-            self._terminated_host[:] = state["terminated"].numpy()
-            self._first_host[:] = state["first"].numpy()
-            self._head[:] = state["head"].numpy()
-            self._last_write[:] = state["last_write"].numpy()
-            self._written = int(state["written"])
-            self._restored_hook(state)
+    def saved_scalars(self) -> dict[str, float]:
+        """The numbers a saved replay holds beside its arrays (read under ``_lock``)."""
+        return {"written": self._written}
 
-    def _restored_hook(self, state: dict[str, Any]) -> None:
-        """Called under the lock after ``load_state_dict`` (PrioritizedReplay: its priorities)."""
+    def restored(self, scalars: dict[str, float]) -> None:
+        """Under ``_lock``, once ``saved_arrays`` hold a saved replay's content: its ``scalars`` set, what derives from them
+        rebuilt (the host mirrors of the flags; PrioritizedReplay: its sum tree)."""
+        self._written = int(scalars["written"])
+        self._terminated_host[:] = host_array(self._terminated)
+        self._first_host[:] = host_array(self._first)
 
     def num_sampleable(self) -> int:
         return int(self._ranges(self.heads)[1].sum())
@@ -392,7 +380,7 @@ class FrameReplay:
         return sum(t.numel() * t.element_size() for t in self._rings().values())
 
     def _rings(self) -> dict[str, torch.Tensor]:
-        """The device rings by name (``state_dict``'s keys): masks only when masked."""
+        """The device rings by name (a saved replay's files): masks only when masked."""
         rings = {name: getattr(self, f"_{name}") for name in ("frames", "actions", "rewards", "terminated", "first", "masks")}
         return {name: ring for name, ring in rings.items() if ring is not None}
 

@@ -45,14 +45,15 @@ class PrioritizedReplay(FrameReplay):
         self._weight_min = np.inf  # smallest IS weight drawn since the last priority_stats()
         self.uniform_draws = 0  # draws made uniformly after the rejection rounds (a replay whose mass sits elsewhere)
 
-    def state_dict(self) -> dict[str, Any]:
-        state = super().state_dict()
-        with self._lock:
-            return state | {"priorities": torch.from_numpy(self._prio.copy()), "max_priority": self.max_priority}
+    def saved_arrays(self) -> dict[str, torch.Tensor | np.ndarray]:
+        return super().saved_arrays() | {"priorities": self._prio}
 
-    def _restored_hook(self, state: dict[str, Any]) -> None:
-        self._prio[:] = state["priorities"].numpy()
-        self.max_priority = float(state["max_priority"])
+    def saved_scalars(self) -> dict[str, float]:
+        return super().saved_scalars() | {"max_priority": self.max_priority}
+
+    def restored(self, scalars: dict[str, float]) -> None:
+        super().restored(scalars)
+        self.max_priority = float(scalars["max_priority"])
         self._tree.update(np.arange(self.capacity), self._prio)  # every stream's mass, then the expired ones zeroed
         self._zeroed[:] = False
         self._zero(np.flatnonzero(self._expired()))

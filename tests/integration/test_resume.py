@@ -97,7 +97,7 @@ def test_a_resume_after_a_stop_keeps_its_replay_and_does_not_explore_at_random_a
         first.kill()
     assert first.proc.returncode == 0, first.output
     (run_dir,) = glob.glob(os.path.join(tmp_path, "*"))
-    assert os.path.isfile(os.path.join(run_dir, "replay.pt"))
+    assert os.path.isfile(os.path.join(run_dir, "replay", "stamp.json"))  # complete (learner/replay/saved.py)
     stopped = load_checkpoint(run_dir)["counters"]
     new = stopped["inserted"] + 640  # the resume's budget: new batches must come in
     out = run_fake(tmp_path, "--resume", run_dir, "--total-env-steps", str(new))

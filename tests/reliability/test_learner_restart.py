@@ -90,6 +90,8 @@ def test_sigkilled_learner_resumes_and_the_same_actors_reconnect(tmp_path, ratio
         "10",
         "--learner.checkpoint-every",
         "1",
+        "--learner.replay-every",  # the resume starts from an empty replay: it trains only on the actors' new batches
+        "0",
         "--replay.capacity",
         "4096",
         "--eval.final-episodes",
