@@ -1,4 +1,4 @@
-"""Make CURVE key pairs for the learner and the actors (ZeroMQ certificates, pyzmq's create_certificates).
+"""Make CURVE key pairs for the learner and the actors (ZeroMQ certificates, pyzmq's create_certificates), and a run's own.
 
     python -m launch.keys keys --name learner                          # keys/learner.key + keys/learner.key_secret
     python -m launch.keys keys --name actor0 actor1 --authorize keys/allowed   # actor keys, publics into the allow-list
@@ -7,10 +7,14 @@ NAME.key is the public certificate (share it); NAME.key_secret holds the secret 
 uses it; written with mode 600). The learner admits exactly the actors whose NAME.key is in its
 ``--transport.curve-authorized-dir``. Existing files are never overwritten without --force (docker/compose.yml's keys
 service passes --keep, which keeps whole pairs).
+
+``launch.local`` spawning its actors on loopback with no ``--transport.curve-*`` option makes the run's own keys in
+``RUN/keys`` (:func:`run_transport`), so no other local user can take its slots, fetch its weights or fill its replay.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -20,7 +24,10 @@ from dataclasses import dataclass
 import tyro
 import zmq.auth
 
+from shared.config import RunConfig, TransportConfig, is_loopback
+
 PAIR = (".key", ".key_secret")  # a key pair's files: NAME.key (public), NAME.key_secret
+RUN_KEYS = "keys"  # a run folder's own keys: the learner's pair, the spawned actors' pair, allowed/ (their public key)
 
 
 @dataclass
@@ -76,6 +83,51 @@ def make_keys(cfg: KeysConfig) -> list[tuple[str, str]]:
             shutil.copyfile(public, os.path.join(cfg.authorize, os.path.basename(public)))
         made.append((public, secret))
     return made
+
+
+def run_keys(run_dir: str, transport: TransportConfig) -> TransportConfig:
+    """``transport`` with the run's own CURVE keys in ``RUN/keys`` (mode 700, secrets 600): the learner's pair, one pair
+    every spawned actor uses and ``allowed/`` holding that actor's public key alone. Made at the run's first start,
+    kept by every later one (a resume)."""
+    folder = os.path.join(run_dir, RUN_KEYS)
+    allowed = os.path.join(folder, "allowed")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    os.chmod(folder, 0o700)  # a folder that existed keeps its mode otherwise; 700 hides the names too
+    make_keys(KeysConfig(dir=folder, name=("learner",), keep=True))
+    make_keys(KeysConfig(dir=folder, name=("actor",), authorize=allowed, keep=True))  # the allow-list: this key alone
+    return dataclasses.replace(
+        transport,
+        curve_server_secret=os.path.join(folder, "learner.key_secret"),
+        curve_authorized_dir=allowed,
+        curve_client_secret=os.path.join(folder, "actor.key_secret"),
+        curve_server_public=os.path.join(folder, "learner.key"),
+    )
+
+
+def run_transport(cfg: RunConfig, run_dir: str) -> tuple[TransportConfig, str]:
+    """The transport this start of the run binds and its spawned actors connect with, and a line saying how it is
+    guarded ('' when nothing needs saying). Keys given (``--transport.curve-*``) are used as they are; spawning its own
+    actors on loopback without them, the run's own keys (:func:`run_keys`) unless ``--transport.open-loopback``;
+    a learner on loopback without keys for actors started elsewhere (``--no-spawn-actors``) stays open, said in a
+    warning. config.json does not name the run's keys: every start finds them in ``RUN/keys``."""
+    t = cfg.transport
+    if t.curve_server_secret or t.curve_client_secret or not is_loopback(t.host):  # the given keys (validated)
+        return t, ""
+    open_line = (
+        f"[MAIN] warning: the learner listens on {t.host} without CURVE: any user of this machine can take its slots, "
+        "fetch its weights and send it experience"
+    )
+    if not cfg.spawn_actors:
+        return t, f"{open_line} (python -m launch.keys makes keys; see docs/security.md)"
+    if t.open_loopback:
+        return t, f"{open_line} (--transport.open-loopback)"
+    keyed = run_keys(run_dir, t)
+    keyed.validate()
+    line = (
+        f"[MAIN] transport: CURVE with the run's own keys in {os.path.join(run_dir, RUN_KEYS)}; another actor joins with "
+        f"--transport.curve-client-secret {keyed.curve_client_secret} --transport.curve-server-public {keyed.curve_server_public}"
+    )
+    return keyed, line
 
 
 def main(argv: list[str] | None = None) -> int:

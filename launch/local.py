@@ -15,11 +15,17 @@ line per evaluation (a progress bar only on a terminal); restarts an actor that 
 a budget it writes the final checkpoint, stops every child, plays the final evaluation (launch/final_eval.py), says
 what ended the run and exits 0. The budgets count the whole run, resumes included; ``--resume`` keeps them unless the
 command line sets new ones.
+
+Spawning its actors on loopback without ``--transport.curve-*`` keys, the sockets use CURVE with keys made for the run
+in ``RUN/keys`` (launch/keys.py ``run_transport``; ``--transport.open-loopback``: plain TCP), so no other local user can
+take a slot, fetch the weights or fill the replay; ``--no-spawn-actors`` on loopback without keys stays open, with a
+warning.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import queue
@@ -48,6 +54,7 @@ from launch.failures import (
     repeated_line,
 )
 from launch.final_eval import VIDEO_NAME, final_evaluation
+from launch.keys import run_transport
 from launch.machine import record_machine
 from launch.processes import (
     BACKOFF_CAP_S,
@@ -156,7 +163,8 @@ def _train(ready: Resolved, resume_state: Any, run_dir: str, signals: StopSignal
     local_actors = cfg.actors if cfg.spawn_actors else 0  # launch.learner: the actors run elsewhere
     threads = cfg.learner.threads if cfg.learner.threads > 0 else max(1, usable_cpus() - local_actors)
     torch.set_num_threads(threads)  # actors each keep a core busy; spin-waiting extra threads only slow us down
-    learner = Learner(ready, run_dir, resume_state, stop_requested=stopping)
+    transport, guard = run_transport(cfg, run_dir)  # the run's own keys (RUN/keys), never named in config.json
+    learner = Learner(ready, run_dir, resume_state, stop_requested=stopping, transport=transport)
     for name, write in {  # a full disk: said, and written before the next checkpoint instead
         # the configuration of the run's latest start, on resume too: a next resume keeps the budgets set now
         "config.json": lambda: write_atomic(os.path.join(run_dir, "config.json"), cfg.to_json()),
@@ -164,12 +172,14 @@ def _train(ready: Resolved, resume_state: Any, run_dir: str, signals: StopSignal
     }.items():
         learner.write_or_retry(name, write)
     print_header(cfg, learner, run_dir, threads, resumed=resume_state is not None)
+    if guard:
+        say(guard)
     compile_seconds = learner.compile()
     if compile_seconds:
         say(f"[MAIN] compiled and warmed up in {compile_seconds:.1f}s (not counted in any epoch)")
 
     learner.start()
-    pool = ActorPool(actor_main, cfg, cfg.actors)
+    pool = ActorPool(actor_main, dataclasses.replace(cfg, transport=transport), cfg.actors)
     if cfg.spawn_actors and not stopping.is_set():  # else external actors (launch.actor) lease or take the N slots
         pool.start()
     evaluator = (

@@ -29,6 +29,7 @@ RESUME_CHANGES = (
     "transport.curve_client_secret",
     "transport.curve_server_public",
     "transport.curve_authorized_dir",
+    "transport.open_loopback",
 )
 # Budgets of the whole run: a resume keeps the saved one unless the command line gives one (0: none; auto: the env's).
 RESUME_BUDGETS = ("total_env_steps", "learner.steps")

@@ -20,6 +20,7 @@ import torch
 from learner.consolidator import Consolidator
 from learner.replay.frame_ring import FrameReplay
 from learner.replay.prioritized import PrioritizedReplay
+from learner.staging import StagingQueue
 from shared.config import RunConfig
 from shared.spec import EnvSpec
 from shared.wire import curve, protocol
@@ -68,7 +69,7 @@ class DataPlane:
         self.replay = make_replay(cfg, spec, device)
         # holding the ratio the pipeline stays full: a queue of one batch per actor keeps batches near the current weights
         held = min(cfg.transport.consolidated_queue, cfg.actors) if cfg.learner.holds_ratio else 0
-        self.queue: queue.Queue = queue.Queue(maxsize=held or cfg.transport.consolidated_queue)
+        self.queue = StagingQueue(held or cfg.transport.consolidated_queue, cfg.transport.max_staged_bytes)
         # longer batches are refused at validation (reason "field"): written, they would raise on the training thread
         max_steps = min(cfg.transport.max_steps_per_message, cfg.actor.batch_steps, self.replay.stream_capacity)
         limits = protocol.Limits.for_spec(spec, max_envs=cfg.transport.max_env_per_message, max_steps=max_steps)

@@ -34,7 +34,7 @@ from learner.thread_watch import check_alive
 from learner.trainer import DQNLearner
 from learner.warm_up import SyntheticReplay, compile_setting
 from learner.weight_server import WeightServer
-from shared.config import LearnerConfig
+from shared.config import LearnerConfig, TransportConfig
 from shared.resolution import Resolved
 from shared.wire import protocol
 from shared.writes import RefusedWrites
@@ -72,9 +72,15 @@ class Learner:
     """Owns the data plane, the DQN learner, the weight server, metrics and checkpoints; callers ask it, not its parts."""
 
     def __init__(
-        self, run: Resolved, run_dir: str, resume_state: dict | None = None, stop_requested: threading.Event | None = None
+        self,
+        run: Resolved,
+        run_dir: str,
+        resume_state: dict | None = None,
+        stop_requested: threading.Event | None = None,
+        transport: TransportConfig | None = None,
     ):
-        """``stop_requested``: an event the caller may set before or during ``run`` (a signal handler); ``stop()`` sets it."""
+        """``stop_requested``: an event the caller may set before or during ``run`` (a signal handler); ``stop()`` sets it.
+        ``transport``: what the sockets bind with (None: the run's), e.g. the run's own keys, which checkpoints do not name."""
         self.cfg, self.run_dir, self.device, self.spec = run.cfg, run_dir, run.device, run.spec
         self.entry, self.train = run.entry, not run.cfg.collect_only
         learner_cfg = compile_setting(run.learner, self.train, run.device.type)
@@ -89,10 +95,12 @@ class Learner:
         self.echo: Callable[[str], None] = lambda line: print(line, flush=True)  # the launcher routes it past its bar
         self.refused = RefusedWrites(lambda line: self.echo(line))  # what a full disk refused (shared/writes.py)
         self.snapshots = SnapshotKeeper(run_dir, self.cfg.eval.keep_snapshots, resume_state is not None, self.refused)
-        self.plane = DataPlane(self.cfg, self.spec, run.device)
+        transport = transport or self.cfg.transport
+        self.plane = DataPlane(dataclasses.replace(self.cfg, transport=transport), self.spec, run.device)
+        self.plane.queue.echo = lambda line: self.echo(line)  # the launcher's route past its progress bar
         try:
-            self.server = WeightServer(self.cfg.transport, slots=self.plane.consolidator.slots, run=c.run)
-            self.server.echo = lambda line: self.echo(line)  # the launcher's route past its progress bar
+            self.server = WeightServer(transport, slots=self.plane.consolidator.slots, run=c.run)
+            self.server.echo = lambda line: self.echo(line)
             self.plane.consolidator.run_id = c.run
         except BaseException:  # e.g. its ports held by another run: the experience sockets are let go too
             self.plane.close()

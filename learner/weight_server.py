@@ -1,12 +1,18 @@
 """The learner's weight channel: PUB for broadcasts, ROUTER for "give me the current weights" (and a slot).
 
-``publish`` encodes the weights once; the server thread broadcasts them and answers every request with them, so an actor
+``publish`` encodes the weights once; the server thread broadcasts them and answers a request with them, so an actor
 has the current weights before its first action. The ROUTER also answers SLOT_REQUESTs (learner/slots.py).
+
+A WEIGHTS_REQUEST is answered only when it is behind (its ``have`` is not the current version) and at most once per
+connection every :data:`REPLY_EVERY` seconds: a flood of requests costs one reply a second, not a copy of the weights
+each (the rest are counted, ``up_to_date`` and ``throttled``). An actor asks once a second until the weights come.
 """
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections.abc import Callable
 from typing import cast
 
@@ -21,6 +27,10 @@ from shared.wire import curve, protocol
 from shared.wire.links import bind, open_socket
 from shared.wire.protocol import weights_endpoints  # noqa: F401  (re-exported: the learner's side of the endpoints)
 
+REPLY_EVERY = 1.0  # seconds: at most one weights reply per connection this often (WeightClient.fetch asks each second)
+REQUESTS_QUEUED = 64  # requests (4 KiB at most each) ZeroMQ queues per connection: 256 KiB, not its default 1000
+REPLIED_KEPT = 1024  # connections remembered before those replied to more than REPLY_EVERY ago are forgotten
+
 
 def state_arrays(net: torch.nn.Module) -> dict[str, np.ndarray]:
     """CPU copies of a network's state (float32 parameters and buffers, int64 counters)."""
@@ -30,9 +40,15 @@ def state_arrays(net: torch.nn.Module) -> dict[str, np.ndarray]:
 
 class WeightServer(SupervisedThread):
     def __init__(
-        self, transport: TransportConfig, context: zmq.Context | None = None, slots: SlotTable | None = None, run: int = 0
+        self,
+        transport: TransportConfig,
+        context: zmq.Context | None = None,
+        slots: SlotTable | None = None,
+        run: int = 0,
+        clock: Callable[[], float] = time.monotonic,
     ):
-        """``run``: the run identity every broadcast carries (shared/wire/protocol.py; 0: a fresh one)."""
+        """``run``: the run identity every broadcast carries (shared/wire/protocol.py; 0: a fresh one); ``clock``: the
+        seconds :data:`REPLY_EVERY` is counted in."""
         super().__init__(name="weight-server", daemon=True)
         self.slots = slots
         self.run_id = run or protocol.new_run_id()
@@ -45,7 +61,9 @@ class WeightServer(SupervisedThread):
         try:
             self._pub = open_socket(ctx, zmq.PUB, transport, server=True, send_hwm=2)
             # at most 2 replies (a few MB each) queued per peer: a peer that asks but never reads gets the rest dropped
-            self._router = open_socket(ctx, zmq.ROUTER, transport, server=True, send_hwm=2, max_message=4096)
+            self._router = open_socket(
+                ctx, zmq.ROUTER, transport, server=True, send_hwm=2, recv_hwm=REQUESTS_QUEUED, max_message=4096
+            )
             bind(self._pub, pub_addr, transport, "the weight broadcasts")
             bind(self._router, router_addr, transport, "the weight requests")
         except BaseException:
@@ -58,6 +76,12 @@ class WeightServer(SupervisedThread):
         self._stop_event = threading.Event()
         self.version = -1
         self.bad_requests = self.slot_requests = 0
+        self.weight_replies = 0  # WEIGHTS_REQUESTs answered with the weights
+        self.up_to_date = 0  # WEIGHTS_REQUESTs not answered: they hold the current version already
+        self.throttled = 0  # WEIGHTS_REQUESTs not answered: their connection had the weights within REPLY_EVERY
+        self._clock = clock
+        self._replied: dict[bytes, float] = {}  # connection (routing id) -> when it was last sent the weights
+        self._forget_at = REPLIED_KEPT  # size of _replied at which the old entries go (doubles while all are recent)
         self.refused_versions: set[int] = set()  # protocol versions of requests answered VERSION_REFUSED (said once each)
         self.echo: Callable[[str], None] = lambda line: print(line, flush=True)
 
@@ -83,15 +107,16 @@ class WeightServer(SupervisedThread):
         try:
             while not self._stop_event.is_set():
                 with self._lock:
-                    frames, unsent, self._unsent = self._frames, self._unsent, False
+                    frames, version, unsent, self._unsent = self._frames, self.version, self._unsent, False
                 if unsent:  # set only once _frames holds a publish
                     self._pub.send_multipart(cast(list, frames), copy=False)
                 if self._router.poll(timeout=20):
-                    self._answer(frames)
+                    self._answer(frames, version)
         finally:
             self._close_sockets()
 
-    def _answer(self, frames: list | None) -> None:
+    def _answer(self, frames: list | None, version: int) -> None:
+        """Answer every request queued now; WEIGHTS_REQUESTs with ``frames`` (``version``'s) when :meth:`_due`."""
         assert self._router is not None  # bound in __init__
         while True:
             try:
@@ -115,8 +140,26 @@ class WeightServer(SupervisedThread):
                 key = cast(str, parts[0].get("User-Id")) if self._curve else ""  # the client's key, from the ZAP handler
                 self._router.send_multipart([identity, *self._slot_reply(identity, request, key)])
                 self.slot_requests += 1
-            elif frames is not None:  # before the first publish there is nothing to give; the actor asks again
+            elif frames is not None and self._due(identity.bytes, request["have"], version):  # None: nothing published yet
                 self._router.send_multipart([identity, *frames], copy=False)
+
+    def _due(self, peer: bytes, have: int, version: int) -> bool:
+        """Whether connection ``peer``, holding ``have``, gets the weights of ``version`` now (else counted, unanswered).
+        A request names no run: ``have`` equal to ``version`` counts as current (an actor on another run's weights of
+        that number takes the broadcasts, repeated while it sends: learner/loop.py REBROADCAST_EVERY)."""
+        if have == version:
+            self.up_to_date += 1
+            return False
+        now = self._clock()
+        if now - self._replied.get(peer, -math.inf) < REPLY_EVERY:
+            self.throttled += 1
+            return False
+        if len(self._replied) >= self._forget_at:  # amortized: a table of recent peers grows, each entry forgotten once
+            self._replied = {p: t for p, t in self._replied.items() if now - t < REPLY_EVERY}
+            self._forget_at = max(REPLIED_KEPT, 2 * len(self._replied))
+        self._replied[peer] = now
+        self.weight_replies += 1
+        return True
 
     def _slot_reply(self, identity, request: dict, key: str) -> list:
         if self.slots is None:  # a weights-only server (benchmark, tests): no slots to give

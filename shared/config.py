@@ -190,6 +190,9 @@ class TransportConfig:
     """ZeroMQ receive high-water mark per actor socket, in messages."""
     consolidated_queue: int = 32
     """Decoded batches waiting to be written into replay; when full the consolidation thread stops reading (back-pressure)."""
+    max_staged_bytes: int = 256 << 20
+    """Largest total of the decoded batches waiting in that queue, in bytes: past it the consolidation thread stops
+    reading as when the queue is full (an empty queue takes any one batch)."""
     max_env_per_message: int = 64
     """Largest envs-per-actor a message may claim (validation bound)."""
     max_steps_per_message: int = 4096
@@ -215,6 +218,9 @@ class TransportConfig:
     """Actor: its secret CURVE certificate (NAME.key_secret); its public half must be in the learner's curve_authorized_dir."""
     curve_server_public: str = ""
     """Actor: the learner's public certificate (learner.key), so the actor talks only to that learner."""
+    open_loopback: bool = False
+    """launch.local spawning its actors on loopback with no curve_* option: plain TCP, open to every local user,
+    instead of CURVE with keys made for the run in RUN/keys."""
 
     def validate(self) -> None:
         for pair in (("curve_server_secret", "curve_authorized_dir"), ("curve_client_secret", "curve_server_public")):
@@ -243,6 +249,14 @@ class TransportConfig:
         _check(self.max_message_bytes >= 1 << 16, "transport.max_message_bytes", self.max_message_bytes, "must be >= 65536")
         _check(self.recv_hwm >= 1, "transport.recv_hwm", self.recv_hwm, "must be >= 1")
         _check(self.consolidated_queue >= 1, "transport.consolidated_queue", self.consolidated_queue, "must be >= 1")
+        staged, rule = self.max_staged_bytes, "must be an integer >= 1048576 (1 MiB)"
+        _check(_is_int(staged) and staged >= 1 << 20, "transport.max_staged_bytes", staged, rule)
+        _check(
+            not (self.open_loopback and (self.curve_server_secret or self.curve_client_secret)),
+            "transport.open_loopback",
+            self.open_loopback,
+            "must be off when CURVE keys are given (transport.curve_*): the keys would be used",
+        )
         _check_range(self, "transport.tcp_keepalive_idle", 0, 7200, "must be in [0, 7200] seconds (0: off)", integer=False)
         _check_range(self, "transport.tcp_keepalive_interval", 1, 600, "must be in [1, 600] seconds", integer=False)
         _check_range(self, "transport.tcp_keepalive_count", 1, 100, "must be in [1, 100]", integer=False)

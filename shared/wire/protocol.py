@@ -53,8 +53,9 @@ when absent), the clock of the actors' exploration schedule, so actors that join
 explore at the run's age.
 
 WEIGHTS_REQUEST (actor -> learner, DEALER to ROUTER on base_port-2): one frame,
-``{v, kind: "weights_request", actor, inc, have}``; the reply is a WEIGHTS message. The receiver checks names, shapes
-and dtypes against its own network.
+``{v, kind: "weights_request", actor, inc, have}``; the reply is a WEIGHTS message, sent only to a request that is
+behind (``have`` is not the current version) and at most once a second per connection (an actor asks each second
+until one comes). The receiver checks names, shapes and dtypes against its own network.
 
 SLOT_REQUEST (actor -> learner, the same DEALER to ROUTER): one frame, ``{v, kind: "slot_request", inc, want, E}``:
 the incarnation asks for slot ``want`` (-1: any free slot) for ``E`` envs per message. The reply is one SLOT frame,

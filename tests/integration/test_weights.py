@@ -1,4 +1,5 @@
-"""The weight channel over real sockets: request at start, broadcasts between steps, bad messages ignored."""
+"""The weight channel over real sockets: request at start, broadcasts between steps, bad messages ignored, replies
+only to peers behind and at most once per REPLY_EVERY per connection."""
 
 import time
 
@@ -9,7 +10,7 @@ import torch
 import zmq
 
 from actors.weights_client import WeightClient
-from learner.weight_server import WeightServer, state_arrays, weights_endpoints
+from learner.weight_server import REPLY_EVERY, WeightServer, state_arrays, weights_endpoints
 from shared.config import ConfigError, TransportConfig
 from shared.wire import protocol
 from tests.support.networks import nets
@@ -138,3 +139,75 @@ def test_an_actor_takes_a_new_runs_weights_whatever_their_version():
         if new is not None:
             new.stop()
         old.stop()
+
+
+class FrozenClock:
+    """The weight server's clock, moved only by the test: REPLY_EVERY is counted in it, not in wall time."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_weights_go_only_to_peers_behind_and_at_most_once_per_reply_every_per_connection():
+    """A request holding the current version gets no reply; 50 requests back to back on one connection get one reply
+    and 49 are throttled; after REPLY_EVERY that connection is answered again, and a new connection is at once."""
+    transport = TransportConfig(base_port=free_base_port(3) + 2)
+    learner_net, actor_net = nets()
+    expected = {
+        n: (tuple(t.shape), np.dtype(np.float32 if t.is_floating_point() else np.int64).str)
+        for n, t in actor_net.state_dict().items()
+    }
+    clock = FrozenClock()
+    server = WeightServer(transport, clock=clock, run=333)
+    server.publish(3, learner_net)
+    server.start()
+    ctx = zmq.Context.instance()
+    peers: list[zmq.Socket] = []
+
+    def peer() -> zmq.Socket:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(weights_endpoints(transport)[1])
+        peers.append(sock)
+        return sock
+
+    def handled(count: int) -> None:
+        """Wait until the server has taken ``count`` WEIGHTS_REQUESTs in all (a hang guard, not a timing)."""
+        deadline = time.monotonic() + 60
+        while server.weight_replies + server.throttled + server.up_to_date < count:
+            assert time.monotonic() < deadline, (server.weight_replies, server.throttled, server.up_to_date)
+            time.sleep(0.01)
+
+    def replies(sock: zmq.Socket) -> list[int]:
+        """The versions of every reply ``sock`` got: the first awaited generously, then until 1 s of quiet."""
+        versions, wait_ms = [], 30_000
+        while sock.poll(wait_ms):
+            versions.append(protocol.decode_weights(sock.recv_multipart(), expected)[1])
+            wait_ms = 1000
+        return versions
+
+    try:
+        a = peer()
+        a.send_multipart(protocol.encode_weights_request(0, 1, 3))  # it holds v3: the current version
+        handled(1)
+        assert server.up_to_date == 1 and server.weight_replies == 0
+        for _ in range(50):
+            a.send_multipart(protocol.encode_weights_request(0, 1, -1))
+        handled(51)
+        assert (server.weight_replies, server.throttled, server.up_to_date) == (1, 49, 1)
+        assert replies(a) == [3]  # one reply to 51 requests on this connection
+        b = peer()  # another connection is not held back by a's replies
+        b.send_multipart(protocol.encode_weights_request(1, 2, 8))  # v8 of another run: behind this one
+        handled(52)
+        assert replies(b) == [3]
+        clock.now += REPLY_EVERY
+        a.send_multipart(protocol.encode_weights_request(0, 1, 2))
+        handled(53)
+        assert replies(a) == [3] and (server.weight_replies, server.throttled, server.up_to_date) == (3, 49, 1)
+    finally:
+        for sock in peers:
+            sock.close(linger=0)
+        server.stop()

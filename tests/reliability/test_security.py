@@ -1,10 +1,12 @@
-"""Security: CURVE keys and the learner's allow-list with real actor processes, loopback-only
-binding without keys, no pickle on any socket, checkpoints loaded with weights_only=True, pinned
+"""Security: CURVE keys and the learner's allow-list with real actor processes, a run's own keys when it spawns its
+actors, loopback-only binding without keys, no pickle on any socket, checkpoints loaded with weights_only=True, pinned
 dependency floors, and the key-making command."""
 
 import ast
 import configparser
+import contextlib
 import copy
+import dataclasses
 import logging
 import os
 import pathlib
@@ -21,14 +23,17 @@ import zmq.auth
 from packaging.requirements import Requirement
 
 from actors.collector import actor_main
-from launch.keys import KeysConfig, make_keys
+from actors.slot_client import lease_slot
+from actors.weights_client import WeightClient
+from launch.keys import KeysConfig, make_keys, run_transport
 from launch.processes import spawn_context, start_process, stop_processes
 from learner.data_plane import DataPlane
 from learner.weight_server import WeightServer
 from shared.config import ConfigError, TransportConfig
 from shared.envs import env_spec
-from shared.network import QNetwork
+from shared.network import QNetwork, build_q_network
 from shared.wire import curve
+from shared.wire.links import open_socket
 from tests.support.messages import valid_batch
 from tests.support.paths import ROOT as ROOT_DIR
 from tests.support.runs import free_base_port, small_config
@@ -151,6 +156,109 @@ def test_server_sockets_refuse_everyone_when_no_allow_list_runs(keys):
         pull.close(linger=0)
         push.close(linger=0)
         ctx.term()
+
+
+# ---------------------------------------------------------------------------------------------- a run's own keys
+
+
+def test_a_run_that_spawns_its_actors_keys_itself_and_refuses_a_plain_peer(tmp_path):
+    """launch.local spawning its actors on loopback with no keys given (the default): its sockets are guarded by the
+    run's own keys (launch/keys.py run_transport), as launch.local builds them. A plain-TCP peer, what any local user
+    can open, gets no slot and no weights and its batch never reaches replay; a peer with the run's actor key gets a
+    slot and the weights, and its batch lands."""
+    cfg = small_config(actors=2, envs=1, steps=16, capacity=4096)
+    transport, line = run_transport(cfg, str(tmp_path))
+    assert cfg.transport.curve_server_secret == ""  # what config.json saves names no key: every start finds them
+    assert transport.curve_server_secret and transport.curve_client_secret and "CURVE with the run's own keys" in line
+    spec = env_spec(cfg.env)
+    plane = DataPlane(dataclasses.replace(cfg, transport=transport).validate(), spec, torch.device("cpu")).start()
+    server = WeightServer(transport, slots=plane.consolidator.slots)
+    server.publish(7, build_q_network(spec, dueling=cfg.net.dueling))
+    server.start()
+    plain = TransportConfig(base_port=cfg.transport.base_port)  # no key: what any user of the machine can connect with
+    ctx = zmq.Context.instance()
+    plain_push = open_socket(ctx, zmq.PUSH, plain, server=False)
+    keyed_push = open_socket(ctx, zmq.PUSH, transport, server=False)
+    clients = []
+    try:
+        # the plain peer first, with the learner up: a batch at slot 1, then a slot and the weights asked for 2 s each
+        plain_push.connect(f"tcp://127.0.0.1:{cfg.transport.base_port + 1}")
+        with contextlib.suppress(zmq.Again):
+            plain_push.send_multipart(valid_batch(cfg, actor=1, incarnation=6), flags=zmq.NOBLOCK)
+        refused = lease_slot(plain, 6, 1, wait=2.0, echo=lambda _: None)
+        assert refused is not None and refused["slot"] == -1 and refused["reason"].startswith("no answer"), refused
+        clients.append(WeightClient(plain, 1, 6, build_q_network(spec, dueling=cfg.net.dueling)))
+        assert clients[-1].fetch(have=-1, timeout=2.0) is None
+        # nothing it sent was even read: no request of any kind counted
+        counts = (server.slot_requests, server.weight_replies, server.throttled, server.up_to_date, server.bad_requests)
+        assert counts == (0, 0, 0, 0, 0)
+        # the run's actor key: the lowest slot (the plain peer claimed none), the weights, its batch in replay
+        granted = lease_slot(transport, 5, 1, wait=60.0, echo=lambda _: None)  # a hang guard, not a timing
+        assert granted is not None and granted["slot"] == 0, granted
+        clients.append(WeightClient(transport, 0, 5, build_q_network(spec, dueling=cfg.net.dueling)))
+        got = clients[-1].fetch(have=-1, timeout=60)
+        assert got is not None and got[0] == 7
+        keyed_push.connect(f"tcp://127.0.0.1:{cfg.transport.base_port}")
+        keyed_push.send_multipart(valid_batch(cfg, actor=0, incarnation=5))
+        assert plane.wait_for(16, timeout=60)
+        plane.drain()
+        # the plain batch, sent seconds before, never arrived: one message received in all, slot 1 empty
+        assert plane.consolidator.received == 1 and plane.stats().per_actor == [16, 0] and len(plane.replay) == 16
+        assert plane.consolidator.slots.holder(1) is None
+    finally:
+        for client in clients:
+            client.close()
+        plain_push.close(linger=0)
+        keyed_push.close(linger=0)
+        server.stop()
+        plane.close()
+    assert curve._authenticators == {}  # the data plane and the weight server released the shared handler
+
+
+def test_the_runs_own_keys_are_private_and_every_later_start_reuses_them(tmp_path):
+    cfg = small_config(actors=1, envs=1)
+    run_dir = tmp_path / "run"
+    first, _ = run_transport(cfg, str(run_dir))
+    folder = run_dir / "keys"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    for name in ("learner", "actor"):
+        assert stat.S_IMODE((folder / f"{name}.key_secret").stat().st_mode) == 0o600
+        assert zmq.auth.load_certificate(str(folder / f"{name}.key_secret"))[1] is not None
+    assert [p.name for p in (folder / "allowed").iterdir()] == ["actor.key"]  # the spawned actors' key, and only it
+    assert (folder / "allowed" / "actor.key").read_bytes() == (folder / "actor.key").read_bytes()
+    assert first.curve_server_public == str(folder / "learner.key") and first.curve_authorized_dir == str(folder / "allowed")
+    secrets = {p.name: p.read_bytes() for p in folder.glob("*.key_secret")}
+    again, _ = run_transport(cfg, str(run_dir))  # a resume: the same keys, none made anew
+    assert again == first and {p.name: p.read_bytes() for p in folder.glob("*.key_secret")} == secrets
+    loose = tmp_path / "loose"
+    (loose / "keys").mkdir(parents=True, mode=0o755)
+    os.chmod(loose / "keys", 0o755)  # a key folder left readable (mkdir's mode is masked by the umask)
+    run_transport(cfg, str(loose))
+    assert stat.S_IMODE((loose / "keys").stat().st_mode) == 0o700
+
+
+def test_given_keys_win_the_opt_out_stays_plain_and_a_learner_alone_on_loopback_is_said_open(keys, tmp_path):
+    folder, allowed = keys
+    given = small_config(actors=1, envs=1)
+    given.transport.curve_server_secret = str(folder / "learner.key_secret")
+    given.transport.curve_authorized_dir = str(allowed)
+    given.transport.curve_client_secret = str(folder / "allowed.key_secret")
+    given.transport.curve_server_public = str(folder / "learner.key")
+    given.validate()
+    assert run_transport(given, str(tmp_path / "given")) == (given.transport, "")
+    opted = small_config(actors=1, envs=1)
+    opted.transport.open_loopback = True
+    transport, line = run_transport(opted.validate(), str(tmp_path / "opted"))
+    assert transport == opted.transport and not transport.curve_server_secret
+    assert line.startswith("[MAIN] warning: the learner listens on 127.0.0.1 without CURVE")
+    assert "--transport.open-loopback" in line
+    alone = small_config(actors=1, envs=1)
+    alone.spawn_actors = False  # launch.learner, or launch.local --no-spawn-actors: its actors run elsewhere
+    transport, line = run_transport(alone.validate(), str(tmp_path / "alone"))
+    assert transport == alone.transport and "any user of this machine can take its slots" in line and "launch.keys" in line
+    assert not [name for name in ("given", "opted", "alone") if (tmp_path / name / "keys").exists()]
+    with pytest.raises(ConfigError, match=r"transport.open_loopback=True must be off when CURVE keys are given"):
+        dataclasses.replace(given.transport, open_loopback=True).validate()
 
 
 # ---------------------------------------------------------------------------------------------- configuration
