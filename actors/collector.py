@@ -256,6 +256,8 @@ def actor_main(
         os.nice(run.cfg.actor.nice)
     incarnation = int.from_bytes(os.urandom(8), "little") >> 1
     leased = actor_id < 0
+    # the liveness file is a standalone actor's (launch.actor); a launcher's actors inherit its path, not its file
+    heartbeat = Heartbeat("actor", path=None if standalone else "")
     while True:
         check_every = 0.0
         if leased:
@@ -277,7 +279,7 @@ def actor_main(
                 f"[ACTOR] slot {actor_id} of {lease['slots']} (lease {lease['lease']:g} s), incarnation {incarnation:#x}",
                 flush=True,
             )
-        report = _play(run, actor_id, incarnation, generation, should_stop, max_batches, ack, check_every)
+        report = _play(run, actor_id, incarnation, generation, should_stop, max_batches, ack, check_every, heartbeat)
         if not report.get("overtaken") or should_stop():
             break
         print(f"[ACTOR] slot {actor_id} was taken by another actor's data before this one's landed; asking again", flush=True)
@@ -304,11 +306,11 @@ def _play(
     max_batches: int,
     ack: Any,
     check_every: float,
+    heartbeat: Heartbeat,
 ) -> dict:
     """Collect on slot ``actor_id`` until a stop, ``max_batches``, another protocol, or the leased slot taken (``overtaken``)."""
     cfg = run.cfg
     collector = Collector(run, actor_id, incarnation, generation)
-    heartbeat = Heartbeat("actor")
     sender = BatchSender(
         f"tcp://{cfg.transport.host}:{cfg.transport.base_port + actor_id}",  # this slot's experience socket
         actor_id,

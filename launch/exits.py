@@ -15,6 +15,8 @@ from shared.errors import ConfigError
 
 EXIT_CONFIG = 2  # a bad option or value, named on stderr
 EXIT_FAILED = 1  # the run stopped on an error it saved its last good weights from
+# (3: a learner's failure repeated from one checkpoint, launch/failures.py; 3 and 4 of launch.actor: no slot, version skew)
+EXIT_UNWRITTEN = 5  # the run ended and its training is saved, but some final-evaluation results could not be written
 
 
 @dataclass

@@ -7,6 +7,9 @@ is chosen among the last weights and the kept snapshots on fresh episodes (``cho
 ones, then the late-window, low-epsilon and no-op rows; in jobs of ``EPISODES_PER_JOB`` episodes, each on its own
 stream, so the episodes do not depend on the core count. With ``eval.drill_trials`` the last weights then drill each
 hazard from a saved state before it (shared/evaluation/drills.py), one job per point and variant.
+
+A result the disk refuses (``eval_final.json``, ``best.pt``, ``best.mp4``, the ``final/`` metrics row) is said with its
+file and error while the evaluation goes on; the program then exits ``EXIT_UNWRITTEN`` (5) with a line naming them.
 """
 
 from __future__ import annotations
@@ -21,8 +24,18 @@ from typing import Annotated, Any
 import tyro
 
 from launch.cli import UsageError, parse
-from learner.checkpoint import CHECKPOINT_NAME, has_checkpoint, load_best, load_checkpoint, load_kept, load_snapshots, save_best
-from learner.metrics import MetricsLog
+from launch.exits import EXIT_UNWRITTEN
+from learner.checkpoint import (
+    BEST_NAME,
+    CHECKPOINT_NAME,
+    has_checkpoint,
+    load_best,
+    load_checkpoint,
+    load_kept,
+    load_snapshots,
+    save_best,
+)
+from learner.metrics import METRICS_NAME, MetricsLog
 from shared.config import EvalConfig
 from shared.config_migration import read_config
 from shared.cpus import usable_cpus
@@ -48,7 +61,7 @@ from shared.evaluation.protocol import (
 from shared.evaluation.result import RESULT_NAME, Candidate, Drills, FinalResult, KeptWeights, LateWindow, WeightsRow
 from shared.resolution import resolve_config
 from shared.seeding import EVAL_DRILLS, EVAL_FINAL, EVAL_SELECT, stream_seed
-from shared.writes import write_atomic
+from shared.writes import RefusedWrites, write_atomic
 
 VIDEO_NAME = "best.mp4"  # best.pt's greedy episode, on envs that film (Mario)
 
@@ -57,8 +70,27 @@ def _versioned(counters: dict) -> dict:
     return {"weights_version": int(counters["weights_version"]), "env_steps": int(counters["inserted"])}
 
 
-def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> FinalResult | None:
-    """Choose and evaluate ``best.pt``, play the extra rows, write ``eval_final.json`` (None: no updates or no final episodes)."""
+def result_writes(echo: Echo) -> RefusedWrites:
+    """Where the final evaluation's writes a disk refuses are said and counted (``unwritten_line`` names them)."""
+    return RefusedWrites(echo, "[FINAL]", "the evaluation goes on")
+
+
+def unwritten_line(run_dir: str, refused: RefusedWrites) -> str:
+    """The error line for results ``refused`` counts as not written ('' when all were), with how to write them later."""
+    if not refused.counts:
+        return ""
+    return (
+        f"error: the final evaluation could not write {', '.join(refused.counts)} (see above; exit {EXIT_UNWRITTEN}); the "
+        f"training is saved: python -m launch.final_eval {run_dir} writes them once there is room"
+    )
+
+
+def final_evaluation(
+    run_dir: str, processes: int = 0, echo: Echo = print, refused: RefusedWrites | None = None
+) -> FinalResult | None:
+    """Choose and evaluate ``best.pt``, play the extra rows, write ``eval_final.json`` (None: no updates or no final
+    episodes). A write the disk refuses is said and counted in ``refused`` (default: ``result_writes(echo)``)."""
+    refused = refused if refused is not None else result_writes(echo)
     checkpoint = load_checkpoint(run_dir, say=echo)
     cfg = resolve_config(read_config(checkpoint["config"]), validate=False)
     ev = cfg.eval
@@ -71,7 +103,7 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> Fi
     entry = entry_for(env)
     words = entry.score.lower(), entry.success.lower()  # the env's words (Mario: distance, flags)
     common = dict(env=env, net=cfg.net, epsilon=ev.epsilon)
-    selection, best = select_best(run_dir, checkpoint, ev, common, processes, echo, words)
+    selection, best = select_best(run_dir, checkpoint, ev, common, processes, echo, words, refused)
 
     seed = stream_seed(ev.seed, EVAL_FINAL)
     contenders = [("last", online, counters)]
@@ -122,18 +154,26 @@ def final_evaluation(run_dir: str, processes: int = 0, echo: Echo = print) -> Fi
         if contender is not None and contender.greedy:
             contender.greedy = {k: v for k, v in contender.greedy.items() if k != "actions"}
     result.seconds = round(time.perf_counter() - started, 1)
-    write_results(run_dir, result)
-    say_results(result, [name for name, *_ in contenders], best_is_last, words, echo)
+    written = write_results(run_dir, result, refused)
+    say_results(result, [name for name, *_ in contenders], best_is_last, words, echo, written)
     if entry.video:
-        film_greedy(env, filmed["actions"], filmed["score"], os.path.join(run_dir, VIDEO_NAME), filmed_name, echo)
+        film_greedy(env, filmed["actions"], filmed["score"], os.path.join(run_dir, VIDEO_NAME), filmed_name, echo, refused)
     return result
 
 
 def select_best(
-    run_dir: str, checkpoint: dict, ev: EvalConfig, common: dict, processes: int, echo: Echo, words: Words
+    run_dir: str,
+    checkpoint: dict,
+    ev: EvalConfig,
+    common: dict,
+    processes: int,
+    echo: Echo,
+    words: Words,
+    refused: RefusedWrites,
 ) -> tuple[list[Candidate], dict | None]:
     """Step 1 of the module docstring: the selection's rows (the last weights, then each kept snapshot) and the
-    checkpoint that is best.pt, written; without kept snapshots no rows and best.pt as training left it (None: none)."""
+    checkpoint that is best.pt, written (a refusal said and counted in ``refused``); without kept snapshots no rows
+    and best.pt as training left it (None: none)."""
     snapshots = load_snapshots(run_dir)[: ev.keep_snapshots] if ev.keep_snapshots else []
     if not snapshots:  # no snapshots kept (--eval.keep-snapshots 0): best.pt as training left it, if any
         return [], load_best(run_dir)
@@ -163,8 +203,11 @@ def select_best(
     chosen_fresh = dataclasses.asdict(selection[pick].fresh)
     best["eval"] = {k: chosen_fresh[k] for k in ("score_mean", "score_median", "success_rate", "return_mean", "episodes")}
     best["eval"] |= {"epsilon": ev.epsilon, "chosen_from": [s.weights_version for s in selection], "chosen": pick}
-    save_best(run_dir, best)
-    echo(f"[FINAL]   best.pt: {'the last weights' if chosen is None else 'snapshot'} v{selection[pick].weights_version}")
+    saved = refused.attempt(BEST_NAME, save_best, run_dir, best)
+    echo(
+        f"[FINAL]   best.pt: {'the last weights' if chosen is None else 'snapshot'} v{selection[pick].weights_version}"
+        + ("" if saved else " (not written)")
+    )
     return selection, best
 
 
@@ -189,8 +232,11 @@ def say_plan(extras: list[Extra], kept: list[dict], echo: Echo) -> None:
         echo(f"[FINAL] and on streams of their own: {'; '.join(said)}")
 
 
-def say_results(result: FinalResult, names: list[str], best_is_last: bool, words: Words, echo: Echo) -> None:
-    """The ``[FINAL]`` lines of the final evaluation's rows (each contender in ``names``, then the extra rows)."""
+def say_results(
+    result: FinalResult, names: list[str], best_is_last: bool, words: Words, echo: Echo, written: bool = True
+) -> None:
+    """The ``[FINAL]`` lines of the final evaluation's rows (each contender in ``names``, then the extra rows), and
+    whether ``eval_final.json`` was ``written``."""
     what, won = words
     for name in names:
         r = getattr(result, name)
@@ -211,7 +257,8 @@ def say_results(result: FinalResult, names: list[str], best_is_last: bool, words
         if row is not None:
             title = Extra(key, 0, row.epsilon or 0.0, row.noop_max, 0).title
             say_row(f"[FINAL] last {title}", row, words, echo)
-    echo(f"[FINAL] wrote {os.path.join(result.run_dir, RESULT_NAME)} in {result.seconds:.0f}s")
+    path, took = os.path.join(result.run_dir, RESULT_NAME), f"{result.seconds:.0f}s"
+    echo(f"[FINAL] wrote {path} in {took}" if written else f"[FINAL] evaluated in {took}; {path} not written (see above)")
 
 
 def play_final_drills(env: Any, ev: EvalConfig, online: dict, net_cfg: Any, processes: int, echo: Echo) -> Drills:
@@ -229,22 +276,29 @@ def play_final_drills(env: Any, ev: EvalConfig, online: dict, net_cfg: Any, proc
     return drills
 
 
-def film_greedy(env: Any, actions: list[int], score: float, path: str, name: str, echo: Echo) -> None:
-    """Film ``name``'s greedy episode to ``path``; a failure is said, not raised (the figures are already written)."""
+def film_greedy(
+    env: Any, actions: list[int], score: float, path: str, name: str, echo: Echo, refused: RefusedWrites | None = None
+) -> None:
+    """Film ``name``'s greedy episode to ``path``; a failure is said, not raised (the figures are already written), and
+    one the disk made (an OSError) is counted in ``refused`` with the results not written."""
     from shared.evaluation.video import record_video  # imageio: only where an env films
 
     try:
         info = record_video(env, actions, path, expected_score=score)
     except Exception as exc:  # noqa: BLE001 - ffmpeg, disk, or a replay that differs: the run's results stand
-        echo(f"[FINAL] no video: {type(exc).__name__}: {exc}")
+        if isinstance(exc, OSError) and refused is not None:
+            refused.refuse(os.path.basename(path), exc)
+        else:
+            echo(f"[FINAL] no video: {type(exc).__name__}: {exc}")
         return
     echo(f"[FINAL] video of the greedy episode of {name} (score {score:,g}): {info.path} ({info.frames:,} frames)")
 
 
-def write_results(run_dir: str, result: FinalResult) -> None:
+def write_results(run_dir: str, result: FinalResult, refused: RefusedWrites) -> bool:
     """``eval_final.json`` (``best`` a copy of ``last`` with ``same_as_last`` when the selection kept it; a row without
-    episodes null) and one ``final/`` metrics row at the run's last env step with each row's score and success rate."""
-    write_atomic(os.path.join(run_dir, RESULT_NAME), result.to_json())
+    episodes null) and one ``final/`` metrics row at the run's last env step with each row's score and success rate;
+    a write the disk refuses is said and counted in ``refused``, the other goes on. Whether eval_final.json was written."""
+    written = refused.attempt(RESULT_NAME, write_atomic, os.path.join(run_dir, RESULT_NAME), result.to_json())
     figures: dict[str, Any] = {}
     rows = {"last": result.last, "best": result.best, "late": result.late_window}
     for name, row in (
@@ -255,8 +309,14 @@ def write_results(run_dir: str, result: FinalResult) -> None:
             figures |= {f"final/{name}_score": s.score_mean, f"final/{name}_success_rate": s.success_rate}
             if isinstance(row, WeightsRow):
                 figures |= {f"final/{name}_return": s.return_mean, f"final/{name}_greedy_score": (row.greedy or {}).get("score")}
-    with contextlib.closing(MetricsLog(run_dir)) as metrics:
+    try:
+        metrics = MetricsLog(run_dir, refused=refused)  # its row and TensorBoard: said and counted there
+    except OSError as exc:  # metrics.jsonl cannot even be opened
+        refused.refuse(METRICS_NAME, exc)
+        return written
+    with contextlib.closing(metrics):
         metrics.write(result.updates, result.env_steps, result.wall_seconds, figures)
+    return written
 
 
 @dataclasses.dataclass
@@ -268,18 +328,22 @@ class FinalEvalArgs:
 
 
 def main(argv: list[str] | None = None) -> int:
+    refused = result_writes(print)
     try:
         args = parse(FinalEvalArgs, argv, "python -m launch.final_eval", __doc__.split("\n")[0])
         if args.processes < 0:
             raise UsageError(f"--processes={args.processes} must be >= 0 (0: one per core)")
         if not has_checkpoint(args.run_dir):
             raise UsageError(f"run_dir={args.run_dir!r} has no {CHECKPOINT_NAME}")
-        result = final_evaluation(args.run_dir, args.processes)
+        result = final_evaluation(args.run_dir, args.processes, refused=refused)
     except (UsageError, ValueError) as exc:  # ValueError (ConfigError too): no readable checkpoint or config, named
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if result is None:
         print(f"[FINAL] nothing to evaluate: no updates in {args.run_dir!r}, or eval.final_episodes 0")
+    if unwritten := unwritten_line(args.run_dir, refused):
+        print(unwritten, file=sys.stderr)
+        return EXIT_UNWRITTEN
     return 0
 
 

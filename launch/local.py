@@ -20,6 +20,12 @@ Spawning its actors on loopback without ``--transport.curve-*`` keys, the socket
 in ``RUN/keys`` (launch/keys.py ``run_transport``; ``--transport.open-loopback``: plain TCP), so no other local user can
 take a slot, fetch the weights or fill the replay; ``--no-spawn-actors`` on loopback without keys stays open, with a
 warning.
+
+Exit codes: 0 the run ended as asked; 1 an error, or the last checkpoint could not be written (the newest one that was
+is kept); 2 a bad option, or the run folder held by another learner; 3 the same error ended the last starts from this
+checkpoint (launch/failures.py); 5 the training is saved but some final-evaluation results could not be written (a full
+disk: ``python -m launch.final_eval RUN`` writes them later). With ``WARPPIPE_HEALTH_FILE`` set, a thread of its own
+keeps the liveness file fresh for the container health check from start to exit (shared/heartbeat.py).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from tqdm import tqdm
 from actors.collector import actor_main
 from actors.eval_actor import eval_process_main
 from launch.cli import given_options, parse_run_config
-from launch.exits import StopSignals, exit_code
+from launch.exits import EXIT_UNWRITTEN, StopSignals, exit_code
 from launch.failures import (
     EXIT_REPEATED,
     REPEATS_TO_STOP,
@@ -53,7 +59,7 @@ from launch.failures import (
     record_failure,
     repeated_line,
 )
-from launch.final_eval import VIDEO_NAME, final_evaluation
+from launch.final_eval import VIDEO_NAME, final_evaluation, result_writes, unwritten_line
 from launch.keys import run_transport
 from launch.machine import record_machine
 from launch.processes import (
@@ -122,11 +128,26 @@ def stop_line(reason: str, cfg: RunConfig, inserted: int, updates: int) -> str:
     return f"--duration {cfg.duration:g}s reached" if reason == "duration" else "a stop signal (Ctrl-C or SIGTERM)"
 
 
+def bound_ports(cfg: RunConfig) -> range:
+    """The learner's bound ports: requests, weights, then one experience port per actor slot."""
+    return range(cfg.transport.base_port - 2, cfg.transport.base_port + cfg.actors)
+
+
 def run(cfg: RunConfig, signals: StopSignals | None = None, given: Collection[str] | None = None) -> int:
     """The run ``cfg`` asks for, to its end; ``signals``: the program's, installed at its start (else here), so a stop
     during start-up is neither ignored nor raised through half-built sockets; ``given``: the options its command line
     gave (launch.cli.given_options), which a resume takes where it may change them."""
     signals = signals or StopSignals().install()
+    # liveness for the container health check from a thread of its own: loading, compiling, saving and the final
+    # evaluation go without training ticks for minutes
+    heartbeat = Heartbeat("learner", phase="starting").start()
+    try:
+        return _run(cfg, signals, given, heartbeat)
+    finally:
+        heartbeat.stop()
+
+
+def _run(cfg: RunConfig, signals: StopSignals, given: Collection[str] | None, heartbeat: Heartbeat) -> int:
     ready, resume_state = resolved_start(cfg, given)
     cfg = ready.cfg
     run_dir = cfg.resume or os.path.join(cfg.run_dir, time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
@@ -141,7 +162,7 @@ def run(cfg: RunConfig, signals: StopSignals | None = None, given: Collection[st
             say(repeated, file=sys.stderr)
             return EXIT_REPEATED
         try:
-            code = _train(ready, resume_state, run_dir, signals)
+            code = _train(ready, resume_state, run_dir, signals, heartbeat)
         except ConfigError:
             raise
         except Exception as exc:  # counted per checkpoint: a failure restarting cannot cure ends the loop
@@ -150,15 +171,15 @@ def run(cfg: RunConfig, signals: StopSignals | None = None, given: Collection[st
             traceback.print_exc()
             say(repeated_line(run_dir, stamp), file=sys.stderr)
             return EXIT_REPEATED
-        if code == 0:
+        if code in (0, EXIT_UNWRITTEN):  # it trained to its end
             clear_failures(run_dir)
         return code
     finally:
         lock.release()
 
 
-def _train(ready: Resolved, resume_state: Any, run_dir: str, signals: StopSignals) -> int:
-    """Train in ``run_dir`` to the run's end, then its final evaluation; the exit code."""
+def _train(ready: Resolved, resume_state: Any, run_dir: str, signals: StopSignals, heartbeat: Heartbeat) -> int:
+    """Train in ``run_dir`` to the run's end, then its final evaluation; the exit code. ``heartbeat`` names each phase."""
     cfg, stopping, terminated = ready.cfg, signals.stopping, signals.terminated
     local_actors = cfg.actors if cfg.spawn_actors else 0  # launch.learner: the actors run elsewhere
     threads = cfg.learner.threads if cfg.learner.threads > 0 else max(1, usable_cpus() - local_actors)
@@ -179,6 +200,7 @@ def _train(ready: Resolved, resume_state: Any, run_dir: str, signals: StopSignal
         say(f"[MAIN] compiled and warmed up in {compile_seconds:.1f}s (not counted in any epoch)")
 
     learner.start()
+    heartbeat.update("training", bound_ports(cfg), cfg.transport.host)
     pool = ActorPool(actor_main, dataclasses.replace(cfg, transport=transport), cfg.actors)
     if cfg.spawn_actors and not stopping.is_set():  # else external actors (launch.actor) lease or take the N slots
         pool.start()
@@ -191,6 +213,7 @@ def _train(ready: Resolved, resume_state: Any, run_dir: str, signals: StopSignal
     try:
         reason = learner.run(deadline=deadline, on_tick=supervisor.tick)
     finally:
+        heartbeat.update("stopping")  # the sockets close from here on: no ports to check
         if supervisor.bar is not None:
             supervisor.bar.close()
         # read while the actors exit: their last batches leave their sockets only while someone reads them
@@ -203,12 +226,13 @@ def _train(ready: Resolved, resume_state: Any, run_dir: str, signals: StopSignal
     say(format_processor_line(stats, stats.processed / max(elapsed, 1e-9)))
     if end.first_epoch_ratio is not None:
         say(f"[MAIN] first epoch after warm-up ran at {end.first_epoch_ratio:.0%} of the later epochs' updates/s")
-    c = learner.summary()
+    c, unwritten = learner.summary(), ""
     if not cfg.collect_only and c.updates and cfg.eval.final_episodes:
         if terminated.is_set():  # a container or job being stopped has seconds left, not minutes
             say(f"[MAIN] SIGTERM: no final evaluation (python -m launch.final_eval {run_dir} runs it)")
         else:
-            final_evaluation_or_skip(run_dir, stopping)
+            heartbeat.update("final evaluation")
+            unwritten = final_evaluation_or_skip(run_dir, stopping)
     if os.path.isfile(os.path.join(run_dir, BEST_NAME)):  # how to play the best weights, and what the run folder holds
         say(
             f"[MAIN] play the best evaluated weights: python -m launch.evaluate {run_dir} (the last checkpoint: add --net online)"
@@ -221,13 +245,15 @@ def _train(ready: Resolved, resume_state: Any, run_dir: str, signals: StopSignal
         f"actor weights versions {end.versions} (lag {end.lags}), actor exit codes {codes}"
         + (f"; checkpoint {os.path.join(run_dir, 'checkpoint.pt')}" if c.updates else "")
     )
+    if unwritten:
+        say(unwritten, file=sys.stderr)
     if end.checkpoint_failed:
         say(
             f"error: the last checkpoint could not be written (see above); {run_dir} keeps the newest one that was",
             file=sys.stderr,
         )
         return 1
-    return 0
+    return EXIT_UNWRITTEN if unwritten else 0
 
 
 def ratio_phrase(lc) -> str:
@@ -347,15 +373,12 @@ class Supervisor:
             style = dict(unit=f" {unit}", unit_scale=unit != "s", dynamic_ncols=True, mininterval=1.0, bar_format=seconds)
             self.bar = tqdm(total=total, initial=min(self._done(unit), total), **style)
             learner.echo = self.bar.write
-        bound = range(cfg.transport.base_port - 2, cfg.transport.base_port + cfg.actors)  # weights, requests, slots
-        self.heartbeat = Heartbeat("learner", cfg.transport.host, tuple(bound))  # for the container health check
         self.logged_at, self.logged_processed = self.start, 0
         self.incarnations = [-1] * cfg.actors  # per slot: the incarnation whose batches the learner accepts
         self.silent_reported = False
 
     def tick(self) -> None:
         now = time.monotonic()
-        self.heartbeat.beat()
         if self.bar is not None:
             assert self.budget is not None  # the bar is made only with a budget
             self.bar.n = min(self.bar.total, self._done(self.budget[0]))
@@ -412,21 +435,24 @@ class Supervisor:
                 self.incarnations[slot] = incarnation
 
 
-def final_evaluation_or_skip(run_dir: str, stopping: threading.Event) -> None:
-    """launch/final_eval.py on the finished run; a (further) Ctrl-C or SIGTERM skips it, and says how to run it."""
+def final_evaluation_or_skip(run_dir: str, stopping: threading.Event) -> str:
+    """launch/final_eval.py on the finished run; a (further) Ctrl-C or SIGTERM skips it, and says how to run it. The
+    error line naming the results the disk refused ('' when all were written, or none were due)."""
     interrupt = signal.default_int_handler  # raises KeyboardInterrupt, whichever signal it handles
     later = f"python -m launch.final_eval {run_dir}"
     if stopping.is_set():
         say(f"[MAIN] the final evaluation follows; Ctrl-C again skips it ({later} runs it later)")
     signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
+    refused = result_writes(say)
     try:
-        final_evaluation(run_dir, echo=say)
+        final_evaluation(run_dir, echo=say, refused=refused)
     except KeyboardInterrupt:
         say(f"[MAIN] final evaluation skipped; the checkpoint and snapshots are kept: {later}")
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run is over: only the last lines are left to print
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    return unwritten_line(run_dir, refused)
 
 
 class Evaluator:

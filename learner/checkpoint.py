@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from shared.evaluation.names import upgrade
+from shared.writes import InPlaceRecord, read_record
 
 CHECKPOINT_NAME = "checkpoint.pt"
 PREVIOUS_NAME = "checkpoint.prev.pt"
@@ -24,19 +25,17 @@ DAMAGED_SUFFIX = ".damaged"  # a checkpoint.pt a resume could not read, kept bes
 CHECKPOINT_KEYS = ("learner", "counters", "config")
 BEST_NAME = "best.pt"
 PUBLISHED_NAME = "weights_version"
+PUBLISHED_WIDTH = 32  # bytes of its record: any 64-bit version and a newline, padded with spaces
 SNAPSHOT_DIR = "snapshots"
 KEPT_DIR = "kept"  # the last eval.keep_weights broadcast weights (the final evaluation's late window)
 
 
-def _write_temporary(path: str, state: dict | bytes) -> str:
-    """``state`` (bytes as they are) whole and fsync'd in a temporary file beside ``path``; on any error it is removed."""
+def _write_temporary(path: str, state: dict) -> str:
+    """``state`` whole and fsync'd in a temporary file beside ``path``; on any error it is removed."""
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
         with open(tmp, "wb") as fh:
-            if isinstance(state, bytes):
-                fh.write(state)
-            else:
-                torch.save(state, fh)
+            torch.save(state, fh)
             fh.flush()
             os.fsync(fh.fileno())
     except BaseException:
@@ -203,7 +202,7 @@ def load_checkpoint(
 
 def discard_partial(run_dir: str) -> list[str]:
     """Remove temporary files a crashed save left behind; returns their paths."""
-    patterns = [f"{base}.tmp-*" for base in (CHECKPOINT_NAME, BEST_NAME, PUBLISHED_NAME)]
+    patterns = [f"{base}.tmp-*" for base in (CHECKPOINT_NAME, BEST_NAME, PUBLISHED_NAME)]  # the record's: older releases
     patterns += [os.path.join(folder, "*.pt.tmp-*") for folder in (SNAPSHOT_DIR, KEPT_DIR)]
     leftovers = sorted(name for pattern in patterns for name in glob.glob(os.path.join(glob.escape(run_dir), pattern)))
     for path in leftovers:
@@ -212,16 +211,16 @@ def discard_partial(run_dir: str) -> list[str]:
 
 
 def record_published(run_dir: str, version: int) -> None:
-    """Atomically note ``version`` as the newest weights version handed to actors."""
-    path = os.path.join(run_dir, PUBLISHED_NAME)
-    os.replace(_write_temporary(path, f"{int(version)}\n".encode()), path)
+    """Note ``version`` as the newest weights version handed to actors, fsync'd: overwritten in place, so once the
+    file is made a full disk does not refuse it (shared/writes.py ``InPlaceRecord``)."""
+    InPlaceRecord(os.path.join(run_dir, PUBLISHED_NAME), PUBLISHED_WIDTH, sync=True).write(f"{int(version)}\n")
 
 
 def read_published(run_dir: str) -> int:
-    """The newest weights version recorded by ``record_published`` (-1: none)."""
+    """The newest weights version recorded by ``record_published``, padded or written whole by an older release (-1:
+    none, or not a number)."""
     try:
-        with open(os.path.join(run_dir, PUBLISHED_NAME)) as fh:
-            return int(fh.read().strip())
+        return int(read_record(os.path.join(run_dir, PUBLISHED_NAME)))
     except (OSError, ValueError):
         return -1
 

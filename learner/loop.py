@@ -273,8 +273,10 @@ class Learner:
             self.reset_network()
         if self.target_period.due(env_steps):
             self.dqn.sync_target()
-        if self.broadcast_period.due(env_steps) and self._publish(self.counters.weights_version + 1):
-            self.counters.weights_version += 1
+        if self.broadcast_period.due(env_steps):
+            version = self._next_version()
+            self._publish(version)
+            self.counters.weights_version = version
 
     def reset_network(self) -> None:
         """Reset the online net on this run's replay frames (``DQNLearner.reset``), sync the target to it, say so."""
@@ -330,15 +332,29 @@ class Learner:
         """The stamp of a replay saved now: the counters a checkpoint taken now holds."""
         return replay_stamp(dataclasses.asdict(self.counters))
 
-    def _publish(self, version: int) -> bool:
-        """Broadcast the weights as ``version`` once it is on disk (a resume goes above it); a refused record skips it."""
-        if not self.refused.attempt("the weights version record", record_published, self.run_dir, version):
-            return False
+    def _publish(self, version: int) -> None:
+        """Broadcast the weights as ``version``, noted on disk first (a resume starts above it), whether or not the disk
+        took the note."""
+        # The note is overwritten in place, so a full disk does not refuse it; where it still fails (its file never
+        # made, a copy-on-write filesystem) the weights go out anyway: actors must not play old weights for as long as
+        # the disk is full. The cost: a crash before the next noted version (or checkpoint) resumes at or below versions
+        # actors already hold, and they take only newer ones; _next_version jumps above those once their batches come.
+        self.refused.attempt("the weights version record", record_published, self.run_dir, version)
         self.server.publish(version, self.dqn.online, self.counters.inserted)
         self.plane.set_weights_version(version)
         c = self.counters
         self.broadcasts.record(version, self.dqn.online, c.updates, c.inserted, self.elapsed())
-        return True
+
+    def _next_version(self) -> int:
+        """The version of the next broadcast: above the current one, and above any of this run's versions an actor's
+        latest batch was played with (published before a crash whose record the disk refused: ``_publish``)."""
+        c, held = self.counters, self.slots.newest_version()
+        if held > c.weights_version:
+            self.echo(
+                f"[MAIN] actors play weights v{held} of this run, above v{c.weights_version}: a version published before "
+                f"a restart was not on record; broadcasting v{held + 1} so that they take it"
+            )
+        return max(c.weights_version, held) + 1
 
     def elapsed(self) -> float:
         """Wall-clock seconds since the run started, resumes included."""

@@ -15,6 +15,11 @@ class SlotView:
         """The weights_version of each slot's latest accepted batch (-1: nothing heard yet)."""
         return [t.weights_version if t.stats else -1 for t in self.consolidator.tracks]
 
+    def newest_version(self) -> int:
+        """The newest weights version of this run any slot's latest accepted batch was played with (-1: none)."""
+        run = self.counters.run
+        return max((t.weights_version for t in self.consolidator.tracks if t.stats and t.run == run), default=-1)
+
     def weights_lag(self) -> list[int]:
         """Versions each slot is behind the current weights (-1: nothing heard, another run's weights, or lease lapsed)."""
         c, held = self.counters, self.consolidator.slots.held()

@@ -1,8 +1,10 @@
 """A finished run stays finished: the same run started three times (a restarted learner, `--resume latest` under
-Compose) writes one final evaluation; the later starts say so and exit 0, and a larger budget continues it."""
+Compose) writes one final evaluation; the later starts say so and exit 0, and a larger budget continues it. A final
+evaluation whose results the disk refuses says so and the run exits 5 (launch/exits.py EXIT_UNWRITTEN)."""
 
 import re
 
+from launch.exits import EXIT_UNWRITTEN
 from tests.support.launcher import TRAINING, run_fake
 
 ROWS = ("--eval.late-episodes", "1", "--eval.low-epsilon-episodes", "1", "--eval.noop-episodes", "1")
@@ -23,5 +25,12 @@ def test_a_finished_run_started_again_says_so_and_exits_0_without_evaluating(tmp
     assert (run_dir / "eval_final.json").read_bytes() == result
     assert (run_dir / "eval_final.json").stat().st_mtime_ns == mtime  # one final evaluation, never rewritten
 
-    more = run_fake(tmp_path, "--resume", str(run_dir), "--total-env-steps", "2500", *FINAL)  # a larger budget goes on
+    # a larger budget goes on; its final evaluation's result cannot be written (the temporary's path taken by a folder
+    # fails as a full disk does): said, the figures still printed, the earlier result left as it was, exit 5
+    (run_dir / "eval_final.json.tmp").mkdir()
+    more = run_fake(tmp_path, "--resume", str(run_dir), "--total-env-steps", "2500", *FINAL, code=EXIT_UNWRITTEN)
     assert "is finished" not in more and "env-step budget" in more, more
+    assert "[FINAL] eval_final.json not written (IsADirectoryError: " in more, more
+    assert re.search(r"\[FINAL\] last \(v\d+, [\d,]+ env steps\): ", more), more
+    assert "eval_final.json not written (see above)" in more, more
+    assert (run_dir / "eval_final.json").read_bytes() == result

@@ -53,12 +53,12 @@ def fake_run_cmd(tmp_path, base: int, *args: str) -> list[str]:
     return [*cmd, "--transport.base-port", str(base), "--run-dir", str(tmp_path), *args]
 
 
-def run_fake(tmp_path, *args: str, timeout: float = 240.0) -> str:
-    """:func:`fake_run_cmd` on fresh ports, a console line every 2 s, run to its end: asserts exit 0 and returns its
-    stdout. A ``--resume`` takes the run's own env from its folder, and these actors and ports (launch/resume.py)."""
+def run_fake(tmp_path, *args: str, timeout: float = 240.0, code: int = 0) -> str:
+    """:func:`fake_run_cmd` on fresh ports, a console line every 2 s, run to its end: asserts exit ``code`` and returns
+    its stdout. A ``--resume`` takes the run's own env from its folder, and these actors and ports (launch/resume.py)."""
     cmd = fake_run_cmd(tmp_path, free_base_port(4) + 2, "--log-every", "2", *args)
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == code, proc.stdout + proc.stderr
     return proc.stdout
 
 
