@@ -26,6 +26,15 @@ from shared.config import ConfigError
 from shared.resolution import resolve_run
 from shared.wire.curve import key_wait, wait_for_key_files
 
+OWN_OPTIONS = """
+The actor's own options, taken out before the rest are parsed (every option listed below them is launch.local's):
+
+    --learner HOST:PORT  the learner's address and base port: sets --transport.host and --transport.base-port
+                         (default: WARPPIPE_LEARNER, else those two options)
+    --actor-id INT       the actor slot to take, in [0, --actors) (default: WARPPIPE_ACTOR_ID, else a free slot
+                         the learner gives)
+"""  # --help's section for the two options tyro never sees (the learner's flags share the name --learner)
+
 EXIT_REFUSED = 3
 EXIT_VERSION = 4  # the learner's weights are of another protocol version (another release of warppipe)
 
@@ -43,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = shlex.split(os.environ.get("WARPPIPE_ARGS", "")) + list(sys.argv[1:] if argv is None else argv)
     raw_id, argv = take_option(argv, "--actor-id")  # the actor's own options; tyro parses the RunConfig's
     learner, argv = take_option(argv, "--learner")
-    cfg = parse_run_config(argv, description=__doc__)
+    cfg = parse_run_config(argv, description=__doc__ + OWN_OPTIONS, prog="python -m launch.actor")
     try:
         given = (("--actor-id", raw_id), ("WARPPIPE_ACTOR_ID", os.environ.get("WARPPIPE_ACTOR_ID", "") or None))
         name, raw = next(((name, raw) for name, raw in given if raw is not None), ("", None))  # the flag wins

@@ -30,7 +30,9 @@ class UsageError(Exception):
 
 
 def parse(kind: type[T], argv: Sequence[str] | None, prog: str, description: str | None = None) -> T:
-    """``kind`` (a dataclass) filled from ``argv`` by tyro; a value tyro rejects raises UsageError, its message in one line."""
+    """``kind`` (a dataclass) filled from ``argv`` by tyro; a value tyro rejects raises UsageError, its message in one line.
+    ``prog`` is the command ``--help``'s usage line names (``python -m launch.keys``): left to tyro, that line would
+    name the path of the script run (``/home/.../launch/keys.py``), which nobody types."""
     caught = io.StringIO()
     try:
         with contextlib.redirect_stderr(caught):
@@ -112,11 +114,12 @@ def plain(parsed: Any, kind: type = RunConfig) -> Any:
     return kind(**{**fields, "env": EnvConfig(**base)})
 
 
-def parse_run_config(argv: Sequence[str], description: str | None = None) -> RunConfig:
-    """The RunConfig a command line asks for, not yet resolved; the plug-in ``--env.module`` names is imported first."""
+def parse_run_config(argv: Sequence[str], description: str | None = None, prog: str = "python -m launch.local") -> RunConfig:
+    """The RunConfig a command line asks for, not yet resolved; the plug-in ``--env.module`` names is imported first.
+    ``prog`` is the command ``--help``'s usage line names (as :func:`parse`'s), not the path of the script run."""
     argv = list(argv)
     load_plugin(argv)
-    return plain(tyro.cli(run_config_type(), args=argv, description=description))
+    return plain(tyro.cli(run_config_type(), args=argv, prog=prog, description=description))
 
 
 def given_options(argv: Sequence[str], cfg: RunConfig) -> frozenset[str]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import tyro
 import zmq.auth
 
+from launch.cli import UsageError, parse
 from shared.config import RunConfig, TransportConfig, is_loopback
 
 PAIR = (".key", ".key_secret")  # a key pair's files: NAME.key (public), NAME.key_secret
@@ -131,10 +132,10 @@ def run_transport(cfg: RunConfig, run_dir: str) -> tuple[TransportConfig, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = tyro.cli(KeysConfig, args=argv)
     try:
+        cfg = parse(KeysConfig, argv, "python -m launch.keys", KeysConfig.__doc__)
         made = make_keys(cfg)
-    except (ValueError, OSError) as exc:
+    except (UsageError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     names = [os.path.basename(public)[: -len(".key")] for public, _ in made]

@@ -23,7 +23,7 @@ from shared.wire.curve import key_wait, wait_for_key_files
 def main(argv: list[str] | None = None) -> int:
     signals = StopSignals().install()
     argv = shlex.split(os.environ.get("WARPPIPE_ARGS", "")) + list(sys.argv[1:] if argv is None else argv)
-    cfg = parse_run_config(argv, description=__doc__)
+    cfg = parse_run_config(argv, description=__doc__, prog="python -m launch.learner")
     given = given_options(argv, cfg)  # WARPPIPE_ARGS's options count as given, as the command line's do
     cfg.spawn_actors = False
 

@@ -503,7 +503,7 @@ class Evaluator:
 def main(argv: list[str] | None = None) -> int:
     signals = StopSignals().install()
     argv = sys.argv[1:] if argv is None else argv
-    cfg = parse_run_config(argv, description=__doc__)
+    cfg = parse_run_config(argv, description=__doc__, prog="python -m launch.local")
     given = given_options(argv, cfg)
     return exit_code(lambda: run(cfg, signals, given))
 

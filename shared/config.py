@@ -37,7 +37,8 @@ class EnvConfig:
     module: str = ""
     """Module every process imports before looking env.name up, where an env outside warppipe registers (empty: none)."""
     frame_skip: int = 4
-    """Frame envs (mario, catch, fake): emulator frames per agent step; the observation is the max of the last two."""
+    """Mario (an RGB env in shared/envs/frames.py's Preprocess): emulator frames per agent step, the observation the max
+    of the last two; catch and fake draw one frame per step and ignore it."""
     frame_size: int = 84
     """Frame envs: side of the square grayscale observation, in pixels."""
     stack: int = 4
@@ -271,7 +272,7 @@ class TransportConfig:
 
 @dataclass
 class LearnerConfig:
-    """The learner: Double DQN with n-step returns, AMP, gradient accumulation, compiled network."""
+    """The learner: an n-step TD rule (Double DQN or Munchausen-DQN), gradient accumulation, compiled network, opt-in AMP."""
 
     micro_batch: int = AUTO
     """Samples per micro-step (one forward/backward); -1: auto, 512 on CUDA, 64 on CPU."""

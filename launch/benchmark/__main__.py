@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import tyro
 
 from launch.benchmark.collection import collection, env_ceiling
 from launch.benchmark.learner import learner_stage
@@ -27,7 +26,8 @@ from launch.benchmark.starts import starts_stage
 from launch.benchmark.system import system_stage
 from launch.benchmark.tables import machine, render_table
 from launch.benchmark.transport import transport
-from launch.cli import load_plugin, plain, run_config_type, subclass
+from launch.cli import UsageError, load_plugin, plain, run_config_type, subclass
+from launch.cli import parse as cli_parse
 from shared.config import RunConfig
 from shared.config_migration import read_config
 from shared.resolution import resolve_config
@@ -129,12 +129,19 @@ def collection_figures(rounds: dict[str, list[dict]], ceilings: list[dict]) -> d
 
 
 def parse(argv: list[str]) -> BenchConfig:
-    """The benchmark's command line; ``--run.*`` is a RunConfig with each env's options under its name."""
+    """The benchmark's command line; ``--run.*`` is a RunConfig with each env's options under its name. A value tyro
+    rejects raises UsageError."""
     load_plugin(argv)
     run_type = run_config_type()
-    parsed: Any = tyro.cli(subclass(BenchConfig, [("run", run_type, run_type)]), args=argv)
+    bench_type = subclass(BenchConfig, [("run", run_type, run_type)])
+    parsed: Any = cli_parse(bench_type, argv, "python -m launch.benchmark", (__doc__ or "").split("\n\n")[0])
     return dataclasses.replace(parsed, run=plain(parsed.run))
 
 
 if __name__ == "__main__":
-    main(parse(sys.argv[1:]))
+    try:
+        bench = parse(sys.argv[1:])
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    main(bench)

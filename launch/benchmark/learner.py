@@ -156,7 +156,9 @@ def learner_stage(cfg: RunConfig, device: torch.device, updates_per_epoch: int, 
             out["split"] = update_split(dqn, replay, max(updates_per_epoch, 5))
         print(f"learner run_{kind} (amp {base.amp}, compile {base.compile}): {rates_text(out[f'run_{kind}'])}", flush=True)
     print("learner split (ms per update): " + ", ".join(f"{k} {v:.2f}" for k, v in out["split"].items()), flush=True)
-    amp: Literal["auto", "bf16"] = "auto" if device.type == "cuda" else "bf16"
+    # The AMP variants autocast whatever the run's default (learner.amp auto is full precision): bf16, or fp16 with its
+    # gradient scaler on a GPU without bf16.
+    amp: Literal["bf16", "fp16"] = "fp16" if device.type == "cuda" and not torch.cuda.is_bf16_supported() else "bf16"
     variants: list[tuple[str, Literal["auto", "off", "bf16", "fp16"], bool]] = [
         ("fp32_eager", "off", False),
         ("amp_eager", amp, False),

@@ -119,7 +119,7 @@ def _system_figures(
 
 
 def system_optimized(cfg: RunConfig, device: torch.device, bench: BenchConfig) -> dict:
-    """warppipe as launch.local runs it: Learner (sockets, consolidation, AMP, compile, accumulation) + actors."""
+    """warppipe as launch.local runs it: Learner (sockets, consolidation, the run's precision, compile, accumulation) + actors."""
     from learner.loop import Learner
     from shared.resolution import resolve_run
 

@@ -125,10 +125,11 @@ def render_system_table(s: dict) -> str:
     """The seed's table (its five rows first) with measured Original, Optimized and Improvement columns."""
     o, p = s["original"], s["optimized"]
     os_, ps = s["original_settings"], s["optimized_settings"]
+    precision = "full precision" if ps["amp"] == "None" else f"AMP {ps['amp']}"  # the autocast dtype ('None': off)
     rows = [
         f"Whole system, {s['actors']} actors x {s['envs_per_actor']} env(s), device {s['device']}; original: "
         f"one locked mp.Queue, batch {os_['batch']}, fp32, sync every {os_['sync_every']} epochs; optimized: "
-        f"per-actor sockets, batch {ps['micro_batch']} x {ps['accum_steps']}, AMP {ps['amp']}, compile, "
+        f"per-actor sockets, batch {ps['micro_batch']} x {ps['accum_steps']}, {precision}, compile, "
         f"weights broadcast every {ps['broadcast_env_steps']:,} env steps; epoch = {s['updates_per_epoch']} updates",
         "",
         "| Metric | Original | Optimized | Improvement |",

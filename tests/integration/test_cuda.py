@@ -121,7 +121,7 @@ def test_resume_puts_each_optimizer_tensor_on_its_device(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # a hang guard
 def test_local_run_trains_on_cuda_with_accumulation(tmp_path):
-    """launch.local on the GPU with the CUDA defaults (AMP, compile with CUDA graphs) and 4 micro-batches per update."""
+    """launch.local on the GPU with the CUDA defaults (fp32, compile with CUDA graphs) and 4 micro-batches per update."""
     cmd = [
         sys.executable,
         "-m",
