@@ -15,10 +15,12 @@ import io
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import tyro
 
+from launch.saved_config import new_run_from
 from shared.config import ConfigError, EnvConfig, RunConfig, flatten
 from shared.envs import options, options_types
 
@@ -120,6 +122,44 @@ def parse_run_config(argv: Sequence[str], description: str | None = None, prog: 
     argv = list(argv)
     load_plugin(argv)
     return plain(tyro.cli(run_config_type(), args=argv, prog=prog, description=description))
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    """A launcher's command line (launch.local, launch.learner): the run it asks for and which options it gave."""
+
+    cfg: RunConfig
+    """The run, not yet resolved: ``--config``'s saved run with the command line's options over it, else the command line's."""
+    given: frozenset[str]
+    """The dotted names of the options the command line gave (:func:`given_options`)."""
+    print_config: bool
+    """``--print-config``: print the resolved config (launch/resolved_config.py) and start nothing."""
+
+
+RENAMED_RUN_OPTIONS = {
+    flag: "--actor.eps-anneal-env-steps, the run's env steps (each env's steps x actors x envs per actor)"
+    for flag in ("--actor.eps-anneal-steps", "--actor.eps_anneal_steps")
+}
+"""A launcher's options that were renamed (old spelling -> new): refused, naming the new form."""
+
+
+def parse_launch(argv: Sequence[str], description: str | None = None, prog: str = "python -m launch.local") -> LaunchCommand:
+    """A launcher's command line: ``--config PATH`` (launch/saved_config.py) and ``--print-config`` taken out, the rest
+    parsed as a RunConfig; a renamed option or a ``--config`` that names no run's config raises ConfigError naming it."""
+    try:
+        refuse_renamed(argv, RENAMED_RUN_OPTIONS)
+    except UsageError as exc:
+        raise ConfigError(str(exc)) from None
+    path, rest = take_option(argv, "--config")
+    printing = "--print-config" in rest
+    rest = [arg for arg in rest if arg != "--print-config"]
+    if "--config" in rest:
+        raise ConfigError("--config needs a value: a run folder or its config.json")
+    cfg = parse_run_config(rest, description, prog)
+    given = given_options(rest, cfg)
+    if path is not None:  # the --config line goes to stderr beside --print-config's JSON
+        cfg = new_run_from(path, cfg, given, functools.partial(print, file=sys.stderr if printing else sys.stdout, flush=True))
+    return LaunchCommand(cfg, given, printing)
 
 
 def given_options(argv: Sequence[str], cfg: RunConfig) -> frozenset[str]:

@@ -9,12 +9,16 @@
     python -m launch.local --resume runs/20261121-...      # continue a run from its folder
     python -m launch.local --resume latest                 # ... the newest run under --run-dir (or a new one)
     python -m launch.local --actors 2 --no-spawn-actors    # learner only (= launch.learner); actors: launch.actor
+    python -m launch.local --config runs/20261121-.../config.json --seed 8  # a new run on a saved run's settings
+    python -m launch.local --actors 8 --print-config      # print every value the run would use (JSON); start nothing
 
 Prints a ``[PROCESSOR]`` line every ``--log-every`` seconds, a ``[MAIN] Epoch`` line per epoch and a ``[MAIN] Eval``
 line per evaluation (a progress bar only on a terminal); restarts an actor that dies. On Ctrl-C, SIGTERM or the end of
 a budget it writes the final checkpoint, stops every child, plays the final evaluation (launch/final_eval.py), says
 what ended the run and exits 0. The budgets count the whole run, resumes included; ``--resume`` keeps them unless the
-command line sets new ones.
+command line sets new ones. ``--config RUN`` (a run folder or its config.json) starts a new run on that run's settings
+and seed, the options given overriding them (launch/saved_config.py); ``--print-config`` prints the resolved values
+as JSON, no auto left, and exits 0 without a socket or a run folder (launch/resolved_config.py).
 
 Spawning its actors on loopback without ``--transport.curve-*`` keys, the sockets use CURVE with keys made for the run
 in ``RUN/keys`` (launch/keys.py ``run_transport``; ``--transport.open-loopback``: plain TCP), so no other local user can
@@ -48,7 +52,7 @@ from tqdm import tqdm
 
 from actors.collector import actor_main
 from actors.eval_actor import eval_process_main
-from launch.cli import given_options, parse_run_config
+from launch.cli import parse_launch
 from launch.exits import EXIT_UNWRITTEN, StopSignals, exit_code
 from launch.failures import (
     EXIT_REPEATED,
@@ -71,6 +75,7 @@ from launch.processes import (
     start_process,
     stop_processes,
 )
+from launch.resolved_config import print_config
 from launch.resume import finished_line, resolved_start
 from launch.run_lock import RunFolderLock
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
@@ -78,12 +83,12 @@ from learner.console import format_processor_line
 from learner.loop import Learner
 from learner.replay.saved import REPLAY_NAME
 from learner.schedule import EnvStepPeriod
-from shared.config import DEFAULT_BETA_STEPS, RunConfig
-from shared.cpus import usable_cpus
+from shared.config import RunConfig
+from shared.cpus import learner_threads
 from shared.envs import EnvEntry
 from shared.errors import ConfigError
 from shared.evaluation.result import RESULT_NAME
-from shared.exploration import epsilon_floors
+from shared.exploration import anneal_steps_per_env, epsilon_floors
 from shared.heartbeat import Heartbeat
 from shared.network import network_family
 from shared.resolution import Resolved
@@ -181,9 +186,8 @@ def _run(cfg: RunConfig, signals: StopSignals, given: Collection[str] | None, he
 def _train(ready: Resolved, resume_state: Any, run_dir: str, signals: StopSignals, heartbeat: Heartbeat) -> int:
     """Train in ``run_dir`` to the run's end, then its final evaluation; the exit code. ``heartbeat`` names each phase."""
     cfg, stopping, terminated = ready.cfg, signals.stopping, signals.terminated
-    local_actors = cfg.actors if cfg.spawn_actors else 0  # launch.learner: the actors run elsewhere
-    threads = cfg.learner.threads if cfg.learner.threads > 0 else max(1, usable_cpus() - local_actors)
-    torch.set_num_threads(threads)  # actors each keep a core busy; spin-waiting extra threads only slow us down
+    threads = learner_threads(cfg.learner.threads, cfg.actors if cfg.spawn_actors else 0)  # launch.learner: none local
+    torch.set_num_threads(threads)
     transport, guard = run_transport(cfg, run_dir)  # the run's own keys (RUN/keys), never named in config.json
     learner = Learner(ready, run_dir, resume_state, stop_requested=stopping, transport=transport)
     for name, write in {  # a full disk: said, and written before the next checkpoint instead
@@ -256,6 +260,20 @@ def _train(ready: Resolved, resume_state: Any, run_dir: str, signals: StopSignal
     return EXIT_UNWRITTEN if unwritten else 0
 
 
+def anneal_phrase(cfg: RunConfig) -> str:
+    """The exploration schedule for the header: the run's anneal in its env steps (and share of the budget), each env's."""
+    floors = [f"{e:.3g}" for a in range(min(cfg.actors, 8)) for e in epsilon_floors(cfg.actor, cfg.actors, a)]
+    floors_said = f"its floor ({', '.join(floors)}{', ...' if cfg.actors > 8 else ''})"
+    run, envs = cfg.actor.eps_anneal_env_steps, cfg.actors * cfg.actor.envs_per_actor
+    if run <= 0:
+        return f"each env plays at {floors_said} from its first step"
+    share = f", {run / cfg.total_env_steps:.0%} of the budget" if cfg.total_env_steps else ""
+    return (
+        f"each env anneals from 1.0 to {floors_said} over {run:,} env steps of the run{share}: "
+        f"{anneal_steps_per_env(cfg.actor, cfg.actors):,.0f} steps of each of its {envs} envs"
+    )
+
+
 def ratio_phrase(lc) -> str:
     """How the run holds its replay ratio, for the header."""
     if lc.samples_per_insert <= 0:
@@ -288,8 +306,7 @@ def periods_phrase(cfg: RunConfig, lc) -> str:
         when = f", at {', '.join(f'{k:,}' for k in fire) or 'no point'} of {cfg.total_env_steps:,}" if cfg.total_env_steps else ""
         parts.append(f"network reset every {env_steps_phrase(lc.reset_env_steps, lc)} (shrink {lc.reset_shrink:g}){when}")
     if cfg.replay.prioritized:
-        beta_steps = cfg.replay.priority_beta_steps
-        beta_steps = beta_steps if beta_steps >= 0 else (cfg.total_env_steps or DEFAULT_BETA_STEPS)
+        beta_steps = cfg.replay.beta_steps(cfg.total_env_steps)
         parts.append(f"priority beta {cfg.replay.priority_beta:g} to 1 over {beta_steps:,} env steps")
     return "; ".join(parts)
 
@@ -316,10 +333,8 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, r
     if cfg.actor.epsilon >= 0:
         say(f"[MAIN] exploration: fixed epsilon {cfg.actor.epsilon:g} in every env")
     else:
-        floors = [f"{e:.3g}" for a in range(min(cfg.actors, 8)) for e in epsilon_floors(cfg.actor, cfg.actors, a)]
         say(
-            f"[MAIN] exploration: each env anneals from 1.0 over {cfg.actor.eps_anneal_steps:,} of its steps to its floor ("
-            f"{', '.join(floors)}{', ...' if cfg.actors > 8 else ''}); {ratio_phrase(lc)}, reward scale {lc.reward_scale:.4g}, "
+            f"[MAIN] exploration: {anneal_phrase(cfg)}; {ratio_phrase(lc)}, reward scale {lc.reward_scale:.4g}, "
             f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, lr {lc.lr:g}, {h.rule}"
         )
     if not cfg.collect_only:
@@ -503,9 +518,14 @@ class Evaluator:
 def main(argv: list[str] | None = None) -> int:
     signals = StopSignals().install()
     argv = sys.argv[1:] if argv is None else argv
-    cfg = parse_run_config(argv, description=__doc__, prog="python -m launch.local")
-    given = given_options(argv, cfg)
-    return exit_code(lambda: run(cfg, signals, given))
+
+    def body() -> int:
+        command = parse_launch(argv, description=__doc__)  # a bad --config: ConfigError, exit 2
+        if command.print_config:
+            return print_config(command.cfg, command.given)
+        return run(command.cfg, signals, command.given)
+
+    return exit_code(body)
 
 
 if __name__ == "__main__":

@@ -84,9 +84,11 @@ class ActorConfig:
     """Ape-X epsilon exponent spread over the N envs of the run."""
     eps_min: float = 0.05
     """Lowest floor of any env, so that with few envs Ape-X's spread leaves none nearly greedy."""
-    eps_anneal_steps: int = AUTO
-    """Steps of each env over which its epsilon falls linearly from 1.0 to its floor (0: start at the floor; -1: the
-    env's, 25,000, fuelbreak 1,000)."""
+    eps_anneal_env_steps: int = AUTO
+    """Env steps of the run (transitions, all envs together) over which each env's epsilon falls linearly from 1.0 to
+    its floor, split evenly over the actors x envs_per_actor envs, so their number leaves the share of a budget spent
+    exploring unchanged (0: start at the floor; -1: the env's, 100,000: 25,000 steps of each env with 4 actors of one
+    env; fuel breaks 128,000: 1,000 steps of each with 4 actors of 32)."""
     start_share: float = 0.0
     """Share of training episodes that start from a saved state of the actor's own play (a few steps before where recent
     episodes died, or at their frontier) instead of the true start; envs that save states only (Mario). Evaluation
@@ -122,7 +124,8 @@ class ActorConfig:
         _check(0.0 < self.eps_base < 1.0, "actor.eps_base", self.eps_base, "must be in (0, 1)")
         _check(self.eps_alpha >= 0, "actor.eps_alpha", self.eps_alpha, "must be >= 0")
         _check(0.0 <= self.eps_min <= 1.0, "actor.eps_min", self.eps_min, "must be in [0, 1]")
-        _check(self.eps_anneal_steps >= 0, "actor.eps_anneal_steps", self.eps_anneal_steps, f"must be >= 0 {later}")
+        anneal = self.eps_anneal_env_steps
+        _check(_is_int(anneal) and anneal >= 0, "actor.eps_anneal_env_steps", anneal, f"must be an integer >= 0 {later}")
         _check(0.0 <= self.start_share <= 1.0, "actor.start_share", self.start_share, "must be in [0, 1] (0: true starts only)")
         _check(1 <= self.start_lead <= 1000, "actor.start_lead", self.start_lead, "must be in [1, 1000]")
         _check(0.0 <= self.frontier_share <= 1.0, "actor.frontier_share", self.frontier_share, "must be in [0, 1]")
@@ -155,9 +158,13 @@ class ReplayConfig:
     priority_eps: float = 1e-3
     """Added to |TD error| so that no slot's priority is 0 (TD errors are in reward_scale units)."""
 
+    def beta_steps(self, budget: int = 0) -> int:
+        """Env steps over which beta rises to 1 in a run of ``budget`` (0: none): priority_beta_steps, its auto resolved."""
+        return self.priority_beta_steps if self.priority_beta_steps != AUTO else (budget or DEFAULT_BETA_STEPS)
+
     def beta_at(self, inserted: int, budget: int = 0) -> float:
         """The importance-sampling exponent after ``inserted`` transitions of a run of ``budget`` (0: none)."""
-        steps = self.priority_beta_steps if self.priority_beta_steps != AUTO else (budget or DEFAULT_BETA_STEPS)
+        steps = self.beta_steps(budget)
         if steps <= 0:
             return 1.0
         return self.priority_beta + (1.0 - self.priority_beta) * min(1.0, inserted / steps)
@@ -390,7 +397,7 @@ ENV_AUTO_FIELDS: dict[str, tuple[str, ...]] = {
     "": ("total_env_steps",),
     "env": ("max_episode_steps",),
     "replay": ("gamma",),
-    "actor": ("envs_per_actor", "eps_anneal_steps"),
+    "actor": ("envs_per_actor", "eps_anneal_env_steps"),
     "learner": ("reward_scale", "target_sync_env_steps", "broadcast_env_steps", "munchausen_alpha", "rule"),
 }
 """Options whose auto (-1, a string's 'auto') is the env's value, by section ('' the run), set by shared/resolution.py."""

@@ -61,7 +61,23 @@ def migrate(data: Any) -> Any:
             if refusal and part[key] != default:
                 raise ConfigError(f"{section}.{key}={part[key]!r}: {refusal}")
             data[section] = {name: value for name, value in part.items() if name != key}
-    return _periods_in_env_steps(data)
+    return _anneal_in_run_env_steps(_periods_in_env_steps(data))
+
+
+def _anneal_in_run_env_steps(data: dict) -> dict:
+    """``actor.eps_anneal_steps``, saved in steps of each env before the anneal counted the run's env steps, as the
+    run's env steps it spanned: times the run's envs (actors x envs_per_actor), so the run explores as it did. Saved
+    as auto, or beside an auto envs_per_actor (configs saved before the resolved config was): the env's run figure."""
+    actor = data.get("actor")
+    if not isinstance(actor, dict) or "eps_anneal_steps" not in actor:
+        return data
+    actor = dict(actor)
+    per_env, envs = actor.pop("eps_anneal_steps"), actor.get("envs_per_actor", AUTO)
+    actors = data.get("actors", RunConfig.actors)
+    known = all(isinstance(v, int) and not isinstance(v, bool) for v in (per_env, envs, actors))
+    run = per_env * actors * envs if known and per_env >= 0 and envs > 0 else AUTO
+    actor.setdefault("eps_anneal_env_steps", run)
+    return {**data, "actor": actor}
 
 
 def _periods_in_env_steps(data: dict) -> dict:

@@ -17,6 +17,12 @@ def usable_cpus(cgroup_root: str = CGROUP_ROOT) -> int:
     return max(1, min(cores, math.ceil(quota)) if quota else cores)
 
 
+def learner_threads(setting: int, local_actors: int) -> int:
+    """The learner's torch threads: ``setting``, or at -1 (auto) the usable cores ``local_actors`` leave free (at least 1):
+    actors each keep a core busy, and spin-waiting threads beyond the free cores only slow the learner down."""
+    return setting if setting > 0 else max(1, usable_cpus() - local_actors)
+
+
 def cgroup_quota(cgroup_root: str = CGROUP_ROOT) -> float:
     """The cgroup's CPU quota in cores (v2 ``cpu.max``, else v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``); 0: none."""
     v2 = _read(os.path.join(cgroup_root, "cpu.max")).split()

@@ -1,9 +1,12 @@
 """Exploration: each env's epsilon, annealed from 1.0 down to its own floor, and the epsilon-greedy choice itself.
 
-Env ``i = actor_id * envs_per_actor + e`` of N explores with (``t``: actors/collector.py's clock; ``actor.epsilon >= 0``: fixed)
+Env ``i = actor_id * envs_per_actor + e`` of the run's N = actors x envs_per_actor explores with (``t``: the env's own
+steps, or its share of the run's, actors/collector.py's clock; ``actor.epsilon >= 0``: fixed)
 
     floor_i = max(eps_min, eps_base ** (1 + eps_alpha * i / (N - 1)))      (Ape-X, floored)
-    eps_i(t) = floor_i + (1 - floor_i) * max(0, 1 - t / eps_anneal_steps)
+    eps_i(t) = floor_i + (1 - floor_i) * max(0, 1 - t / (eps_anneal_env_steps / N))
+
+so the anneal spans eps_anneal_env_steps of the run's transitions however many envs share them.
 
 Ape-X's spread was made for hundreds of actors: with 4 envs three would replay nearly one greedy trajectory of an
 untrained network. Annealing from 1.0 fills replay with varied play first; the floor keeps it varied later.
@@ -39,16 +42,24 @@ def epsilon_floors(cfg: ActorConfig, num_actors: int, actor_id: int) -> np.ndarr
     return np.maximum(apex, cfg.eps_min)
 
 
+def anneal_steps_per_env(cfg: ActorConfig, num_actors: int) -> float:
+    """Steps of each env over which its epsilon falls to its floor: the run's ``eps_anneal_env_steps`` split evenly over
+    its ``num_actors`` x ``envs_per_actor`` envs (0: none)."""
+    _require_resolved("envs_per_actor", cfg.envs_per_actor, 1)
+    _require_resolved("eps_anneal_env_steps", cfg.eps_anneal_env_steps, 0)
+    return cfg.eps_anneal_env_steps / (num_actors * cfg.envs_per_actor)  # exact where it divides: 100,000 / 4 = 25,000.0
+
+
 def epsilons(cfg: ActorConfig, num_actors: int, actor_id: int, env_steps: int) -> np.ndarray:
     """Each env's epsilon after ``env_steps`` steps of that env (float64 [envs_per_actor])."""
     _require_resolved("envs_per_actor", cfg.envs_per_actor, 1)
     if cfg.epsilon >= 0:
         return np.full(cfg.envs_per_actor, cfg.epsilon)
     floors = epsilon_floors(cfg, num_actors, actor_id)
-    _require_resolved("eps_anneal_steps", cfg.eps_anneal_steps, 0)
-    if cfg.eps_anneal_steps <= 0:
+    per_env = anneal_steps_per_env(cfg, num_actors)
+    if per_env <= 0:
         return floors
-    left = max(0.0, 1.0 - env_steps / cfg.eps_anneal_steps)
+    left = max(0.0, 1.0 - env_steps / per_env)
     return floors + (1.0 - floors) * left
 
 

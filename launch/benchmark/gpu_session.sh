@@ -185,7 +185,7 @@ finish
 sample_gpu "$WORK/run.log" > "$WORK/gpu-util.csv" &
 SAMPLER=$!
 step run $((RUN_SECONDS + 115 * STRETCH)) "$PY" -m launch.local --actors "$ACTORS" --env.name "$ENV" --device "$DEVICE" \
-    --actor.eps-anneal-steps 7143 --total-env-steps 300000 --learner.samples-per-insert 16 --learner.lr 1e-4 \
+    --total-env-steps 300000 --learner.samples-per-insert 16 --learner.lr 1e-4 \
     --learner.micro-batch "$BATCH" --learner.accum-steps 1 --learner.checkpoint-every 100000 --learner.checkpoint-seconds 0 --duration "$RUN_SECONDS" \
     --eval.keep-snapshots 2 --eval.keep-weights 2 --eval.select-episodes "$SELECT" --eval.final-episodes "$FINAL" \
     --eval.late-episodes "$LATE" --eval.low-epsilon-episodes "$LOW" --eval.noop-episodes "$NOOP" \

@@ -84,7 +84,7 @@ STAGES = ("env_ceiling", "collection", "transport", "replay", "priority", "learn
 # The collection stage's two kinds: kind, label, and the actor setting it changes from the run's
 COLLECTIONS = (
     ("random", "random actions", "epsilon", 1.0),
-    ("apex", "Ape-X eps-greedy", "eps_anneal_steps", 0),  # the floors from the first step: inference as in late training
+    ("apex", "Ape-X eps-greedy", "eps_anneal_env_steps", 0),  # the floors from the first step: inference as in late training
 )
 
 

@@ -74,7 +74,8 @@ class EnvEntry:
     max_episode_steps: int = 4500
     """The episode cap in agent steps (0: none)."""
     envs_per_actor: int = 1
-    eps_anneal_steps: int = 25_000
+    eps_anneal_env_steps: int = 100_000
+    """The run's env steps of the exploration anneal: 25,000 steps of each env with the default 4 actors of one env."""
     target_sync_env_steps: int = 2_000
     broadcast_env_steps: int = 1_600
     rule: str = "double"

@@ -269,7 +269,7 @@ ENTRY = register(
         random_reference=True,
         reward_scale=100.0,  # rewards in percent of the landscape; why these values: docs/envs/fuelbreak.md
         envs_per_actor=32,
-        eps_anneal_steps=1_000,
+        eps_anneal_env_steps=128_000,  # 1,000 steps of each env with the default 4 actors of 32 envs
         target_sync_env_steps=32_000,
         broadcast_env_steps=12_288,
     )

@@ -53,7 +53,7 @@ def test_auto_settings_come_from_the_entry_in_one_step():
     with pytest.raises(ConfigError, match="total_env_steps=-1 is still auto"):
         raw.validate()
     cfg = resolve_config(raw)
-    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps, cfg.learner.reward_scale) == (32, 1_000, 100.0)
+    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_env_steps, cfg.learner.reward_scale) == (32, 128_000, 100.0)
     assert resolve_config(cfg) == cfg  # resolving twice changes nothing
     assert json.loads(cfg.to_json())["actor"]["envs_per_actor"] == 32  # what the run saves is resolved
     plugin = EnvConfig(name="corridor", module="tests.support.plugin_env")

@@ -88,7 +88,7 @@ def test_a_resume_after_a_stop_keeps_its_replay_and_does_not_explore_at_random_a
     from shared.exploration import epsilon_floors
     from tests.support.launcher import EPOCH, HANG_GUARD_S, TRAINING, Launcher
 
-    anneal = ("--actor.eps-anneal-steps", "200")
+    anneal = ("--actor.eps-anneal-env-steps", "400")  # 200 steps of each of the 2 actors' envs
     first = Launcher(tmp_path, *TRAINING, *anneal)
     try:
         first.wait_for(EPOCH, HANG_GUARD_S, count=6)

@@ -1,12 +1,13 @@
-"""The whole distributed path learns on the shipped defaults: Catch, 2 actor processes, real sockets, weight
-broadcast, prioritized replay with actor priorities, learner (and once more with uniform replay). Only replay
-capacity, min_replay, the budget (a number of updates, never seconds), the replay ratio and the frame size are set
-here. The ratio is held at 2 samples per transition (``--learner.exact-ratio
---learner.samples-per-insert 2``), so the transitions a run learns from (about 36K in 1,000 updates) do not depend
-on the machine's speed: with the ratio only capped they did (7,552 on one core, where a 500-update run scored the
-bar exactly; 27K-38K in the suite beside another test; 100K alone on 2 cores, its actors filling the CPU with
-transitions the learner never samples). 2 gives about what the capped runs saw in the suite, where they always
-scored 1.00; at 4 (20K transitions) the margin over the bar was smaller (docs/lab/testing-log.md).
+"""The whole distributed path learns on the shipped defaults: Catch, 2 actor processes, real sockets, weight broadcast,
+prioritized replay with actor priorities, learner (and once more with uniform replay). Only replay capacity,
+min_replay, the budget (a number of updates, never seconds), the replay ratio, the frame size and the anneal (50K
+env steps: 25,000 steps of each env, as every measured figure had) are set here. The ratio is held at 2 samples per
+transition (``--learner.exact-ratio --learner.samples-per-insert 2``), so the transitions a run learns from (about
+36K in 1,000 updates) do not depend on the machine's speed: with the ratio only capped they did (7,552 on one core,
+where a 500-update run scored the bar exactly; 27K-38K in the suite beside another test; 100K alone on 2 cores, its
+actors filling the CPU with transitions the learner never samples). 2 gives about what the capped runs saw in the
+suite, where they always scored 1.00; at 4 (20K transitions) the margin over the bar was smaller
+(docs/lab/testing-log.md).
 
 A ball falls in one of 5 columns; the greedy policy is deterministic, so its return over 200 episodes moves in steps
 of about 0.4 (each column caught or missed): -1.0 catches none, -0.6 one (what a random or broken pipeline scores),
@@ -60,8 +61,8 @@ BAR = 0.2  # greedy return over 200 episodes: three of five columns caught
 
 def run_catch(tmp_path, steps: int, *extra: str) -> tuple[str, dict]:
     """launch.local on Catch with the shipped defaults; only replay size, min_replay, the update budget, the held
-    ratio and the frame size are set, and the seed (0, as every measured figure) and no end-of-run evaluation (the
-    test plays its own)."""
+    ratio, the frame size and the anneal (as measured, before it counted the run's env steps) are set, and the seed (0,
+    as every measured figure) and no end-of-run evaluation (the test plays its own)."""
     base = free_base_port(4) + 2
     cmd = [
         sys.executable,
@@ -86,6 +87,8 @@ def run_catch(tmp_path, steps: int, *extra: str) -> tuple[str, dict]:
         "2",
         "--env.frame-size",
         str(SIZE),
+        "--actor.eps-anneal-env-steps",  # 25,000 steps of each of the 2 envs: the anneal the measured figures had
+        "50000",
         "--log-every",
         "10",
         "--transport.base-port",

@@ -72,7 +72,7 @@ def test_exploration_anneals_on_the_runs_env_steps_sent_with_the_weights():
 
     cfg = RunConfig(actors=2)
     cfg.env.name, cfg.env.frame_size = "fake", 36
-    cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps = 2, 1_000
+    cfg.actor.envs_per_actor, cfg.actor.eps_anneal_env_steps = 2, 4_000  # 1,000 steps of each of the run's 4 envs
     run = resolve_run(cfg, device="cpu")
     young, old = Collector(run, 0, 1, 0), Collector(run, 0, 2, 0)
     arrays = {name: t.numpy() for name, t in young.net.state_dict().items()}

@@ -132,19 +132,19 @@ def test_generated_pages_are_current_and_list_every_option():
 
 def test_auto_fields_take_the_envs_values_when_resolved_and_are_saved_resolved():
     raw = RunConfig()
-    assert (raw.actor.envs_per_actor, raw.actor.eps_anneal_steps, raw.total_env_steps) == (AUTO,) * 3  # as given
+    assert (raw.actor.envs_per_actor, raw.actor.eps_anneal_env_steps, raw.total_env_steps) == (AUTO,) * 3  # as given
     cfg = resolve_config(raw)
-    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_steps, cfg.total_env_steps) == (1, 25_000, 300_000)  # Mario
+    assert (cfg.actor.envs_per_actor, cfg.actor.eps_anneal_env_steps, cfg.total_env_steps) == (1, 100_000, 300_000)  # Mario
     assert raw.actor.envs_per_actor == AUTO  # resolve returns a new config
     fuel = resolve_config(RunConfig(env=EnvConfig(name="fuelbreak")))
-    assert (fuel.actor.envs_per_actor, fuel.actor.eps_anneal_steps, fuel.total_env_steps) == (32, 1_000, 0)
+    assert (fuel.actor.envs_per_actor, fuel.actor.eps_anneal_env_steps, fuel.total_env_steps) == (32, 128_000, 0)
     saved = read_config(fuel.to_json())
-    assert (saved.actor.envs_per_actor, saved.actor.eps_anneal_steps, saved.total_env_steps) == (32, 1_000, 0)
+    assert (saved.actor.envs_per_actor, saved.actor.eps_anneal_env_steps, saved.total_env_steps) == (32, 128_000, 0)
     assert resolve_config(RunConfig(total_env_steps=0)).total_env_steps == 0  # set: no limit, on Mario too
-    explicit = RunConfig(env=EnvConfig(name="fuelbreak"), actor=ActorConfig(envs_per_actor=2, eps_anneal_steps=0))
-    assert (resolve_config(explicit).actor.envs_per_actor, resolve_config(explicit).actor.eps_anneal_steps) == (2, 0)
+    explicit = RunConfig(env=EnvConfig(name="fuelbreak"), actor=ActorConfig(envs_per_actor=2, eps_anneal_env_steps=0))
+    assert (resolve_config(explicit).actor.envs_per_actor, resolve_config(explicit).actor.eps_anneal_env_steps) == (2, 0)
     alone = ActorConfig()  # outside a resolved RunConfig nothing fills it in, and using it says so
-    assert (alone.envs_per_actor, alone.eps_anneal_steps) == (-1, -1)
+    assert (alone.envs_per_actor, alone.eps_anneal_env_steps) == (-1, -1)
     with pytest.raises(ConfigError, match="actor.envs_per_actor=-1"):
         epsilons(alone, 4, 0, 0)
     seeded = resolve_config(RunConfig(seed=7))
@@ -346,6 +346,26 @@ def test_periods_saved_in_updates_or_epochs_load_as_the_env_steps_they_spanned()
     cfg = read_config(json.dumps(saved))  # no ratio: no share of env steps per update
     assert cfg.learner.target_sync_env_steps == AUTO and cfg.learner.broadcast_env_steps == AUTO
     assert cfg.eval.every_env_steps == 0
+
+
+def test_runs_saved_with_the_anneal_in_each_envs_steps_load_with_the_run_figure_that_spans_it():
+    """Before the anneal counted the run's env steps, actor.eps_anneal_steps counted each env's: a saved run loads with
+    that figure times its envs (actors x envs_per_actor), so each env anneals as it did; an auto one takes the env's."""
+    from shared.exploration import anneal_steps_per_env
+
+    saved = json.loads(resolve_config(RunConfig(actors=8)).to_json())
+    del saved["actor"]["eps_anneal_env_steps"]
+    saved["actor"].update(eps_anneal_steps=25_000, envs_per_actor=2)
+    old = read_config(json.dumps(saved))
+    assert old.actor.eps_anneal_env_steps == 400_000  # 25,000 x 8 actors x 2 envs
+    assert anneal_steps_per_env(resolve_config(old).actor, old.actors) == 25_000  # each env as it ran
+    saved["actor"]["eps_anneal_steps"] = 0
+    assert read_config(json.dumps(saved)).actor.eps_anneal_env_steps == 0  # at the floors from the start, still
+    saved["actor"]["eps_anneal_steps"] = AUTO
+    assert read_config(json.dumps(saved)).actor.eps_anneal_env_steps == AUTO  # the env's run figure
+    saved["actor"].update(eps_anneal_steps=25_000, envs_per_actor=0)  # saved before -1 was auto and configs were resolved
+    assert read_config(json.dumps(saved)).actor.eps_anneal_env_steps == AUTO
+    assert resolve_config(read_config(json.dumps(saved))).actor.eps_anneal_env_steps == 100_000
 
 
 def test_priority_beta_reaches_one_at_the_budget():
