@@ -288,6 +288,21 @@ def actor_main(
     return report
 
 
+class LeaseKeeper:
+    """A leased slot's renewals: every ``check_every`` s (0: a fixed slot, never), between batches and while a held
+    sender waits; ``renew_if_due()`` is False once the learner has given the slot to another actor."""
+
+    def __init__(self, run: Resolved, incarnation: int, slot: int, should_stop: Callable[[], bool], check_every: float):
+        self.run, self.incarnation, self.slot, self.should_stop = run, incarnation, slot, should_stop
+        self.check_every, self.checked, self.held = check_every, time.perf_counter(), True
+
+    def renew_if_due(self) -> bool:
+        if self.held and self.check_every and time.perf_counter() - self.checked >= self.check_every:
+            self.held = _holds(self.run, self.incarnation, self.slot, self.should_stop)
+            self.checked = time.perf_counter()
+        return self.held
+
+
 def _holds(run: Resolved, incarnation: int, slot: int, should_stop: Callable[[], bool]) -> bool:
     """Whether the learner still gives ``slot`` to this incarnation (no answer in 2 s: taken as yes, keep sending)."""
     cfg = run.cfg
@@ -311,6 +326,12 @@ def _play(
     """Collect on slot ``actor_id`` until a stop, ``max_batches``, another protocol, or the leased slot taken (``overtaken``)."""
     cfg = run.cfg
     collector = Collector(run, actor_id, incarnation, generation)
+    lease = LeaseKeeper(run, incarnation, actor_id, should_stop, check_every)
+
+    def waiting() -> None:  # a held sender may wait longer than the lease: the lease is renewed meanwhile
+        heartbeat.beat()
+        lease.renew_if_due()
+
     sender = BatchSender(
         f"tcp://{cfg.transport.host}:{cfg.transport.base_port + actor_id}",  # this slot's experience socket
         actor_id,
@@ -320,7 +341,7 @@ def _play(
         transport=cfg.transport,
         wait_when_full=cfg.learner.holds_ratio,
         should_stop=should_stop,
-        on_wait=heartbeat.beat,
+        on_wait=waiting,
         kernel_buffer=held_kernel_buffer(collector.spec, cfg.actor.envs_per_actor, cfg.actor.batch_steps),
     )
     weights = WeightClient(cfg.transport, actor_id, incarnation, collector.net)
@@ -334,7 +355,7 @@ def _play(
         return None if got is None else (*got, weights.run, weights.env_steps)
 
     seq, overtaken = 0, False
-    started = checked = time.perf_counter()
+    started = time.perf_counter()
     while not should_stop() and (max_batches <= 0 or seq < max_batches):
         batch = collector.collect(cfg.actor.batch_steps, seq, refresh)
         sender.submit(batch, collector.stats)
@@ -343,11 +364,9 @@ def _play(
         if weights.version_rejects >= VERSION_REJECTS_TO_EXIT:  # a learner of another release: playing on is waste
             print(f"[ACTOR] the learner's weights are of another protocol ({weights.version_skew}); exiting", flush=True)
             break
-        if check_every and time.perf_counter() - checked >= check_every:
-            checked = time.perf_counter()
-            if not _holds(run, incarnation, actor_id, should_stop):
-                overtaken = True
-                break
+        if not lease.renew_if_due():
+            overtaken = True
+            break
     if ack is not None and not overtaken:
         ack.set()
     run_seconds = time.perf_counter() - started

@@ -56,7 +56,9 @@ class BatchSender:
         # waiting: one message queued (two under CURVE, where 1 aborted libzmq) and a small kernel buffer, near the weights
         curve = transport is not None and bool(transport.curve_client_secret)
         hwm, buffer = (2 if curve else 1, kernel_buffer) if wait_when_full else (send_hwm, None)
-        self._socket = open_socket(self._context, zmq.PUSH, transport, server=False, send_hwm=hwm, kernel_buffer=buffer)
+        self._socket = open_socket(  # waiting: no ZMTP heartbeats, which a full receiver stops reading (links.py)
+            self._context, zmq.PUSH, transport, server=False, send_hwm=hwm, kernel_buffer=buffer, heartbeats=not wait_when_full
+        )
         self._socket.connect(endpoint)
         self._staged: collections.deque[StagedBatch] = collections.deque()
         self._in_flight: collections.deque[zmq.MessageTracker] = collections.deque()  # sent, ZeroMQ still holds them

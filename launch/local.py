@@ -80,6 +80,7 @@ from launch.resume import finished_line, resolved_start
 from launch.run_lock import RunFolderLock
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from learner.console import format_processor_line
+from learner.data_plane import weights_lag_limit
 from learner.loop import Learner
 from learner.replay.saved import REPLAY_NAME
 from learner.schedule import EnvStepPeriod
@@ -286,6 +287,15 @@ def ratio_phrase(lc) -> str:
     return f"replay ratio at most {lc.samples_per_insert:g} samples per transition"
 
 
+def stale_phrase(cfg: RunConfig) -> str:
+    """The stale_weights limit in words (learner/data_plane.py ``weights_lag_limit``)."""
+    limit, lag = weights_lag_limit(cfg), cfg.learner.max_weights_lag
+    if limit == 0:
+        return "no weights-lag limit"
+    held = f" ({lag} + {limit - lag} the held pipeline of {cfg.actors} actors ages a batch)" if limit > lag else ""
+    return f"batches played more than {limit:,} weights versions ago are refused{held}"
+
+
 def env_steps_phrase(steps: int, lc) -> str:
     """``steps`` env steps and, when the replay ratio is set, the updates they hold at that ratio."""
     if lc.samples_per_insert <= 0:
@@ -338,7 +348,7 @@ def print_header(cfg: RunConfig, learner: Learner, run_dir: str, threads: int, r
             f"{cfg.replay.n_step}-step returns at discount {cfg.replay.gamma:g}, lr {lc.lr:g}, {h.rule}"
         )
     if not cfg.collect_only:
-        say(f"[MAIN] periods: {periods_phrase(cfg, lc)}")
+        say(f"[MAIN] periods: {periods_phrase(cfg, lc)}; {stale_phrase(cfg)}")
         ev = cfg.eval
         during = (
             f"every {env_steps_phrase(ev.every_env_steps, lc)}, {ev.episodes} episodes at epsilon {ev.epsilon:g}"

@@ -105,7 +105,14 @@ class Consolidator(SupervisedThread):
         try:
             for slot in range(num_actors):
                 sock = open_socket(
-                    self._context, zmq.PULL, transport, server=True, recv_hwm=hwm, max_message=bound, kernel_buffer=buffer
+                    self._context,
+                    zmq.PULL,
+                    transport,
+                    server=True,
+                    recv_hwm=hwm,
+                    max_message=bound,
+                    kernel_buffer=buffer,
+                    heartbeats=not held,  # held, a link waits its turn on purpose (shared/wire/links.py link_options)
                 )
                 self.sockets.append(sock)
                 bind(sock, f"tcp://{transport.host}:{transport.base_port + slot}", transport, f"actor slot {slot}'s experience")

@@ -24,6 +24,7 @@ from learner.staging import StagingQueue
 from shared.config import RunConfig
 from shared.spec import EnvSpec
 from shared.wire import curve, protocol
+from shared.wire.links import held_lag_allowance
 
 # Decoded arrays are read-only views on received ZeroMQ frames; replay only reads them.
 warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -62,6 +63,15 @@ def make_replay(cfg: RunConfig, spec: EnvSpec, device: torch.device) -> FrameRep
     return FrameReplay(**kwargs)
 
 
+def weights_lag_limit(cfg: RunConfig) -> int:
+    """The stale_weights limit in versions: ``learner.max_weights_lag``, plus, holding the ratio, what the held pipeline
+    itself ages a batch (shared/wire/links.py ``held_lag_allowance``), which grows with the actors; 0: no limit."""
+    lag, lc = cfg.learner.max_weights_lag, cfg.learner
+    if lag == 0 or not lc.holds_ratio:
+        return lag
+    return lag + held_lag_allowance(cfg.actors, cfg.actor.envs_per_actor, cfg.actor.batch_steps, lc.broadcast_env_steps)
+
+
 class DataPlane:
     def __init__(self, cfg: RunConfig, spec: EnvSpec, device: torch.device):
         self.cfg = cfg
@@ -85,7 +95,7 @@ class DataPlane:
         except BaseException:
             self._release_auth()
             raise
-        self.consolidator.max_weights_lag = cfg.learner.max_weights_lag
+        self.consolidator.max_weights_lag = weights_lag_limit(cfg)
         self.processed = self.batches = self.episodes_total = self.successes_total = 0
         # behaviour-policy episodes (return, score, success, start), newest last, across all actors: those that began at
         # the true start, and those that began at a saved state (actors/starts.py), apart
