@@ -16,14 +16,15 @@ install: $(VENV)/.installed
 
 install-dev: $(VENV)/.installed-dev
 
-$(VENV)/.installed: setup.cfg pyproject.toml
+# constraints.txt holds the tools a release of theirs could turn red (tyro, ruff, mypy) at tested versions
+$(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q "$(TORCH)" "numpy<2; python_version < '3.13'"
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -c constraints.txt -e .
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -c constraints.txt -e ".[dev]"
 	touch $@
 
 # the published run: Mario 1-1 on the defaults to their 300K env-step budget, the final evaluation, best.mp4;
