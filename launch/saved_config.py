@@ -92,7 +92,7 @@ def _set(cfg: RunConfig, name: str, value: Any) -> None:
     as config.json holds them, in ``env.options``."""
     *owners, key = name.split(".")
     if len(owners) == 2 and owners[0] == "env":
-        own = cfg.env.options.get(owners[1]) or {}
+        own: Any = cfg.env.options.get(owners[1]) or {}
         own = dataclasses.asdict(own) if dataclasses.is_dataclass(own) and not isinstance(own, type) else dict(own)
         cfg.env.options = {**cfg.env.options, owners[1]: {**own, key: value}}
     else:

@@ -1,5 +1,5 @@
-"""A failure restarting cannot cure stops instead of looping (issue 84 item 3): a learner whose every update raises
-the same error, started again from one checkpoint as a restart policy would, exits 1 twice, then 3 with a line
+"""A failure restarting cannot cure stops instead of looping (issue 84 item 3): a learner whose loop raises the same
+error at its first turn, started again from one checkpoint as a restart policy would, exits 1 twice, then 3 with a line
 naming the error, and every later start from that checkpoint exits 3 at once, training nothing. An error exit
 keeps no replay: what it holds may be what failed."""
 

@@ -1,6 +1,6 @@
-"""``python -m launch.local`` whose every update raises the same error: a deterministic learner failure (a bug, a
-poisoned input) for the tests of what a restart policy meets. Only the update is replaced; sockets, actors, replay
-and checkpoints are the real ones.
+"""``python -m launch.local`` whose learner loop raises the same error at its first turn: a deterministic learner
+failure (a bug, a poisoned input) for the tests of what a restart policy meets. Only the loop's turn is replaced;
+sockets, actors, replay and checkpoints are the real ones.
 
     python -m tests.support.failing_learner <launch.local options>
 """
@@ -8,7 +8,7 @@ and checkpoints are the real ones.
 import sys
 
 from launch.local import main
-from learner.trainer import DQNLearner
+from learner.loop import Learner
 
 
 def _fails(self, *args, **kwargs):
@@ -16,5 +16,5 @@ def _fails(self, *args, **kwargs):
 
 
 if __name__ == "__main__":
-    DQNLearner.update = _fails
+    Learner.step = _fails
     sys.exit(main())

@@ -90,6 +90,7 @@ def test_a_printed_config_starts_a_run_on_the_same_values(tmp_path, monkeypatch,
     cfg = parse_launch(["--config", str(tmp_path / "printed.json")]).cfg
     assert (cfg.seed, cfg.learner.lr, cfg.actor.epsilon) == (3, 0.001, -1.0)  # 'schedule' reads back as the schedule
     assert resolved_document(resolve_run(cfg, fresh=True)) == first
+    capsys.readouterr()  # parse_launch's "--config" line, said on stdout without --print-config
     assert printed(monkeypatch, capsys, local, "--config", str(tmp_path / "printed.json")) == first
 
 
