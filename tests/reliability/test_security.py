@@ -34,6 +34,7 @@ from shared.envs import env_spec
 from shared.network import QNetwork, build_q_network
 from shared.wire import curve
 from shared.wire.links import open_socket
+from tests.support.launcher import TRAINING, run_fake
 from tests.support.messages import valid_batch
 from tests.support.paths import ROOT as ROOT_DIR
 from tests.support.runs import free_base_port, small_config
@@ -213,6 +214,15 @@ def test_a_run_that_spawns_its_actors_keys_itself_and_refuses_a_plain_peer(tmp_p
         server.stop()
         plane.close()
     assert curve._authenticators == {}  # the data plane and the weight server released the shared handler
+
+
+def test_a_default_launch_local_run_on_loopback_trains_under_the_runs_own_keys(tmp_path):
+    """The default path end to end (the launcher tests run plain TCP): spawned actors deliver over CURVE with the keys
+    made in RUN/keys, and the run reaches its budget."""
+    out = run_fake(tmp_path, *TRAINING, "--total-env-steps", "600", "--transport.no-open-loopback")
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert f"[MAIN] transport: CURVE with the run's own keys in {run_dir / 'keys'}" in out, out
+    assert "env-step budget" in out and "rejected 0" in out, out
 
 
 def test_the_runs_own_keys_are_private_and_every_later_start_reuses_them(tmp_path):

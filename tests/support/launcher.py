@@ -47,10 +47,11 @@ TRAINING = (
 
 
 def fake_run_cmd(tmp_path, base: int, *args: str) -> list[str]:
-    """``launch.local`` with 2 actors on the fake env, ports from ``base``, runs under ``tmp_path``, no progress bar;
-    ``args`` add or override."""
+    """``launch.local`` with 2 actors on the fake env, ports from ``base``, runs under ``tmp_path``, no progress bar,
+    plain TCP on loopback (``--transport.open-loopback``: the run's own CURVE keys cost these short runs about a fifth
+    more CPU; tests/reliability/test_security.py runs the keyed default end to end); ``args`` add or override."""
     cmd = [sys.executable, "-m", "launch.local", "--actors", "2", "--no-progress", "--env.name", "fake"]
-    return [*cmd, "--transport.base-port", str(base), "--run-dir", str(tmp_path), *args]
+    return [*cmd, "--transport.base-port", str(base), "--run-dir", str(tmp_path), "--transport.open-loopback", *args]
 
 
 def run_fake(tmp_path, *args: str, timeout: float = 240.0, code: int = 0) -> str:
