@@ -45,7 +45,7 @@ def _write_temporary(path: str, state: dict) -> str:
     return tmp
 
 
-def _fsync_dir(folder: str) -> None:
+def fsync_dir(folder: str) -> None:
     """Make the renames in ``folder`` durable (a no-op where directories cannot be opened)."""
     with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
@@ -57,7 +57,7 @@ def _fsync_dir(folder: str) -> None:
 
 def _save_atomic(path: str, state: dict) -> str:
     os.replace(_write_temporary(path, state), path)
-    _fsync_dir(os.path.dirname(path) or ".")
+    fsync_dir(os.path.dirname(path) or ".")
     return path
 
 
@@ -68,7 +68,7 @@ def save_checkpoint(run_dir: str, state: dict) -> str:
     if os.path.exists(path):  # a crash between the two renames leaves the newest checkpoint as the previous one
         os.replace(path, previous)
     os.replace(tmp, path)
-    _fsync_dir(run_dir)
+    fsync_dir(run_dir)
     return path
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from learner.checkpoint import fsync_dir
 from learner.replay.frame_ring import FrameReplay
 
 REPLAY_DIR = "replay"
@@ -63,7 +64,7 @@ class PendingReplay:
                 json.dump(self.manifest, fh)
                 fh.flush()
                 os.fsync(fh.fileno())
-            _fsync_folder(self.tmp)
+            fsync_dir(self.tmp)
             if os.path.lexists(final):
                 os.replace(final, old)  # a folder cannot be renamed over a full one: the previous one steps aside
             os.replace(self.tmp, final)
@@ -73,7 +74,7 @@ class PendingReplay:
                 with contextlib.suppress(OSError):
                     os.replace(old, final)  # the previous replay back in place
             raise
-        _fsync_folder(self.run_dir)
+        fsync_dir(self.run_dir)
         _remove(old)
         return final
 
@@ -346,16 +347,6 @@ def _read_exact(fh: Any, buffer: np.ndarray, path: str) -> None:
 def _fsync_file(path: str) -> None:
     with open(path, "rb") as fh:
         os.fsync(fh.fileno())
-
-
-def _fsync_folder(folder: str) -> None:
-    """Make the entries of ``folder`` durable (a no-op where folders cannot be opened)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _remove(path: str) -> None:
