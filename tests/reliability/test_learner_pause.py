@@ -36,7 +36,7 @@ STALLED = {
 RSS_BOUND = (MAX_STAGED + SEND_HWM + 2) * BATCH_BYTES + (32 << 20)
 
 
-@pytest.mark.parametrize("ratio", ["capped", "held"])
+@pytest.mark.parametrize("ratio", ["held", pytest.param("capped", marks=pytest.mark.extended)])  # capped: make test-all
 def test_actors_survive_a_learner_pause_past_their_staging_bound_and_throughput_returns(tmp_path, ratio):
     held = ratio == "held"
     run = Launcher(
