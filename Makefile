@@ -16,7 +16,7 @@ install: $(VENV)/.installed
 
 install-dev: $(VENV)/.installed-dev
 
-# constraints.txt holds the tools a release of theirs could turn red (tyro, ruff, mypy) at tested versions
+# constraints.txt holds the tools a release of theirs could turn red (tyro, ruff, mypy, kubernetes-validate) at tested versions
 $(VENV)/.installed: setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q "$(TORCH)" "numpy<2; python_version < '3.13'"
