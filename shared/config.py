@@ -33,12 +33,13 @@ class EnvConfig:
 
     name: str = "mario"
     """Env (shared/envs/): 'mario' (nes-py Super Mario Bros), 'catch' (tiny pixel game), 'fake' (synthetic frames for
-    plumbing tests), 'snake' (vectorized Snake), 'fuelbreak' (wildfire fuel breaks, masked) or one env.module registers."""
+    plumbing tests), 'snake' (vectorized Snake), 'fuelbreak' (wildfire fuel breaks, masked), 'gym' (a Gymnasium env,
+    env.gym.id) or one env.module registers."""
     module: str = ""
     """Module every process imports before looking env.name up, where an env outside warppipe registers (empty: none)."""
     frame_skip: int = 4
-    """Mario (an RGB env in shared/envs/frames.py's Preprocess): emulator frames per agent step, the observation the max
-    of the last two; catch and fake draw one frame per step and ignore it."""
+    """Mario and image Gymnasium envs (RGB envs in shared/envs/frames.py's Preprocess): emulator frames per agent step,
+    the observation the max of the last two; catch, fake and envs of vector observations ignore it."""
     frame_size: int = 84
     """Frame envs: side of the square grayscale observation, in pixels."""
     stack: int = 4

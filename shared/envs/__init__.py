@@ -25,6 +25,7 @@ BUILTIN: dict[str, str] = {
     "fake": "shared.envs.fake",
     "snake": "shared.envs.snake",
     "fuelbreak": "shared.envs.fuelbreak",
+    "gym": "shared.envs.gymnasium_env",
 }
 """Env name -> the module that registers it (imported on first use: no process pays for an emulator it does not run)."""
 

@@ -140,14 +140,19 @@ def _play_vector(
     starts = None if noops is None else np.asarray(noops, np.int64)
     try:
         obs = env.reset()
+        stacks = np.repeat(obs[:, None], spec.stack, 1) if spec.stack > 1 else obs  # as the actors stack (an image Gymnasium env)
         with torch.inference_mode():
             while active.any():
                 mask = env.action_mask() if spec.masked else None
                 starting = np.zeros(n, bool) if starts is None else length < starts  # no-op start: noop, else random
-                exploit = lambda x=obs: cast("torch.nn.Module", net)(torch.from_numpy(x)).numpy()  # noqa: E731
+                exploit = lambda x=stacks: cast("torch.nn.Module", net)(torch.from_numpy(x)).numpy()  # noqa: E731
                 actions, _ = policy.choose(np.where(starting, 1.0, eps_all), exploit, mask)
                 actions = np.where(starting & (True if mask is None else mask[:, noop]), noop, actions)
                 obs, reward, terminated, truncated, info = env.step(actions)
+                if spec.stack > 1:  # an ended env's row is the next episode's, but its episode is over: never read again
+                    stacks = np.concatenate([stacks[:, 1:], obs[:, None]], 1)
+                else:
+                    stacks = obs
                 taken.append(actions)
                 ret[active] += reward[active]
                 length[active] += 1

@@ -29,7 +29,7 @@ EPISODES = 64
 
 
 def test_builtin_envs_are_found_by_name_and_unknown_ones_named():
-    assert names()[:5] == ["mario", "catch", "fake", "snake", "fuelbreak"] == list(BUILTIN)
+    assert names()[:6] == ["mario", "catch", "fake", "snake", "fuelbreak", "gym"] == list(BUILTIN)
     for name in BUILTIN:
         assert entry_for(EnvConfig(name=name)).name == name
     with pytest.raises(ConfigError, match="env.name='pong' must be one of 'mario', 'catch'"):
