@@ -9,8 +9,10 @@ ACTORS ?= 4
 ARGS ?=
 # where make docs finds the run folders that docs/media/pictures.json names
 RUNS ?= runs
+# the agent make watch plays (docs/watch.md): none is published in the repository yet
+AGENT ?= agents/mario-1-1.safetensors
 
-.PHONY: install install-dev run test test-all lint docs bench clean
+.PHONY: install install-dev run test test-all lint docs bench watch clean
 
 install: $(VENV)/.installed
 
@@ -51,6 +53,15 @@ docs: install  # rewrite the generated pages in docs/ (option tables, protocol.m
 
 bench: install
 	$(PY) -m launch.benchmark
+
+# play the published agent once, greedily, and film it (watch.mp4); without the file it says so and exits with 1
+# before installing anything (docs/watch.md: export one with python -m launch.tools.export RUN --out $(AGENT))
+watch:
+	@test -f "$(AGENT)" || { echo "make watch: no $(AGENT) here: no agent is published in this repository yet;" \
+		"export a run's with: python -m launch.tools.export runs/<run> --out $(AGENT) (docs/watch.md)" >&2; exit 1; }
+	$(MAKE) install
+	$(PY) -m launch.evaluate --pretrained "$(AGENT)" --episodes 1 --epsilon 0 --low-epsilon-episodes 0 \
+		--noop-episodes 0 --video watch.mp4 --video-episode greedy --json watch.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info

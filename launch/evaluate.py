@@ -7,14 +7,17 @@
     python -m launch.evaluate --policy constant --action right+A --episodes 50  # hold right+A at epsilon 0.05
     python -m launch.evaluate --policy random --env.mario.actions right_only --env.mario.no-jump-release --episodes 50
     python -m launch.evaluate runs/RUN --drills 20    # and 20 trials from a saved state just before each hazard
+    python -m launch.evaluate --pretrained agents/mario-1-1.safetensors --episodes 20  # an exported agent (launch.tools.export)
 
 RUN_DIR (made by ``launch.local``) gives the env (``--env.*`` change it; without a run, ``EnvConfig``'s defaults) and
-the network (``--net``). Beside the N episodes at ``--epsilon`` one greedy episode plays at epsilon 0 (Mario is
-deterministic given the actions), on envs without a single-env form (Snake, fuel breaks) a random policy plays the same
-seeds, then the protocol's secondary rows (shared/evaluation/protocol.py) on streams of their own from ``--seed``, and
-with ``--drills N`` N trials per hazard from a saved state before it (shared/evaluation/drills.py). The
-JSON (``--json``; default ``eval-STAGE-eps0.05.json`` or ``eval-STAGE-random.json`` in RUN_DIR, else here) holds them
-all with every episode. Bad input prints one line on stderr naming the value and exits with 2.
+the network (``--net``); ``--pretrained FILE`` plays an agent file of launch.tools.export instead, with the env and
+network its metadata names (``--env.*`` change the env), no training first. Beside the N episodes at ``--epsilon`` one
+greedy episode plays at epsilon 0 (Mario is deterministic given the actions), on envs without a single-env form (Snake,
+fuel breaks) a random policy plays the same seeds, then the protocol's secondary rows (shared/evaluation/protocol.py) on
+streams of their own from ``--seed``, and with ``--drills N`` N trials per hazard from a saved state before it
+(shared/evaluation/drills.py). The JSON (``--json``; default ``eval-STAGE-eps0.05.json`` or ``eval-STAGE-random.json``
+in RUN_DIR, else here) holds them all with every episode. Bad input prints one line on stderr naming the value and exits
+with 2.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import tyro
 
 from launch.cli import UsageError, import_plugin, parse, plain, plugin_module, refuse_renamed, with_env_options
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
+from shared.agent_file import AgentFileError, load_agent
 from shared.config import ConfigError, EnvConfig, EvalConfig, RunConfig
 from shared.config_migration import read_config
 from shared.envs import EnvEntry, action_names, check_env, entry_for, env_label, env_spec
@@ -74,6 +78,8 @@ class EvaluateArgs:
     auto = best when RUN_DIR holds best.pt and no --checkpoint is given, else online."""
     checkpoint: Annotated[str | None, tyro.conf.arg(metavar="PATH")] = None
     """A checkpoint file to load instead of RUN_DIR/checkpoint.pt."""
+    pretrained: Annotated[str | None, tyro.conf.arg(metavar="FILE")] = None
+    """An agent file (.safetensors, from python -m launch.tools.export) to play, with its env and network; no RUN_DIR."""
     video: Annotated[str | None, tyro.conf.arg(metavar="PATH")] = None
     """Record an episode (the best unless --video-episode says otherwise) to PATH.mp4 or PATH.gif (Mario)."""
     video_episode: Annotated[str, tyro.conf.arg(metavar="WHICH")] = "best"
@@ -144,12 +150,20 @@ def check_args(args: EvaluateArgs) -> None:
         raise UsageError(f"--video-episode={which!r} names the episode --video records: add --video PATH")
     if (args.action is not None) != (args.policy == "constant"):
         raise UsageError(f"--action={args.action!r} goes with --policy constant (and it needs one), not --policy {args.policy}")
+    if args.pretrained is not None:
+        given = [f for f, v in (("RUN_DIR", args.run_dir), ("--checkpoint", args.checkpoint)) if v is not None]
+        given += [f"--net {args.net}"] if args.net != "auto" else []
+        given += [f"--policy {args.policy}"] if args.policy != "greedy" else []
+        if given:
+            raise UsageError(f"--pretrained={args.pretrained!r} plays the agent file's network: no {', '.join(given)} with it")
 
 
 def load_run(args: EvaluateArgs) -> tuple[RunConfig | None, dict | None, str | None]:
     """The run's config (RUN_DIR's config.json, else the checkpoint's), and for --policy greedy the checkpoint that
     plays and its path (``args.net`` 'auto' made best or online); UsageError names what is missing or unreadable."""
     run_dir, cfg = args.run_dir, None
+    if args.pretrained is not None:
+        return load_pretrained(args.pretrained)
     if run_dir is not None:
         if not os.path.isdir(run_dir):
             raise UsageError(f"run folder {run_dir!r} does not exist")
@@ -177,6 +191,23 @@ def load_run(args: EvaluateArgs) -> tuple[RunConfig | None, dict | None, str | N
         except (KeyError, ValueError, TypeError) as exc:
             where = f"run folder {run_dir!r} has no config.json and " if run_dir else ""
             raise UsageError(f"{where}checkpoint {path!r} carries no readable config ({exc})") from None
+    return cfg, state, path
+
+
+def load_pretrained(path: str) -> tuple[RunConfig, dict, str]:
+    """An agent file (shared/agent_file.py) as :func:`load_run` returns a run: a config with its env and network
+    options, and a checkpoint-shaped dict of its online network (fp32) and counters; UsageError names the path."""
+    try:
+        agent = load_agent(path)
+    except AgentFileError as exc:
+        raise UsageError(str(exc)) from None
+    cfg = RunConfig()
+    cfg.env, cfg.net = agent.env, agent.net
+    counters = agent.meta.get("source", {}).get("counters", {})
+    state = {
+        "learner": {"online": agent.state_dict()},
+        "counters": {"updates": counters.get("updates"), "inserted": counters.get("env_steps")},
+    }
     return cfg, state, path
 
 
@@ -260,8 +291,13 @@ def resolve(argv: list[str]) -> tuple[EvaluateArgs, dict]:
 def _tag(args: EvaluateArgs) -> str:
     """The default JSON file name's policy part: eps0.05(-best), random, or constant-ACTION-eps0.05."""
     if args.policy == "greedy":
-        return f"eps{args.epsilon:g}" + (f"-{args.net}" if args.net != "online" else "")
+        return f"eps{args.epsilon:g}" + (f"-{_net(args)}" if _net(args) != "online" else "")
     return "random" if args.policy == "random" else f"constant-{args.action}-eps{args.epsilon:g}"
+
+
+def _net(args: EvaluateArgs) -> str:
+    """Which network plays, as the console and the JSON name it: best, online, or pretrained (an agent file)."""
+    return "pretrained" if args.pretrained is not None else args.net
 
 
 def _pct(x: float) -> str:
@@ -303,7 +339,9 @@ def _evaluate(args: EvaluateArgs, job: dict) -> int:
     counts = "".join(f", {k.replace('_', ' ')} {job[k]:,}" for k in ("updates", "env_steps") if isinstance(job[k], int))
     print(f"[EVAL] {job['run_dir'] or '-'}: checkpoint {job['checkpoint'] or '(no network)'}{counts}")
     label = f" {job['label']}" if job["label"] != env.name else ""
-    played = f"policy {args.policy}" + (f" ({args.net} net), epsilon {args.epsilon:g}" if greedy else "") + f", seed {args.seed}"
+    played = (
+        f"policy {args.policy}" + (f" ({_net(args)} net), epsilon {args.epsilon:g}" if greedy else "") + f", seed {args.seed}"
+    )
     print(f"[EVAL] env {env.name}{label}, {len(names)} actions, {played}, {args.episodes} episode(s)", flush=True)
 
     start = time.perf_counter()
@@ -349,7 +387,7 @@ def _evaluate(args: EvaluateArgs, job: dict) -> int:
 
     result = {k: job[k] for k in ("run_dir", "checkpoint", "updates", "env_steps", "wall_seconds")}
     result |= {"stage": job["label"], "epsilon": 1.0 if args.policy == "random" else args.epsilon, "action": args.action}
-    result |= {"policy": args.policy, "net": args.net if greedy else None, "seed": args.seed, "env": env.to_dict()}
+    result |= {"policy": args.policy, "net": _net(args) if greedy else None, "seed": args.seed, "env": env.to_dict()}
     greedy_row = None if greedy_ep is None else {**(greedy_summary or {}), "episode": episode_record(greedy_ep)}
     result |= {"summary": summary, "greedy": greedy_row, "random": random_summary, "episodes": records, "hazards": hazards}
     result |= {"secondary": secondary, "drills": drills, "video": video, "eval_seconds": seconds}
