@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from launch.local import progress_budget
+from shared.agent_file import MAX_BYTES, load_agent
 from shared.config import RunConfig
 from shared.resolution import resolve_config
 from tests.support.launcher import (
@@ -213,6 +214,25 @@ def test_training_run_logs_env_steps_wall_clock_and_evaluations_in_plain_lines(t
     assert played.returncode == 0, played.stdout + played.stderr
     result = json.loads((tmp_path / "best.json").read_text())
     assert result["net"] == "best" and result["checkpoint"].endswith("best.pt")
+
+    # launch.tools.export writes best.pt as one file that launch.evaluate --pretrained plays without the run folder
+    agent_path = tmp_path / "agents" / "fake.safetensors"
+    export = [sys.executable, "-m", "launch.tools.export", str(run_dir), "--out", str(agent_path)]
+    done = subprocess.run(export, cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(f"[EXPORT] {agent_path}: ") and "best.pt of" in done.stdout, done.stdout
+    assert 0 < agent_path.stat().st_size <= MAX_BYTES
+    agent = load_agent(str(agent_path))
+    assert agent.env.name == "fake" and agent.meta["source"]["file"] == "best.pt"
+    assert agent.meta["source"]["counters"]["weights_version"] == best["counters"]["weights_version"]
+    evaluate = [sys.executable, "-m", "launch.evaluate", "--pretrained", str(agent_path), "--episodes", "1"]
+    done = subprocess.run(
+        [*evaluate, "--json", str(tmp_path / "agent.json")], cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(pretrained net)" in done.stdout and "greedy (eps 0)" in done.stdout, done.stdout
+    data = json.loads((tmp_path / "agent.json").read_text())
+    assert data["net"] == "pretrained" and data["env"]["name"] == "fake" and data["summary"]["episodes"] == 1
 
 
 @pytest.mark.parametrize("samples_per_insert, paced_by", [("0.05", "actors"), ("64", "learner")])
