@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-drill-out}; rm -rf "$OUT"; mkdir -p "$OUT"
 ACTOR_KILL_AT=${ACTOR_KILL_AT:-240} LEARNER_KILL_AT=${LEARNER_KILL_AT:-480} DISK_FULL_AT=${DISK_FULL_AT:-660}
-DISK_FULL_FOR=${DISK_FULL_FOR:-120} FINISHED_FOR=${FINISHED_FOR:-60} GUARD=${GUARD:-2400} BUDGET=${BUDGET:-90000}
+DISK_FULL_FOR=${DISK_FULL_FOR:-120} FINISHED_FOR=${FINISHED_FOR:-60} GUARD=${GUARD:-3600} BUDGET=${BUDGET:-90000}
 IMAGE=${WARPPIPE_IMAGE:-warppipe:latest}
 DC="docker-compose -f docker/compose.yml -f docker/compose.drill.yml -p warpdrill"
 export WARPPIPE_SLOTS=4 WARPPIPE_ACTOR_REPLICAS=4
