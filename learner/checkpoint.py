@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from shared.evaluation.names import upgrade
-from shared.writes import InPlaceRecord, read_record
+from shared.writes import SAY_EVERY_S, InPlaceRecord, read_record
 
 CHECKPOINT_NAME = "checkpoint.pt"
 PREVIOUS_NAME = "checkpoint.prev.pt"
@@ -258,6 +258,8 @@ class Checkpointer:
         self.run_dir, self.state, self.echo = run_dir, state, echo
         self.every_epochs, self.every_seconds = every_epochs, every_seconds
         self.failed = False  # the last save failed: retry at the next epoch
+        self.failures = 0  # saves failed in a row
+        self._failure_said_at: float | None = None  # when a failure in this row was last said
         self.pending: dict[str, Callable[[], Any]] = {}  # start-up files a full disk refused, written before the next save
         self._last = time.monotonic()  # when the last save was started
         self._writing: tuple[threading.Thread, int, list] | None = None  # (thread, epoch, [its error]) of a save under way
@@ -315,14 +317,17 @@ class Checkpointer:
             self.poll()
 
     def _outcome(self, epoch: int, exc: BaseException | None, last: bool) -> bool:
-        if exc is not None:
-            self.failed = True
-            then = "the run ends without it" if last else "training goes on and the next epoch tries again"
-            self.echo(f"[MAIN] checkpoint at epoch {epoch} failed ({type(exc).__name__}: {exc}); {then}")
+        if exc is not None:  # said at its first, then at most once per SAY_EVERY_S while the failures go on, and at exit
+            self.failed, self.failures, now = True, self.failures + 1, time.monotonic()
+            if last or self._failure_said_at is None or now - self._failure_said_at >= SAY_EVERY_S:
+                self._failure_said_at = now
+                then = "the run ends without it" if last else "training goes on and the next epoch tries again"
+                why = f"{type(exc).__name__}: {exc}; {self.failures} failed in a row"
+                self.echo(f"[MAIN] checkpoint at epoch {epoch} failed ({why}); {then}")
             return False
         if self.failed:
-            self.echo(f"[MAIN] checkpoint at epoch {epoch} written after earlier failures")
-        self.failed = False
+            self.echo(f"[MAIN] checkpoint at epoch {epoch} written after {self.failures} failed")
+        self.failed, self.failures, self._failure_said_at = False, 0, None
         return True
 
     def save_or_say(self, epoch: int, last: bool = False) -> bool:

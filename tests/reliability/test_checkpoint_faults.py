@@ -170,13 +170,17 @@ def test_a_save_the_disk_refuses_is_said_and_tried_again_while_training_goes_on(
         learner.counters.epoch = 2
         assert not learner.checkpoints.save_or_say(learner.counters.epoch) and learner.checkpoints.failed
         assert said[-1].startswith("[MAIN] checkpoint at epoch 2 failed (IsADirectoryError")
-        assert said[-1].endswith("training goes on and the next epoch tries again")
+        assert said[-1].endswith("1 failed in a row); training goes on and the next epoch tries again")
         assert (tmp_path / CHECKPOINT_NAME).read_bytes() == good and not (tmp_path / PREVIOUS_NAME).exists()
+        lines = len(said)
+        learner.counters.epoch = 3  # failing again at once: counted, not said again (a full disk fails every epoch)
+        assert not learner.checkpoints.save_or_say(learner.counters.epoch) and learner.checkpoints.failures == 2
+        assert len(said) == lines
         obstacle.rmdir()
-        learner.counters.epoch = 3
+        learner.counters.epoch = 4
         assert learner.checkpoints.save_or_say(learner.counters.epoch) and not learner.checkpoints.failed
-        assert said[-1] == "[MAIN] checkpoint at epoch 3 written after earlier failures"
-        assert load_checkpoint(str(tmp_path))["counters"]["epoch"] == 3
+        assert said[-1] == "[MAIN] checkpoint at epoch 4 written after 2 failed"
+        assert load_checkpoint(str(tmp_path))["counters"]["epoch"] == 4
         assert torch.load(tmp_path / PREVIOUS_NAME, weights_only=True)["counters"]["epoch"] == 1
     finally:
         learner.server.stop()

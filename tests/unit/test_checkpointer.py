@@ -37,4 +37,4 @@ def test_a_background_save_the_disk_refuses_is_said_at_the_next_poll_and_due_aga
     assert cp.failed and said and said[0].startswith("[MAIN] checkpoint at epoch 5 failed (FileNotFoundError")
     assert cp.due(6)  # a failed checkpoint is due again at once
     (tmp_path / "gone").mkdir()
-    assert cp.save_or_say(6) and said[-1] == "[MAIN] checkpoint at epoch 6 written after earlier failures"
+    assert cp.save_or_say(6) and said[-1] == "[MAIN] checkpoint at epoch 6 written after 1 failed"
