@@ -179,12 +179,7 @@ def load_run(args: EvaluateArgs) -> tuple[RunConfig | None, dict | None, str | N
             raise UsageError(f"run folder {run_dir!r} has no config.json")
         return cfg, None, args.checkpoint
     path = checkpoint_path(args)
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # pickle, zip or torch errors: all mean "not a readable checkpoint"
-        raise UsageError(f"checkpoint {path!r} is not readable: {type(exc).__name__}: {exc}") from None
-    if not isinstance(state, dict) or not isinstance(state.get("learner"), dict) or "online" not in state["learner"]:
-        raise UsageError(f"checkpoint {path!r} holds no learner.online network")
+    state = read_network_checkpoint(path)
     if cfg is None:
         try:
             cfg = read_config(state["config"])
@@ -192,6 +187,17 @@ def load_run(args: EvaluateArgs) -> tuple[RunConfig | None, dict | None, str | N
             where = f"run folder {run_dir!r} has no config.json and " if run_dir else ""
             raise UsageError(f"{where}checkpoint {path!r} carries no readable config ({exc})") from None
     return cfg, state, path
+
+
+def read_network_checkpoint(path: str) -> dict:
+    """A checkpoint file (checkpoint.pt, best.pt, kept weights) holding ``learner.online``; UsageError names the path."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # pickle, zip or torch errors: all mean "not a readable checkpoint"
+        raise UsageError(f"checkpoint {path!r} is not readable: {type(exc).__name__}: {exc}") from None
+    if not isinstance(state, dict) or not isinstance(state.get("learner"), dict) or "online" not in state["learner"]:
+        raise UsageError(f"checkpoint {path!r} holds no learner.online network")
+    return state
 
 
 def load_pretrained(path: str) -> tuple[RunConfig, dict, str]:

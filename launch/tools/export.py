@@ -18,10 +18,10 @@ import os
 import sys
 from typing import Annotated, Literal
 
-import torch
 import tyro
 
 from launch.cli import UsageError, import_plugin, parse
+from launch.evaluate import read_network_checkpoint
 from learner.checkpoint import BEST_NAME, CHECKPOINT_NAME
 from shared.agent_file import MAX_BYTES, AgentFileError, agent_bytes, read_agent, save_agent
 from shared.config import ConfigError
@@ -54,13 +54,7 @@ def load_state(run_dir: str, net: str) -> tuple[str, dict]:
             " (it is written at the first evaluation during training; --net last exports checkpoint.pt)" if net == "best" else ""
         )
         raise UsageError(f"--net={net}: no {path!r}{hint}")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # pickle, zip or torch errors: all mean "not a readable checkpoint"
-        raise UsageError(f"{path!r} is not readable: {type(exc).__name__}: {exc}") from None
-    if not isinstance(state, dict) or not isinstance(state.get("learner"), dict) or "online" not in state["learner"]:
-        raise UsageError(f"{path!r} holds no learner.online network")
-    return path, state
+    return path, read_network_checkpoint(path)
 
 
 def export(args: ExportArgs) -> tuple[str, bytes]:
